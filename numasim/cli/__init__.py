@@ -1,0 +1,68 @@
+"""The ``numasim`` command line (typer). Each command group lives in its own module and registers itself here.
+
+Library code never prints; this layer turns results into text and errors into one line on stderr with exit
+status 2 (bad input) so scripts can tell a usage error from a simulated failure.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from pydantic import ValidationError
+
+from numasim.errors import NumasimError
+
+__all__ = ["app", "main", "run"]
+
+app = typer.Typer(
+    name="numasim",
+    help="Simulate NUMA machines: where Linux places memory under each policy, and what every access costs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    # Explicit list: importing numasim.cli registers nothing until main() asks for it.
+    from numasim.cli import demo
+
+    for module in (demo,):
+        module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``numasim`` script; returns the exit status instead of exiting."""
+    _register()
+    try:
+        # standalone mode: typer prints usage errors itself and exits 2; our own errors come through here.
+        app(args=argv, prog_name="numasim", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except NumasimError as exc:
+        typer.echo(f"numasim: error: {exc}", err=True)
+        return 2
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        typer.echo(f"numasim: error: {loc} = {first.get('input')!r}: {first['msg']}", err=True)
+        return 2
+    except FileNotFoundError as exc:
+        typer.echo(f"numasim: error: no such file: {exc.filename}", err=True)
+        return 2
+    return 0
+
+
+@app.callback()
+def _root() -> None:
+    """Simulate NUMA machines: where Linux places memory under each policy, and what every access costs."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def run() -> None:
+    """Console-script wrapper: exit with :func:`main`'s status."""
+    sys.exit(main())

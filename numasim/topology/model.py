@@ -1,0 +1,371 @@
+"""The machine description: NUMA nodes, their memory and cpus, memory controllers, links, switches, devices.
+
+A :class:`Machine` is a pydantic model because it crosses the boundary: it is read from and written to files
+(TOML, numactl text, sysfs trees, hwloc XML). Everything derived from it (routes, latency tables, the SLIT)
+lives in :mod:`numasim.topology.routing` and :mod:`numasim.topology.distances` as plain functions.
+
+Units are in the field names: ``latency_ns`` (nanoseconds), ``bandwidth_gb_s`` (decimal gigabytes per
+second, 10**9 bytes/s; never gigabits), ``*_bytes`` (bytes).
+
+Graph vertices are the NUMA node ids (``int``) and the names of switches (``str``), so a link joins two of
+those. Links are directed in their timing: ``latency_ns``/``bandwidth_gb_s`` apply from ``a`` to ``b``, the
+``*_reverse`` fields from ``b`` to ``a`` (``None`` means the same as forward).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from numasim.topology.cpulist import parse_cpulist
+
+__all__ = [
+    "LinkKind",
+    "MemoryKind",
+    "DeviceKind",
+    "CacheScope",
+    "MemoryController",
+    "Node",
+    "Link",
+    "Switch",
+    "Device",
+    "CacheLevel",
+    "Route",
+    "Machine",
+    "Vertex",
+    "LOCAL_DISTANCE",
+]
+
+LOCAL_DISTANCE = 10
+"""The SLIT value of a node to itself (ACPI)."""
+
+Vertex = int | str
+"""A vertex of the link graph: a NUMA node id or a switch name."""
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class LinkKind(StrEnum):
+    """What a link physically is; only informative for timing, but shown in drawings and reports."""
+
+    QPI = "qpi"
+    UPI = "upi"
+    HYPERTRANSPORT = "hypertransport"
+    INFINITY_FABRIC = "infinity-fabric"
+    ON_DIE = "on-die"
+    CXL = "cxl"
+    CROSSBAR = "crossbar"
+    NUMALINK = "numalink"
+    NVLINK = "nvlink"
+    PCIE = "pcie"
+    OTHER = "other"
+
+
+class MemoryKind(StrEnum):
+    """The technology behind a node's memory (decides memory tiers: only DRAM/HBM are top tier)."""
+
+    DRAM = "dram"
+    HBM = "hbm"
+    CXL = "cxl"
+    PMEM = "pmem"
+    GPU = "gpu"
+
+
+class DeviceKind(StrEnum):
+    """Devices that are attached to a node and do DMA to host memory."""
+
+    NIC = "nic"
+    GPU = "gpu"
+    CXL_EXPANDER = "cxl-expander"
+    NVME = "nvme"
+    ACCELERATOR = "accelerator"
+    OTHER = "other"
+
+
+class CacheScope(StrEnum):
+    """Which cpus share one instance of a cache level."""
+
+    CORE = "core"
+    DIE = "die"
+    SOCKET = "socket"
+    NODE = "node"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class MemoryController(_Model):
+    """A node's memory controller and DRAM as seen from a core of the same node when idle.
+
+    ``latency_ns`` is the idle load-to-use latency of a local miss to DRAM (what mlc's latency matrix shows on
+    the diagonal); remote latency adds the links of the route.
+    """
+
+    latency_ns: PositiveFloat
+    read_bandwidth_gb_s: PositiveFloat
+    write_bandwidth_gb_s: PositiveFloat | None = None
+
+    @property
+    def effective_write_bandwidth_gb_s(self) -> float:
+        return self.write_bandwidth_gb_s if self.write_bandwidth_gb_s is not None else self.read_bandwidth_gb_s
+
+
+class Node(_Model):
+    """One NUMA node as Linux numbers it: cpus, memory, and where it sits (socket, die)."""
+
+    id: Annotated[int, Field(ge=0)]
+    cpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    memory_bytes: Annotated[int, Field(ge=0)] = 0
+    free_bytes: Annotated[int, Field(ge=0)] | None = None
+    socket: Annotated[int, Field(ge=0)] | None = None
+    die: Annotated[int, Field(ge=0)] | None = None
+    memory_kind: MemoryKind = MemoryKind.DRAM
+    controller: MemoryController | None = None
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus_from_list_string(cls, value: object) -> object:
+        # Machine files may write cpus the way sysfs does ("0-11,48-59").
+        if isinstance(value, str):
+            return parse_cpulist(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.cpus and self.memory_bytes == 0:
+            raise ValueError(f"node {self.id} has neither cpus nor memory")
+        if len(set(self.cpus)) != len(self.cpus):
+            raise ValueError(f"node {self.id} lists a cpu twice: {self.cpus}")
+        if self.cpus != sorted(self.cpus):
+            raise ValueError(f"node {self.id}: cpus must be in increasing order, got {self.cpus}")
+        if self.free_bytes is not None and self.free_bytes > self.memory_bytes:
+            raise ValueError(
+                f"node {self.id}: free_bytes {self.free_bytes} exceeds memory_bytes {self.memory_bytes}"
+            )
+        return self
+
+    @property
+    def has_memory(self) -> bool:
+        return self.memory_bytes > 0
+
+    @property
+    def has_cpus(self) -> bool:
+        return bool(self.cpus)
+
+
+class Link(_Model):
+    """A point-to-point interconnect link between two vertices (node ids or switch names)."""
+
+    a: Vertex
+    b: Vertex
+    kind: LinkKind = LinkKind.OTHER
+    latency_ns: PositiveFloat
+    bandwidth_gb_s: PositiveFloat
+    latency_ns_reverse: PositiveFloat | None = None
+    bandwidth_gb_s_reverse: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.a == self.b:
+            raise ValueError(f"link joins {self.a!r} to itself")
+        return self
+
+    def directed(self) -> tuple[tuple[Vertex, Vertex, float, float], tuple[Vertex, Vertex, float, float]]:
+        """Both directions as ``(src, dst, latency_ns, bandwidth_gb_s)``."""
+        back_lat = self.latency_ns_reverse if self.latency_ns_reverse is not None else self.latency_ns
+        back_bw = self.bandwidth_gb_s_reverse if self.bandwidth_gb_s_reverse is not None else self.bandwidth_gb_s
+        return (
+            (self.a, self.b, self.latency_ns, self.bandwidth_gb_s),
+            (self.b, self.a, back_lat, back_bw),
+        )
+
+
+class Switch(_Model):
+    """A router or crossbar that links meet at (NUMAlink router, node controller, CXL switch)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    kind: LinkKind = LinkKind.CROSSBAR
+    latency_ns: Annotated[float, Field(ge=0)] = 0.0
+    """Traversal latency added by the switch itself, on top of its links."""
+
+
+class Device(_Model):
+    """A device attached to a node's PCIe/CXL root (NIC, GPU, ...); its DMA crosses this attach link."""
+
+    name: Annotated[str, Field(min_length=1)]
+    kind: DeviceKind
+    node: Annotated[int, Field(ge=0)]
+    attach_latency_ns: PositiveFloat = 250.0
+    attach_bandwidth_gb_s: PositiveFloat = 16.0
+    description: str = ""
+
+
+class CacheLevel(_Model):
+    """One level of the cache hierarchy, repeated once per ``scope`` (per core, per die, ...)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    size_bytes: Annotated[int, Field(gt=0)]
+    latency_ns: PositiveFloat
+    scope: CacheScope = CacheScope.CORE
+    line_bytes: Annotated[int, Field(gt=0)] = 64
+    associativity: Annotated[int, Field(gt=0)] = 8
+
+
+class Route(_Model):
+    """An explicit route from ``src`` to ``dst`` (both node ids) through the listed vertices, ends included."""
+
+    src: Annotated[int, Field(ge=0)]
+    dst: Annotated[int, Field(ge=0)]
+    path: list[Vertex]
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if len(self.path) < 2 or self.path[0] != self.src or self.path[-1] != self.dst:
+            raise ValueError(f"route {self.src}->{self.dst}: path must start at src and end at dst, got {self.path}")
+        return self
+
+
+class Machine(_Model):
+    """A NUMA machine: nodes, their interconnect, caches and devices.
+
+    Two distance notions are kept apart on purpose: ``firmware_slit`` is what the kernel sees (ACPI SLIT, as in
+    ``/sys/devices/system/node/nodeN/distance``) and may be wrong; the timing tables come from the links and
+    controllers. When ``firmware_slit`` is absent, the SLIT is derived from the timing as
+    ``round(10 * remote / local)``.
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> m = glueless(2)
+    >>> [n.id for n in m.nodes]
+    [0, 1]
+    """
+
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    source: str = ""
+    """Where the numbers come from (article, measurement file, vendor data), for provenance."""
+    nodes: list[Node]
+    links: list[Link] = Field(default_factory=list)
+    switches: list[Switch] = Field(default_factory=list)
+    devices: list[Device] = Field(default_factory=list)
+    caches: list[CacheLevel] = Field(default_factory=list)
+    routes: list[Route] = Field(default_factory=list)
+    firmware_slit: list[list[int]] | None = None
+    calibration: str | None = None
+    """Name or path of the calibration file that timing results on this machine depend on."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.nodes:
+            raise ValueError("nodes: a machine needs at least one node")
+        ids = [n.id for n in self.nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"nodes: duplicate node id in {ids}")
+        if ids != sorted(ids):
+            raise ValueError(f"nodes: node ids must be listed in increasing order, got {ids}")
+        seen: dict[int, int] = {}
+        for n in self.nodes:
+            for c in n.cpus:
+                if c in seen:
+                    raise ValueError(f"nodes[{n.id}].cpus: cpu {c} is already on node {seen[c]}")
+                seen[c] = n.id
+        if not any(n.has_memory for n in self.nodes):
+            raise ValueError("nodes: no node has memory")
+        switch_names = [s.name for s in self.switches]
+        if len(set(switch_names)) != len(switch_names):
+            raise ValueError(f"switches: duplicate switch name in {switch_names}")
+        vertices: set[Vertex] = set(ids) | set(switch_names)
+        for i, link in enumerate(self.links):
+            for end in ("a", "b"):
+                v = getattr(link, end)
+                if v not in vertices:
+                    raise ValueError(f"links[{i}].{end}: {v!r} is neither a node id nor a switch name")
+        for d in self.devices:
+            if d.node not in ids:
+                raise ValueError(f"devices[{d.name}].node: no node {d.node}")
+        for r in self.routes:
+            for v in r.path:
+                if v not in vertices:
+                    raise ValueError(f"routes[{r.src}->{r.dst}].path: unknown vertex {v!r}")
+        if self.firmware_slit is not None:
+            _check_slit(self.firmware_slit, len(ids))
+        if len(ids) > 1:
+            _check_connected(ids, switch_names, self.links)
+        return self
+
+    # --- small conveniences; everything heavier is a function in routing/distances -------------------
+    @property
+    def node_ids(self) -> list[int]:
+        return [n.id for n in self.nodes]
+
+    def node(self, node_id: int) -> Node:
+        """The node with id ``node_id`` (a KeyError names the ids that exist)."""
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} (nodes: {self.node_ids})")
+
+    def index_of(self, node_id: int) -> int:
+        """Position of ``node_id`` in :attr:`nodes` (= row of the distance/latency tables)."""
+        return self.node_ids.index(node_id)
+
+    @property
+    def cpu_to_node(self) -> dict[int, int]:
+        return {c: n.id for n in self.nodes for c in n.cpus}
+
+    @property
+    def cpus(self) -> list[int]:
+        return sorted(c for n in self.nodes for c in n.cpus)
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(n.memory_bytes for n in self.nodes)
+
+    @property
+    def sockets(self) -> list[int]:
+        return sorted({n.socket for n in self.nodes if n.socket is not None})
+
+    def slit(self) -> list[list[int]]:
+        """The SLIT the kernel sees: firmware's if given, else derived from link timing."""
+        from numasim.topology.distances import slit
+
+        return slit(self)
+
+
+def _check_slit(table: list[list[int]], n: int) -> None:
+    if len(table) != n:
+        raise ValueError(f"firmware_slit: {len(table)} rows for {n} nodes")
+    for i, row in enumerate(table):
+        if len(row) != n:
+            raise ValueError(f"firmware_slit[{i}]: {len(row)} columns for {n} nodes (must be square)")
+        if row[i] != LOCAL_DISTANCE:
+            raise ValueError(f"firmware_slit[{i}][{i}] = {row[i]}: the diagonal must be {LOCAL_DISTANCE}")
+        for j, d in enumerate(row):
+            if j != i and not LOCAL_DISTANCE <= d <= 255:
+                raise ValueError(f"firmware_slit[{i}][{j}] = {d}: remote distances are 10..255")
+
+
+def _check_connected(ids: list[int], switches: list[str], links: list[Link]) -> None:
+    # Union-find over node ids and switch names: cheap, and independent of networkx.
+    everything: list[Vertex] = [*ids, *switches]
+    parent: dict[Vertex, Vertex] = {v: v for v in everything}
+
+    def find(v: Vertex) -> Vertex:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for link in links:
+        parent[find(link.a)] = find(link.b)
+    roots = {find(i) for i in ids}
+    if len(roots) > 1:
+        groups: dict[Vertex, list[int]] = {}
+        for i in ids:
+            groups.setdefault(find(i), []).append(i)
+        parts = sorted(groups.values())
+        raise ValueError(f"links: the link graph is disconnected; node groups {parts}")
