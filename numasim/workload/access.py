@@ -1,0 +1,112 @@
+"""The unit of work the engine consumes: a chunk of memory accesses as parallel numpy arrays.
+
+Traces and workload generators both produce an iterator of :class:`AccessChunk`; the engine never sees a
+Python object per access. Chunks are bounded in size (``DEFAULT_CHUNK_ACCESSES``) so a trace larger than
+memory streams through in bounded memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AccessChunk", "DEFAULT_CHUNK_ACCESSES", "concat_chunks", "rechunk"]
+
+DEFAULT_CHUNK_ACCESSES = 1 << 20
+
+
+@dataclass(frozen=True)
+class AccessChunk:
+    """``n`` memory accesses in program order per thread.
+
+    Attributes
+    ----------
+    thread : ndarray of int32
+        Issuing thread id (index into the workload's threads).
+    address : ndarray of uint64
+        Virtual byte address.
+    is_write : ndarray of bool
+        Store (True) or load (False).
+    size_bytes : ndarray of uint16
+        Access size (a 64-byte line for cache-line traffic; 1..4096 for traced loads/stores).
+    compute_ns : ndarray of float32
+        Time the thread computes before issuing this access (0 for back-to-back accesses).
+    """
+
+    thread: np.ndarray
+    address: np.ndarray
+    is_write: np.ndarray
+    size_bytes: np.ndarray
+    compute_ns: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.address)
+        for name in ("thread", "is_write", "size_bytes", "compute_ns"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"AccessChunk.{name} has {len(getattr(self, name))} entries, address has {n}")
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+    @classmethod
+    def build(
+        cls,
+        address: np.ndarray,
+        *,
+        thread: np.ndarray | int = 0,
+        is_write: np.ndarray | bool = False,
+        size_bytes: np.ndarray | int = 64,
+        compute_ns: np.ndarray | float = 0.0,
+    ) -> AccessChunk:
+        """Make a chunk, broadcasting scalars (``AccessChunk.build(addrs, thread=3, is_write=True)``)."""
+        addr = np.asarray(address, dtype=np.uint64)
+        n = len(addr)
+        return cls(
+            thread=np.broadcast_to(np.asarray(thread, dtype=np.int32), (n,)).copy(),
+            address=addr,
+            is_write=np.broadcast_to(np.asarray(is_write, dtype=bool), (n,)).copy(),
+            size_bytes=np.broadcast_to(np.asarray(size_bytes, dtype=np.uint16), (n,)).copy(),
+            compute_ns=np.broadcast_to(np.asarray(compute_ns, dtype=np.float32), (n,)).copy(),
+        )
+
+    def slice(self, start: int, stop: int) -> AccessChunk:
+        return AccessChunk(
+            self.thread[start:stop],
+            self.address[start:stop],
+            self.is_write[start:stop],
+            self.size_bytes[start:stop],
+            self.compute_ns[start:stop],
+        )
+
+
+def concat_chunks(chunks: Iterable[AccessChunk]) -> AccessChunk:
+    """One chunk holding all of ``chunks`` in order (only for inputs known to fit in memory)."""
+    parts = list(chunks)
+    if not parts:
+        return AccessChunk.build(np.zeros(0, dtype=np.uint64))
+    return AccessChunk(
+        np.concatenate([c.thread for c in parts]),
+        np.concatenate([c.address for c in parts]),
+        np.concatenate([c.is_write for c in parts]),
+        np.concatenate([c.size_bytes for c in parts]),
+        np.concatenate([c.compute_ns for c in parts]),
+    )
+
+
+def rechunk(chunks: Iterable[AccessChunk], size: int = DEFAULT_CHUNK_ACCESSES) -> Iterator[AccessChunk]:
+    """Re-cut a stream of chunks into chunks of exactly ``size`` accesses (the last may be shorter)."""
+    pending: list[AccessChunk] = []
+    held = 0
+    for c in chunks:
+        pending.append(c)
+        held += len(c)
+        while held >= size:
+            merged = concat_chunks(pending)
+            yield merged.slice(0, size)
+            rest = merged.slice(size, len(merged))
+            pending = [rest] if len(rest) else []
+            held = len(rest)
+    if held:
+        yield concat_chunks(pending)
