@@ -78,7 +78,9 @@ class ParseContext:
     devices: Callable[[str, str], int | None] | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, allowed: Iterable[int], configured: int, mask_bits: int = DEFAULT_NODEMASK_BITS) -> ParseContext:
+    def of(
+        cls, allowed: Iterable[int], configured: int, mask_bits: int = DEFAULT_NODEMASK_BITS
+    ) -> ParseContext:
         return cls(frozenset(allowed), configured, mask_bits)
 
 
@@ -145,7 +147,13 @@ def _get_nr(s: str, pos: int, ctx: ParseContext, relative: bool) -> tuple[int, i
 
 def _resolve_device(text: str, ctx: ParseContext, what: str) -> set[int] | None:
     """``resolve_affinity``: ``None`` when ``text`` has no I/O prefix; raises when the device is unknown."""
-    for prefix, cls in (("netdev:", "net"), ("ip:", None), ("file:", None), ("block:", "block"), ("pci:", None)):
+    for prefix, cls in (
+        ("netdev:", "net"),
+        ("ip:", None),
+        ("file:", None),
+        ("block:", "block"),
+        ("pci:", None),
+    ):
         if text.startswith(prefix):
             dev = text[len(prefix) :].lstrip()
             node = ctx.devices(prefix[:-1], dev) if ctx.devices is not None else None
@@ -165,10 +173,10 @@ def _parse(text: str, ctx: ParseContext, what: str) -> frozenset[int]:
     s = text
     i = 0
     invert = relative = False
-    if s[i:i + 1] == "!":
+    if s[i : i + 1] == "!":
         invert = True
         i += 1
-    if s[i:i + 1] == "+":
+    if s[i : i + 1] == "+":
         relative = True
         i += 1
     mask: set[int] = set()
@@ -194,7 +202,7 @@ def _parse(text: str, ctx: ParseContext, what: str) -> frozenset[int]:
             raise NodeStringError(text, f"cpu argument {rest} is out of range\n")
         mask.add(arg)
         i = end
-        if s[i:i + 1] == "-":
+        if s[i : i + 1] == "-":
             i += 1
             arg2, end2 = _get_nr(s, i, ctx, relative)
             if end2 == i:

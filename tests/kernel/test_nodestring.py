@@ -79,7 +79,9 @@ def test_cpuset_restriction_and_relative_numbers() -> None:
     assert nodes("+0-1", ctx) == [2, 3]
     assert nodes("all", ctx) == [2, 3]
     assert warning("0", ctx) == "node argument 0 is out of range\n"
-    assert warning("+2", ctx) == "node argument 1024 is out of range\n"  # past the set: libnuma lands on the mask size
+    assert (
+        warning("+2", ctx) == "node argument 1024 is out of range\n"
+    )  # past the set: libnuma lands on the mask size
     # inside a range only allowed nodes are set
     assert nodes("2-3", ParseContext.of({0, 2, 3}, configured=4)) == [2, 3]
     assert nodes("0-3", ParseContext.of({0, 3}, configured=4)) == [0, 3]
@@ -94,7 +96,9 @@ def test_memoryless_node_is_not_allowed() -> None:
 
 
 def test_device_prefix() -> None:
-    ctx = ParseContext(frozenset({0, 1}), 2, devices=lambda kind, name: 1 if (kind, name) == ("netdev", "eth0") else None)
+    ctx = ParseContext(
+        frozenset({0, 1}), 2, devices=lambda kind, name: 1 if (kind, name) == ("netdev", "eth0") else None
+    )
     assert nodes("netdev:eth0", ctx) == [1]
     with pytest.raises(NodeStringError) as info:
         parse_nodestring("netdev:eth9", ctx)

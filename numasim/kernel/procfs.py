@@ -1,0 +1,332 @@
+"""Text of the /proc and /sys files a NUMA user reads, formatted exactly as the kernel prints them.
+
+Formatters take plain dataclasses so the layouts are testable on their own; :mod:`numasim.kernel.numactl`
+fills them from the kernel model.
+
+Sources: ``mm/vmstat.c`` (``frag_show_print`` for /proc/buddyinfo, ``zoneinfo_show_print`` for /proc/zoneinfo),
+``fs/proc/task_mmu.c`` (``show_numa_map``), ``drivers/base/node.c`` (``nodeN/numastat``, ``nodeN/meminfo``),
+``fs/proc/array.c`` + ``kernel/cgroup/cpuset.c`` (``Mems_allowed`` lines of /proc/PID/status), ``lib/bitmap.c``
+(``%*pb`` and ``%*pbl``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from numasim.topology.cpulist import format_cpulist
+
+__all__ = [
+    "NR_PAGE_ORDERS",
+    "NUMASTAT_ITEMS",
+    "ZONE_NAMES",
+    "ZoneView",
+    "PagesetView",
+    "VmaView",
+    "bitmap_string",
+    "format_buddyinfo",
+    "format_zoneinfo",
+    "format_numa_map_line",
+    "format_numa_maps",
+    "format_status_mems_allowed",
+    "format_node_numastat",
+    "format_node_meminfo",
+    "buddy_orders_from_free",
+]
+
+NR_PAGE_ORDERS = 11
+"""Orders 0..10 on x86_64 with 4 KiB pages (MAX_PAGE_ORDER = 10)."""
+
+NUMASTAT_ITEMS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
+"""The six lines of ``/sys/devices/system/node/nodeN/numastat``, in file order."""
+
+_ZONEINFO_NUMA_NAMES = (
+    "numa_hit",
+    "numa_miss",
+    "numa_foreign",
+    "numa_interleave",
+    "numa_local",
+    "numa_other",
+)
+
+ZONE_NAMES = ("DMA", "DMA32", "Normal", "Movable", "Device")
+"""x86_64 zones in index order (lowmem_reserve has one entry per zone)."""
+
+
+@dataclass(frozen=True)
+class PagesetView:
+    """One cpu's per-cpu page list of a zone (``struct per_cpu_pages``)."""
+
+    cpu: int
+    count: int
+    high: int
+    batch: int
+    stat_threshold: int
+
+
+@dataclass(frozen=True)
+class ZoneView:
+    """What /proc/zoneinfo and /proc/buddyinfo show about one zone (all counts in pages)."""
+
+    node: int
+    name: str
+    spanned: int
+    present: int
+    managed: int
+    free: int = 0
+    boost: int = 0
+    min: int = 0
+    low: int = 0
+    high: int = 0
+    promo: int | None = None
+    """Shown on kernels with memory tiering (6.x); ``None`` omits the line."""
+    cma: int = 0
+    protection: Sequence[int] = ()
+    zone_stats: Sequence[tuple[str, int]] = ()
+    """Zone vmstat items in kernel order (``nr_free_pages`` ...), without the NUMA events."""
+    numa_events: Sequence[int] = (0, 0, 0, 0, 0, 0)
+    """numa_hit, numa_miss, numa_foreign, numa_interleave, numa_local, numa_other of this zone."""
+    node_stats: Sequence[tuple[str, int]] | None = None
+    """Per-node stats, printed in the node's first populated zone only (``None`` elsewhere)."""
+    pagesets: Sequence[PagesetView] = ()
+    node_unreclaimable: int = 0
+    start_pfn: int = 0
+    free_area: Sequence[int] | None = None
+    """Free blocks per order 0..10 (buddyinfo); ``None`` = derive from ``free``."""
+
+    @property
+    def populated(self) -> bool:
+        return self.present > 0
+
+
+@dataclass(frozen=True)
+class VmaView:
+    """One line of /proc/PID/numa_maps: a VMA and the pages present in it.
+
+    ``pages_per_node`` counts present pages by node; ``anon``/``dirty``/``mapped`` follow ``struct numa_maps``
+    (``mapped`` = all present pages). ``active=None`` means every page is active (the field is not printed).
+    """
+
+    start: int
+    policy: str
+    pages_per_node: Mapping[int, int] = field(default_factory=dict)
+    file: str | None = None
+    heap: bool = False
+    stack: bool = False
+    huge: bool = False
+    anon: int = 0
+    dirty: int = 0
+    mapmax: int = 1
+    swapcache: int = 0
+    active: int | None = None
+    writeback: int = 0
+    kernelpagesize_kb: int = 4
+
+    @property
+    def pages(self) -> int:
+        return int(sum(self.pages_per_node.values()))
+
+
+def bitmap_string(bits: Iterable[int], nbits: int) -> str:
+    """The kernel's ``%*pb``: hex in 32-bit chunks, highest first, separated by commas.
+
+    The first chunk has only as many digits as ``nbits`` needs.
+
+    Examples
+    --------
+    >>> bitmap_string([0, 1], 64)
+    '00000000,00000003'
+    >>> bitmap_string(range(40), 40)
+    'ff,ffffffff'
+    """
+    value = 0
+    for b in bits:
+        if b < nbits:
+            value |= 1 << b
+    chunks = []
+    nchunks = max((nbits + 31) // 32, 1)
+    for c in range(nchunks - 1, -1, -1):
+        word = (value >> (32 * c)) & 0xFFFFFFFF
+        if c == nchunks - 1:
+            rem = nbits - 32 * c
+            digits = max((rem + 3) // 4, 1)
+            chunks.append(f"{word:0{digits}x}")
+        else:
+            chunks.append(f"{word:08x}")
+    return ",".join(chunks)
+
+
+def buddy_orders_from_free(free_pages: int, max_order: int = NR_PAGE_ORDERS - 1) -> list[int]:
+    """A buddy free-area split of ``free_pages`` for a zone whose free memory is not fragmented.
+
+    The largest blocks first, then the binary digits of the remainder: what a freshly booted zone looks like.
+    (The kernel model tracks free page counts, not individual buddies; this is the least-fragmented layout.)
+
+    Examples
+    --------
+    >>> buddy_orders_from_free(1024 * 3 + 5)
+    [1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3]
+    """
+    counts = [0] * (max_order + 1)
+    top = 1 << max_order
+    counts[max_order] = free_pages // top
+    rest = free_pages % top
+    for order in range(max_order):
+        if rest & (1 << order):
+            counts[order] = 1
+    return counts
+
+
+def format_buddyinfo(zones: Iterable[ZoneView]) -> str:
+    """/proc/buddyinfo: populated zones only, ``Node %d, zone %8s `` then ``%6lu `` per order.
+
+    Examples
+    --------
+    >>> z = ZoneView(0, "Normal", spanned=2048, present=2048, managed=2048, free=1025)
+    >>> format_buddyinfo([z])
+    'Node 0, zone   Normal      1      0      0      0      0      0      0      0      0      0      1 \\n'
+    """
+    lines = []
+    for z in zones:
+        if not z.populated:
+            continue
+        area = list(z.free_area) if z.free_area is not None else buddy_orders_from_free(z.free)
+        lines.append(f"Node {z.node}, zone {z.name:>8} " + "".join(f"{n:6d} " for n in area) + "\n")
+    return "".join(lines)
+
+
+def format_zoneinfo(zones: Iterable[ZoneView]) -> str:
+    """/proc/zoneinfo (``zoneinfo_show_print``): every zone, unpopulated ones stop after ``protection``."""
+    out: list[str] = []
+    for z in zones:
+        s = [f"Node {z.node}, zone {z.name:>8}"]
+        if z.node_stats is not None:
+            s.append("\n  per-node stats")
+            s.extend(f"\n      {name:<12} {value}" for name, value in z.node_stats)
+        s.append(f"\n  pages free     {z.free}")
+        s.append(f"\n        boost    {z.boost}")
+        s.append(f"\n        min      {z.min}")
+        s.append(f"\n        low      {z.low}")
+        s.append(f"\n        high     {z.high}")
+        if z.promo is not None:
+            s.append(f"\n        promo    {z.promo}")
+        s.append(f"\n        spanned  {z.spanned}")
+        s.append(f"\n        present  {z.present}")
+        s.append(f"\n        managed  {z.managed}")
+        s.append(f"\n        cma      {z.cma}")
+        prot = list(z.protection) or [0] * len(ZONE_NAMES)
+        s.append("\n        protection: (" + ", ".join(str(p) for p in prot) + ")")
+        if not z.populated:
+            s.append("\n")
+            out.append("".join(s))
+            continue
+        s.extend(f"\n      {name:<12} {value}" for name, value in z.zone_stats)
+        s.extend(
+            f"\n      {name:<12} {value}"
+            for name, value in zip(_ZONEINFO_NUMA_NAMES, z.numa_events, strict=True)
+        )
+        s.append("\n  pagesets")
+        for p in z.pagesets:
+            s.append(f"\n    cpu: {p.cpu}")
+            s.append(f"\n              count: {p.count}")
+            s.append(f"\n              high:  {p.high}")
+            s.append(f"\n              batch: {p.batch}")
+            s.append(f"\n  vm stats threshold: {p.stat_threshold}")
+        s.append(f"\n  node_unreclaimable:  {z.node_unreclaimable}")
+        s.append(f"\n  start_pfn:           {z.start_pfn}")
+        s.append("\n")
+        out.append("".join(s))
+    return "".join(out)
+
+
+def format_numa_map_line(vma: VmaView, memory_nodes: Iterable[int] | None = None) -> str:
+    """One ``show_numa_map`` line (with its newline).
+
+    Examples
+    --------
+    >>> v = VmaView(0x7F0000000000, "bind:1", {1: 3}, anon=3, dirty=3)
+    >>> format_numa_map_line(v)
+    '7f0000000000 bind:1 anon=3 dirty=3 N1=3 kernelpagesize_kB=4\\n'
+    >>> format_numa_map_line(VmaView(0x601000, "default", heap=True))
+    '00601000 default heap\\n'
+    """
+    s = [f"{vma.start:08x} {vma.policy}"]
+    if vma.file is not None:
+        s.append(f" file={vma.file}")
+    elif vma.heap:
+        s.append(" heap")
+    elif vma.stack:
+        s.append(" stack")
+    if vma.huge:
+        s.append(" huge")
+    pages = vma.pages
+    if pages:
+        if vma.anon:
+            s.append(f" anon={vma.anon}")
+        if vma.dirty:
+            s.append(f" dirty={vma.dirty}")
+        if pages != vma.anon and pages != vma.dirty:
+            s.append(f" mapped={pages}")
+        if vma.mapmax > 1:
+            s.append(f" mapmax={vma.mapmax}")
+        if vma.swapcache:
+            s.append(f" swapcache={vma.swapcache}")
+        if vma.active is not None and vma.active < pages and not vma.huge:
+            s.append(f" active={vma.active}")
+        if vma.writeback:
+            s.append(f" writeback={vma.writeback}")
+        nodes = sorted(memory_nodes) if memory_nodes is not None else sorted(vma.pages_per_node)
+        for nid in nodes:
+            count = int(vma.pages_per_node.get(nid, 0))
+            if count:
+                s.append(f" N{nid}={count}")
+        s.append(f" kernelpagesize_kB={vma.kernelpagesize_kb}")
+    return "".join(s) + "\n"
+
+
+def format_numa_maps(vmas: Iterable[VmaView], memory_nodes: Iterable[int] | None = None) -> str:
+    """/proc/PID/numa_maps: one line per VMA, in address order."""
+    nodes = list(memory_nodes) if memory_nodes is not None else None
+    return "".join(format_numa_map_line(v, nodes) for v in sorted(vmas, key=lambda v: v.start))
+
+
+def format_status_mems_allowed(mems_allowed: Iterable[int], max_numnodes: int = 1024) -> str:
+    """The two ``Mems_allowed`` lines of /proc/PID/status.
+
+    Examples
+    --------
+    >>> format_status_mems_allowed([0, 1], max_numnodes=64).splitlines()[0].split("\\t")
+    ['Mems_allowed:', '00000000,00000003']
+    """
+    nodes = sorted(mems_allowed)
+    return (
+        f"Mems_allowed:\t{bitmap_string(nodes, max_numnodes)}\nMems_allowed_list:\t{format_cpulist(nodes)}\n"
+    )
+
+
+def format_node_numastat(counters: Mapping[str, int]) -> str:
+    """``/sys/devices/system/node/nodeN/numastat``: exactly six ``name value`` lines.
+
+    Examples
+    --------
+    >>> format_node_numastat({"numa_hit": 5}).splitlines()[:2]
+    ['numa_hit 5', 'numa_miss 0']
+    """
+    return "".join(f"{name} {int(counters.get(name, 0))}\n" for name in NUMASTAT_ITEMS)
+
+
+def format_node_meminfo(
+    node: int, items_kb: Sequence[tuple[str, int]], hugepages: Sequence[tuple[str, int]] = ()
+) -> str:
+    """``/sys/devices/system/node/nodeN/meminfo``: ``Node N Label:`` padded to 16, value ``%8lu kB``.
+
+    ``hugepages`` are the unit-less ``HugePages_*`` lines (``%5u``).
+
+    Examples
+    --------
+    >>> format_node_meminfo(0, [("MemTotal", 16314556)])
+    'Node 0 MemTotal:       16314556 kB\\n'
+    """
+    lines = [f"Node {node} {label + ':':<16}{value:>8} kB\n" for label, value in items_kb]
+    lines += [f"Node {node} {label + ':':<16} {value:>5}\n" for label, value in hugepages]
+    return "".join(lines)
