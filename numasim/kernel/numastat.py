@@ -370,12 +370,12 @@ def _process_tables(procs: Sequence[NumastatProcess], nodes: Sequence[int], opt:
                     size = page_bytes or (HUGE_PAGE_SIZE_BYTES if category == 0 else PAGE_SIZE_BYTES)
                     value = _atol(pages_text) * size / MEGABYTE
                     row = 2 + (category if sub else pix)
-                    col = col_of.get(nid)
-                    if col is None:
+                    node_col = col_of.get(nid)
+                    if node_col is None:
                         continue
-                    table.add(row, col, value)
+                    table.add(row, node_col, value)
                     table.add(row, total_col, value)
-                    table.add(total_row, col, value)
+                    table.add(total_row, node_col, value)
                     table.add(total_row, total_col, value)
         if sub or pix + 1 == len(procs):
             if opt.compress:
