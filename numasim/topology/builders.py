@@ -394,7 +394,7 @@ def multi_die(
         memory_bytes,
         _controller(ctrl_lat, sock_bw / per_socket),
         socket_of=[i // per_socket for i in range(count)],
-        die_of=[i % per_socket for i in range(count)],
+        die_of=[i % per_socket for i in range(count)] if per_socket > 1 else None,
         threads_per_core=threads_per_core,
     )
     switches: list[Switch] = []
