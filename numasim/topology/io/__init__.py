@@ -1,0 +1,91 @@
+"""Machine file formats: our TOML, ``numactl --hardware`` text, sysfs node trees and hwloc XML.
+
+:func:`load_machine` takes a shipped machine's name or a path in any of these formats (told apart by content,
+:func:`~numasim.topology.io.detect.detect_format`); :func:`save_machine` writes by suffix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from numasim.errors import FormatError
+from numasim.topology.io.detect import KNOWN_FORMATS, MachineFormat, detect_format, format_for_suffix
+from numasim.topology.io.hwloc import read_hwloc_xml, save_machine_hwloc, write_hwloc_xml
+from numasim.topology.io.numactl import (
+    NumactlHardware,
+    NumactlNode,
+    format_numactl_hardware,
+    load_machine_numactl,
+    machine_from_numactl,
+    numactl_hardware_for,
+    parse_numactl_hardware,
+    save_machine_numactl,
+)
+from numasim.topology.io.sysfs import read_sysfs_node_tree, write_sysfs_node_tree
+from numasim.topology.io.toml_format import dumps_machine, load_machine_toml, loads_machine, save_machine_toml
+from numasim.topology.model import Machine
+
+__all__ = [
+    "KNOWN_FORMATS",
+    "MachineFormat",
+    "detect_format",
+    "load_machine",
+    "save_machine",
+    "read_hwloc_xml",
+    "write_hwloc_xml",
+    "read_sysfs_node_tree",
+    "write_sysfs_node_tree",
+    "NumactlHardware",
+    "NumactlNode",
+    "parse_numactl_hardware",
+    "format_numactl_hardware",
+    "machine_from_numactl",
+    "numactl_hardware_for",
+    "loads_machine",
+    "dumps_machine",
+    "load_machine_toml",
+    "save_machine_toml",
+]
+
+
+def load_machine(spec: str | Path) -> Machine:
+    """Load a machine: a shipped machine's name (``"seed-001-e5-2680v2"``) or a path in any known format.
+
+    An existing path wins over a shipped name; a string that is neither names the shipped machines (with a
+    close-match suggestion) in the error.
+    """
+    from numasim.topology.library import find_shipped
+
+    p = Path(spec)
+    if not p.exists():
+        if isinstance(spec, str) and "/" not in spec and "\\" not in spec:
+            p = find_shipped(spec)
+        else:
+            raise FormatError(str(p), "no such file or directory")
+    fmt = detect_format(p)
+    if fmt == "toml":
+        return load_machine_toml(p)
+    if fmt == "numactl":
+        return load_machine_numactl(p)
+    if fmt == "sysfs":
+        return read_sysfs_node_tree(p)
+    return read_hwloc_xml(p)
+
+
+def save_machine(machine: Machine, path: str | Path, format: MachineFormat | None = None) -> None:
+    """Write ``machine`` to ``path`` atomically, in ``format`` or by suffix (``.toml``, ``.xml`` hwloc, ``.txt``
+    numactl text, a directory or no suffix: sysfs tree)."""
+    fmt = format or format_for_suffix(path)
+    if fmt == "toml":
+        save_machine_toml(machine, path)
+    elif fmt == "hwloc":
+        save_machine_hwloc(machine, path)
+    elif fmt == "numactl":
+        save_machine_numactl(machine, path)
+    elif fmt == "sysfs":
+        # Replace an existing directory only when it is a node tree itself (never someone's other data).
+        target = Path(path)
+        replace = target.is_dir() and any(c.name.startswith("node") and c.is_dir() for c in target.iterdir())
+        write_sysfs_node_tree(machine, target, overwrite=replace)
+    else:
+        raise FormatError(str(path), f"unknown format {fmt!r}; known: {', '.join(KNOWN_FORMATS)}")

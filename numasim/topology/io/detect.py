@@ -1,0 +1,73 @@
+"""Tell a machine file's format from its content (not its name): TOML, numactl text, sysfs tree or hwloc XML."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from numasim.errors import FormatError
+
+__all__ = ["MachineFormat", "KNOWN_FORMATS", "detect_format", "format_for_suffix"]
+
+MachineFormat = Literal["toml", "numactl", "sysfs", "hwloc"]
+KNOWN_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc")
+_DESCRIBED = (
+    "toml (numasim machine file with [[nodes]]), numactl (`numactl --hardware` output), "
+    "sysfs (a /sys/devices/system/node-like directory with nodeN/), hwloc (hwloc XML with <topology>)"
+)
+_AVAILABLE_RE = re.compile(r"^\s*available:\s*\d+\s+nodes?\b", re.MULTILINE)
+_HEAD_BYTES = 64 * 1024
+
+
+def detect_format(path: str | Path) -> MachineFormat:
+    """The format of the machine description at ``path``.
+
+    A directory with ``nodeN`` subdirectories is a sysfs tree; a file whose first element is ``<topology`` is
+    hwloc XML; text with an ``available: N nodes`` line is numactl output; TOML with a ``nodes`` array is
+    ours. Anything else raises :class:`~numasim.errors.FormatError` naming the file and the known formats.
+    """
+    p = Path(path)
+    if p.is_dir():
+        if any(c.is_dir() and re.fullmatch(r"node\d+", c.name) for c in p.iterdir()):
+            return "sysfs"
+        raise FormatError(str(p), f"directory without nodeN subdirectories; known formats: {_DESCRIBED}")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(_HEAD_BYTES)
+    except OSError as exc:
+        raise FormatError(str(p), f"cannot read: {exc}") from None
+    text = head.decode("utf-8", errors="replace")
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("<") and re.search(r"<topology[\s>]", text):
+        return "hwloc"
+    if _AVAILABLE_RE.search(text):
+        return "numactl"
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        return "toml"
+    raise FormatError(str(p), f"unknown machine format; known formats: {_DESCRIBED}")
+
+
+def format_for_suffix(path: str | Path) -> MachineFormat:
+    """The format to *write* for ``path``: ``.toml``, ``.xml`` (hwloc), ``.txt`` (numactl), a directory (sysfs).
+
+    A path without a suffix, or an existing directory, means a sysfs tree.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".toml":
+        return "toml"
+    if suffix == ".xml":
+        return "hwloc"
+    if suffix == ".txt":
+        return "numactl"
+    if p.is_dir() or suffix == "":
+        return "sysfs"
+    raise FormatError(
+        str(p), f"cannot tell the format from suffix {suffix!r}: use .toml, .xml, .txt or a directory"
+    )
