@@ -1,0 +1,539 @@
+"""Fit controller and link models to measured tables (least squares with bounds).
+
+Idle latency is linear in the parameters: ``latency(i, j) = ctrl_j + sum of link (and switch) latencies on
+route(i, j)``, the same sum :func:`numasim.topology.routing.latency_table_ns` computes, so the fit is a bounded
+linear least-squares problem (:func:`scipy.optimize.least_squares`, all latencies > 0). When the measured cells
+cannot pin every parameter (a design matrix without full column rank), the fitter adds one named assumption at
+a time, only for the parameters the null space touches, until they can be pinned:
+
+1. the two directions of a link have the same latency;
+2. all memory controllers have the same idle latency;
+3. all links of one kind have the same latency;
+4. (last resort) a weak pull towards the machine file's nominal value.
+
+Bandwidth follows the bottleneck model: ``bandwidth(i, j) = min(ctrl_read_j, links on route(i, j))``. A link's
+bandwidth is pinned by the smallest link-bound cell whose route crosses it; controller read and write
+bandwidth come from mlc's peak injection mixes, ``1 / bw(f) = f / R + (1 - f) / W`` for a read fraction ``f``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from numasim.calibrate.parsers._text import NodeMatrix
+from numasim.calibrate.result import CellResidual, FitResult, FittedParameter
+from numasim.errors import CalibrationError
+from numasim.topology.builders import (
+    DEFAULT_CONTROLLER_BANDWIDTH_GB_S,
+    DEFAULT_CONTROLLER_LATENCY_NS,
+)
+from numasim.topology.model import Machine, Vertex
+from numasim.topology.routing import Routing, routing
+
+__all__ = [
+    "LatencyFit",
+    "BandwidthFit",
+    "fit_latency",
+    "fit_bandwidth",
+    "fit_peak_mix",
+    "READ_FRACTION",
+    "slit_warnings",
+]
+
+READ_FRACTION = {"all_reads": 1.0, "3:1": 0.75, "2:1": 2 / 3, "1:1": 0.5, "stream_triad": 2 / 3}
+"""Fraction of bytes that are reads in each of mlc's traffic mixes (stream-triad: two reads, one write)."""
+
+Edge = tuple[Vertex, Vertex]
+Atom = tuple[str, object]  # ("ctrl", node) | ("link", (u, v)) | ("switch", name)
+
+
+def _atom_name(a: Atom) -> str:
+    kind, key = a
+    if kind == "ctrl":
+        return f"controllers[{key}].latency_ns"
+    if kind == "link":
+        edge: Edge = key  # type: ignore[assignment]
+        return f"links[{edge[0]}->{edge[1]}].latency_ns"
+    return f"switches[{key}].latency_ns"
+
+
+def _nominal_ctrl_latency(machine: Machine, node: int) -> float:
+    c = machine.node(node).controller
+    return c.latency_ns if c is not None else DEFAULT_CONTROLLER_LATENCY_NS
+
+
+@dataclass
+class LatencyFit:
+    """Fitted idle latencies: per controller, per directed link, per switch; plus the fit report."""
+
+    controller_latency_ns: dict[int, float] = field(default_factory=dict)
+    link_latency_ns: dict[Edge, float] = field(default_factory=dict)
+    switch_latency_ns: dict[str, float] = field(default_factory=dict)
+    result: FitResult = field(default_factory=FitResult)
+
+
+def _cells(machine: Machine, matrices: Sequence[NodeMatrix], table: str) -> list[tuple[int, int, float]]:
+    ids = set(machine.node_ids)
+    out = []
+    for m in matrices:
+        for i, j, v in m.cells():
+            if i not in ids or j not in ids:
+                raise CalibrationError(
+                    f"{table}: cell ({i}, {j}) names a node that machine {machine.name} lacks (nodes {sorted(ids)})"
+                )
+            if not machine.node(j).has_memory:
+                raise CalibrationError(f"{table}: cell ({i}, {j}) targets memoryless node {j} of {machine.name}")
+            if v <= 0:
+                raise CalibrationError(f"{table}: cell ({i}, {j}) = {v} is not positive")
+            out.append((i, j, v))
+    if not out:
+        raise CalibrationError(f"{table}: no measured cells")
+    return out
+
+
+def _null_atoms(a: np.ndarray, tol: float = 1e-9) -> set[int]:
+    """Columns of ``a`` that the null space touches (parameters the data cannot pin)."""
+    if a.shape[1] == 0:
+        return set()
+    _, s, vt = np.linalg.svd(a, full_matrices=True)
+    rank = int(np.sum(s > tol * max(1.0, s.max() if s.size else 1.0)))
+    null = vt[rank:]
+    if null.size == 0:
+        return set()
+    return {int(k) for k in np.flatnonzero(np.abs(null).max(axis=0) > 1e-7)}
+
+
+def fit_latency(
+    machine: Machine,
+    matrices: Sequence[NodeMatrix],
+    *,
+    routes: Routing | None = None,
+    resolution_ns: float = 0.1,
+    bootstrap: int = 0,
+    seed: int = 0,
+    table: str = "latency_matrix",
+) -> LatencyFit:
+    """Fit controller and link latencies to measured idle-latency matrices (repeats are stacked).
+
+    Parameters
+    ----------
+    machine : Machine
+        Gives the structure (routes); its nominal numbers start the fit and fill what no cell crosses.
+    matrices : list of NodeMatrix
+        Rows are initiator node ids, columns target node ids, values in ns; ``nan`` cells are skipped.
+    resolution_ns : float
+        Print resolution of the tool; with no residual degrees of freedom the uncertainty comes from it.
+    bootstrap : int
+        If > 0, the standard errors come from this many resamples of the cells (seeded) instead of the
+        linearised covariance.
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> m = NodeMatrix([0, 1], [0, 1], np.array([[61.7, 115.1], [114.6, 61.2]]), "ns")
+    >>> fit = fit_latency(glueless(2), [m])
+    >>> round(fit.link_latency_ns[(0, 1)], 1), round(fit.controller_latency_ns[1], 1)
+    (53.9, 61.2)
+    """
+    r = routes or routing(machine)
+    cells = _cells(machine, matrices, table)
+    # Parameters ("atoms") are every controller and link direction some measured route needs.
+    atoms: list[Atom] = []
+    index: dict[Atom, int] = {}
+
+    def atom(a: Atom) -> int:
+        if a not in index:
+            index[a] = len(atoms)
+            atoms.append(a)
+        return index[a]
+
+    rows: list[list[int]] = []
+    for i, j, _ in cells:
+        cols = [atom(("ctrl", j))]
+        path = r.path(i, j)
+        cols += [atom(("link", e)) for e in r.edges(i, j)]
+        cols += [atom(("switch", v)) for v in path[1:-1] if isinstance(v, str)]
+        rows.append(cols)
+    a_atoms = np.zeros((len(cells), len(atoms)))
+    for k, cols in enumerate(rows):
+        for c in cols:
+            a_atoms[k, c] += 1.0
+    y = np.array([v for _, _, v in cells])
+
+    nominal = np.array([_nominal_atom(machine, r, a) for a in atoms])
+    kinds = {(link.a, link.b): link.kind for link in machine.links} | {(link.b, link.a): link.kind for link in machine.links}
+
+    # Groups: atoms tied together share one fitted value.
+    group = list(range(len(atoms)))
+    result = FitResult()
+
+    def design() -> tuple[np.ndarray, list[int]]:
+        labels = sorted(set(group))
+        g = np.zeros((len(atoms), len(labels)))
+        for k, lab in enumerate(group):
+            g[k, labels.index(lab)] = 1.0
+        return a_atoms @ g, labels
+
+    def merge(members: list[int]) -> None:
+        if len(members) < 2:
+            return
+        target = group[members[0]]
+        olds = {group[m] for m in members}
+        for k in range(len(group)):
+            if group[k] in olds:
+                group[k] = target
+
+    def weak_atoms() -> set[int]:
+        a, labels = design()
+        weak_groups = {labels[c] for c in _null_atoms(a)}
+        return {k for k in range(len(atoms)) if group[k] in weak_groups}
+
+    tied_note: dict[int, str] = {}
+    result.assumptions.append(
+        "a controller's idle latency is the same for local and remote requesters; the whole remote-minus-local "
+        "difference is put on the links of the route"
+    )
+    weak = weak_atoms()
+    if weak:  # 1. symmetric links
+        done = set()
+        for k in sorted(weak):
+            kind, key = atoms[k]
+            if kind != "link" or k in done:
+                continue
+            edge: Edge = key  # type: ignore[assignment]
+            other = index.get(("link", (edge[1], edge[0])))
+            if other is not None:
+                merge([k, other])
+                done |= {k, other}
+                tied_note[k] = tied_note[other] = "tied: both directions of the link assumed equal"
+                result.assumptions.append(
+                    f"link {edge[0]}<->{edge[1]}: both directions assumed to have the same latency"
+                )
+        weak = weak_atoms()
+    if weak and any(atoms[k][0] == "ctrl" for k in weak):  # 2. equal controllers
+        ctrls = [k for k in range(len(atoms)) if atoms[k][0] == "ctrl"]
+        merge(ctrls)
+        for k in ctrls:
+            tied_note[k] = "tied: all controllers assumed to have the same idle latency"
+        result.assumptions.append(
+            "controller vs link latency cannot be separated from these cells: all memory controllers assumed "
+            f"to have the same idle latency (nodes {sorted(atoms[k][1] for k in ctrls)})"  # type: ignore[type-var]
+        )
+        weak = weak_atoms()
+    if weak:  # 3. links of one kind equal
+        by_kind: dict[object, list[int]] = {}
+        for k in range(len(atoms)):
+            if atoms[k][0] == "link":
+                by_kind.setdefault(kinds.get(atoms[k][1]), []).append(k)  # type: ignore[call-overload]
+        for link_kind, members in by_kind.items():
+            if any(m in weak for m in members):
+                merge(members)
+                for k in members:
+                    tied_note[k] = f"tied: all {link_kind!s} links assumed equal"
+                result.assumptions.append(f"all {link_kind} links assumed to have the same latency")
+        weak = weak_atoms()
+    a, labels = design()
+    x0 = np.array([np.mean([nominal[k] for k in range(len(atoms)) if group[k] == lab]) for lab in labels])
+    prior_rows = sorted({labels.index(group[k]) for k in weak})
+    if prior_rows:
+        names = ", ".join(_atom_name(atoms[k]) for k in sorted(weak))
+        result.assumptions.append(f"not identifiable even after tying; pulled weakly towards the machine file: {names}")
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        res = a @ x - y
+        if prior_rows:
+            res = np.concatenate([res, 1e-3 * (x[prior_rows] - x0[prior_rows])])
+        return res
+
+    sol = least_squares(resid, x0, bounds=(1e-3, np.inf), method="trf", x_scale=np.maximum(x0, 1.0))
+    x = sol.x
+    fitted = a @ x
+    # Uncertainty: linearised covariance from the residual scatter, floored by the tool's print resolution.
+    n, p = a.shape
+    rank = int(np.linalg.matrix_rank(a))
+    dof = n - rank
+    floor = resolution_ns / math.sqrt(12.0)
+    if dof > 0:
+        sigma = max(math.sqrt(float(np.sum((fitted - y) ** 2)) / dof), floor)
+    else:
+        sigma = floor
+        result.warnings.append(
+            f"{table}: {n} cells for {rank} free parameters: exactly determined, so the residuals are zero by "
+            f"construction and the uncertainty reflects only the print resolution ({resolution_ns} ns)"
+        )
+    cov = sigma**2 * np.linalg.pinv(a.T @ a)
+    stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    if bootstrap > 0:
+        stderr = _bootstrap_latency(a, y, x, bootstrap, seed)
+    fit = LatencyFit(result=result)
+    for k, at in enumerate(atoms):
+        col = labels.index(group[k])
+        value = float(x[col])
+        kind, key = at
+        if kind == "ctrl":
+            fit.controller_latency_ns[int(key)] = value  # type: ignore[call-overload]
+        elif kind == "link":
+            fit.link_latency_ns[key] = value  # type: ignore[index]
+        else:
+            fit.switch_latency_ns[str(key)] = value
+        result.parameters.append(
+            FittedParameter(
+                _atom_name(at), value, "ns", float(stderr[col]), identifiable=k not in weak, note=tied_note.get(k, "")
+            )
+        )
+    for (i, j, v), f in zip(cells, fitted, strict=True):
+        result.residuals.append(CellResidual(table, str(i), str(j), v, float(f), "ns"))
+    _untouched_warnings(machine, index, result, table)
+    return fit
+
+
+def _nominal_atom(machine: Machine, r: Routing, a: Atom) -> float:
+    kind, key = a
+    if kind == "ctrl":
+        return _nominal_ctrl_latency(machine, int(key))  # type: ignore[call-overload]
+    if kind == "link":
+        edge: Edge = key  # type: ignore[assignment]
+        return float(r._graph.edges[edge]["latency_ns"])
+    for s in machine.switches:
+        if s.name == key:
+            return max(s.latency_ns, 1.0)
+    return 1.0
+
+
+def _bootstrap_latency(a: np.ndarray, y: np.ndarray, x: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        pick = rng.integers(0, len(y), len(y))
+        ab, yb = a[pick], y[pick]
+        if np.linalg.matrix_rank(ab) < a.shape[1]:
+            continue
+        sol = least_squares(lambda z, ab=ab, yb=yb: ab @ z - yb, x, bounds=(1e-3, np.inf))
+        draws.append(sol.x)
+    if len(draws) < 2:
+        return np.full(a.shape[1], np.nan)
+    return np.asarray(np.std(np.array(draws), axis=0, ddof=1))
+
+
+def _untouched_warnings(machine: Machine, index: dict[Atom, int], result: FitResult, table: str) -> None:
+    for link in machine.links:
+        for a_end, b_end in ((link.a, link.b), (link.b, link.a)):
+            if ("link", (a_end, b_end)) not in index:
+                result.warnings.append(
+                    f"{table}: link {a_end}->{b_end} is crossed by no measured route; kept its machine-file value"
+                )
+    for n in machine.nodes:
+        if n.has_memory and ("ctrl", n.id) not in index:
+            result.warnings.append(f"{table}: no measured cell targets node {n.id}; its controller keeps the machine-file value")
+
+
+def slit_warnings(machine: Machine, matrices: Sequence[NodeMatrix]) -> list[str]:
+    """Where the firmware SLIT disagrees with the measured latency ratios (``round(10 * remote / local)``)."""
+    if machine.firmware_slit is None:
+        return []
+    out = []
+    ids = machine.node_ids
+    for m in matrices:
+        for i in m.rows:
+            if i not in m.cols or i not in ids:
+                continue
+            local = m.cell(i, i)
+            if not np.isfinite(local):
+                continue
+            for j in m.cols:
+                if j == i or j not in ids:
+                    continue
+                v = m.cell(i, j)
+                if not np.isfinite(v):
+                    continue
+                implied = int(math.floor(10 * v / local + 0.5))
+                firmware = machine.firmware_slit[ids.index(i)][ids.index(j)]
+                if abs(implied - firmware) >= 2:
+                    out.append(
+                        f"firmware SLIT[{i}][{j}] = {firmware} but measured latency ratio {v:.1f}/{local:.1f} ns "
+                        f"implies {implied}"
+                    )
+        break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- bandwidth
+
+
+@dataclass
+class BandwidthFit:
+    """Fitted bandwidths (GB/s): controller read/write per node, link per direction; plus the fit report."""
+
+    controller_read_gb_s: dict[int, float] = field(default_factory=dict)
+    controller_write_gb_s: dict[int, float] = field(default_factory=dict)
+    link_bandwidth_gb_s: dict[Edge, float] = field(default_factory=dict)
+    result: FitResult = field(default_factory=FitResult)
+
+
+def fit_peak_mix(peak_mb_s: dict[str, float]) -> tuple[float, float | None, FitResult]:
+    """System read and write bandwidth (GB/s) from mlc's traffic mixes: ``1/bw = f/R + (1-f)/W``.
+
+    Returns ``(read, write, result)``; write is ``None`` with only the all-reads figure.
+
+    Examples
+    --------
+    >>> r, w, _ = fit_peak_mix({"all_reads": 110395.9, "1:1": 81146.3})
+    >>> round(r, 1), round(w, 1)
+    (110.4, 64.1)
+    """
+    res = FitResult()
+    known = {k: v / 1000.0 for k, v in peak_mb_s.items() if k in READ_FRACTION}
+    if "all_reads" not in known:
+        raise CalibrationError(f"peak bandwidth: no 'ALL Reads' figure among {sorted(peak_mb_s)}")
+    if len(known) == 1:
+        res.parameters.append(FittedParameter("system.read_bandwidth_gb_s", known["all_reads"], "GB/s"))
+        return known["all_reads"], None, res
+    f = np.array([READ_FRACTION[k] for k in known])
+    bw = np.array(list(known.values()))
+
+    def resid(z: np.ndarray) -> np.ndarray:
+        model = 1.0 / (f / z[0] + (1 - f) / z[1])
+        return (model - bw) / bw
+
+    sol = least_squares(resid, [bw.max(), bw.min()], bounds=(1e-3, np.inf))
+    rd, wr = (float(v) for v in sol.x)
+    model = 1.0 / (f / rd + (1 - f) / wr)
+    dof = len(bw) - 2
+    stderr = [math.nan, math.nan]
+    if dof > 0:
+        j = sol.jac
+        s2 = float(np.sum(sol.fun**2)) / dof
+        cov = s2 * np.linalg.pinv(j.T @ j)
+        stderr = [float(math.sqrt(max(cov[0, 0], 0))), float(math.sqrt(max(cov[1, 1], 0)))]
+    res.parameters += [
+        FittedParameter("system.read_bandwidth_gb_s", rd, "GB/s", stderr[0]),
+        FittedParameter("system.write_bandwidth_gb_s", wr, "GB/s", stderr[1]),
+    ]
+    for k, m, v in zip(known, model, bw, strict=True):
+        res.residuals.append(CellResidual("peak_bandwidth", k, "system", float(v), float(m), "GB/s"))
+    return rd, wr, res
+
+
+def fit_bandwidth(
+    machine: Machine,
+    matrices: Sequence[NodeMatrix] = (),
+    peak_mb_s: dict[str, float] | None = None,
+    *,
+    routes: Routing | None = None,
+    link_bound_margin: float = 0.95,
+) -> BandwidthFit:
+    """Fit controller read/write and link bandwidths (GB/s) under the bottleneck model.
+
+    ``matrices`` are mlc-style bandwidth matrices in MB/s (all cores of the row's node reading the column's
+    memory). Peak injection (all nodes reading their local memory at once) gives the system read and write
+    bandwidth, split over the nodes in proportion to the matrix diagonal (equally without one).
+    """
+    r = routes or routing(machine)
+    fit = BandwidthFit()
+    res = fit.result
+    cells = [(i, j, v / 1000.0) for i, j, v in _cells(machine, matrices, "bandwidth_matrix")] if matrices else []
+    mem_nodes = [n.id for n in machine.nodes if n.has_memory]
+    cpu_mem_nodes = [n.id for n in machine.nodes if n.has_memory and n.has_cpus]
+    diag: dict[int, list[float]] = {}
+    for i, j, v in cells:
+        if i == j:
+            diag.setdefault(j, []).append(v)
+    diag_mean = {j: float(np.mean(v)) for j, v in diag.items()}
+    write_ratio: float | None = None
+    if peak_mb_s:
+        rd, wr, peak_res = fit_peak_mix(peak_mb_s)
+        res.extend(peak_res)
+        weights = {j: diag_mean.get(j, math.nan) for j in cpu_mem_nodes}
+        if all(np.isfinite(w) for w in weights.values()):
+            total = sum(weights.values())
+            share = {j: w / total for j, w in weights.items()}
+        else:
+            share = {j: 1.0 / len(cpu_mem_nodes) for j in cpu_mem_nodes}
+            res.assumptions.append(
+                f"peak bandwidth split equally over the {len(cpu_mem_nodes)} nodes with cpus and memory"
+            )
+        for j, s in share.items():
+            fit.controller_read_gb_s[j] = rd * s
+            if wr is not None:
+                fit.controller_write_gb_s[j] = wr * s
+        if wr is not None:
+            write_ratio = wr / rd
+        for j, d in diag_mean.items():
+            if j in fit.controller_read_gb_s and d < 0.9 * fit.controller_read_gb_s[j]:
+                res.warnings.append(
+                    f"bandwidth_matrix: local cell of node {j} ({d:.1f} GB/s) is below its controller's share of "
+                    f"the peak ({fit.controller_read_gb_s[j]:.1f} GB/s): initiator (core/MLP) bound"
+                )
+    for j, d in diag_mean.items():
+        if j not in fit.controller_read_gb_s:
+            fit.controller_read_gb_s[j] = d
+            res.assumptions.append(
+                f"controller {j} read bandwidth taken from its local matrix cell (assumed controller-bound)"
+            )
+    for j in mem_nodes:
+        if j not in fit.controller_read_gb_s:
+            best = max((v for i, jj, v in cells if jj == j), default=None)
+            if best is not None:
+                fit.controller_read_gb_s[j] = best
+                res.assumptions.append(f"controller {j}: no local cell; read bandwidth = best remote cell {best:.1f} GB/s")
+            else:
+                c = machine.node(j).controller
+                fit.controller_read_gb_s[j] = c.read_bandwidth_gb_s if c else DEFAULT_CONTROLLER_BANDWIDTH_GB_S
+                res.warnings.append(f"no bandwidth measurement reaches node {j}; controller keeps the machine-file value")
+    for j in mem_nodes:
+        if j not in fit.controller_write_gb_s:
+            c = machine.node(j).controller
+            if write_ratio is not None:
+                fit.controller_write_gb_s[j] = fit.controller_read_gb_s[j] * write_ratio
+            elif c is not None and c.write_bandwidth_gb_s is not None:
+                fit.controller_write_gb_s[j] = c.write_bandwidth_gb_s * fit.controller_read_gb_s[j] / c.read_bandwidth_gb_s
+            else:
+                fit.controller_write_gb_s[j] = fit.controller_read_gb_s[j]
+                res.assumptions.append(f"controller {j}: no read/write mix measured; write bandwidth assumed = read")
+    # Links: each link-bound remote cell pins the minimum over its route; a link is pinned by the smallest
+    # link-bound cell crossing it (every other cell crossing it is only a lower bound).
+    pinned: dict[Edge, float] = {}
+    lower: dict[Edge, float] = {}
+    for i, j, v in cells:
+        if i == j:
+            continue
+        edges = r.edges(i, j)
+        for e in edges:
+            lower[e] = max(lower.get(e, 0.0), v)
+        if v < link_bound_margin * fit.controller_read_gb_s[j]:
+            for e in edges:
+                pinned[e] = min(pinned.get(e, math.inf), v)
+    for link in machine.links:
+        for a_end, b_end in ((link.a, link.b), (link.b, link.a)):
+            e = (a_end, b_end)
+            if e in pinned:
+                fit.link_bandwidth_gb_s[e] = pinned[e]
+            elif (b_end, a_end) in pinned:
+                fit.link_bandwidth_gb_s[e] = pinned[(b_end, a_end)]
+                res.assumptions.append(
+                    f"link {a_end}->{b_end}: no link-bound cell crosses this direction; bandwidth copied from "
+                    f"{b_end}->{a_end}"
+                )
+    for e, bw in fit.link_bandwidth_gb_s.items():
+        res.parameters.append(FittedParameter(f"links[{e[0]}->{e[1]}].bandwidth_gb_s", bw, "GB/s"))
+    for e, lo in lower.items():
+        if e not in fit.link_bandwidth_gb_s:
+            res.warnings.append(
+                f"link {e[0]}->{e[1]}: every cell crossing it is controller-bound; only a lower bound "
+                f"{lo:.1f} GB/s is known (machine-file value kept unless lower)"
+            )
+    for j in sorted(fit.controller_read_gb_s):
+        res.parameters.append(FittedParameter(f"controllers[{j}].read_bandwidth_gb_s", fit.controller_read_gb_s[j], "GB/s"))
+        res.parameters.append(
+            FittedParameter(f"controllers[{j}].write_bandwidth_gb_s", fit.controller_write_gb_s[j], "GB/s")
+        )
+    for i, j, v in cells:
+        route_bw = min((fit.link_bandwidth_gb_s.get(e, r._graph.edges[e]["bandwidth_gb_s"]) for e in r.edges(i, j)), default=math.inf)
+        model = min(fit.controller_read_gb_s[j], route_bw)
+        res.residuals.append(CellResidual("bandwidth_matrix", str(i), str(j), v, model, "GB/s"))
+    return fit

@@ -1,0 +1,306 @@
+"""Intel Memory Latency Checker (mlc) output: latency and bandwidth matrices, peak injection, loaded latency, c2c.
+
+Handles the default run (``mlc`` with no arguments, all sections in one output) and separate runs
+(``--latency_matrix``, ``--bandwidth_matrix``, ``--peak_injection_bandwidth``, ``--max_bandwidth``,
+``--idle_latency``, ``--loaded_latency``, ``--c2c_latency``) concatenated in one file, in both matrix layouts:
+
+* old (mlc 2.x): a ``Memory node`` label line, then a header ``Socket  0  1``, rows ``0  67.2 122.0``;
+* new (mlc 3.x): a ``Numa node`` label line, then a header ``Numa node  0  1``.
+
+A markdown page with the output in ``` fences is accepted: only the fenced blocks that hold mlc output are
+read, and errors still name the line of the page. Lines mlc prints for information (buffer sizes, command
+lines) are skipped; a malformed row inside a table is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from numasim.calibrate.parsers._text import (
+    Line,
+    NodeMatrix,
+    fenced_blocks,
+    numbered_lines,
+    read_source,
+    to_float,
+)
+from numasim.errors import FormatError
+
+__all__ = ["LoadedLatencyTable", "MlcResult", "parse_mlc", "parse_mlc_text", "looks_like_mlc", "RATIO_KEYS"]
+
+RATIO_KEYS = {
+    "all reads": "all_reads",
+    "3:1 reads-writes": "3:1",
+    "2:1 reads-writes": "2:1",
+    "1:1 reads-writes": "1:1",
+    "stream-triad like": "stream_triad",
+}
+"""mlc's read/write mix labels and the keys used for them here."""
+
+_VERSION_RE = re.compile(r"Memory Latency Checker\s*-\s*(v\S+)")
+_RATIO_RE = re.compile(r"^\s*([A-Za-z0-9:\- ]+?)\s*:\s*(\S+)\s*$")
+_HEADER_RE = re.compile(r"^\s*(numa node|socket|writer numa node|node)\s+(\d+(?:\s+\d+)*)\s*$", re.IGNORECASE)
+_ROW_START_RE = re.compile(r"^\s*(\d+)\s+\S")
+_ITER_RE = re.compile(r"Each iteration took\s+([\d.]+)\s+core clocks\s*\(\s*([\d.]+)\s*ns\)")
+_C2C_LOCAL_RE = re.compile(r"^\s*(Local Socket .+?)\s+latency\s+(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class LoadedLatencyTable:
+    """``mlc --loaded_latency``: one row per injection delay (cycles between the load generator's accesses)."""
+
+    inject_delay: np.ndarray
+    latency_ns: np.ndarray
+    bandwidth_mb_s: np.ndarray
+    traffic: str = "Read-only"
+
+    @property
+    def bandwidth_gb_s(self) -> np.ndarray:
+        return self.bandwidth_mb_s / 1000.0
+
+
+@dataclass(frozen=True)
+class MlcResult:
+    """Everything one mlc output file holds (each section may be absent; repeated sections are all kept)."""
+
+    source: str
+    tool_version: str | None = None
+    latency_matrices: list[NodeMatrix] = field(default_factory=list)
+    bandwidth_matrices: list[NodeMatrix] = field(default_factory=list)
+    idle_latency_ns: list[float] = field(default_factory=list)
+    peak_injection_mb_s: dict[str, float] = field(default_factory=dict)
+    max_bandwidth_mb_s: dict[str, float] = field(default_factory=dict)
+    loaded_latency: list[LoadedLatencyTable] = field(default_factory=list)
+    c2c_local_ns: dict[str, float] = field(default_factory=dict)
+    c2c_remote_ns: dict[str, NodeMatrix] = field(default_factory=dict)
+
+    @property
+    def latency_matrix(self) -> NodeMatrix | None:
+        return self.latency_matrices[0] if self.latency_matrices else None
+
+    @property
+    def bandwidth_matrix(self) -> NodeMatrix | None:
+        return self.bandwidth_matrices[0] if self.bandwidth_matrices else None
+
+    @property
+    def sections(self) -> list[str]:
+        names = []
+        if self.latency_matrices:
+            names.append("latency_matrix")
+        if self.idle_latency_ns:
+            names.append("idle_latency")
+        if self.bandwidth_matrices:
+            names.append("bandwidth_matrix")
+        if self.peak_injection_mb_s:
+            names.append("peak_bandwidth")
+        if self.max_bandwidth_mb_s:
+            names.append("max_bandwidth")
+        if self.loaded_latency:
+            names.append("loaded_latency")
+        if self.c2c_local_ns or self.c2c_remote_ns:
+            names.append("c2c_latency")
+        return names
+
+
+def looks_like_mlc(text: str) -> bool:
+    return "Memory Latency Checker" in text or (
+        "Measuring idle latencies" in text or "Measuring Memory Bandwidths between nodes" in text
+    )
+
+
+def _mlc_lines(text: str) -> list[Line]:
+    lines = numbered_lines(text)
+    blocks = fenced_blocks(lines)
+    if not blocks:
+        return lines
+    chosen = [ln for b in blocks if looks_like_mlc("\n".join(x.text for x in b)) for ln in b]
+    return chosen if chosen else lines
+
+
+class _Reader:
+    def __init__(self, source: str, lines: list[Line]) -> None:
+        self.source = source
+        self.lines = lines
+        self.pos = 0
+
+    def error(self, line: Line, message: str) -> FormatError:
+        return FormatError(self.source, message, line.number)
+
+    def matrix(self, start: Line, what: str, unit: str) -> NodeMatrix:
+        """The next matrix after a section line: skip label lines, read the header and the rows."""
+        header: list[int] | None = None
+        rows: list[int] = []
+        values: list[list[float]] = []
+        while self.pos < len(self.lines):
+            ln = self.lines[self.pos]
+            text = ln.text.strip()
+            if header is None:
+                m = _HEADER_RE.match(ln.text)
+                if m:
+                    header = [int(x) for x in m.group(2).split()]
+                    if len(set(header)) != len(header):
+                        raise self.error(ln, f"{what}: duplicate node in header {header}")
+                elif text.lower().startswith("measuring") or _ROW_START_RE.match(ln.text):
+                    break
+                self.pos += 1
+                continue
+            if not text:
+                if rows:
+                    break
+                self.pos += 1
+                continue
+            if not _ROW_START_RE.match(ln.text):
+                break
+            cells = text.split()
+            node = int(cells[0])
+            if len(cells) - 1 != len(header):
+                raise self.error(
+                    ln, f"{what}: row for node {node} has {len(cells) - 1} cells, the header has {len(header)} columns"
+                )
+            if node in rows:
+                raise self.error(ln, f"{what}: node {node} has two rows")
+            row = [np.nan if c == "-" else to_float(c, self.source, ln.number, f"{what} node {node}") for c in cells[1:]]
+            rows.append(node)
+            values.append(row)
+            self.pos += 1
+        if header is None:
+            raise self.error(start, f"{what}: section has no matrix header (truncated output?)")
+        if not rows:
+            raise self.error(start, f"{what}: matrix header {header} has no rows (truncated output?)")
+        return NodeMatrix(rows=rows, cols=header, values=np.array(values, dtype=float), unit=unit)
+
+    def ratios(self, start: Line, what: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        while self.pos < len(self.lines):
+            ln = self.lines[self.pos]
+            if ln.text.strip().lower().startswith("measuring"):
+                break
+            m = _RATIO_RE.match(ln.text)
+            if m and m.group(1).strip().lower() in RATIO_KEYS:
+                key = RATIO_KEYS[m.group(1).strip().lower()]
+                out[key] = to_float(m.group(2), self.source, ln.number, f"{what} {m.group(1).strip()!r}")
+            elif out and not ln.text.strip():
+                self.pos += 1
+                break
+            self.pos += 1
+        if not out:
+            raise self.error(start, f"{what}: no 'ALL Reads : <MB/s>' lines follow (truncated output?)")
+        return out
+
+    def loaded(self, start: Line, traffic: str) -> LoadedLatencyTable:
+        rows: list[tuple[float, float, float]] = []
+        seen_rule = False
+        while self.pos < len(self.lines):
+            ln = self.lines[self.pos]
+            text = ln.text.strip()
+            if not seen_rule:
+                if text.startswith("==="):
+                    seen_rule = True
+                elif text.lower().startswith("measuring"):
+                    break
+                elif text.lower().startswith("using") and "traffic type" in text.lower():
+                    traffic = text.split("Using", 1)[1].split("traffic", 1)[0].strip()
+                self.pos += 1
+                continue
+            if not text:
+                if rows:
+                    break
+                self.pos += 1
+                continue
+            if not _ROW_START_RE.match(ln.text) and not re.match(r"^\s*\d+\s*$", ln.text):
+                break
+            cells = text.split()
+            if len(cells) != 3:
+                raise self.error(ln, f"loaded latency: expected 3 columns (delay, ns, MB/s), got {len(cells)}: {text!r}")
+            rows.append(
+                (
+                    to_float(cells[0], self.source, ln.number, "loaded latency inject delay"),
+                    to_float(cells[1], self.source, ln.number, "loaded latency latency_ns"),
+                    to_float(cells[2], self.source, ln.number, "loaded latency MB/sec"),
+                )
+            )
+            self.pos += 1
+        if not rows:
+            raise self.error(start, "loaded latency: no table rows follow (truncated output?)")
+        arr = np.array(rows)
+        return LoadedLatencyTable(
+            inject_delay=arr[:, 0].astype(np.int64), latency_ns=arr[:, 1], bandwidth_mb_s=arr[:, 2], traffic=traffic
+        )
+
+
+def parse_mlc_text(text: str, source: str = "<text>") -> MlcResult:
+    """Parse mlc output (or a markdown page holding it).
+
+    Examples
+    --------
+    >>> out = parse_mlc_text('''Intel(R) Memory Latency Checker - v3.5
+    ... Measuring idle latencies (in ns)...
+    ...         Numa node
+    ... Numa node    0       1
+    ...     0      81.4    131.1
+    ...     1     131.1     81.3
+    ... ''')
+    >>> out.tool_version, out.latency_matrix.cell(0, 1)
+    ('v3.5', 131.1)
+    """
+    r = _Reader(source, _mlc_lines(text))
+    res = MlcResult(source=source)
+    found = False
+    while r.pos < len(r.lines):
+        ln = r.lines[r.pos]
+        t = ln.text.strip()
+        low = t.lower()
+        r.pos += 1
+        m = _VERSION_RE.search(t)
+        if m:
+            found = True
+            if res.tool_version is None:
+                object.__setattr__(res, "tool_version", m.group(1))
+            continue
+        if low.startswith("measuring idle latencies"):
+            found = True
+            # --idle_latency prints one number instead of a matrix.
+            nxt = next((x for x in r.lines[r.pos : r.pos + 4] if _ITER_RE.search(x.text)), None)
+            if nxt is not None:
+                continue
+            res.latency_matrices.append(r.matrix(ln, "idle latency matrix", "ns"))
+        elif _ITER_RE.search(t):
+            found = True
+            it = _ITER_RE.search(t)
+            assert it is not None
+            res.idle_latency_ns.append(to_float(it.group(2), source, ln.number, "idle latency"))
+        elif low.startswith("measuring memory bandwidths between nodes"):
+            found = True
+            res.bandwidth_matrices.append(r.matrix(ln, "bandwidth matrix", "MB/s"))
+        elif low.startswith("measuring peak") and "bandwidth" in low:
+            found = True
+            res.peak_injection_mb_s.update(r.ratios(ln, "peak injection bandwidth"))
+        elif low.startswith("measuring maximum memory bandwidths"):
+            found = True
+            res.max_bandwidth_mb_s.update(r.ratios(ln, "maximum bandwidth"))
+        elif low.startswith("measuring loaded latencies"):
+            found = True
+            res.loaded_latency.append(r.loaded(ln, "Read-only"))
+        elif low.startswith("measuring cache-to-cache"):
+            found = True
+        elif _C2C_LOCAL_RE.match(t):
+            cm = _C2C_LOCAL_RE.match(t)
+            assert cm is not None
+            res.c2c_local_ns[cm.group(1)] = to_float(cm.group(2), source, ln.number, cm.group(1))
+        elif low.startswith("remote socket") and "latency" in low:
+            homed = "writer" if "homed in writer" in low else "reader" if "homed in reader" in low else "any"
+            kind = t.split("latency")[0].strip()
+            res.c2c_remote_ns[f"{kind} ({homed} homed)"] = r.matrix(ln, f"{kind} matrix", "ns")
+    if not found:
+        raise FormatError(source, "no Intel mlc output found (no 'Memory Latency Checker' line or mlc section)")
+    return res
+
+
+def parse_mlc(path: str | Path) -> MlcResult:
+    """Parse an mlc output file (plain text, or a markdown page with the output in ``` fences)."""
+    source, text = read_source(path)
+    return parse_mlc_text(text, source)
