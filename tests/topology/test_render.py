@@ -69,3 +69,22 @@ def test_cpuless_cxl_node_is_shown_with_its_kind() -> None:
     assert "NUMANode 2 (64.0 GiB, cxl)  no cpus" in text
     assert "Device cxl0 (cxl-expander" in text
     assert "0 <-> 2  cxl  100 ns  52 GB/s  each way" in text
+
+
+def test_figures_are_deterministic_and_labelled(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from numasim.topology.plots import draw_topology, layout, slit_heatmap
+
+    m = _article_000()
+    assert layout(m) == layout(m)
+    assert layout(m, kind="spring", seed=3) == layout(m, kind="spring", seed=3)
+    fig = draw_topology(m)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "node 0\n125.4 GiB\n24 cpus" in texts
+    assert "42 ns\n50 GB/s" in texts
+    assert "socket0\nmesh" in texts
+    fig.savefig(tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    heat = slit_heatmap(m, which="timing")
+    cells = [t.get_text() for t in heat.axes[0].texts]
+    assert cells[:4] == ["10", "11", "16", "16"]
+    assert "no firmware table" in slit_heatmap(m).axes[0].get_title()
