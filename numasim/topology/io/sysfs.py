@@ -229,9 +229,9 @@ def read_sysfs_node_tree(path: str | Path, name: str | None = None) -> Machine:
     return machine
 
 
-def _cpumap_text(cpus: list[int]) -> str:
+def _cpumap_text(cpus: list[int], words: int) -> str:
+    # The kernel prints nr_cpu_ids bits for every node; we use the machine's highest cpu the same way.
     value = sum(1 << c for c in cpus)
-    words = max(1, (max(cpus) // 32 + 1) if cpus else 1)
     return ",".join(f"{(value >> (32 * w)) & 0xFFFFFFFF:08x}" for w in reversed(range(words)))
 
 
@@ -247,6 +247,7 @@ def _write_tree(machine: Machine, root: Path) -> None:
     slit = machine.slit()
     with_cpus = [n.id for n in machine.nodes if n.cpus]
     with_memory = [n.id for n in machine.nodes if n.has_memory]
+    words = max(machine.cpus) // 32 + 1 if machine.cpus else 1
     for fname, values in (
         ("possible", ids),
         ("online", ids),
@@ -259,7 +260,7 @@ def _write_tree(machine: Machine, root: Path) -> None:
         d = root / f"node{node.id}"
         d.mkdir()
         (d / "cpulist").write_text(format_cpulist(node.cpus) + "\n", encoding="utf-8")
-        (d / "cpumap").write_text(_cpumap_text(node.cpus) + "\n", encoding="utf-8")
+        (d / "cpumap").write_text(_cpumap_text(node.cpus, words) + "\n", encoding="utf-8")
         (d / "distance").write_text(" ".join(str(v) for v in slit[k]) + "\n", encoding="utf-8")
         (d / "meminfo").write_text(_meminfo_text(node), encoding="utf-8")
         (d / "numastat").write_text("".join(f"{c} 0\n" for c in NUMASTAT_COUNTERS), encoding="utf-8")
