@@ -22,8 +22,8 @@ Mapping to the model:
 
 Decisions for what the model cannot hold:
 
-* a NUMANode without ``local_memory`` (hwloc did not know the size) gets the mean size of the nodes whose size
-  is known (1 GiB if none is), and the machine's description lists them;
+* a NUMANode without ``local_memory`` (hwloc did not know the size) gets the mean size of the nodes with a
+  known non-zero size (1 GiB if none is), and the machine's description lists them;
 * a node with neither cpus nor memory (hwloc keeps empty nodes, e.g. restricted by a cgroup) is dropped with
   its row and column of the distance table, and the description lists it;
 * a distance matrix that does not cover every kept node is ignored (remote distance 20 assumed, noted).
@@ -317,7 +317,7 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
                 into[home.os_index].add(v)
 
     notes: list[str] = []
-    known = [n.memory_bytes for n in tree.numa if n.memory_bytes is not None]
+    known = [n.memory_bytes for n in tree.numa if n.memory_bytes]  # sizes hwloc knew, memoryless nodes aside
     fallback = round(sum(known) / len(known)) if known else GiB
     nodes: list[Node] = []
     for n in sorted(tree.numa, key=lambda o: o.os_index):

@@ -340,7 +340,7 @@ def machine_from_numactl(text: str, name: str, source: str = "<text>") -> Machin
     from numasim.topology.infer import from_distance_matrix
 
     hw = parse_numactl_hardware(text, source)
-    known = [n.size_mb for n in hw.nodes if n.size_mb is not None]
+    known = [n.size_mb for n in hw.nodes if n.size_mb]  # printed, non-zero sizes
     fallback_mb = round(sum(known) / len(known)) if known else 1024
     notes: list[str] = []
     keep: list[int] = []
