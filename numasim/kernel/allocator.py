@@ -1,0 +1,296 @@
+"""The page allocator walk, vectorised: ``__alloc_pages`` → ``get_page_from_freelist`` → slow path.
+
+Re-implements (``mm/page_alloc.c``, ``mm/vmscan.c``): ``prepare_alloc_pages`` (zonelist, nodemask, cpuset
+substitution, preferred zoneref), the fast path at the LOW watermark over every eligible zone, the slow path at
+MIN (with the ``__GFP_HIGH``/atomic reserves), ``node_reclaim`` under ``vm.zone_reclaim_mode``, direct reclaim
+of clean page cache, the OOM decision of ``__alloc_pages_may_oom``, and ``zone_statistics``.
+
+How one order-0 allocation walks is a fixed sequence of *candidates* for its preferred node: first
+``(zone, free above low)`` and, where node_reclaim applies, ``(zone, reclaim to above low)`` for each eligible
+zone in zonelist order; then the same at the MIN watermark; then ``(zone, direct reclaim)``. A page goes to the
+first candidate with capacity left. Capacities only shrink, so:
+
+* with one preferred node, N pages fill the candidates in order — a cumulative sum and ``np.repeat``;
+* with one target per page (interleave), pages are processed in rounds: each target's pages go to its current
+  candidate until the first candidate runs dry (its position found by binary search over the targets' page
+  positions); the round is assigned with array slicing; at most one round per candidate exhaustion.
+
+The result is identical to walking page by page (``tests/kernel/test_allocator.py`` checks that against a naive
+reference with hypothesis).
+
+Model limits (deterministic, documented): no per-cpu page lists, no watermark boost, no highatomic or CMA
+reserves, no migratetypes (so ``ALLOC_NOFRAGMENT`` has no effect on order-0 placement), no dirty-limit spreading
+(``__GFP_WRITE``); kswapd is not a concurrent actor. node_reclaim frees exactly what lifts the zone above the
+watermark if the zone holds that much clean page cache above ``min_unmapped_ratio`` (else it frees nothing);
+direct reclaim frees clean page cache zone by zone in zonelist order (the kernel scans every eligible node in
+proportion to its LRU size, so it spreads reclaim more evenly). Anonymous memory is never swapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from numasim.kernel.config import KernelConfig
+from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, Gfp
+from numasim.kernel.zones import Zone
+
+__all__ = [
+    "AllocRequest",
+    "AllocResult",
+    "NumaCounters",
+    "NUMA_STAT_ITEMS",
+    "Candidate",
+    "AllocPlan",
+    "min_watermark_for",
+    "run_scalar",
+    "run_per_page",
+]
+
+NUMA_STAT_ITEMS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
+"""The six lines of ``/sys/devices/system/node/nodeN/numastat``, in file order."""
+
+
+@dataclass
+class NumaCounters:
+    """numastat counters (``zone_statistics``), one int64 entry per node id (or per zone)."""
+
+    numa_hit: np.ndarray
+    numa_miss: np.ndarray
+    numa_foreign: np.ndarray
+    interleave_hit: np.ndarray
+    local_node: np.ndarray
+    other_node: np.ndarray
+
+    @classmethod
+    def zeros(cls, size: int) -> NumaCounters:
+        return cls(*(np.zeros(size, dtype=np.int64) for _ in NUMA_STAT_ITEMS))
+
+    def item(self, index: int) -> dict[str, int]:
+        """The six counters of one node (or zone) as a dict in file order."""
+        return {name: int(getattr(self, name)[index]) for name in NUMA_STAT_ITEMS}
+
+    def copy(self) -> NumaCounters:
+        return NumaCounters(*(getattr(self, name).copy() for name in NUMA_STAT_ITEMS))
+
+
+@dataclass
+class AllocRequest:
+    """``count`` order-0 allocations, each one allocation call (one numastat event each).
+
+    ``preferred_nid`` is a node id, or one target node per page (interleave). ``nodemask`` is the policy
+    nodemask (None = no restriction); ``mems_allowed`` the task's cpuset (None = cpusets not in use).
+    ``no_direct_reclaim`` clears ``__GFP_DIRECT_RECLAIM`` (MPOL_PREFERRED_MANY's first pass).
+    """
+
+    count: int
+    preferred_nid: int | np.ndarray
+    nodemask: frozenset[int] | None = None
+    cpu_node: int = 0
+    gfp: Gfp = GFP_HIGHUSER_MOVABLE
+    interleave: bool = False
+    no_direct_reclaim: bool = False
+    mems_allowed: frozenset[int] | None = None
+
+
+@dataclass
+class AllocResult:
+    """Where the pages went: ``nodes``/``zones`` per allocated page in request order."""
+
+    nodes: np.ndarray
+    zones: np.ndarray
+    allocated: int
+    failed: bool
+    oom: bool
+    reclaimed: int
+    per_node_pages: dict[int, int] = field(default_factory=dict)
+    """Allocated pages per node id (only nodes that received pages)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One step of the walk: take from ``zone`` while ``free > thr`` (reclaiming page cache above ``floor``
+    first when ``reclaim``); ``pzone``/``pnode`` are the preferred zone (index) and its node, for numastat."""
+
+    zone: int
+    reclaim: bool
+    thr: int
+    floor: int
+    pnode: int
+    pzone: int
+
+    @property
+    def key(self) -> tuple[int, bool, int, int]:
+        # candidates that act identically on the zone state (numastat's pnode aside) share capacity
+        return (self.zone, self.reclaim, self.thr, self.floor)
+
+
+@dataclass(frozen=True)
+class AllocPlan:
+    """The candidate sequence of one preferred node and what a failure at its end means."""
+
+    candidates: tuple[Candidate, ...]
+    oom: bool
+
+
+def min_watermark_for(wmark_min: int, gfp: Gfp, config: KernelConfig) -> int:
+    """The slow path's MIN mark after the reserve cuts of ``__zone_watermark_ok``.
+
+    6.3+: ``__GFP_HIGH`` (ALLOC_MIN_RESERVE) takes half; non-blocking ``__GFP_HIGH`` callers (GFP_ATOMIC:
+    ALLOC_NON_BLOCK) a further quarter. 6.1/6.2: ``__GFP_HIGH`` half, ``__GFP_ATOMIC`` (ALLOC_HARDER) a quarter.
+
+    Examples
+    --------
+    >>> from numasim.kernel.gfp import GFP_ATOMIC, GFP_KERNEL
+    >>> min_watermark_for(1000, GFP_KERNEL, KernelConfig()), min_watermark_for(1000, GFP_ATOMIC, KernelConfig())
+    (1000, 375)
+    """
+    m = wmark_min
+    if config.at_least(6, 3):
+        if gfp & Gfp.HIGH:
+            m -= m // 2
+            if not gfp & Gfp.DIRECT_RECLAIM and not gfp & Gfp.NOMEMALLOC:
+                m -= m // 4
+    else:
+        if gfp & Gfp.HIGH:
+            m -= m // 2
+        if gfp & Gfp.ATOMIC and not gfp & Gfp.NOMEMALLOC:
+            m -= m // 4
+    return m
+
+
+class _State:
+    """Mutable free/page-cache counts of all zones during one request."""
+
+    def __init__(self, zones: Sequence[Zone]) -> None:
+        self.free = [z.free_pages for z in zones]
+        self.cache = [z.reclaimable_pages for z in zones]
+        self.reclaimed = 0
+
+    def cap(self, c: Candidate) -> int:
+        if c.reclaim:
+            return max(0, self.free[c.zone] + max(0, self.cache[c.zone] - c.floor) - c.thr)
+        return max(0, self.free[c.zone] - c.thr)
+
+    def take(self, c: Candidate, n: int) -> None:
+        if n <= 0:
+            return
+        if c.reclaim:
+            r = max(0, n + c.thr - self.free[c.zone])
+            self.cache[c.zone] -= r
+            self.free[c.zone] += r - n
+            self.reclaimed += r
+        else:
+            self.free[c.zone] -= n
+
+    def write_back(self, zones: Sequence[Zone]) -> None:
+        for z, f, c in zip(zones, self.free, self.cache, strict=True):
+            z.free_pages = f
+            z.reclaimable_pages = c
+
+
+Segment = tuple[int, Candidate, int]
+"""(target node, candidate, pages) — one bulk numastat event."""
+
+
+def run_scalar(plan: AllocPlan, count: int, zones: Sequence[Zone], target: int) -> tuple[
+    np.ndarray, list[Segment], _State
+]:
+    """Fill ``count`` pages along one plan; returns the zone index of each allocated page and the segments."""
+    state = _State(zones)
+    segments: list[Segment] = []
+    remaining = count
+    for c in plan.candidates:
+        if remaining == 0:
+            break
+        n = min(state.cap(c), remaining)
+        if n:
+            state.take(c, n)
+            segments.append((target, c, n))
+            remaining -= n
+    zone_idx = np.repeat(
+        np.array([c.zone for _, c, _ in segments], dtype=np.int32),
+        np.array([n for _, _, n in segments], dtype=np.int64),
+    )
+    return zone_idx, segments, state
+
+
+def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: int, hi: int) -> int:
+    """Smallest page index x in [lo, hi] such that the targets have >= k pages in [lo, x]; hi + 1 if none."""
+    total = sum(len(p) - s for p, s in zip(positions, starts, strict=True))
+    if total < k:
+        return hi + 1
+    if len(positions) == 1:
+        return int(positions[0][starts[0] + k - 1])
+    while lo < hi:
+        mid = (lo + hi) // 2
+        cnt = sum(int(np.searchsorted(p, mid, side="right")) - s for p, s in zip(positions, starts, strict=True))
+        if cnt >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def run_per_page(
+    plans: dict[int, AllocPlan], targets: np.ndarray, zones: Sequence[Zone]
+) -> tuple[np.ndarray, list[Segment], _State, int]:
+    """Allocate one page per entry of ``targets`` (node ids) in order, each along its target's plan.
+
+    Returns the zone index per allocated page, the bulk segments, the final state and the number of pages
+    allocated (the walk stops at the first page that cannot be allocated).
+    """
+    n_pages = len(targets)
+    state = _State(zones)
+    segments: list[Segment] = []
+    out = np.empty(n_pages, dtype=np.int32)
+    uniq = [int(t) for t in np.unique(targets)]
+    pos = {t: np.flatnonzero(targets == t) for t in uniq}
+    k = dict.fromkeys(uniq, 0)  # pages of t already assigned
+    p = dict.fromkeys(uniq, 0)  # current candidate of t
+    s = 0
+    fail_pos = n_pages
+    while s < fail_pos:
+        groups: dict[tuple[int, bool, int, int], list[int]] = {}
+        for t in uniq:
+            if k[t] >= len(pos[t]):
+                continue
+            cands = plans[t].candidates
+            while p[t] < len(cands) and state.cap(cands[p[t]]) == 0:
+                p[t] += 1
+            if p[t] == len(cands):
+                fail_pos = min(fail_pos, int(pos[t][k[t]]))
+                continue
+            groups.setdefault(cands[p[t]].key, []).append(t)
+        if fail_pos <= s:
+            break
+        end = fail_pos  # exclusive
+        # Two different kinds of candidate on one zone interact page by page (rare: node_reclaim for some
+        # targets only): let only the earliest group touch that zone in this round.
+        by_zone: dict[int, list[int]] = {}
+        for key, ts in groups.items():
+            by_zone.setdefault(key[0], []).append(min(int(pos[t][k[t]]) for t in ts))
+        for firsts in by_zone.values():
+            if len(firsts) > 1:
+                end = min(end, sorted(firsts)[1])
+        for ts in groups.values():
+            cand = plans[ts[0]].candidates[p[ts[0]]]
+            x = _kth_position([pos[t] for t in ts], [k[t] for t in ts], state.cap(cand), s, n_pages - 1)
+            end = min(end, x + 1)
+        for ts in groups.values():
+            taken = 0
+            for t in ts:
+                cand = plans[t].candidates[p[t]]
+                hi = int(np.searchsorted(pos[t], end, side="left"))
+                n = hi - k[t]
+                if n:
+                    out[pos[t][k[t] : hi]] = cand.zone
+                    segments.append((t, cand, n))
+                    k[t] = hi
+                    taken += n
+            state.take(plans[ts[0]].candidates[p[ts[0]]], taken)
+        s = end
+    allocated = min(s, fail_pos)
+    return out[:allocated], segments, state, allocated

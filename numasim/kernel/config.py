@@ -1,0 +1,126 @@
+"""Kernel build and sysctl knobs that change where pages land (``vm.*`` sysctls, boot facts, version).
+
+Everything the spec marks **[VER]** is keyed off :attr:`KernelConfig.version`; use the helpers
+(:meth:`KernelConfig.at_least`) rather than comparing strings.
+
+Sources: ``mm/page_alloc.c`` (watermarks, lowmem_reserve, zonelists), ``mm/vmscan.c`` (node_reclaim),
+``mm/khugepaged.c`` (``set_recommended_min_free_kbytes``), ``Documentation/admin-guide/sysctl/vm.rst``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["KernelConfig", "SUPPORTED_VERSIONS"]
+
+SUPPORTED_VERSIONS = ("6.1", "6.12")
+"""The two kernels whose behaviour is pinned by golden tests; other ``5.x``/``6.x`` strings are accepted and
+behave like the nearest rule set (each [VER] switch compares the version number)."""
+
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The knobs of one simulated kernel.
+
+    Parameters
+    ----------
+    version : str
+        Kernel version ``"6.12"`` (default) or ``"6.1"``; every [VER] behaviour is keyed off it.
+    min_free_kbytes : int or None
+        ``vm.min_free_kbytes``. ``None``: computed at boot like ``calculate_min_free_kbytes`` (and raised by
+        khugepaged when :attr:`thp_enabled`). A value is treated as a sysctl write after boot: it becomes
+        ``user_min_free_kbytes`` too, so a later memory hot-add only raises it if the computed value is larger.
+    watermark_scale_factor : int
+        ``vm.watermark_scale_factor`` (1..3000, default 10 = 0.1 % of a zone between watermarks).
+    lowmem_reserve_ratio : tuple of int
+        ``vm.lowmem_reserve_ratio`` for DMA, DMA32, Normal, Movable.
+    zone_reclaim_mode : int
+        ``vm.zone_reclaim_mode`` bits (1 = RECLAIM_ZONE, 2 = WRITE, 4 = UNMAP). 0 (default): a node below its
+        low watermark is skipped for the next node, without reclaim.
+    node_reclaim_distance : int
+        ``node_reclaim_distance`` (RECLAIM_DISTANCE = 30; some AMD Zen systems use 32).
+    min_unmapped_ratio : int
+        ``vm.min_unmapped_ratio`` (percent of a node's managed pages node_reclaim leaves as page cache).
+    numa_stat : bool
+        ``vm.numa_stat``; when false the numastat counters stay frozen.
+    cpus_known_at_boot : bool
+        Real kernels build the boot zonelists before secondary cpus are up, so the cpu penalty of
+        ``find_next_best_node`` is absent at boot (observed on a real 6.1 kernel). ``True`` gives the textbook
+        order that applies the penalty already at boot.
+    page_size_bytes : int
+        Base page size (4096 on x86_64).
+    thp_enabled : bool
+        Transparent hugepages enabled (distro default): khugepaged raises ``min_free_kbytes`` to
+        ``pageblock_nr_pages * nr_zones * 11`` (capped at 5 % of lowmem), e.g. 90112 kB on two nodes.
+    reclaimable_page_cache_bytes : Mapping[int, int] or None
+        Clean, reclaimable page cache per node id (bytes), carved out of the node's used memory.
+    page_cache_fraction_of_used : float
+        When a node has no explicit entry above: the fraction of its used memory (``memory - free``) that is
+        clean page cache. 0 (default): used memory is not reclaimable.
+    movable_bytes : Mapping[int, int] or None
+        Memory per node id put into ZONE_MOVABLE at boot (like ``movablecore=`` spread per node).
+    hotplug_nodes : frozenset of int
+        Nodes whose memory is *not* onlined at boot (a CXL expander left to dax/kmem): they are possible but
+        memoryless until :meth:`numasim.kernel.physmem.PhysicalMemory.hotadd_memory`.
+    """
+
+    version: str = "6.12"
+    min_free_kbytes: int | None = None
+    watermark_scale_factor: int = 10
+    lowmem_reserve_ratio: tuple[int, ...] = (256, 256, 32, 0)
+    zone_reclaim_mode: int = 0
+    node_reclaim_distance: int = 30
+    min_unmapped_ratio: int = 1
+    numa_stat: bool = True
+    cpus_known_at_boot: bool = False
+    page_size_bytes: int = 4096
+    thp_enabled: bool = True
+    reclaimable_page_cache_bytes: Mapping[int, int] | None = None
+    page_cache_fraction_of_used: float = 0.0
+    movable_bytes: Mapping[int, int] | None = None
+    hotplug_nodes: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not _VERSION_RE.match(self.version):
+            raise ValueError(f"KernelConfig.version = {self.version!r}: expected 'major.minor' such as '6.12'")
+        if self.min_free_kbytes is not None and self.min_free_kbytes < 0:
+            raise ValueError(f"KernelConfig.min_free_kbytes = {self.min_free_kbytes}: must be >= 0")
+        if not 1 <= self.watermark_scale_factor <= 3000:
+            raise ValueError(
+                f"KernelConfig.watermark_scale_factor = {self.watermark_scale_factor}: must be in 1..3000"
+            )
+        if len(self.lowmem_reserve_ratio) < 3 or any(r < 0 for r in self.lowmem_reserve_ratio):
+            raise ValueError(
+                f"KernelConfig.lowmem_reserve_ratio = {self.lowmem_reserve_ratio}: need >= 3 non-negative ratios"
+            )
+        if not 0 <= self.zone_reclaim_mode <= 7:
+            raise ValueError(f"KernelConfig.zone_reclaim_mode = {self.zone_reclaim_mode}: must be in 0..7")
+        if self.page_size_bytes <= 0 or self.page_size_bytes & (self.page_size_bytes - 1):
+            raise ValueError(f"KernelConfig.page_size_bytes = {self.page_size_bytes}: must be a power of two")
+        if not 0.0 <= self.page_cache_fraction_of_used <= 1.0:
+            raise ValueError(
+                f"KernelConfig.page_cache_fraction_of_used = {self.page_cache_fraction_of_used}: must be in [0, 1]"
+            )
+        if not 0 <= self.min_unmapped_ratio <= 100:
+            raise ValueError(f"KernelConfig.min_unmapped_ratio = {self.min_unmapped_ratio}: must be in 0..100")
+
+    @property
+    def version_tuple(self) -> tuple[int, int]:
+        """``(major, minor)`` of :attr:`version`."""
+        m = _VERSION_RE.match(self.version)
+        assert m is not None
+        return int(m.group(1)), int(m.group(2))
+
+    def at_least(self, major: int, minor: int) -> bool:
+        """True when the simulated kernel is ``major.minor`` or newer.
+
+        Examples
+        --------
+        >>> KernelConfig(version="6.1").at_least(6, 7)
+        False
+        """
+        return self.version_tuple >= (major, minor)

@@ -1,0 +1,545 @@
+"""Physical memory of a booted kernel: zones, watermarks, zonelists, the page allocator and numastat.
+
+:class:`PhysicalMemory` "boots" a :class:`~numasim.topology.model.Machine` the way x86_64 Linux does
+(``free_area_init`` zone layout, ``build_all_zonelists``, ``init_per_zone_wmark_min``, khugepaged's
+``set_recommended_min_free_kbytes``) and then serves :class:`~numasim.kernel.allocator.AllocRequest` s.
+Sources: ``mm/page_alloc.c``, ``mm/mm_init.c``, ``mm/memory_hotplug.c`` (``online_pages``), ``mm/vmscan.c``.
+
+Examples
+--------
+>>> from numasim.topology.builders import glueless
+>>> pm = PhysicalMemory(glueless(2, memory_bytes=8 << 30))
+>>> pm.boot_log()
+['Fallback order for Node 0: 0 1 ', 'Fallback order for Node 1: 1 0 ']
+>>> r = pm.alloc(AllocRequest(count=1000, preferred_nid=1, cpu_node=0))
+>>> r.per_node_pages, pm.counters.item(1)["numa_hit"], pm.counters.item(1)["other_node"]
+({1: 1000}, 1000, 1000)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numasim.kernel.allocator import (
+    AllocPlan,
+    AllocRequest,
+    AllocResult,
+    Candidate,
+    NumaCounters,
+    Segment,
+    min_watermark_for,
+    run_per_page,
+    run_scalar,
+)
+from numasim.kernel.config import KernelConfig
+from numasim.kernel.gfp import Gfp, gfp_zone
+from numasim.kernel.watermarks import (
+    calculate_min_free_kbytes,
+    set_recommended_min_free_kbytes,
+    setup_per_zone_lowmem_reserve,
+    setup_per_zone_wmarks,
+)
+from numasim.kernel.zonelist import NodeFacts, build_all_zonelists, build_zonerefs_node
+from numasim.kernel.zones import (
+    DMA32_PRESENT_MAX_PAGES,
+    DMA_MANAGED_PAGES,
+    DMA_PRESENT_PAGES,
+    DMA_SPANNED_PAGES,
+    KERNEL_IMAGE_PAGES,
+    MAX_NR_ZONES,
+    Zone,
+    ZoneType,
+)
+from numasim.topology.model import Machine
+
+__all__ = ["PhysicalMemory", "BOOT_KERNEL_USED_DIVISOR", "SECTION_PAGES"]
+
+BOOT_KERNEL_USED_DIVISOR = 256
+"""Without ``free_bytes``, 1/256 of a node's managed memory is in use after boot (slab, page tables, percpu)."""
+SECTION_PAGES = 32768
+"""Node ranges start on a 128 MiB memory-section boundary."""
+_RECLAIM_ZONE_BITS = 7
+
+
+class PhysicalMemory:
+    """Zones, watermarks, zonelists, free pages and numastat counters of one booted machine.
+
+    Parameters
+    ----------
+    machine : Machine
+        The machine; ``Node.memory_bytes`` is read as MemTotal, ``Node.free_bytes`` (if given) as MemFree.
+    config : KernelConfig
+        Version and ``vm.*`` knobs.
+
+    Attributes
+    ----------
+    zones : list of Zone
+        ``MAX_NR_ZONES`` zones per node, nodes in id order (unpopulated zones included, as in zoneinfo).
+    counters : NumaCounters
+        Per node id (index = node id).
+    zone_counters : NumaCounters
+        Per zone (index = position in :attr:`zones`).
+    vmstat : dict
+        ``pgalloc_<zone>``, ``pgfree``, ``pgsteal_direct``, ``pgscan_direct``, ``oom_kill``.
+    min_free_kbytes : int
+        The current ``vm.min_free_kbytes``.
+    """
+
+    def __init__(self, machine: Machine, config: KernelConfig | None = None) -> None:
+        self.machine = machine
+        self.config = config if config is not None else KernelConfig()
+        self.node_ids: list[int] = machine.node_ids
+        self._pos = {nid: i for i, nid in enumerate(self.node_ids)}
+        table = machine.slit()
+        self._distance = {a: {b: table[i][j] for j, b in enumerate(self.node_ids)} for i, a in enumerate(self.node_ids)}
+        self.cpu_nodes = frozenset(n.id for n in machine.nodes if n.has_cpus)
+        for nid in self.config.hotplug_nodes:
+            if nid not in self._pos:
+                raise ValueError(f"KernelConfig.hotplug_nodes: no node {nid} (nodes: {self.node_ids})")
+        self.zones: list[Zone] = [Zone(node=nid, type=ZoneType(t)) for nid in self.node_ids for t in range(MAX_NR_ZONES)]
+        self._boot_layout()
+        size = max(self.node_ids) + 1
+        self.counters = NumaCounters.zeros(size)
+        self.zone_counters = NumaCounters.zeros(len(self.zones))
+        self.vmstat: dict[str, int] = {
+            "pgalloc_dma": 0,
+            "pgalloc_dma32": 0,
+            "pgalloc_normal": 0,
+            "pgalloc_movable": 0,
+            "pgalloc_device": 0,
+            "pgfree": 0,
+            "pgsteal_direct": 0,
+            "pgscan_direct": 0,
+            "oom_kill": 0,
+        }
+        self._log: list[str] = []
+        self._node_order: dict[int, list[int]] = {}
+        self._fallback: dict[int, list[int]] = {}
+        self._nofallback: dict[int, list[int]] = {}
+        self._build_all_zonelists(cpus_known=self.config.cpus_known_at_boot)
+        self.user_min_free_kbytes: int | None = None
+        self.min_free_kbytes = 0
+        self._init_per_zone_wmark_min()
+        if self.config.min_free_kbytes is not None:
+            self.set_min_free_kbytes(self.config.min_free_kbytes)
+        self._boot_free_pages()
+
+    # --- boot ------------------------------------------------------------------------------------------
+    def _boot_layout(self) -> None:
+        cfg = self.config
+        ps = cfg.page_size_bytes
+        first_memory = next(
+            (n.id for n in self.machine.nodes if n.has_memory and n.id not in cfg.hotplug_nodes), None
+        )
+        next_pfn = 0
+        for node in self.machine.nodes:
+            if not node.has_memory or node.id in cfg.hotplug_nodes:
+                continue
+            zs = self.node_zones(node.id)
+            managed = node.memory_bytes // ps
+            memmap = -(-managed // 63)  # struct page array: 64 bytes per 4 KiB page
+            movable = 0
+            if cfg.movable_bytes and node.id in cfg.movable_bytes:
+                movable = min(cfg.movable_bytes[node.id] // ps, managed)
+            rest = managed - movable
+            if node.id == first_memory:
+                dma = zs[ZoneType.DMA]
+                dma.managed_pages = min(rest, DMA_MANAGED_PAGES)
+                dma.present_pages = DMA_PRESENT_PAGES if dma.managed_pages == DMA_MANAGED_PAGES else dma.managed_pages
+                dma.spanned_pages = DMA_SPANNED_PAGES if dma.managed_pages else 0
+                dma.start_pfn = 1
+                rest -= dma.managed_pages
+                dma32 = zs[ZoneType.DMA32]
+                dma32.managed_pages = min(rest, DMA32_PRESENT_MAX_PAGES - KERNEL_IMAGE_PAGES)
+                rest -= dma32.managed_pages
+                if dma32.managed_pages:
+                    dma32.present_pages = dma32.managed_pages + KERNEL_IMAGE_PAGES
+                    dma32.start_pfn = 4096
+                    dma32.spanned_pages = (1 << 20) - 4096 if rest or movable else dma32.present_pages
+                next_pfn = 1 << 20  # 4 GiB
+            next_pfn = -(-next_pfn // SECTION_PAGES) * SECTION_PAGES
+            normal = zs[ZoneType.NORMAL]
+            normal.managed_pages = rest
+            highest = normal if rest else None
+            if rest:
+                normal.start_pfn = next_pfn
+            mov = zs[ZoneType.MOVABLE]
+            mov.managed_pages = movable
+            if movable:
+                highest = mov if highest is None else highest
+            if highest is None:
+                highest = zs[ZoneType.DMA32] if zs[ZoneType.DMA32].managed_pages else zs[ZoneType.DMA]
+            for z in (normal, mov):
+                if z.managed_pages:
+                    z.present_pages = z.managed_pages
+            highest.present_pages += memmap
+            if normal.managed_pages:
+                normal.spanned_pages = normal.present_pages
+                next_pfn = normal.start_pfn + normal.spanned_pages
+            if movable:
+                mov.start_pfn = next_pfn
+                mov.spanned_pages = mov.present_pages
+                next_pfn += mov.spanned_pages
+            for z in zs:
+                if z.type in (ZoneType.DMA, ZoneType.DMA32) and z.present_pages and z is highest:
+                    z.spanned_pages = max(z.spanned_pages, z.present_pages)
+        self._next_pfn = -(-next_pfn // SECTION_PAGES) * SECTION_PAGES
+
+    def _boot_free_pages(self) -> None:
+        cfg = self.config
+        ps = cfg.page_size_bytes
+        for node in self.machine.nodes:
+            zs = [z for z in self.node_zones(node.id) if z.managed_pages]
+            managed = sum(z.managed_pages for z in zs)
+            if not managed:
+                continue
+            if node.free_bytes is not None:
+                free = min(node.free_bytes // ps, managed)
+            else:
+                free = managed - managed // BOOT_KERNEL_USED_DIVISOR
+            used = managed - free
+            if cfg.reclaimable_page_cache_bytes is not None and node.id in cfg.reclaimable_page_cache_bytes:
+                cache = cfg.reclaimable_page_cache_bytes[node.id] // ps
+            else:
+                cache = int(used * cfg.page_cache_fraction_of_used)
+            cache = min(cache, used)
+            used_z = _split(used, [z.managed_pages for z in zs])
+            cache_z = _split(cache, used_z)
+            for z, u, c in zip(zs, used_z, cache_z, strict=True):
+                z.free_pages = z.managed_pages - u
+                z.reclaimable_pages = c
+
+    def _build_all_zonelists(self, *, cpus_known: bool) -> None:
+        facts = NodeFacts(
+            node_ids=tuple(self.node_ids),
+            distance=self._distance,
+            memory_nodes=self.memory_nodes,
+            cpu_nodes=self.cpu_nodes if cpus_known else frozenset(),
+            skip_memoryless_local=self.config.at_least(6, 7),
+        )
+        build = build_all_zonelists(facts)
+        self._node_order = build.node_order
+        self._log.extend(build.log)
+        index = {id(z): i for i, z in enumerate(self.zones)}
+        for nid in self.node_ids:
+            self._fallback[nid] = [
+                index[id(z)] for n in build.node_order[nid] for z in build_zonerefs_node(self.node_zones(n))
+            ]
+            self._nofallback[nid] = [index[id(z)] for z in build_zonerefs_node(self.node_zones(nid))]
+
+    def _init_per_zone_wmark_min(self) -> None:
+        cfg = self.config
+        self.min_free_kbytes = calculate_min_free_kbytes(
+            self.zones, self.min_free_kbytes, self.user_min_free_kbytes, cfg.page_size_bytes
+        )
+        self._setup_wmarks()
+        for nid in self.node_ids:
+            setup_per_zone_lowmem_reserve(self.node_zones(nid), cfg.lowmem_reserve_ratio)
+        if cfg.thp_enabled:  # khugepaged_min_free_kbytes_update / hugepage_init
+            self.min_free_kbytes = set_recommended_min_free_kbytes(
+                self.zones, self.min_free_kbytes, cfg.page_size_bytes
+            )
+            self._setup_wmarks()
+
+    def _setup_wmarks(self) -> None:
+        setup_per_zone_wmarks(
+            self.zones,
+            self.min_free_kbytes,
+            self.config.watermark_scale_factor,
+            page_size_bytes=self.config.page_size_bytes,
+            movable_like_highmem=self.config.at_least(6, 6),
+        )
+
+    # --- queries ----------------------------------------------------------------------------------------
+    def node_zones(self, nid: int) -> list[Zone]:
+        """The ``MAX_NR_ZONES`` zones of node ``nid``, indexed by zone type."""
+        i = self._node_pos(nid)
+        return self.zones[i * MAX_NR_ZONES : (i + 1) * MAX_NR_ZONES]
+
+    def zone(self, nid: int, zone_type: ZoneType) -> Zone:
+        """One zone of one node."""
+        return self.node_zones(nid)[zone_type]
+
+    @property
+    def memory_nodes(self) -> frozenset[int]:
+        """N_MEMORY: nodes with present pages."""
+        return frozenset(z.node for z in self.zones if z.populated)
+
+    @property
+    def policy_zone(self) -> ZoneType:
+        """``policy_zone``: the highest populated zone type below ZONE_MOVABLE (MPOL_BIND applies from it up)."""
+        types = [z.type for z in self.zones if z.populated and z.type != ZoneType.MOVABLE]
+        return ZoneType(max(types)) if types else ZoneType.NORMAL
+
+    def zonelist(self, nid: int, thisnode: bool = False) -> list[Zone]:
+        """``node_zonelist(nid, gfp)``: the FALLBACK list, or NOFALLBACK (this node's zones only)."""
+        self._node_pos(nid)
+        table = self._nofallback if thisnode else self._fallback
+        return [self.zones[i] for i in table[nid]]
+
+    def fallback_order(self, nid: int) -> list[int]:
+        """The node order printed at the last zonelist build ("Fallback order for Node nid: ...")."""
+        self._node_pos(nid)
+        return list(self._node_order[nid])
+
+    def boot_log(self) -> list[str]:
+        """Every "Fallback order" line printed so far (boot, then each rebuild), in order."""
+        return list(self._log)
+
+    def numa_mem_id(self, nid: int) -> int:
+        """``local_memory_node``: the node of the first zone of ``nid``'s GFP_KERNEL zonelist."""
+        for z in self.zonelist(nid):
+            if z.type <= ZoneType.NORMAL:
+                return z.node
+        return nid
+
+    def free_pages(self, nid: int) -> int:
+        """Free pages of a node (sum over its zones)."""
+        return sum(z.free_pages for z in self.node_zones(nid))
+
+    def managed_pages(self, nid: int) -> int:
+        """Managed pages of a node (MemTotal)."""
+        return sum(z.managed_pages for z in self.node_zones(nid))
+
+    def reclaimable_pages(self, nid: int) -> int:
+        """Clean page cache of a node that reclaim can free."""
+        return sum(z.reclaimable_pages for z in self.node_zones(nid))
+
+    def node_distance(self, a: int, b: int) -> int:
+        """The SLIT distance the kernel uses."""
+        return self._distance[a][b]
+
+    def _node_pos(self, nid: int) -> int:
+        try:
+            return self._pos[int(nid)]
+        except KeyError:
+            raise ValueError(f"node {nid}: no such node (nodes: {self.node_ids})") from None
+
+    # --- sysctls and hotplug ----------------------------------------------------------------------------
+    def set_min_free_kbytes(self, kbytes: int) -> None:
+        """Write ``vm.min_free_kbytes`` (becomes ``user_min_free_kbytes``) and recompute the watermarks."""
+        if kbytes < 0:
+            raise ValueError(f"min_free_kbytes = {kbytes}: must be >= 0")
+        self.min_free_kbytes = kbytes
+        self.user_min_free_kbytes = kbytes
+        self._setup_wmarks()
+
+    def hotadd_memory(self, nid: int, size_bytes: int, zone_type: ZoneType = ZoneType.NORMAL) -> None:
+        """Add and online ``size_bytes`` of memory on node ``nid`` (``add_memory`` + ``online_pages``).
+
+        The new pages are free. Watermarks, lowmem_reserve and min_free_kbytes are recomputed
+        (``init_per_zone_wmark_min``). Zonelists are rebuilt — with cpus online, so the cpu penalty applies —
+        only when the target zone was unpopulated before, as ``online_pages`` does.
+        """
+        self._node_pos(nid)
+        pages = size_bytes // self.config.page_size_bytes
+        if pages <= 0:
+            raise ValueError(f"size_bytes = {size_bytes}: must be at least one page")
+        if zone_type not in (ZoneType.NORMAL, ZoneType.MOVABLE):
+            raise ValueError(f"zone_type = {zone_type!r}: hot-added memory goes to Normal or Movable")
+        z = self.zone(nid, zone_type)
+        rebuild = not z.populated
+        if rebuild:
+            z.start_pfn = self._next_pfn
+        z.present_pages += pages
+        z.spanned_pages += pages
+        z.managed_pages += pages
+        z.free_pages += pages
+        self._next_pfn = -(-(z.start_pfn + z.spanned_pages) // SECTION_PAGES) * SECTION_PAGES
+        if rebuild:
+            self._build_all_zonelists(cpus_known=True)
+        self._init_per_zone_wmark_min()
+
+    # --- allocation -------------------------------------------------------------------------------------
+    def _node_reclaim_ok(self, pnode: int, z: Zone, gfp: Gfp, cpu_node: int) -> bool:
+        # node_reclaim_enabled() && zone_allows_reclaim() && node_reclaim() would scan (not NOSCAN)
+        if not self.config.zone_reclaim_mode & _RECLAIM_ZONE_BITS:
+            return False
+        if self._distance[pnode][z.node] > self.config.node_reclaim_distance:
+            return False
+        if not gfp & Gfp.DIRECT_RECLAIM:
+            return False
+        return z.node not in self.cpu_nodes or z.node == cpu_node
+
+    def _plan(self, target: int, req: AllocRequest, gfp: Gfp) -> AllocPlan:
+        cfg = self.config
+        highest = gfp_zone(gfp)
+        zl = [i for i in (self._nofallback if gfp & Gfp.THISNODE else self._fallback)[target]]
+        zl = [i for i in zl if self.zones[i].type <= highest]
+        cpuset = req.mems_allowed is not None
+        policy = req.nodemask
+        cands: list[Candidate] = []
+        # fast path: prepare_alloc_pages substitutes the cpuset for a missing nodemask
+        fast_mask = policy if policy is not None else (req.mems_allowed if cpuset else None)
+        fast_cpuset = cpuset and policy is not None  # ALLOC_CPUSET
+        elig = [i for i in zl if fast_mask is None or self.zones[i].node in fast_mask]
+        if elig:
+            pnode = self.zones[elig[0]].node
+            for i in elig:
+                z = self.zones[i]
+                if fast_cpuset and req.mems_allowed is not None and z.node not in req.mems_allowed:
+                    continue
+                thr = z.wmark_low + z.lowmem_reserve[highest]
+                cands.append(Candidate(i, False, thr, 0, pnode, elig[0]))
+                if self._node_reclaim_ok(pnode, z, gfp, req.cpu_node):
+                    cands.append(Candidate(i, True, thr, self._min_unmapped(z), pnode, elig[0]))
+        # slow path: the policy nodemask again, ALLOC_CPUSET (dropped for atomic callers), MIN watermark
+        slow = [i for i in zl if policy is None or self.zones[i].node in policy]
+        if not slow:
+            return AllocPlan(tuple(cands), oom=False)
+        slow_pref = slow[0]
+        pnode = self.zones[slow_pref].node
+        atomic = (
+            bool(gfp & Gfp.HIGH) and not gfp & Gfp.DIRECT_RECLAIM
+            if cfg.at_least(6, 3)
+            else bool(gfp & Gfp.ATOMIC)
+        )
+        if cpuset and not atomic and req.mems_allowed is not None:
+            slow = [i for i in slow if self.zones[i].node in req.mems_allowed]
+        thr_min = {
+            i: min_watermark_for(self.zones[i].wmark_min, gfp, cfg) + self.zones[i].lowmem_reserve[highest]
+            for i in slow
+        }
+        for i in slow:
+            cands.append(Candidate(i, False, thr_min[i], 0, pnode, slow_pref))
+            if self._node_reclaim_ok(pnode, self.zones[i], gfp, req.cpu_node):
+                cands.append(Candidate(i, True, thr_min[i], self._min_unmapped(self.zones[i]), pnode, slow_pref))
+        can_reclaim = bool(gfp & Gfp.DIRECT_RECLAIM)
+        if can_reclaim:
+            cands.extend(Candidate(i, True, thr_min[i], 0, pnode, slow_pref) for i in slow)
+        oom = (
+            can_reclaim
+            and not gfp & (Gfp.THISNODE | Gfp.RETRY_MAYFAIL | Gfp.NORETRY)
+            and highest >= ZoneType.NORMAL
+        ) or bool(gfp & Gfp.NOFAIL)
+        return AllocPlan(tuple(cands), oom=oom)
+
+    def _min_unmapped(self, z: Zone) -> int:
+        return z.managed_pages * self.config.min_unmapped_ratio // 100
+
+    def alloc(self, req: AllocRequest) -> AllocResult:
+        """Allocate ``req.count`` order-0 pages, one allocation call each, and update counters.
+
+        The walk stops at the first page that cannot be allocated: ``failed`` is then true and ``oom`` says
+        whether the OOM killer was invoked (``__GFP_THISNODE``, ``__GFP_NORETRY``, ``__GFP_RETRY_MAYFAIL``,
+        no direct reclaim, or a zone limit below ZONE_NORMAL fail without it).
+        """
+        if req.count < 0:
+            raise ValueError(f"AllocRequest.count = {req.count}: must be >= 0")
+        gfp = Gfp(int(req.gfp))
+        if req.no_direct_reclaim:
+            gfp &= ~Gfp.DIRECT_RECLAIM
+        gfp_zone(gfp)  # validates the zone modifiers
+        self._node_pos(req.cpu_node)
+        targets = req.preferred_nid
+        if isinstance(targets, np.ndarray):
+            if targets.shape != (req.count,):
+                raise ValueError(
+                    f"AllocRequest.preferred_nid: {targets.shape} targets for count {req.count}"
+                )
+            uniq = np.unique(targets) if req.count else np.array([], dtype=np.int64)
+            for t in uniq:
+                self._node_pos(int(t))
+            if len(uniq) == 1:
+                targets = int(uniq[0])
+        else:
+            self._node_pos(int(targets))
+        if isinstance(targets, np.ndarray) and req.count:
+            plans = {int(t): self._plan(int(t), req, gfp) for t in uniq}
+            zone_idx, segments, state, allocated = run_per_page(plans, targets, self.zones)
+            plan_oom = plans[int(targets[allocated])].oom if allocated < req.count else False
+        else:
+            target = int(targets) if not isinstance(targets, np.ndarray) else 0
+            plan = self._plan(target, req, gfp) if req.count else AllocPlan((), False)
+            zone_idx, segments, state = run_scalar(plan, req.count, self.zones, target)
+            allocated = len(zone_idx)
+            plan_oom = plan.oom
+        state.write_back(self.zones)
+        failed = allocated < req.count
+        oom = failed and plan_oom
+        self._account(segments, req)
+        self.vmstat["pgsteal_direct"] += state.reclaimed
+        self.vmstat["pgscan_direct"] += state.reclaimed
+        if oom:
+            self.vmstat["oom_kill"] += 1
+        node_of = np.array([z.node for z in self.zones], dtype=np.int16)
+        type_of = np.array([int(z.type) for z in self.zones], dtype=np.int8)
+        per_node: dict[int, int] = {}
+        for _, c, n in segments:
+            nid = self.zones[c.zone].node
+            per_node[nid] = per_node.get(nid, 0) + n
+        return AllocResult(
+            nodes=node_of[zone_idx],
+            zones=type_of[zone_idx],
+            allocated=allocated,
+            failed=failed,
+            oom=oom,
+            reclaimed=state.reclaimed,
+            per_node_pages=dict(sorted(per_node.items())),
+        )
+
+    def _account(self, segments: list[Segment], req: AllocRequest) -> None:
+        for target, c, n in segments:
+            z = self.zones[c.zone]
+            self.vmstat[f"pgalloc_{z.name.lower()}"] += n
+            if not self.config.numa_stat:
+                continue
+            # zone_statistics(preferred_zone, z, 1) once per page
+            if z.node == c.pnode:
+                self.counters.numa_hit[z.node] += n
+                self.zone_counters.numa_hit[c.zone] += n
+            else:
+                self.counters.numa_miss[z.node] += n
+                self.zone_counters.numa_miss[c.zone] += n
+                self.counters.numa_foreign[c.pnode] += n
+                self.zone_counters.numa_foreign[c.pzone] += n
+            if z.node == req.cpu_node:
+                self.counters.local_node[z.node] += n
+                self.zone_counters.local_node[c.zone] += n
+            else:
+                self.counters.other_node[z.node] += n
+                self.zone_counters.other_node[c.zone] += n
+            if req.interleave and z.node == target:
+                self.counters.interleave_hit[z.node] += n
+                self.zone_counters.interleave_hit[c.zone] += n
+
+    def free(self, nodes: np.ndarray, zones: np.ndarray) -> None:
+        """Return pages to the free lists: one entry per page (node id, zone type), any order."""
+        nodes = np.asarray(nodes)
+        zones = np.asarray(zones)
+        if nodes.shape != zones.shape:
+            raise ValueError(f"free: nodes {nodes.shape} and zones {zones.shape} differ in shape")
+        if nodes.size == 0:
+            return
+        lookup = np.full(max(self.node_ids) + 1, -1, dtype=np.int64)
+        for nid, i in self._pos.items():
+            lookup[nid] = i
+        if nodes.min() < 0 or nodes.max() >= len(lookup) or (lookup[nodes] < 0).any():
+            bad = sorted(set(np.unique(nodes).tolist()) - set(self.node_ids))
+            raise ValueError(f"free: unknown node ids {bad} (nodes: {self.node_ids})")
+        if zones.min() < 0 or zones.max() >= MAX_NR_ZONES:
+            raise ValueError(f"free: zone types must be 0..{MAX_NR_ZONES - 1}, got {np.unique(zones).tolist()}")
+        idx = lookup[nodes] * MAX_NR_ZONES + zones.astype(np.int64)
+        counts = np.bincount(idx, minlength=len(self.zones))
+        returned = {int(j): int(counts[j]) for j in np.flatnonzero(counts)}
+        for j, n in returned.items():
+            z = self.zones[j]
+            if z.free_pages + z.reclaimable_pages + n > z.managed_pages:
+                raise ValueError(f"free: {n} pages returned to node {z.node} {z.name} exceed its managed pages")
+        for j, n in returned.items():
+            self.zones[j].free_pages += n
+        self.vmstat["pgfree"] += int(nodes.size)
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` proportionally to ``weights`` (floors; the remainder goes to the last weight > 0)."""
+    wsum = sum(weights)
+    if wsum == 0 or total == 0:
+        return [0] * len(weights)
+    parts = [total * w // wsum for w in weights]
+    rest = total - sum(parts)
+    for i in range(len(weights) - 1, -1, -1):
+        if weights[i] > 0:
+            parts[i] += rest
+            break
+    return parts
