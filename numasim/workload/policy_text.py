@@ -1,0 +1,93 @@
+"""The policy string of a workload file: ``MODE[:NODES[:FLAGS]]``, e.g. ``"interleave:0-3"``, ``"bind:1"``.
+
+Mode names follow ``numactl`` and the kernel's ``MPOL_*`` constants (``include/uapi/linux/mempolicy.h``):
+``default``, ``local``, ``bind``, ``preferred``, ``preferred_many``, ``interleave``, ``weighted_interleave``.
+Nodes use the kernel list format (``"0-3,8"``). Flags are ``static`` (``MPOL_F_STATIC_NODES``), ``relative``
+(``MPOL_F_RELATIVE_NODES``) and ``balancing`` (``MPOL_F_NUMA_BALANCING``), joined with ``,`` or ``+``.
+
+This module only checks the *syntax* and the node/flag combinations that are errors whatever the machine is;
+whether the nodes exist is the kernel's question (``mbind`` returns ``EINVAL``), asked when the workload runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numasim.errors import PolicyError
+from numasim.topology.cpulist import format_cpulist, parse_cpulist
+
+__all__ = ["PolicySpec", "parse_policy", "POLICY_MODES"]
+
+POLICY_MODES = ("default", "local", "bind", "preferred", "preferred_many", "interleave", "weighted_interleave")
+_NEEDS_NODES = {"bind", "preferred_many", "interleave", "weighted_interleave"}
+_NO_NODES = {"default", "local"}
+_FLAGS = {"static": "static", "static_nodes": "static", "relative": "relative", "relative_nodes": "relative",
+          "balancing": "balancing", "numa_balancing": "balancing"}
+_ALIASES = {"membind": "bind", "interleaved": "interleave", "weighted": "weighted_interleave",
+            "localalloc": "local", "prefer": "preferred"}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed policy: mode name, node list and flag names (all validated for syntax)."""
+
+    mode: str
+    nodes: tuple[int, ...] = ()
+    flags: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        text = self.mode
+        if self.nodes or self.flags:
+            text += ":" + format_cpulist(list(self.nodes))
+        if self.flags:
+            text += ":" + ",".join(self.flags)
+        return text
+
+
+def parse_policy(text: str) -> PolicySpec:
+    """Parse ``MODE[:NODES[:FLAGS]]``.
+
+    Examples
+    --------
+    >>> parse_policy("interleave:0-3")
+    PolicySpec(mode='interleave', nodes=(0, 1, 2, 3), flags=())
+    >>> str(parse_policy("bind:1:static"))
+    'bind:1:static'
+    >>> parse_policy("preferred:")   # an empty preferred mask means local allocation, as in the kernel
+    PolicySpec(mode='local', nodes=(), flags=())
+    """
+    parts = text.strip().split(":")
+    if len(parts) > 3:
+        raise PolicyError(f"policy {text!r}: expected MODE[:NODES[:FLAGS]]")
+    mode = parts[0].strip().lower().replace("-", "_")
+    mode = _ALIASES.get(mode, mode)
+    if mode not in POLICY_MODES:
+        raise PolicyError(f"policy {text!r}: unknown mode {parts[0]!r} (expected one of {', '.join(POLICY_MODES)})")
+    nodes: list[int] = []
+    if len(parts) >= 2 and parts[1].strip():
+        try:
+            nodes = parse_cpulist(parts[1])
+        except ValueError as exc:
+            raise PolicyError(f"policy {text!r}: bad node list {parts[1]!r}: {exc}") from None
+    flags: list[str] = []
+    if len(parts) == 3 and parts[2].strip():
+        for raw in parts[2].replace("+", ",").split(","):
+            name = raw.strip().lower()
+            if name not in _FLAGS:
+                raise PolicyError(f"policy {text!r}: unknown flag {raw!r} (expected static, relative or balancing)")
+            if _FLAGS[name] not in flags:
+                flags.append(_FLAGS[name])
+    if "static" in flags and "relative" in flags:
+        # sanitize_mpol_flags: both mode flags together -> EINVAL
+        raise PolicyError(f"policy {text!r}: flags static and relative exclude each other")
+    if mode in _NO_NODES and nodes:
+        raise PolicyError(f"policy {text!r}: mode {mode} takes no nodes")
+    if mode == "preferred" and not nodes:
+        if flags and set(flags) & {"static", "relative"}:
+            raise PolicyError(f"policy {text!r}: preferred with an empty node list cannot take {flags}")
+        mode = "local"
+    if mode in _NEEDS_NODES and not nodes:
+        raise PolicyError(f"policy {text!r}: mode {mode} needs a node list, e.g. {mode}:0-1")
+    if "balancing" in flags and mode not in ("bind", "preferred_many"):
+        raise PolicyError(f"policy {text!r}: flag balancing only applies to bind and preferred_many")
+    return PolicySpec(mode=mode, nodes=tuple(nodes), flags=tuple(flags))

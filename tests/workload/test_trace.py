@@ -1,0 +1,204 @@
+"""Traces: npz/csv round trips, streaming in bounded chunks, the text readers and their error lines."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numasim.errors import TraceError
+from numasim.workload.access import AccessChunk, concat_chunks
+from numasim.workload.trace import read_trace, touched_pages, trace_format, trace_info, write_trace
+from numasim.workload.trace.npz import NpzTraceWriter, read_npz, read_npz_header
+from numasim.workload.trace.parquet_format import parquet_available
+from numasim.workload.trace.perf_script import read_perf_script
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def sample(n: int = 1000, seed: int = 0) -> AccessChunk:
+    rng = np.random.default_rng(seed)
+    return AccessChunk(
+        thread=rng.integers(0, 4, n).astype(np.int32),
+        address=(rng.integers(0, 1 << 30, n).astype(np.uint64) + np.uint64(1 << 40)),
+        is_write=rng.random(n) < 0.3,
+        size_bytes=rng.choice([8, 64], n).astype(np.uint16),
+        compute_ns=rng.random(n).astype(np.float32),
+    )
+
+
+def same(a: AccessChunk, b: AccessChunk) -> bool:
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("thread", "address", "is_write", "size_bytes", "compute_ns"))
+
+
+def test_npz_round_trip_and_header(tmp_path: Path) -> None:
+    c = sample()
+    path = tmp_path / "t.npz"
+    assert write_trace([c.slice(0, 400), c.slice(400, 1000)], path, meta={"seed": 3}) == 1000
+    header = read_npz_header(path)
+    assert (header["accesses"], header["threads"], header["chunks"], header["meta"]) == (1000, 4, 2, {"seed": 3})
+    chunks = list(read_trace(path))
+    assert [len(x) for x in chunks] == [400, 600]
+    assert same(concat_chunks(chunks), c)
+    # it is a real .npz: numpy can open it
+    with np.load(path) as z:
+        assert np.array_equal(z["c000000.address"], c.address[:400])
+
+
+def test_npz_csv_npz_round_trip(tmp_path: Path) -> None:
+    c = sample(500)
+    c = AccessChunk(c.thread, c.address, c.is_write, c.size_bytes, np.round(c.compute_ns, 2).astype(np.float32))
+    write_trace([c], tmp_path / "a.npz")
+    write_trace(read_trace(tmp_path / "a.npz"), tmp_path / "b.csv")
+    write_trace(read_trace(tmp_path / "b.csv"), tmp_path / "c.npz")
+    assert same(concat_chunks(read_trace(tmp_path / "c.npz")), c)
+
+
+def test_large_file_streams_in_bounded_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "big.npz"
+    with NpzTraceWriter(path) as w:
+        for i in range(20):
+            w.write(sample(50_000, seed=i))
+    total, biggest = 0, 0
+    for chunk in read_npz(path):
+        total += len(chunk)
+        biggest = max(biggest, len(chunk))
+    assert total == 1_000_000 and biggest == 50_000
+    info = trace_info(read_npz(path))
+    assert info.accesses == 1_000_000 and info.threads == 4
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.95])
+def test_truncated_npz(tmp_path: Path, cut: float) -> None:
+    path = tmp_path / "t.npz"
+    write_trace([sample(20_000)], path)
+    data = path.read_bytes()
+    bad = tmp_path / "cut.npz"
+    bad.write_bytes(data[: int(len(data) * cut)])
+    with pytest.raises(TraceError, match="cut.npz"):
+        list(read_trace(bad))
+
+
+def test_corrupt_member_and_missing_header(tmp_path: Path) -> None:
+    path = tmp_path / "t.npz"
+    write_trace([sample(20_000)], path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    (tmp_path / "flip.npz").write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="flip.npz"):
+        list(read_trace(tmp_path / "flip.npz"))
+    with zipfile.ZipFile(tmp_path / "nohead.npz", "w") as z:
+        z.writestr("x.npy", b"")
+    with pytest.raises(TraceError, match="no header.json"):
+        list(read_trace(tmp_path / "nohead.npz"))
+
+
+def test_failed_write_leaves_no_file(tmp_path: Path) -> None:
+    def chunks():  # type: ignore[no-untyped-def]
+        yield sample(10)
+        raise RuntimeError("generator failed")
+
+    for name in ("t.npz", "t.csv"):
+        with pytest.raises(RuntimeError):
+            write_trace(chunks(), tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_csv_sample() -> None:
+    c = concat_chunks(read_trace(DATA / "sample.csv"))
+    assert c.thread.tolist() == [0, 0, 1, 1]
+    assert c.address.tolist() == [0x7F0000000000, 0x7F0000000040, 139637976727680, 0x7F0000001000]
+    assert c.is_write.tolist() == [False, True, False, True]
+    assert c.size_bytes.tolist() == [64, 64, 8, 64]
+    assert c.compute_ns.tolist() == [0.0, 2.5, 0.0, 0.0]
+
+
+def test_csv_malformed_line_number() -> None:
+    with pytest.raises(TraceError, match=r"malformed.csv:3: is_write = 'maybe'"):
+        list(read_trace(DATA / "malformed.csv"))
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("thread,address\n", ":1: header"),
+        ("thread,address,is_write,size_bytes\n0,0x10,0\n", ":2: expected 4 fields"),
+        ("thread,address,is_write,size_bytes\n-1,0x10,0,64\n", ":2: thread = '-1'"),
+        ("thread,address,is_write,size_bytes\n0,zz,0,64\n", ":2: address = 'zz'"),
+        ("thread,address,is_write,size_bytes\n0,16,0,0\n", ":2: size_bytes = '0'"),
+        ("", "empty file"),
+    ],
+)
+def test_csv_errors(tmp_path: Path, body: str, needle: str) -> None:
+    (tmp_path / "x.csv").write_text(body)
+    with pytest.raises(TraceError, match="x.csv") as err:
+        list(read_trace(tmp_path / "x.csv"))
+    assert needle in str(err.value)
+
+
+def test_perf_script_sample() -> None:
+    path = DATA / "perf_mem_sample.txt"
+    assert trace_format(path) == "perf"
+    c = concat_chunks(read_trace(path))
+    assert len(c) == 6
+    assert c.thread.tolist() == [0, 0, 1, 1, 0, 2]  # tids 4711, 4712, 9003 by first appearance
+    assert c.address.tolist()[:3] == [0x7F3A2C0010C0, 0x7F3A2C0010C8, 0x7F3A34002040]
+    assert c.is_write.tolist() == [False, False, False, True, False, False]
+    ram = concat_chunks(read_perf_script(path, levels={"local_ram", "remote_ram"}))
+    assert ram.address.tolist() == [0x7F3A2C0010C0, 0x7F3A34002040, 0x7F3A2C003000]
+
+
+def test_perf_script_malformed_line_number() -> None:
+    with pytest.raises(TraceError, match=r"perf_mem_malformed.txt:3: not a perf script memory sample"):
+        list(read_trace(DATA / "perf_mem_malformed.txt", format="perf"))
+
+
+def test_lackey_sample() -> None:
+    path = DATA / "lackey_sample.txt"
+    assert trace_format(path) == "lackey"
+    c = concat_chunks(read_trace(path))
+    # S, L, M (load + store), L, S; instruction fetches skipped
+    assert c.address.tolist() == [0x1FFEFFFD48, 0x04221E70, 0x0422A1D0, 0x0422A1D0, 0x1FFEFFFD48, 0x0422A1D8]
+    assert c.is_write.tolist() == [True, False, False, True, False, True]
+    assert c.size_bytes.tolist() == [8, 8, 4, 4, 8, 8]
+    with_i = concat_chunks(read_trace(path, instructions=True))
+    assert len(with_i) == len(c) + 4
+
+
+def test_lackey_malformed_line_number() -> None:
+    with pytest.raises(TraceError, match=r"lackey_malformed.txt:4: not a lackey line"):
+        list(read_trace(DATA / "lackey_malformed.txt"))
+
+
+def test_unknown_format(tmp_path: Path) -> None:
+    (tmp_path / "x.bin").write_bytes(b"\x00\x01")
+    with pytest.raises(TraceError, match="cannot tell the trace format"):
+        read_trace(tmp_path / "x.bin")
+    with pytest.raises(TraceError, match="cannot write perf"):
+        write_trace([sample(3)], tmp_path / "x.perf")
+
+
+def test_parquet(tmp_path: Path) -> None:
+    if not parquet_available():
+        with pytest.raises(TraceError, match="pyarrow"):
+            write_trace([sample(10)], tmp_path / "t.parquet")
+        assert not (tmp_path / "t.parquet").exists()
+        pytest.skip("pyarrow is not installed")
+    c = sample(1000)
+    write_trace([c.slice(0, 300), c.slice(300, 1000)], tmp_path / "t.parquet")
+    assert same(concat_chunks(read_trace(tmp_path / "t.parquet")), c)
+
+
+def test_trace_info_and_touched_pages() -> None:
+    c = AccessChunk.build(
+        np.array([0, 64, 4096, 4096, 8192 + 64], dtype=np.uint64), thread=np.array([2, 0, 1, 0, 1]), is_write=np.array([0, 1, 0, 0, 1], dtype=bool)
+    )
+    info = trace_info([c.slice(0, 2), c.slice(2, 5)])
+    assert (info.accesses, info.reads, info.writes, info.threads) == (5, 3, 2, 3)
+    assert (info.footprint_pages, info.footprint_bytes) == (3, 4 * 64)
+    assert (info.min_address, info.max_address) == (0, 8256)
+    assert info.per_thread == {0: 2, 1: 2, 2: 1}
+    pages, first = touched_pages([c.slice(0, 2), c.slice(2, 5)])
+    assert pages.tolist() == [0, 1, 2] and first.tolist() == [2, 1, 1]
