@@ -1,0 +1,194 @@
+"""Cache levels in front of memory: exact LRU set-associative caches, and the epoch mode's cheap estimate.
+
+Levels come from the calibration (size, latency, scope); associativity from the machine's matching
+:class:`~numasim.topology.model.CacheLevel` (8 if absent). Levels are searched in order of latency; a miss at
+every level goes to memory. Caches are write-back and non-inclusive; a miss fills every level it missed in, and
+write-backs of evicted dirty lines are folded into the write cost of stores (see :mod:`memsys`).
+
+**Exact** (:class:`LRUCache`): one instance per cpu (``core`` scope) or per die/socket/node, true LRU within
+each set, accessed in simulated-time order.
+
+**Epoch** (:func:`estimate_levels`): a reuse-distance estimate, fully vectorised. For every access, the previous
+access to the same line (by any thread of the chunk and a carried tail of the previous chunk) is found with one
+sort; the number of accesses in between, scaled by the fraction of them that the access's cache instance issued
+and by that instance's fraction of distinct lines, estimates the LRU stack distance. The access hits the first
+level whose capacity (lines per instance) exceeds it. Exact for a single thread streaming through a working set
+(sequential or random) that fits in, or far exceeds, a level; an approximation in between and for lines shared
+between threads (a line last touched by another core counts as a hit only in a cache both share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from numasim.calibrate.model import Calibration
+from numasim.topology.model import CacheScope, Machine
+
+__all__ = [
+    "CacheLevelSpec",
+    "cache_levels",
+    "instance_keys",
+    "LRUCache",
+    "EpochCacheState",
+    "estimate_levels",
+]
+
+
+@dataclass(frozen=True)
+class CacheLevelSpec:
+    name: str
+    size_bytes: int
+    latency_ns: float
+    scope: CacheScope
+    line_bytes: int
+    associativity: int
+
+    @property
+    def lines(self) -> int:
+        return max(1, self.size_bytes // self.line_bytes)
+
+    @property
+    def sets(self) -> int:
+        return max(1, self.lines // self.associativity)
+
+
+def cache_levels(machine: Machine, calibration: Calibration) -> list[CacheLevelSpec]:
+    """The calibration's cache levels, fastest first."""
+    assoc = {c.name: c.associativity for c in machine.caches}
+    levels = [
+        CacheLevelSpec(
+            c.name, c.size_bytes, c.latency_ns, CacheScope(c.scope), c.line_bytes, assoc.get(c.name, 8)
+        )
+        for c in calibration.caches
+    ]
+    return sorted(levels, key=lambda c: c.latency_ns)
+
+
+def instance_keys(machine: Machine, level: CacheLevelSpec, cpus: list[int]) -> list[tuple[object, ...]]:
+    """The cache instance each cpu of ``cpus`` uses at ``level`` (cpus with equal keys share it)."""
+    node_of = machine.cpu_to_node
+    keys: list[tuple[object, ...]] = []
+    for cpu in cpus:
+        node = machine.node(node_of[cpu])
+        if level.scope == CacheScope.CORE:
+            keys.append(("cpu", cpu))
+        elif level.scope == CacheScope.DIE and node.die is not None:
+            keys.append(("die", node.socket, node.die))
+        elif level.scope in (CacheScope.DIE, CacheScope.SOCKET) and node.socket is not None:
+            keys.append(("socket", node.socket))
+        else:
+            keys.append(("node", node.id))
+    return keys
+
+
+class LRUCache:
+    """A set-associative LRU cache of line numbers (exact mode; one call per access).
+
+    Examples
+    --------
+    >>> c = LRUCache(sets=1, ways=2)
+    >>> [c.access(x) for x in (1, 2, 1, 3, 2)]
+    [False, False, True, False, False]
+    """
+
+    __slots__ = ("sets", "ways", "_data")
+
+    def __init__(self, sets: int, ways: int) -> None:
+        self.sets = sets
+        self.ways = ways
+        self._data: dict[int, list[int]] = {}
+
+    def access(self, line: int) -> bool:
+        """Touch ``line``; True on a hit. A miss inserts it as most recently used."""
+        s = self._data.get(line % self.sets)
+        if s is None:
+            self._data[line % self.sets] = [line]
+            return False
+        if line in s:
+            if s[-1] != line:
+                s.remove(line)
+                s.append(line)
+            return True
+        s.append(line)
+        if len(s) > self.ways:
+            del s[0]
+        return False
+
+
+@dataclass
+class EpochCacheState:
+    """The tail of the previous chunk carried into the next reuse-distance estimate."""
+
+    lines: np.ndarray
+    instance: np.ndarray  # (n_levels, n) instance index per level
+
+    @classmethod
+    def empty(cls, n_levels: int) -> EpochCacheState:
+        return cls(np.zeros(0, dtype=np.uint64), np.zeros((n_levels, 0), dtype=np.int64))
+
+
+CARRY_ACCESSES = 1 << 18
+"""Accesses of the previous chunk kept to find reuses across a chunk boundary."""
+
+
+def estimate_levels(
+    lines: np.ndarray,
+    instance: np.ndarray,
+    capacity_lines: np.ndarray,
+    state: EpochCacheState,
+) -> tuple[np.ndarray, EpochCacheState]:
+    """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
+
+    Parameters
+    ----------
+    lines : ndarray of uint64
+        Line number of each access, in stream order.
+    instance : ndarray (L, n) of int64
+        Cache instance of each access at each level (a global index over all instances of all levels).
+    capacity_lines : ndarray (L,)
+        Lines per instance of each level.
+    state : EpochCacheState
+        Carried tail of the previous chunk.
+    """
+    n_levels = len(capacity_lines)
+    n = len(lines)
+    if n_levels == 0:
+        return np.zeros(n, dtype=np.int8), state
+    all_lines = np.concatenate([state.lines, lines])
+    all_inst = np.concatenate([state.instance, instance], axis=1)
+    m = len(all_lines)
+    head = len(state.lines)
+    pos = np.arange(m, dtype=np.int64)
+    shift = max(1, int(m).bit_length())
+    if m and int(all_lines.max()) < (1 << (63 - shift)):
+        key = np.sort((all_lines << np.uint64(shift)) | pos.astype(np.uint64))
+        order = (key & np.uint64((1 << shift) - 1)).astype(np.int64)
+        sorted_lines = key >> np.uint64(shift)
+    else:
+        order = np.lexsort((pos, all_lines))
+        sorted_lines = all_lines[order]
+    same = np.zeros(m, dtype=bool)
+    same[1:] = sorted_lines[1:] == sorted_lines[:-1]
+    prev = np.full(m, -1, dtype=np.int64)
+    prev[order[1:][same[1:]]] = order[:-1][same[1:]]
+    gap = np.where(prev >= 0, pos - prev, 0)
+    level = np.full(m, n_levels, dtype=np.int8)
+    first_touch = prev < 0
+    # Per level: instance share of the accesses and fraction of distinct lines per instance.
+    for lv in range(n_levels - 1, -1, -1):
+        inst = all_inst[lv]
+        count = np.bincount(inst)
+        distinct = np.bincount(inst, weights=first_touch)
+        share = count[inst] / max(m, 1)
+        unique = np.maximum(distinct[inst] / np.maximum(count[inst], 1), 1.0 / max(m, 1))
+        stack = gap * share * unique
+        prev_inst_same = np.zeros(m, dtype=bool)
+        has = prev >= 0
+        prev_inst_same[has] = inst[prev[has]] == inst[has]
+        hit = has & prev_inst_same & (stack < capacity_lines[lv])
+        level[hit] = lv
+    keep = min(m, CARRY_ACCESSES)
+    new_state = EpochCacheState(all_lines[m - keep :].copy(), all_inst[:, m - keep :].copy())
+    return level[head:], new_state

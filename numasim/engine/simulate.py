@@ -1,0 +1,423 @@
+"""``simulate``: build the timed memory system, run one fidelity on the SimPy clock, collect the result.
+
+The lifecycle follows desmod's build -> run -> collect: :func:`build_memory_system` and the agents (build), an
+engine process on a SimPy ``Environment`` (run), :func:`_collect` turning counters into records (collect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import simpy
+
+from numasim.calibrate.model import Calibration
+from numasim.errors import WorkloadError
+from numasim.topology.model import Machine
+from numasim.workload.access import AccessChunk
+
+from .caches import LRUCache, cache_levels, instance_keys
+from .epoch import EpochEngine
+from .exact import ExactEngine
+from .memsys import LINE_BYTES, MemorySystem, build_memory_system
+from .pagemap import PageMap
+from .result import (
+    CacheLevelRecord,
+    DeviceRecord,
+    InitiatorRecord,
+    NodeRecord,
+    PairRecord,
+    ResourceRecord,
+    SimulationResult,
+    ThreadRecord,
+)
+from .spec import DeviceTransfer, EngineMode, ThreadSpec
+from .stats import Stats, hist_edges_ns, percentile_from_hist
+from .stream import Agent, Feeder
+
+__all__ = ["simulate"]
+
+
+def _agents(
+    ms: MemorySystem,
+    calibration: Calibration,
+    threads: Sequence[ThreadSpec],
+    devices: Sequence[DeviceTransfer],
+) -> list[Agent]:
+    cpu_node = ms.machine.cpu_to_node
+    index = {nid: k for k, nid in enumerate(ms.node_ids)}
+    seen: set[int] = set()
+    agents: list[Agent] = []
+    for t in threads:
+        if t.id in seen:
+            raise WorkloadError(f"ThreadSpec.id = {t.id}: two threads have this id")
+        seen.add(t.id)
+        if t.cpu not in cpu_node:
+            raise WorkloadError(f"ThreadSpec(id={t.id}).cpu = {t.cpu}: {ms.machine.name} has no such cpu")
+        agents.append(
+            Agent(
+                len(agents),
+                f"thread{t.id}",
+                index[cpu_node[t.cpu]],
+                calibration.core.max_outstanding_misses,
+                t.dependent,
+                float(t.start_ns),
+                thread_id=t.id,
+                cpu=t.cpu,
+            )
+        )
+    for k, d in enumerate(devices):
+        if d.direction not in ("read", "write"):
+            raise WorkloadError(
+                f"DeviceTransfer[{k}].direction = {d.direction!r}: expected 'read' or 'write'"
+            )
+        if d.outstanding_lines < 1:
+            raise WorkloadError(
+                f"DeviceTransfer[{k}].outstanding_lines = {d.outstanding_lines}: must be >= 1"
+            )
+        init = ms.initiator_names.index(d.device)
+        agents.append(
+            Agent(
+                len(agents),
+                f"{d.device}#{k}",
+                init,
+                d.outstanding_lines,
+                False,
+                float(d.start_ns),
+                device=d.device,
+            )
+        )
+    return agents
+
+
+def simulate(
+    machine: Machine,
+    calibration: Calibration | None,
+    threads: Sequence[ThreadSpec],
+    accesses: Iterable[AccessChunk],
+    pages: PageMap,
+    mode: str | EngineMode = "epoch",
+    seed: int = 0,
+    epoch_ns: float = 1000.0,
+    devices: Sequence[DeviceTransfer] = (),
+    progress: Callable[[int], None] | None = None,
+    record_latencies: bool = True,
+    *,
+    window_accesses: int = 1 << 17,
+) -> SimulationResult:
+    """Time a stream of memory accesses on ``machine`` under ``calibration``.
+
+    Parameters
+    ----------
+    machine : Machine
+        Structure (nodes, cpus, links, caches, devices).
+    calibration : Calibration
+        Every timing parameter; required (``nominal_calibration(machine)`` uses the machine's own numbers).
+    threads : list of ThreadSpec
+        The threads that issue ``accesses`` (by ``AccessChunk.thread`` = ``ThreadSpec.id``).
+    accesses : iterable of AccessChunk
+        Streamed chunk by chunk; each thread's accesses are in program order.
+    pages : PageMap
+        Node of every page the accesses touch.
+    mode : {"epoch", "exact"}
+        Fidelity (see :mod:`numasim.engine.epoch` and :mod:`numasim.engine.exact`).
+    seed : int
+        Recorded in the result. The timing model itself is deterministic, so equal inputs give equal results.
+    epoch_ns : float
+        Epoch length: the resolution of queueing in epoch mode and of utilisation-over-time in both.
+    devices : list of DeviceTransfer
+        DMA transfers by devices (e.g. a NIC's send reads host memory across its attach link).
+    progress : callable, optional
+        Called with the number of accesses read so far, after each chunk.
+    record_latencies : bool
+        Keep latency histograms (percentiles); False keeps only means.
+    window_accesses : int
+        Epoch mode: requests timed together per fixed-point window (speed/memory trade-off only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numasim.topology.builders import glueless
+    >>> from numasim.calibrate.model import nominal_calibration
+    >>> from numasim.workload.access import AccessChunk
+    >>> m = glueless(2)
+    >>> pm = PageMap(); pm.assign(0, np.array([1], dtype=np.int16))
+    >>> r = simulate(m, nominal_calibration(m), [ThreadSpec(0, cpu=0)], [AccessChunk.build(np.array([0]))], pm)
+    >>> r.run_time_ns  # one idle miss from node 0 to node 1: controller 80 + link 50
+    130.0
+    """
+    try:
+        engine_mode = EngineMode(mode)
+    except ValueError:
+        raise WorkloadError(f"mode = {mode!r}: expected 'epoch' or 'exact'") from None
+    if not epoch_ns > 0:
+        raise WorkloadError(f"epoch_ns = {epoch_ns}: must be positive")
+    ms = build_memory_system(machine, calibration, list(threads), list(devices))
+    assert calibration is not None
+    agents = _agents(ms, calibration, threads, devices)
+    levels = cache_levels(ms.machine, calibration)
+    n_levels = len(levels)
+    top = max(ms.node_ids) + 1
+    node_index = np.full(max(top, 1) + 1, -1, dtype=np.int64)
+    for k, nid in enumerate(ms.node_ids):
+        if ms.machine.nodes[k].controller is not None:
+            node_index[nid] = k
+    node_index_lookup = np.concatenate([node_index, np.full(1 << 15, -1, dtype=np.int64)])
+
+    # Cache instances: per level, a global index per thread agent (devices use none).
+    thread_agents = [a for a in agents if a.cpu is not None]
+    instances = np.zeros((n_levels, len(agents)), dtype=np.int64)
+    keys_by_level = []
+    next_id = 0
+    for lv, spec in enumerate(levels):
+        keys = instance_keys(ms.machine, spec, [a.cpu for a in thread_agents if a.cpu is not None])
+        uniq: dict[tuple[object, ...], int] = {}
+        for a, key in zip(thread_agents, keys, strict=True):
+            if key not in uniq:
+                uniq[key] = next_id
+                next_id += 1
+            instances[lv, a.index] = uniq[key]
+        keys_by_level.append(uniq)
+
+    epoch = engine_mode == EngineMode.EPOCH
+    feeder = Feeder(
+        accesses,
+        agents,
+        pages,
+        node_index_lookup,
+        ms.node_ids,
+        cache_instances=instances if epoch else None,
+        cache_capacity_lines=np.array([s.lines for s in levels], dtype=float) if epoch else None,
+        progress=progress,
+    )
+    for a, d in zip(agents[len(threads) :], devices, strict=True):
+        feeder.add_block(
+            a.index, feeder.device_block(a, d.address, d.size_bytes, d.direction == "write", n_levels)
+        )
+
+    stats = Stats(
+        ms.n_initiators, ms.n_nodes, len(agents), n_levels, len(ms.resources), epoch_ns, record_latencies
+    )
+    env = simpy.Environment()
+    core = calibration.core
+    diagnostics: dict[str, float] = {}
+    if epoch:
+        eng = EpochEngine(
+            ms,
+            agents,
+            feeder,
+            stats,
+            np.array([s.latency_ns for s in levels]),
+            core.prefetch_distance_lines,
+            epoch_ns,
+            window_accesses,
+        )
+        env.process(eng.process(env))
+        env.run()
+        eng.flush()
+        diagnostics = {"windows": float(eng.windows), "fixed_point_iterations": float(eng.iterations)}
+    else:
+        objects: dict[int, LRUCache] = {}
+        for lv, spec in enumerate(levels):
+            for gid in keys_by_level[lv].values():
+                objects[gid] = LRUCache(spec.sets, spec.associativity)
+        per_agent = [
+            [objects[int(instances[lv, a.index])] for lv in range(n_levels)] if a.cpu is not None else []
+            for a in agents
+        ]
+        # Devices bypass the caches: give them a hierarchy that never hits.
+        xeng = ExactEngine(
+            ms,
+            agents,
+            feeder,
+            stats,
+            per_agent,
+            [s.latency_ns for s in levels],
+            core.prefetch_distance_lines,
+            epoch_ns,
+        )
+        for a in agents:
+            if a.cpu is None:
+                per_agent[a.index] = [_NeverHit() for _ in range(n_levels)]  # type: ignore[misc]
+            env.process(xeng.process(env, a))
+        env.run()
+        xeng.flush()
+    if not feeder.exhausted:
+        feeder.pull()
+    return _collect(
+        ms, calibration, agents, devices, pages, stats, engine_mode, seed, epoch_ns, levels, diagnostics
+    )
+
+
+class _NeverHit:
+    def access(self, line: int) -> bool:
+        return False
+
+
+def _lat_stats(hist: np.ndarray | None, count: int, total_ns: float) -> tuple[float, float, float]:
+    mean = total_ns / count if count else float("nan")
+    if hist is None or count == 0:
+        return mean, float("nan"), float("nan")
+    return mean, percentile_from_hist(hist, 50), percentile_from_hist(hist, 99)
+
+
+def _collect(
+    ms: MemorySystem,
+    calibration: Calibration,
+    agents: list[Agent],
+    devices: Sequence[DeviceTransfer],
+    pages: PageMap,
+    st: Stats,
+    mode: EngineMode,
+    seed: int,
+    epoch_ns: float,
+    levels: list,
+    diagnostics: dict[str, float],
+) -> SimulationResult:
+    ids = ms.node_ids
+    n_nodes = len(ids)
+    init_node_idx = np.array([ids.index(int(x)) if int(x) in ids else -1 for x in ms.initiator_node])
+    local = init_node_idx[:, None] == np.arange(n_nodes)[None, :]
+    acc = st.accesses  # (init, node, rw)
+    tot = acc.sum(axis=2)
+    hist = st.hist
+    resident = (
+        pages.pages_per_node(max(ids) + 1)[ids] if pages.page_count else np.zeros(n_nodes, dtype=np.int64)
+    )
+    nodes = []
+    for j, nid in enumerate(ids):
+        h = hist[:, j, :].sum(axis=0) if hist is not None else None
+        mean, p50, p99 = _lat_stats(h, int(tot[:, j].sum()), float(st.latency_sum_ns[:, j].sum()))
+        nodes.append(
+            NodeRecord(
+                node=nid,
+                pages_resident=int(resident[j]),
+                accesses=int(tot[:, j].sum()),
+                reads=int(acc[:, j, 0].sum()),
+                writes=int(acc[:, j, 1].sum()),
+                bytes_read=int(st.bytes[:, j, 0].sum()),
+                bytes_written=int(st.bytes[:, j, 1].sum()),
+                local_accesses=int(tot[:, j][local[:, j]].sum()),
+                remote_accesses=int(tot[:, j][~local[:, j]].sum()),
+                memory_accesses=int(st.memory_lines[:, j].sum()),
+                mean_latency_ns=mean,
+                p50_latency_ns=p50,
+                p99_latency_ns=p99,
+            )
+        )
+    initiators, matrix, level_rows = [], [], []
+    level_names = [s.name for s in levels] + ["memory"]
+    for i, name in enumerate(ms.initiator_names):
+        h = hist[i].sum(axis=0) if hist is not None else None
+        mean, p50, p99 = _lat_stats(h, int(tot[i].sum()), float(st.latency_sum_ns[i].sum()))
+        initiators.append(
+            InitiatorRecord(
+                initiator=name,
+                node=int(ms.initiator_node[i]),
+                accesses=int(tot[i].sum()),
+                reads=int(acc[i, :, 0].sum()),
+                writes=int(acc[i, :, 1].sum()),
+                bytes_read=int(st.bytes[i, :, 0].sum()),
+                bytes_written=int(st.bytes[i, :, 1].sum()),
+                local_accesses=int(tot[i][local[i]].sum()),
+                remote_accesses=int(tot[i][~local[i]].sum()),
+                memory_accesses=int(st.memory_lines[i].sum()),
+                mean_latency_ns=mean,
+                p50_latency_ns=p50,
+                p99_latency_ns=p99,
+            )
+        )
+        for j, nid in enumerate(ids):
+            n = int(tot[i, j])
+            matrix.append(
+                PairRecord(
+                    name,
+                    nid,
+                    n,
+                    int(st.bytes[i, j].sum()),
+                    int(st.memory_lines[i, j].sum()),
+                    float(st.latency_sum_ns[i, j] / n) if n else float("nan"),
+                )
+            )
+        for lv, lname in enumerate(level_names):
+            level_rows.append(CacheLevelRecord(name, lname, int(st.level_hits[i, lv])))
+
+    run_time = float(st.agent_finish_ns.max()) if len(agents) else 0.0
+    lines_rc = st.memory_lines.reshape(-1).astype(float)
+    busy_total = lines_rc @ ms.busy_ns
+    bytes_total = (lines_rc @ ms.crosses.astype(float)) * LINE_BYTES
+    util = st.series.utilisation(run_time)
+    resources = []
+    for r, res in enumerate(ms.resources):
+        resources.append(
+            ResourceRecord(
+                name=res.name,
+                kind=res.kind,
+                bytes=int(round(bytes_total[r])),
+                busy_ns=float(busy_total[r]),
+                utilisation_mean=float(busy_total[r] / run_time) if run_time > 0 else 0.0,
+                utilisation_peak=float(util[:, r].max()) if len(util) else 0.0,
+                bandwidth_used_gb_s=float(bytes_total[r] / run_time) if run_time > 0 else 0.0,
+                bandwidth_available_gb_s=float(res.capacity_bytes_per_ns),
+            )
+        )
+    threads, dev_rows = [], []
+    for a in agents:
+        k = a.index
+        n = int(st.agent_accesses[k])
+        finish = float(st.agent_finish_ns[k]) if n else a.start_ns
+        threads.append(
+            ThreadRecord(
+                agent=a.name,
+                thread_id=a.thread_id,
+                cpu=a.cpu,
+                node=int(ms.initiator_node[a.initiator]),
+                accesses=n,
+                compute_ns=float(st.agent_compute_ns[k]),
+                stall_ns=max(finish - a.start_ns - float(st.agent_compute_ns[k]), 0.0),
+                start_ns=a.start_ns,
+                finish_ns=finish,
+                mean_latency_ns=float(st.agent_latency_ns[k] / n) if n else float("nan"),
+            )
+        )
+    n_threads = len(agents) - len(devices)
+    for d, a in zip(devices, agents[n_threads:], strict=True):
+        finish = float(st.agent_finish_ns[a.index])
+        dur = finish - d.start_ns
+        dev_rows.append(
+            DeviceRecord(
+                d.device,
+                d.direction,
+                d.size_bytes,
+                d.start_ns,
+                finish,
+                dur,
+                d.size_bytes / dur if dur > 0 else float("nan"),
+            )
+        )
+    return SimulationResult(
+        mode=mode.value,
+        seed=seed,
+        calibration_id=calibration.id,
+        machine=ms.machine.name,
+        epoch_ns=epoch_ns,
+        run_time_ns=run_time,
+        accesses=int(tot.sum()),
+        nodes=nodes,
+        initiators=initiators,
+        matrix=matrix,
+        resources=resources,
+        threads=threads,
+        devices=dev_rows,
+        cache_levels=level_rows,
+        utilisation_bucket_ns=st.series.bucket_ns,
+        utilisation=util,
+        hist_edges_ns=hist_edges_ns(),
+        latency_hist_by_node=hist.sum(axis=0) if hist is not None else np.zeros((n_nodes, 0), dtype=np.int64),
+        latency_hist_by_initiator=hist.sum(axis=1)
+        if hist is not None
+        else np.zeros((len(ms.initiator_names), 0)),
+        node_ids=list(ids),
+        initiator_names=list(ms.initiator_names),
+        diagnostics=diagnostics,
+    )

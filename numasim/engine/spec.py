@@ -1,0 +1,76 @@
+"""What the engine is asked to run: threads pinned to cpus, DMA transfers by devices, and the fidelity mode.
+
+These are plain frozen dataclasses (the engine's inside); the workload layer builds them from its pydantic specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+__all__ = ["EngineMode", "ThreadSpec", "DeviceTransfer", "DEFAULT_DEVICE_OUTSTANDING_LINES"]
+
+DEFAULT_DEVICE_OUTSTANDING_LINES = 128
+"""DMA reads a device keeps in flight (PCIe non-posted tags; 128 x 64 B = 8 KiB, a typical read window)."""
+
+
+class EngineMode(StrEnum):
+    """The two fidelities over the same timing model."""
+
+    EPOCH = "epoch"
+    """Accesses aggregated per time window with numpy; queueing delay from the loaded-latency curves."""
+    EXACT = "exact"
+    """Each access an event on a SimPy clock; controllers and links are FIFO servers."""
+
+
+@dataclass(frozen=True)
+class ThreadSpec:
+    """A thread pinned to one cpu; the cpu's node is the thread's initiator node.
+
+    Attributes
+    ----------
+    id : int
+        The thread id used in :attr:`AccessChunk.thread`.
+    cpu : int
+        The cpu the thread runs on.
+    dependent : bool
+        Every access depends on the previous one (a pointer chase): memory-level parallelism 1, so the thread
+        pays the full latency of each access. Otherwise accesses are independent up to the core's
+        ``max_outstanding_misses``.
+    start_ns : float
+        When the thread starts issuing.
+    """
+
+    id: int
+    cpu: int
+    dependent: bool = False
+    start_ns: float = 0.0
+
+
+@dataclass(frozen=True)
+class DeviceTransfer:
+    """One DMA transfer by a device (e.g. a NIC sending a buffer: a DMA *read* of host memory).
+
+    Attributes
+    ----------
+    device : str
+        Name of a :class:`~numasim.topology.model.Device` of the machine.
+    direction : {"read", "write"}
+        ``"read"``: the device reads host memory (a send); ``"write"``: it writes host memory (a receive).
+    address : int
+        Virtual address of the buffer (looked up in the :class:`PageMap` like a cpu access).
+    size_bytes : int
+        Length of the buffer.
+    start_ns : float
+        When the transfer starts.
+    outstanding_lines : int
+        64-byte requests the device keeps in flight (its memory-level parallelism).
+    """
+
+    device: str
+    direction: Literal["read", "write"]
+    address: int
+    size_bytes: int
+    start_ns: float = 0.0
+    outstanding_lines: int = DEFAULT_DEVICE_OUTSTANDING_LINES

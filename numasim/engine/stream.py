@@ -1,0 +1,317 @@
+"""From the workload's :class:`~numasim.workload.access.AccessChunk` stream to per-agent blocks of line requests.
+
+An *agent* is whatever issues memory requests: a thread (from :class:`ThreadSpec`) or one device transfer. The
+:class:`Feeder` pulls chunks lazily, turns every access into the 64-byte line requests it touches (an access
+spanning two lines counts as two requests; its bytes and compute time go to the first), looks up each line's
+node in the :class:`PageMap`, marks requests the stream prefetcher covers, and appends them to the issuing
+agent's buffer, preserving each agent's program order. Everything is vectorised per chunk.
+
+Prefetch rule (the same in both fidelities): a request is *prefetched* when the line just before or after it
+was requested by the same agent among its previous ``PREFETCH_STREAMS`` requests -- a sequential stream, with
+up to that many streams interleaved (``a[i] = b[i] + c[i]`` is three).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from numasim.errors import WorkloadError
+from numasim.workload.access import AccessChunk
+
+from .caches import EpochCacheState, estimate_levels
+from .memsys import LINE_BYTES
+from .pagemap import PageMap
+
+__all__ = ["PREFETCH_STREAMS", "Agent", "Block", "Feeder"]
+
+PREFETCH_STREAMS = 8
+_LINE_SHIFT = np.uint64(6)
+_MAX_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Agent:
+    index: int
+    name: str
+    initiator: int
+    mlp: int
+    dependent: bool
+    start_ns: float
+    thread_id: int | None = None
+    cpu: int | None = None
+    device: str | None = None
+
+
+@dataclass
+class Block:
+    """Line requests of one agent, in program order (parallel arrays)."""
+
+    line: np.ndarray  # uint64
+    target: np.ndarray  # int64 node index
+    is_write: np.ndarray  # int64 0/1
+    size_bytes: np.ndarray  # int64 program bytes (on the first line of an access)
+    compute_ns: np.ndarray  # float64
+    prefetched: np.ndarray  # bool
+    level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+    def slice(self, a: int, b: int) -> Block:
+        return Block(
+            self.line[a:b],
+            self.target[a:b],
+            self.is_write[a:b],
+            self.size_bytes[a:b],
+            self.compute_ns[a:b],
+            self.prefetched[a:b],
+            None if self.level is None else self.level[a:b],
+        )
+
+    @staticmethod
+    def concat(blocks: list[Block]) -> Block:
+        if len(blocks) == 1:
+            return blocks[0]
+        lv = [b.level for b in blocks]
+        return Block(
+            np.concatenate([b.line for b in blocks]),
+            np.concatenate([b.target for b in blocks]),
+            np.concatenate([b.is_write for b in blocks]),
+            np.concatenate([b.size_bytes for b in blocks]),
+            np.concatenate([b.compute_ns for b in blocks]),
+            np.concatenate([b.prefetched for b in blocks]),
+            None if any(x is None for x in lv) else np.concatenate(lv),  # type: ignore[arg-type]
+        )
+
+
+def _prefetched(lines: np.ndarray, history: np.ndarray) -> np.ndarray:
+    """The prefetch rule, vectorised over one agent's requests (``history``: its previous requests' lines)."""
+    allv = np.concatenate([history, lines]).astype(np.int64)
+    h = len(history)
+    out = np.zeros(len(lines), dtype=bool)
+    cur = allv[h:]
+    for lag in range(1, PREFETCH_STREAMS + 1):
+        lo = h - lag
+        if lo >= 0:
+            prev = allv[lo : lo + len(lines)]
+            d = cur - prev
+            out |= (d == 1) | (d == -1)
+        else:
+            k = -lo  # the first k requests have no request `lag` before them
+            if k >= len(lines):
+                continue
+            d = cur[k:] - allv[: len(lines) - k]
+            out[k:] |= (d == 1) | (d == -1)
+    return out
+
+
+class Feeder:
+    """Per-agent buffers filled lazily from the chunk stream (see module docstring)."""
+
+    def __init__(
+        self,
+        chunks: Iterable[AccessChunk],
+        agents: list[Agent],
+        pages: PageMap,
+        node_index: np.ndarray,
+        node_ids: list[int],
+        *,
+        cache_instances: np.ndarray | None = None,
+        cache_capacity_lines: np.ndarray | None = None,
+        progress: object = None,
+    ) -> None:
+        self._it: Iterator[AccessChunk] = iter(chunks)
+        self.agents = agents
+        self.pages = pages
+        self.node_index = node_index
+        self.node_ids = node_ids
+        thread_agents = [a for a in agents if a.thread_id is not None]
+        ids = np.array([a.thread_id for a in thread_agents], dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        self._tid_sorted = ids[order]
+        self._tid_agent = np.array([thread_agents[k].index for k in order], dtype=np.int64)
+        self.buffers: list[list[Block]] = [[] for _ in agents]
+        self.buffered = np.zeros(len(agents), dtype=np.int64)
+        self._history = [np.zeros(0, dtype=np.uint64) for _ in agents]
+        self.exhausted = False
+        self.cache_instances = cache_instances  # (n_levels, n_agents) global instance index
+        self.cache_capacity = cache_capacity_lines
+        self._cache_state = (
+            EpochCacheState.empty(len(cache_capacity_lines)) if cache_capacity_lines is not None else None
+        )
+        self._progress = progress
+        self.accesses_read = 0
+
+    # --- input -------------------------------------------------------------------------------------------
+    def add_block(self, agent: int, block: Block) -> None:
+        if len(block):
+            self.buffers[agent].append(block)
+            self.buffered[agent] += len(block)
+
+    def pull(self) -> bool:
+        """Read and distribute one more chunk; False when the stream is exhausted."""
+        if self.exhausted:
+            return False
+        try:
+            chunk = next(self._it)
+        except StopIteration:
+            self.exhausted = True
+            return False
+        for lo in range(0, len(chunk), _MAX_CHUNK):
+            part = chunk if len(chunk) <= _MAX_CHUNK else chunk.slice(lo, lo + _MAX_CHUNK)
+            self._distribute(part)
+        self.accesses_read += len(chunk)
+        if callable(self._progress):
+            self._progress(self.accesses_read)
+        return True
+
+    def _distribute(self, chunk: AccessChunk) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        tid = np.asarray(chunk.thread, dtype=np.int64)
+        pos = np.searchsorted(self._tid_sorted, tid)
+        pos_c = np.minimum(pos, max(len(self._tid_sorted) - 1, 0))
+        bad = (
+            (len(self._tid_sorted) == 0) | (self._tid_sorted[pos_c] != tid)
+            if len(self._tid_sorted)
+            else np.ones(n, bool)
+        )
+        if np.any(bad):
+            t = int(tid[np.flatnonzero(bad)[0]])
+            raise WorkloadError(
+                f"access by thread {t}: no ThreadSpec with id {t} (threads: {self._tid_sorted.tolist()})"
+            )
+        agent = self._tid_agent[pos_c]
+        addr = np.asarray(chunk.address, dtype=np.uint64)
+        size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int64), 1)
+        compute = np.asarray(chunk.compute_ns, dtype=np.float64)
+        is_write = np.asarray(chunk.is_write, dtype=bool).astype(np.int64)
+        node = self.pages.lookup(addr)  # names the first unmapped address
+        first = addr >> _LINE_SHIFT
+        last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
+        span = (last - first).astype(np.int64) + 1
+        if (span > 1).any():
+            rep = np.repeat(np.arange(n), span)
+            starts = np.r_[0, np.cumsum(span)[:-1]]
+            offset = np.arange(len(rep)) - starts[rep]
+            is_first = offset == 0
+            lines = first[rep] + offset.astype(np.uint64)
+            node = np.where(is_first, node[rep], self.pages.lookup(lines << _LINE_SHIFT))
+            agent, is_write = agent[rep], is_write[rep]
+            size = np.where(is_first, size[rep], 0)
+            compute = np.where(is_first, compute[rep], 0.0)
+        else:
+            lines = first
+        target = self.node_index[node]
+        if (target < 0).any():
+            k = int(np.flatnonzero(target < 0)[0])
+            raise WorkloadError(
+                f"address {int(lines[k]) << 6:#x} is on node {int(node[k])}, which has no memory on this machine"
+            )
+        level = None
+        if (
+            self._cache_state is not None
+            and self.cache_instances is not None
+            and self.cache_capacity is not None
+        ):
+            level, self._cache_state = estimate_levels(
+                lines, self.cache_instances[:, agent], self.cache_capacity, self._cache_state
+            )
+        if len(self.agents) < 256:
+            order = np.argsort(agent.astype(np.uint8), kind="stable")
+        else:
+            order = np.argsort(agent, kind="stable")
+        counts = np.bincount(agent, minlength=len(self.agents))
+        bounds = np.r_[0, np.cumsum(counts)]
+        for a in np.flatnonzero(counts):
+            idx = order[bounds[a] : bounds[a + 1]]
+            ln = lines[idx]
+            hist = self._history[a]
+            pf = _prefetched(ln, hist)
+            self._history[a] = np.concatenate([hist, ln])[-PREFETCH_STREAMS:]
+            self.add_block(
+                int(a),
+                Block(
+                    ln,
+                    target[idx].astype(np.int64),
+                    is_write[idx],
+                    size[idx],
+                    compute[idx],
+                    pf,
+                    None if level is None else level[idx],
+                ),
+            )
+
+    def device_block(
+        self, agent: Agent, address: int, size_bytes: int, is_write: bool, n_levels: int
+    ) -> Block:
+        """The line requests of one DMA transfer (no caches, no prefetch: DMA goes to memory)."""
+        if size_bytes <= 0:
+            raise WorkloadError(f"DeviceTransfer.size_bytes = {size_bytes}: must be positive")
+        lo = address // LINE_BYTES
+        hi = (address + size_bytes - 1) // LINE_BYTES
+        lines = np.arange(lo, hi + 1, dtype=np.uint64)
+        node = (
+            self.pages.lookup(lines << _LINE_SHIFT)
+            if len(lines) > 1
+            else self.pages.lookup(np.array([address], dtype=np.uint64))
+        )
+        target = self.node_index[node]
+        if (target < 0).any():
+            raise WorkloadError(f"DeviceTransfer at {address:#x}: pages on a node without memory")
+        n = len(lines)
+        size = np.full(n, LINE_BYTES, dtype=np.int64)
+        size[-1] = size_bytes - LINE_BYTES * (n - 1)
+        return Block(
+            lines,
+            target.astype(np.int64),
+            np.full(n, int(is_write), dtype=np.int64),
+            size,
+            np.zeros(n),
+            np.zeros(n, dtype=bool),
+            np.full(n, n_levels, dtype=np.int8),
+        )
+
+    # --- output ------------------------------------------------------------------------------------------
+    def fill(self, want: int, max_buffered: int) -> None:
+        """Pull chunks until every thread agent holds ``want`` requests, ``max_buffered`` are held, or the end."""
+        threads = np.array([a.thread_id is not None for a in self.agents])
+        while not self.exhausted:
+            if not threads.any() or (self.buffered[threads] >= want).all():
+                return
+            if self.buffered.sum() >= max_buffered:
+                return
+            self.pull()
+
+    def peek(self, agent: int, n: int) -> Block:
+        """Up to ``n`` buffered requests of ``agent`` without consuming them."""
+        buf = self.buffers[agent]
+        if len(buf) > 1 and len(buf[0]) < n:
+            merged = Block.concat(buf)
+            self.buffers[agent] = buf = [merged]
+        return buf[0].slice(0, n) if buf else Block.concat([])  # pragma: no branch
+
+    def consume(self, agent: int, n: int) -> None:
+        buf = self.buffers[agent]
+        while n > 0 and buf:
+            if len(buf[0]) <= n:
+                n -= len(buf[0])
+                self.buffered[agent] -= len(buf[0])
+                buf.pop(0)
+            else:
+                buf[0] = buf[0].slice(n, len(buf[0]))
+                self.buffered[agent] -= n
+                n = 0
+
+    def take(self, agent: int) -> Block | None:
+        """The next buffered block of ``agent`` (pulling chunks as needed); None at the end of its stream."""
+        while not self.buffers[agent]:
+            if not self.pull():
+                return None
+        block = self.buffers[agent].pop(0)
+        self.buffered[agent] -= len(block)
+        return block
