@@ -26,9 +26,9 @@ app = typer.Typer(
 
 def _register() -> None:
     # Explicit list: importing numasim.cli registers nothing until main() asks for it.
-    from numasim.cli import demo
+    from numasim.cli import demo, topo, trace
 
-    for module in (demo,):
+    for module in (demo, topo, trace):
         module.register(app)
 
 

@@ -1,0 +1,207 @@
+"""``numasim topo``: look at machines: list the shipped ones, show one as a tree, print what ``numactl --hardware``
+would print on it, convert between formats, draw it, and print its distance and latency tables.
+
+``MACHINE`` is always a shipped machine's name or a path in any format :func:`numasim.topology.io.load_machine`
+reads (our TOML, ``numactl --hardware`` text, a sysfs node tree, hwloc XML). Files are written atomically and
+never overwritten without ``--force``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from numasim.topology.model import Machine
+from numasim.units import format_size
+
+__all__ = ["register", "topo_app"]
+
+topo_app = typer.Typer(
+    name="topo",
+    help="Inspect machines: list, show, hardware (numactl --hardware), import, draw, distances, latency.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_MACHINE_HELP = "A shipped machine's name (see 'numasim topo list') or a machine file (TOML, numactl text, sysfs, hwloc XML)."
+_STYLES = ("2.0.18", "2.0.19")
+_FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``topo`` command group to ``app`` (once, however often it is called)."""
+    if any(group.name == "topo" for group in app.registered_groups):
+        return
+    app.add_typer(topo_app, name="topo")
+
+
+def _load(spec: str) -> Machine:
+    from numasim.topology.io import load_machine
+
+    return load_machine(spec)
+
+
+def _echo_block(text: str) -> None:
+    typer.echo(text, nl=not text.endswith("\n"))
+
+
+def _check_output(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise typer.BadParameter(f"{path} exists; add --force to replace it", param_hint="'-o' / '--output'")
+    if not path.parent.exists():
+        raise typer.BadParameter(f"directory {path.parent} does not exist", param_hint="'-o' / '--output'")
+
+
+def _check_figure_output(path: Path, force: bool) -> None:
+    if path.suffix.lower() not in _FIGURE_SUFFIXES:
+        raise typer.BadParameter(
+            f"{path}: cannot tell the figure format; use one of {', '.join(_FIGURE_SUFFIXES)}",
+            param_hint="'-o' / '--output'",
+        )
+    _check_output(path, force)
+
+
+def _save_figure(fig: object, path: Path) -> None:
+    # Draw into a temporary file beside the target, then rename: never a half-written figure.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(tmp, format=path.suffix.lower()[1:], dpi=110)  # type: ignore[attr-defined]
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:
+    cells = [[("-" if not np.isfinite(v) else format(v, fmt)) for v in row] for row in rows]
+    width = max([len(str(i)) for i in ids] + [len(c) for row in cells for c in row]) + 2
+    lines = [title, "node".rjust(6) + "".join(str(i).rjust(width) for i in ids)]
+    lines += [f"{i:>5}:" + "".join(c.rjust(width) for c in row) for i, row in zip(ids, cells, strict=True)]
+    return lines
+
+
+@topo_app.command("list")
+def list_cmd() -> None:
+    """One line per shipped machine: name, nodes, cpus, memory, source."""
+    from numasim.topology.library import list_shipped
+
+    items = list_shipped()
+    if not items:
+        typer.echo("no shipped machines found", err=True)
+        raise typer.Exit(1)
+    width = max(len(s.name) for s in items)
+    for s in items:
+        typer.echo(
+            f"{s.name:<{width}}  {s.nodes:>3} nodes  {s.cpus:>4} cpus  {format_size(s.memory_bytes):>10}  {s.source}"
+        )
+
+
+@topo_app.command("show")
+def show_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP)) -> None:
+    """The machine as an lstopo-like tree, then its caches, links and switches."""
+    from numasim.topology.render import render_tree
+
+    typer.echo(render_tree(_load(machine)))
+
+
+@topo_app.command("hardware")
+def hardware_cmd(
+    machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
+    style: str = typer.Option("2.0.19", "--style", help="numactl version whose distance-table layout to print."),
+) -> None:
+    """Exactly what 'numactl --hardware' prints on this machine."""
+    from numasim.topology.io.numactl import numactl_hardware_for
+
+    if style not in _STYLES:
+        raise typer.BadParameter(f"{style!r}: expected one of {', '.join(_STYLES)}", param_hint="'--style'")
+    _echo_block(numactl_hardware_for(_load(machine), style=style))  # type: ignore[arg-type]
+
+
+@topo_app.command("import")
+def import_cmd(
+    source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML or TOML."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write (.toml; .xml hwloc; .txt numactl)."),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+) -> None:
+    """Read a machine in any known format and write it as our TOML (or another format, by suffix)."""
+    from numasim.topology.io import save_machine
+
+    _check_output(output, force)
+    machine = _load(source)
+    save_machine(machine, output)
+    typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus")
+
+
+@topo_app.command("draw")
+def draw_cmd(
+    machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
+    output: Path = typer.Option(..., "-o", "--output", help="Figure file: .png, .svg or .pdf."),
+    layout: str = typer.Option("kamada-kawai", "--layout", help="kamada-kawai (deterministic) or spring."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the spring layout."),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+) -> None:
+    """Draw the link graph: nodes, switches, links labelled with latency and bandwidth."""
+    from numasim.topology.plots import draw_topology
+
+    if layout not in ("kamada-kawai", "spring"):
+        raise typer.BadParameter(f"{layout!r}: expected kamada-kawai or spring", param_hint="'--layout'")
+    _check_figure_output(output, force)
+    m = _load(machine)
+    _save_figure(draw_topology(m, kind=layout, seed=seed), output)
+    typer.echo(f"wrote {output}")
+
+
+@topo_app.command("distances")
+def distances_cmd(
+    machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
+    timing: bool = typer.Option(False, "--timing", help="Distances derived from link timing, not the firmware SLIT."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Also write a heatmap (.png, .svg, .pdf)."),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+) -> None:
+    """The node distance table (firmware SLIT by default), and optionally its heatmap."""
+    from numasim.topology.distances import slit, timing_distances
+
+    if output is not None:
+        _check_figure_output(output, force)
+    m = _load(machine)
+    if timing:
+        table, title = timing_distances(m), "SLIT derived from link timing"
+    elif m.firmware_slit is not None:
+        table, title = slit(m), "firmware SLIT (what the kernel sees)"
+    else:
+        table, title = slit(m), "SLIT (no firmware table in the machine file: derived from link timing)"
+    for line in _table(f"{m.name}: {title}", m.node_ids, np.array(table, dtype=float), ".0f"):
+        typer.echo(line)
+    if output is not None:
+        from numasim.topology.plots import slit_heatmap
+
+        _save_figure(slit_heatmap(m, which="timing" if timing else "firmware"), output)
+        typer.echo(f"wrote {output}")
+
+
+@topo_app.command("latency")
+def latency_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP)) -> None:
+    """Initiator x target idle latency (ns), bottleneck bandwidth (GB/s) and hop counts."""
+    from numasim.topology.routing import bandwidth_table_gb_s, hop_table, latency_table_ns, routing
+
+    m = _load(machine)
+    r = routing(m)
+    ids = m.node_ids
+    origin = f"calibration {m.calibration}" if m.calibration else "the machine file's own (uncalibrated) numbers"
+    typer.echo(f"{m.name}: rows = initiator node (cpus), columns = target node (memory); timing from {origin}")
+    blocks = [
+        _table("idle latency (ns)", ids, latency_table_ns(m, r), ".1f"),
+        _table("bandwidth (GB/s, bottleneck of controller and links)", ids, bandwidth_table_gb_s(m, r), ".1f"),
+        _table("hops (links on the route)", ids, hop_table(m, r).astype(float), ".0f"),
+    ]
+    for k, block in enumerate(blocks):
+        if k:
+            typer.echo("")
+        for line in block:
+            typer.echo(line)
+    cpuless = [n.id for n in m.nodes if not n.has_cpus]
+    if cpuless:
+        typer.echo(f"\nnode(s) {', '.join(map(str, cpuless))} have no cpus: their rows are what a device there would see")
