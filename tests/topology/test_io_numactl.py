@@ -195,3 +195,12 @@ def test_missing_node_line_is_reported() -> None:
         parse_numactl_hardware(
             "available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nNo distance information available.\n"
         )
+
+
+def test_rows_glued_onto_one_line_under_an_intact_header() -> None:
+    text = (
+        "available: 2 nodes (0-1)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nnode 0 free: 1 MB\n"
+        "node 1 cpus: 1\nnode 1 size: 1 MB\nnode 1 free: 1 MB\nnode distances:\nnode   0   1\n  0:  10  21   1:  21  10\n"
+    )
+    hw = parse_numactl_hardware(text)
+    assert hw.distances == [[10, 21], [21, 10]] and hw.style is None

@@ -230,35 +230,52 @@ def _parse_distance_table(
     body: list[tuple[int, str]], ids: list[int], source: str, start: int
 ) -> tuple[list[list[int]], int]:
     """Rows of the table and how many body lines they used (normal layout, else the newline-less one)."""
-    n = len(ids)
     if not body:
         raise FormatError(source, "'node distances:' is not followed by a table", start)
+    if ":" in body[0][1]:
+        return _parse_glued_table(body, ids, source)
+    try:
+        return _parse_table_lines(body, ids, source)
+    except FormatError as exc:
+        # Some rows glued together (newlines lost part way): accept it only if the glued reading works.
+        try:
+            return _parse_glued_table(body, ids, source)
+        except FormatError:
+            raise exc from None
+
+
+def _parse_table_lines(
+    body: list[tuple[int, str]], ids: list[int], source: str
+) -> tuple[list[list[int]], int]:
+    n = len(ids)
     head_no, head = body[0]
-    if ":" not in head:
-        tokens = head.split()
-        if tokens != ["node", *map(str, ids)]:
+    tokens = head.split()
+    if tokens != ["node", *map(str, ids)]:
+        raise FormatError(source, f"distance header should list nodes {ids}, got {head.strip()!r}", head_no)
+    if len(body) < n + 1:
+        raise FormatError(source, f"distance table has {len(body) - 1} rows for {n} nodes", body[-1][0])
+    rows: list[list[int]] = []
+    for (lineno, line), nid in zip(body[1 : n + 1], ids, strict=True):
+        label, sep, rest = line.partition(":")
+        if not sep or label.strip() != str(nid):
             raise FormatError(
-                source, f"distance header should list nodes {ids}, got {head.strip()!r}", head_no
+                source, f"expected the row of node {nid} ('{nid}: ...'), got {line.strip()!r}", lineno
             )
-        if len(body) < n + 1:
-            raise FormatError(source, f"distance table has {len(body) - 1} rows for {n} nodes", body[-1][0])
-        rows: list[list[int]] = []
-        for (lineno, line), nid in zip(body[1 : n + 1], ids, strict=True):
-            label, sep, rest = line.partition(":")
-            if not sep or label.strip() != str(nid):
-                raise FormatError(
-                    source, f"expected the row of node {nid} ('{nid}: ...'), got {line.strip()!r}", lineno
-                )
-            try:
-                row = [int(tok) for tok in rest.split()]
-            except ValueError:
-                raise FormatError(
-                    source, f"row of node {nid}: not numbers: {rest.strip()!r}", lineno
-                ) from None
-            if len(row) != n:
-                raise FormatError(source, f"row of node {nid} has {len(row)} distances for {n} nodes", lineno)
-            rows.append(row)
-        return rows, n + 1
+        try:
+            row = [int(tok) for tok in rest.split()]
+        except ValueError:
+            raise FormatError(source, f"row of node {nid}: not numbers: {rest.strip()!r}", lineno) from None
+        if len(row) != n:
+            raise FormatError(source, f"row of node {nid} has {len(row)} distances for {n} nodes", lineno)
+        rows.append(row)
+    return rows, n + 1
+
+
+def _parse_glued_table(
+    body: list[tuple[int, str]], ids: list[int], source: str
+) -> tuple[list[list[int]], int]:
+    n = len(ids)
+    head_no = body[0][0]
     # Newlines lost: "node 0 1 2 30: 10 11 20 201: ..." -- the ids are literal, the values are 1..3 digits.
     # Row labels may be glued to the previous token; values within a row are still space separated.
     glued = " ".join(line for _, line in body)
