@@ -22,7 +22,7 @@ from numasim.topology.builders import (
     with_cxl_expander,
     with_device,
 )
-from numasim.topology.distances import slit
+from numasim.topology.distances import slit, timing_distances
 from numasim.topology.model import DeviceKind, LinkKind, Machine, MemoryKind
 from numasim.topology.routing import graph, hop_table, latency_table_ns
 from numasim.units import GiB
@@ -35,6 +35,10 @@ def _undirected(m: Machine) -> nx.Graph:
 def _assert_sane(m: Machine) -> None:
     g = _undirected(m)
     assert nx.is_connected(g)
+    if m.firmware_slit is None:
+        # uniform controllers and symmetric links: the timing-derived table is symmetric by itself
+        derived = np.array(timing_distances(m))
+        assert (derived == derived.T).all()
     table = np.array(slit(m))
     assert table.shape == (len(m.nodes), len(m.nodes))
     assert (np.diag(table) == 10).all()
