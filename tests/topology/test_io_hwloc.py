@@ -209,3 +209,32 @@ def test_missing_local_memory_gets_the_mean_and_is_noted() -> None:
 def test_bad_xml_is_a_format_error(text: str, match: str) -> None:
     with pytest.raises(FormatError, match=match):
         read_hwloc_xml(text)
+
+
+def test_v2_distances_with_gp_indexing_and_memattr_latency() -> None:
+    xml = """<topology version="2.0">
+    <object type="Machine" os_index="0" gp_index="1">
+      <object type="Package" os_index="0" gp_index="2">
+        <object type="NUMANode" os_index="3" gp_index="7" local_memory="1073741824"/>
+        <object type="PU" os_index="0" gp_index="3"/>
+      </object>
+      <object type="Package" os_index="1" gp_index="4">
+        <object type="NUMANode" os_index="5" gp_index="9" local_memory="1073741824"/>
+        <object type="PU" os_index="1" gp_index="5"/>
+      </object>
+    </object>
+    <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="gp">
+      <indexes length="3">9 7</indexes>
+      <u64values length="11">10 32 31 10</u64values>
+    </distances2>
+    <memattr name="Latency" flags="6">
+      <memattr_value target_obj_type="NUMANode" target_obj_gp_index="7" value="85" initiator_cpuset="0x1"/>
+      <memattr_value target_obj_type="NUMANode" target_obj_gp_index="7" value="140" initiator_cpuset="0x2"/>
+    </memattr>
+    </topology>"""
+    m = read_hwloc_xml(xml)
+    assert m.node_ids == [3, 5]
+    assert m.firmware_slit == [[10, 31], [32, 10]]  # rows by gp index 9 (node 5) then 7 (node 3), re-ordered
+    assert m.nodes[0].controller is not None and m.nodes[0].controller.latency_ns == 85.0
+    # Links were scaled to the memattr latency (85 ns), so the timing alone still gives the firmware table.
+    assert timing_distances(m.model_copy(update={"firmware_slit": None})) == [[10, 31], [32, 10]]
