@@ -509,6 +509,11 @@ def write_hwloc_xml(machine: Machine) -> str:
 def save_machine_hwloc(machine: Machine, path: str | Path) -> None:
     """Write :func:`write_hwloc_xml` of ``machine`` to ``path`` atomically."""
     p = Path(path)
+    text = write_hwloc_xml(machine)  # render first: a failure here touches no file
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(write_hwloc_xml(machine), encoding="utf-8")
-    tmp.replace(p)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -429,6 +429,11 @@ def load_machine_numactl(path: str | Path, name: str | None = None) -> Machine:
 def save_machine_numactl(machine: Machine, path: str | Path, style: NumactlStyle = "2.0.19") -> None:
     """Write the ``numactl --hardware`` text of ``machine`` atomically."""
     p = Path(path)
+    text = numactl_hardware_for(machine, style)  # render first: a failure here touches no file
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(numactl_hardware_for(machine, style), encoding="utf-8")
-    tmp.replace(p)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -68,6 +68,11 @@ def dumps_machine(machine: Machine) -> str:
 def save_machine_toml(machine: Machine, path: str | Path) -> None:
     """Write ``machine`` to ``path`` atomically (a temporary file renamed into place)."""
     p = Path(path)
+    text = dumps_machine(machine)  # render first: a failure here touches no file
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(dumps_machine(machine), encoding="utf-8")
-    tmp.replace(p)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
