@@ -1,0 +1,547 @@
+"""The simulated kernel: tasks, address spaces, memory policies, cpusets and the page allocator behind one facade.
+
+``Kernel(machine)`` owns the :class:`~numasim.kernel.physmem.PhysicalMemory` (zones, watermarks, zonelists,
+numastat counters) and the tasks. Memory is placed lazily, on first touch, by the policy in force; the memory
+policy syscalls (``set_mempolicy``, ``mbind``, ``get_mempolicy``, ``migrate_pages``, ``move_pages``,
+``set_mempolicy_home_node``) are methods that return a :class:`~numasim.kernel.errno.SyscallResult` and never
+raise for bad arguments. Everything is deterministic.
+
+Examples
+--------
+>>> from numasim.topology.builders import glueless
+>>> from numasim.kernel.mempolicy import MPOL_INTERLEAVE
+>>> k = Kernel(glueless(2))
+>>> t = k.spawn("demo", cpu=0)
+>>> k.set_mempolicy(t, MPOL_INTERLEAVE, {0, 1}).ok
+True
+>>> vma = k.mmap(t, 8 * 4096)
+>>> _ = k.touch(t, vma.start, 8 * 4096)
+>>> vma.pages_per_node()
+{0: 4, 1: 4}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from numasim.errors import PolicyError, WorkloadError
+from numasim.kernel import syscalls
+from numasim.kernel.cpuset import ROOT_CPUSET, Cpuset, rebind_task
+from numasim.kernel.errno import SyscallResult
+from numasim.kernel.fault import FaultResult, fault_range
+from numasim.kernel.mempolicy import (
+    MPOL_MF_MOVE,
+    MemPolicy,
+    WeightedInterleaveWeights,
+    parse_version,
+)
+from numasim.kernel.modes import KernelMode
+from numasim.kernel.protocol import PlacementContext, PlacementDecision, PlacementPolicy
+from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, Task, VmaKind
+
+if TYPE_CHECKING:
+    from numasim.kernel.config import KernelConfig
+    from numasim.topology.model import Machine
+
+__all__ = ["Kernel", "Placed", "OomKill"]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Pages the allocator placed for one request: node and zone per page (-1 = not allocated), OOM flag."""
+
+    nodes: np.ndarray
+    zones: np.ndarray
+    oom: bool = False
+
+
+@dataclass(frozen=True)
+class OomKill:
+    """A task the OOM killer killed."""
+
+    pid: int
+    comm: str
+    reason: str
+
+
+_DEFAULT = KernelMode("default")
+
+
+class Kernel:
+    """A simulated Linux kernel on ``machine``.
+
+    Parameters
+    ----------
+    machine : Machine
+    config : KernelConfig, optional
+        Kernel version, sysctls (watermarks, numa_stat, ...). Default: ``KernelConfig()`` (6.12).
+    allocator : object, optional
+        Page allocator with the :class:`~numasim.kernel.physmem.PhysicalMemory` interface (for tests).
+    """
+
+    def __init__(self, machine: Machine, config: KernelConfig | None = None, *, allocator: Any = None) -> None:
+        if config is None:
+            from numasim.kernel.config import KernelConfig
+
+            config = KernelConfig()
+        self.machine = machine
+        self.config = config
+        self.version = parse_version(str(getattr(config, "version", "6.12")))
+        if allocator is None:
+            from numasim.kernel.physmem import PhysicalMemory
+
+            allocator = PhysicalMemory(machine, config)
+        self.pm = allocator
+        self.possible_nodes: frozenset[int] = frozenset(machine.node_ids)
+        self.nr_node_ids = max(machine.node_ids) + 1
+        self.cpu_to_node: dict[int, int] = machine.cpu_to_node
+        self.weighted_interleave_weights = WeightedInterleaveWeights(machine.node_ids)
+        self.cpusets: dict[str, Cpuset] = {  # the root cpuset's mems are N_MEMORY
+            ROOT_CPUSET: Cpuset(ROOT_CPUSET, frozenset(machine.cpus), self.memory_nodes)
+        }
+        self.tasks: dict[int, Task] = {}
+        self.exited: list[Task] = []
+        self.oom_kills: list[OomKill] = []
+        self._next_pid = 1000
+
+    @property
+    def memory_nodes(self) -> frozenset[int]:
+        """``node_states[N_MEMORY]``: nodes with memory online."""
+        return frozenset(self.pm.memory_nodes)
+
+    # --- tasks ------------------------------------------------------------------------------------------
+    def spawn(
+        self,
+        comm: str,
+        *,
+        cpus: Iterable[int] | None = None,
+        cpu: int | None = None,
+        cpuset: str = ROOT_CPUSET,
+        cap_sys_nice: bool = False,
+        parent: Task | None = None,
+    ) -> Task:
+        """Start a task (like fork+exec) pinned to ``cpus`` (default: all cpus of its cpuset).
+
+        A ``parent``'s task policy is inherited (``mpol_dup`` at fork), as numactl's children inherit it.
+        """
+        cs = self._cpuset(cpuset)
+        allowed = frozenset(cpus) if cpus is not None else cs.cpus
+        unknown = allowed - frozenset(self.cpu_to_node)
+        if unknown:
+            raise WorkloadError(f"spawn {comm!r}: cpus {sorted(unknown)} do not exist")
+        allowed &= cs.cpus
+        if not allowed:
+            raise WorkloadError(f"spawn {comm!r}: no allowed cpu left in cpuset {cpuset!r}")
+        if cpu is None:
+            cpu = min(allowed)
+        elif cpu not in allowed:
+            raise WorkloadError(f"spawn {comm!r}: cpu {cpu} is not among the allowed cpus {sorted(allowed)}")
+        task = Task(self._next_pid, comm, allowed, cpu, cs.mems, cpuset=cpuset, cap_sys_nice=cap_sys_nice)
+        if parent is not None:
+            task.mempolicy = parent.mempolicy
+            task.placement = parent.placement
+        self._next_pid += 1
+        self.tasks[task.pid] = task
+        return task
+
+    def task(self, pid: int) -> Task:
+        try:
+            return self.tasks[pid]
+        except KeyError:
+            raise WorkloadError(f"no running task with pid {pid}") from None
+
+    def exit(self, task: Task, reason: str = "exit") -> None:
+        """Task exit: free all its pages, remove it from the task table."""
+        for vma in task.mm.vmas:
+            self._free_vma_pages(vma)
+        task.mm.vmas = []
+        task.alive = False
+        task.exit_reason = reason
+        if self.tasks.get(task.pid) is task:
+            del self.tasks[task.pid]
+            self.exited.append(task)
+
+    def oom_kill(self, task: Task, reason: str) -> None:
+        """Record an OOM kill of ``task`` and reap its memory."""
+        self.oom_kills.append(OomKill(task.pid, task.comm, reason))
+        self.exit(task, "oom-kill")
+
+    def sched_setaffinity(self, task: Task, cpus: Iterable[int]) -> SyscallResult:
+        """Pin ``task`` to ``cpus`` (EINVAL if none of them is in its cpuset); moves it off a forbidden cpu."""
+        wanted = frozenset(cpus) & self._cpuset(task.cpuset).cpus
+        if not wanted:
+            return SyscallResult.fail("EINVAL", "no cpu of the mask is allowed")
+        task.cpus_allowed = wanted
+        if task.cpu not in wanted:
+            task.cpu = min(wanted)
+        return SyscallResult.success()
+
+    def run_on(self, task: Task, cpu: int) -> None:
+        """Move ``task`` to ``cpu`` (which must be in its affinity mask): later faults are local to it."""
+        if cpu not in task.cpus_allowed:
+            raise WorkloadError(f"task {task.pid}: cpu {cpu} is not in its affinity {sorted(task.cpus_allowed)}")
+        task.cpu = cpu
+
+    # --- address space ------------------------------------------------------------------------------------
+    def mmap(
+        self,
+        task: Task,
+        length: int,
+        addr: int | None = None,
+        kind: VmaKind = "anon",
+        tag: str | None = None,
+        path: str | None = None,
+        offset: int = 0,
+    ) -> VMA:
+        """Map ``length`` bytes (rounded up to pages); nothing is allocated until touched.
+
+        ``addr=None`` picks an address top-down like the kernel (``tag="heap"`` grows the brk heap instead,
+        ``tag="stack"`` goes below the stack top). ``kind="shmem"`` is MAP_SHARED|MAP_ANONYMOUS.
+        """
+        if length <= 0:
+            raise WorkloadError(f"mmap length must be positive, got {length}")
+        size = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        mm = task.mm
+        if addr is None:
+            if tag == "heap":
+                addr = mm.brk
+                mm.brk += size
+            elif tag == "stack":
+                addr = STACK_TOP - size
+                while mm.overlaps(addr, addr + size):
+                    addr -= size
+            else:
+                addr = mm.get_unmapped_area(size)
+        if addr % PAGE_SIZE or addr < 0:
+            raise WorkloadError(f"mmap address {addr:#x} is not page aligned")
+        if kind == "anon":
+            pgoff, inode = addr >> PAGE_SHIFT, 0
+        elif kind == "shmem":
+            pgoff, inode = 0, mm.new_inode()
+        elif kind == "file":
+            pgoff, inode = offset >> PAGE_SHIFT, mm.new_inode()
+        else:
+            raise WorkloadError(f"mmap kind must be 'anon', 'shmem' or 'file', got {kind!r}")
+        if tag == "heap" and addr >= HEAP_BASE and addr + size > mm.brk:
+            mm.brk = addr + size
+        return mm.insert(VMA(addr, addr + size, pgoff, kind, tag, inode=inode, path=path))
+
+    def munmap(self, task: Task, addr: int, length: int) -> SyscallResult:
+        """Unmap ``[addr, addr+length)``; the pages are freed."""
+        if addr % PAGE_SIZE or length <= 0:
+            return SyscallResult.fail("EINVAL", "munmap needs a page-aligned address and a positive length")
+        end = addr + ((length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1))
+        for vma in task.mm.remove(addr, end):
+            self._free_vma_pages(vma)
+        return SyscallResult.success()
+
+    def touch(
+        self,
+        task: Task,
+        addr: int,
+        length: int,
+        cpu: int | None = None,
+        hints: Mapping[str, np.ndarray] | None = None,
+    ) -> FaultResult:
+        """Touch ``[addr, addr+length)`` from ``cpu`` (default: the task's cpu): first-touch faults.
+
+        Raises ``WorkloadError`` if part of the range is not mapped (a SIGSEGV in reality).
+        """
+        end = addr + length
+        if not task.mm.covered(addr, end):
+            raise WorkloadError(f"task {task.pid}: touch of [{addr:#x}, {end:#x}) hits unmapped memory (SIGSEGV)")
+        if cpu is not None and cpu not in self.cpu_to_node:
+            raise WorkloadError(f"touch: no cpu {cpu}")
+        result = FaultResult()
+        first_page = addr & ~(PAGE_SIZE - 1)
+        for vma in task.mm.vmas_in(addr, end):
+            vma_hints = None
+            if hints:
+                lo = (max(first_page, vma.start) - first_page) >> PAGE_SHIFT
+                n = (min(end, vma.end) - max(first_page, vma.start) + PAGE_SIZE - 1) >> PAGE_SHIFT
+                vma_hints = {k: np.asarray(v)[lo : lo + n] for k, v in hints.items()}
+            result = result + fault_range(self, task, vma, addr, end, cpu, vma_hints)
+            if not task.alive:
+                break
+        return result
+
+    # --- placement ------------------------------------------------------------------------------------
+    def effective_policy(self, task: Task, vma: VMA | None) -> MemPolicy | None:
+        """``get_vma_policy``: the VMA policy, else the task policy (None = default)."""
+        if vma is not None and vma.policy is not None:
+            return vma.policy
+        return task.mempolicy
+
+    def effective_placement(self, task: Task, vma: VMA | None) -> PlacementPolicy:
+        """The plug-in that places ``vma``'s new pages: attached plug-in, else the kernel mode in force."""
+        if vma is not None and vma.placement is not None:
+            return vma.placement
+        if vma is not None and vma.policy is not None:
+            return _KERNEL_POLICY
+        if task.placement is not None:
+            return task.placement
+        return _KERNEL_POLICY if task.mempolicy is not None else _DEFAULT
+
+    def set_placement(
+        self, task: Task, policy: PlacementPolicy | None, addr: int | None = None, length: int | None = None
+    ) -> None:
+        """Attach a plug-in placement policy to the task, or to the mappings of ``[addr, addr+length)``."""
+        if policy is not None and not isinstance(policy, PlacementPolicy):
+            raise PolicyError(f"{policy!r} is not a placement policy (needs a 'name' and a 'place' method)")
+        if addr is None:
+            task.placement = policy
+            return
+        end = addr + (length or 0)
+        if addr % PAGE_SIZE or end <= addr or not task.mm.covered(addr, end):
+            raise WorkloadError(f"set_placement: [{addr:#x}, {end:#x}) is not a mapped page-aligned range")
+        for vma in task.mm.isolate(addr, end):
+            vma.placement = policy
+        task.mm.merge_around(addr, end)
+
+    def free_pages_per_node(self) -> np.ndarray:
+        """Free pages per node id (index = node id)."""
+        out = np.zeros(self.nr_node_ids, dtype=np.int64)
+        for nid in self.machine.node_ids:
+            out[nid] = int(self.pm.free_pages(nid))
+        return out
+
+    def total_pages_per_node(self) -> np.ndarray:
+        out = np.zeros(self.nr_node_ids, dtype=np.int64)
+        for nid in self.machine.node_ids:
+            out[nid] = int(self.pm.managed_pages(nid))
+        return out
+
+    def placement_context(
+        self,
+        task: Task,
+        vma: VMA,
+        idx: np.ndarray,
+        cpu: int,
+        hints: Mapping[str, np.ndarray] | None = None,
+    ) -> PlacementContext:
+        """The :class:`PlacementContext` of faulting pages ``idx`` of ``vma`` from ``cpu``."""
+        return PlacementContext(
+            machine=self.machine,
+            cpu=cpu,
+            cpu_node=self.cpu_to_node[cpu],
+            ilx=vma.ilx(idx, self.version),
+            addresses=vma.addresses(idx),
+            free_pages=self.free_pages_per_node(),
+            total_pages=self.total_pages_per_node(),
+            memory_nodes=self.memory_nodes,
+            mems_allowed=task.mems_allowed,
+            policy=self.effective_policy(task, vma),
+            weights=self.weighted_interleave_weights,
+            version=self.version,
+            hints=dict(hints or {}),
+            pid=task.pid,
+        )
+
+    @property
+    def cpusets_enabled(self) -> bool:
+        """``cpusets_enabled()``: true once a cpuset other than the root exists."""
+        return len(self.cpusets) > 1
+
+    def allocate(
+        self,
+        decision: PlacementDecision,
+        count: int,
+        cpu_node: int,
+        mems_allowed: frozenset[int],
+        *,
+        migrating: bool = False,
+        thisnode: bool = False,
+    ) -> Placed:
+        """Turn a placement decision into allocator requests (``alloc_pages_mpol``).
+
+        ``migrating`` allocations (migration targets) never trigger the OOM killer; ``thisnode`` is
+        ``__GFP_THISNODE`` (migrate_pages / move_pages targets).
+        """
+        from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, Gfp
+        from numasim.kernel.physmem import AllocRequest
+
+        gfp = GFP_HIGHUSER_MOVABLE
+        if migrating:
+            gfp = gfp | Gfp.RETRY_MAYFAIL
+        if thisnode:
+            gfp = gfp | Gfp.THISNODE
+        preferred = decision.preferred_array(count)
+        mems = mems_allowed if self.cpusets_enabled else None
+
+        def run(pref: np.ndarray, mask: frozenset[int] | None, no_reclaim: bool) -> Any:
+            scalar = bool(pref.size) and bool(np.all(pref == pref[0]))
+            return self.pm.alloc(
+                AllocRequest(
+                    count=int(pref.size),
+                    preferred_nid=int(pref[0]) if scalar else pref,
+                    nodemask=mask,
+                    cpu_node=cpu_node,
+                    gfp=gfp,
+                    interleave=decision.interleave,
+                    no_direct_reclaim=no_reclaim,
+                    mems_allowed=mems,
+                )
+            )
+
+        if count == 0:
+            return Placed(np.empty(0, np.int16), np.empty(0, np.int16))
+        if decision.soft_mask and decision.nodemask is not None:
+            first = run(preferred, decision.nodemask, True)
+            nodes, zones = _padded(first, count)
+            missing = np.flatnonzero(nodes < 0)
+            oom = False
+            if missing.size:
+                second = run(preferred[missing], None, False)
+                nodes[missing], zones[missing] = _padded(second, int(missing.size))
+                oom = bool(second.oom)
+        else:
+            res = run(preferred, decision.nodemask, False)
+            nodes, zones = _padded(res, count)
+            oom = bool(res.oom)
+        return Placed(nodes, zones, oom and not migrating and not thisnode)
+
+    def _free_vma_pages(self, vma: VMA) -> None:
+        present = vma.nodes >= 0
+        if present.any():
+            self.pm.free(vma.nodes[present], vma.zones[present])
+        vma.nodes[:] = -1
+        vma.zones[:] = -1
+
+    # --- cpusets ----------------------------------------------------------------------------------------
+    def _cpuset(self, name: str) -> Cpuset:
+        try:
+            return self.cpusets[name]
+        except KeyError:
+            raise WorkloadError(f"no cpuset {name!r} (cpusets: {sorted(self.cpusets)})") from None
+
+    def cpuset_create(self, name: str, cpus: Iterable[int], mems: Iterable[int]) -> Cpuset:
+        """Create a cpuset (its cpus and mems must exist; mems are restricted to memory nodes)."""
+        if name in self.cpusets:
+            raise WorkloadError(f"cpuset {name!r} exists already")
+        cs = Cpuset(name, frozenset(), frozenset())
+        self.cpusets[name] = cs
+        try:
+            self.cpuset_set(name, cpus=cpus, mems=mems)
+        except WorkloadError:
+            del self.cpusets[name]
+            raise
+        return cs
+
+    def cpuset_set(self, name: str, *, cpus: Iterable[int] | None = None, mems: Iterable[int] | None = None) -> None:
+        """Change a cpuset's cpus and/or mems; its tasks are rebound (``cpuset_update_nodemask``)."""
+        cs = self._cpuset(name)
+        if cpus is not None:
+            new_cpus = frozenset(cpus)
+            if not new_cpus or not new_cpus <= frozenset(self.cpu_to_node):
+                raise WorkloadError(f"cpuset {name!r}: cpus {sorted(new_cpus)} must be non-empty existing cpus")
+            cs.cpus = new_cpus
+        if mems is not None:
+            new_mems = frozenset(mems)
+            if not new_mems or not new_mems <= self.possible_nodes:
+                raise WorkloadError(f"cpuset {name!r}: mems {sorted(new_mems)} must be non-empty existing nodes")
+            cs.mems = new_mems
+        for task in self.tasks.values():
+            if task.cpuset == name:
+                self._apply_cpuset(task, cs)
+
+    def cpuset_attach(self, task: Task, name: str) -> None:
+        """Move ``task`` into cpuset ``name``: new mems_allowed, policies rebound, affinity restricted."""
+        cs = self._cpuset(name)
+        task.cpuset = name
+        self._apply_cpuset(task, cs)
+
+    def _apply_cpuset(self, task: Task, cs: Cpuset) -> None:
+        rebind_task(task, cs.mems)
+        allowed = task.cpus_allowed & cs.cpus
+        task.cpus_allowed = allowed if allowed else cs.cpus
+        if task.cpu not in task.cpus_allowed:
+            task.cpu = min(task.cpus_allowed)
+
+    # --- syscalls ------------------------------------------------------------------------------------------
+    def set_mempolicy(
+        self, task: Task, mode: int, nodemask: Iterable[int] | None = None, maxnode: int | None = None
+    ) -> SyscallResult:
+        """``set_mempolicy(2)``; ``maxnode=None`` means "large enough for every node"."""
+        return syscalls.set_mempolicy(self, task, mode, nodemask, maxnode)
+
+    def get_mempolicy(
+        self, task: Task, flags: int = 0, addr: int = 0, maxnode: int | None = None, *, want_nodemask: bool = True
+    ) -> SyscallResult:
+        """``get_mempolicy(2)``: ``value["mode"]`` and ``value["nodemask"]`` (or the node with MPOL_F_NODE)."""
+        return syscalls.get_mempolicy(self, task, flags, addr, maxnode, want_nodemask=want_nodemask)
+
+    def mbind(
+        self,
+        task: Task,
+        addr: int,
+        length: int,
+        mode: int,
+        nodemask: Iterable[int] | None = None,
+        maxnode: int | None = None,
+        flags: int = 0,
+    ) -> SyscallResult:
+        """``mbind(2)`` on ``[addr, addr+length)``."""
+        return syscalls.mbind(self, task, addr, length, mode, nodemask, maxnode, flags)
+
+    def migrate_pages(
+        self,
+        task: Task,
+        old_nodes: Iterable[int] | None,
+        new_nodes: Iterable[int] | None,
+        maxnode: int | None = None,
+        *,
+        caller: Task | None = None,
+    ) -> SyscallResult:
+        """``migrate_pages(2)``: ``ret`` = number of pages that could not be moved."""
+        return syscalls.migrate_pages(self, task, old_nodes, new_nodes, maxnode, caller=caller)
+
+    def move_pages(
+        self,
+        task: Task,
+        pages: Iterable[int],
+        nodes: Iterable[int] | None = None,
+        flags: int = MPOL_MF_MOVE,
+        *,
+        caller: Task | None = None,
+    ) -> SyscallResult:
+        """``move_pages(2)``: ``value["status"]`` holds the node or ``-errno`` of every page."""
+        return syscalls.move_pages(self, task, pages, nodes, flags, caller=caller)
+
+    def set_mempolicy_home_node(
+        self, task: Task, addr: int, length: int, home_node: int, flags: int = 0
+    ) -> SyscallResult:
+        """``set_mempolicy_home_node(2)`` (5.17+)."""
+        return syscalls.set_mempolicy_home_node(self, task, addr, length, home_node, flags)
+
+    # --- counters ---------------------------------------------------------------------------------------
+    def numastat(self, node: int) -> dict[str, int]:
+        """The six counters of ``/sys/devices/system/node/node<node>/numastat``."""
+        return self.pm.counters.item(node)
+
+
+def _padded(res: Any, count: int) -> tuple[np.ndarray, np.ndarray]:
+    # The allocator returns the pages it placed, in request order, stopping at the first failure.
+    nodes = np.full(count, -1, dtype=np.int16)
+    zones = np.full(count, -1, dtype=np.int16)
+    got = np.asarray(res.nodes)
+    nodes[: got.size] = got
+    zones[: got.size] = np.asarray(res.zones)
+    return nodes, zones
+
+
+class _KernelPolicy:
+    """Applies whatever kernel ``MemPolicy`` is in force (the VMA's or task's)."""
+
+    name = "kernel"
+
+    def place(self, ctx: PlacementContext, count: int) -> PlacementDecision:
+        from numasim.kernel.modes import decide
+
+        return decide(ctx.policy, ctx)
+
+
+_KERNEL_POLICY = _KernelPolicy()
