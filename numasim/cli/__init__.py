@@ -26,9 +26,9 @@ app = typer.Typer(
 
 def _register() -> None:
     # Explicit list: importing numasim.cli registers nothing until main() asks for it.
-    from numasim.cli import demo, kernel, topo, trace
+    from numasim.cli import calibrate, demo, kernel, topo, trace
 
-    for module in (demo, topo, trace, kernel):
+    for module in (demo, topo, trace, kernel, calibrate):
         module.register(app)
 
 

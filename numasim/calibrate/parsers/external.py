@@ -1,17 +1,14 @@
-"""Formats read by other layers' readers: ``numactl --hardware`` text and hwloc XML.
+"""Formats read by the topology layer's readers: ``numactl --hardware`` text and hwloc XML (with memattrs).
 
-numasim's topology layer owns those readers (``numasim.topology.io.numactl``, ``numasim.topology.io.hwloc``);
-this module only forwards to them, so the calibration layer never duplicates a parser. They are imported when
-used, and a build without them reports that clearly.
+The calibration layer forwards to :mod:`numasim.topology.io.numactl` and :mod:`numasim.topology.io.hwloc`
+instead of parsing these formats a second time. Both return a :class:`~numasim.topology.model.Machine`.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Any
 
-from numasim.errors import FormatError
+from numasim.topology.model import Machine
 
 __all__ = ["parse_numactl_hardware", "parse_hwloc", "looks_like_numactl", "looks_like_hwloc"]
 
@@ -21,30 +18,18 @@ def looks_like_numactl(text: str) -> bool:
 
 
 def looks_like_hwloc(text: str) -> bool:
-    return "<topology" in text[:2000] and "<?xml" in text[:200]
+    return "<topology" in text[:4000] and "<?xml" in text[:200]
 
 
-def _reader(module: str, names: tuple[str, ...], path: Path) -> Any:
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        raise FormatError(str(path), f"reading this format needs {module}, which this numasim build lacks") from None
-    for name in names:
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return fn
-    raise FormatError(str(path), f"{module} has none of {names}")
+def parse_numactl_hardware(path: str | Path) -> Machine:
+    """The machine ``numactl --hardware`` text describes (nodes, cpus, sizes, SLIT)."""
+    from numasim.topology.io.numactl import load_machine_numactl
+
+    return load_machine_numactl(path)
 
 
-def parse_numactl_hardware(path: str | Path) -> Any:
-    """The machine described by ``numactl --hardware`` text (via the topology layer's reader)."""
-    p = Path(path)
-    fn = _reader("numasim.topology.io.numactl", ("load_numactl", "read_numactl", "parse_numactl_file"), p)
-    return fn(p)
+def parse_hwloc(path: str | Path) -> Machine:
+    """The machine of an hwloc XML file; hwloc memattrs (Latency, Bandwidth) become controller timing."""
+    from numasim.topology.io.hwloc import read_hwloc_xml
 
-
-def parse_hwloc(path: str | Path) -> Any:
-    """The machine (with memattrs, if the reader exposes them) of an hwloc XML file."""
-    p = Path(path)
-    fn = _reader("numasim.topology.io.hwloc", ("load_hwloc", "read_hwloc", "load_hwloc_xml"), p)
-    return fn(p)
+    return read_hwloc_xml(Path(path))

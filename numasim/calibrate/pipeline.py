@@ -1,0 +1,386 @@
+"""From measurement files to a :class:`Calibration`: run each fitter on the tables asked for, fill the rest from
+the machine file, record provenance (files with sha256, tools and versions, fit quality, assumptions).
+
+Tables (``fit_on``):
+
+``latency``
+    idle latency matrices (mlc ``--latency_matrix`` / ``--idle_latency``, probe, HMAT ``read_latency``) and
+    stride tables (stride 64 at the largest working set: per-access time x memory-level parallelism).
+``peak_bandwidth``
+    mlc peak injection (or ``--max_bandwidth``) mixes: system read and write bandwidth.
+``bandwidth_matrix``
+    mlc ``--bandwidth_matrix`` / probe / HMAT ``read_bandwidth``: controller split and link bandwidths.
+``loaded_latency``
+    mlc ``--loaded_latency``: the controllers' loaded-latency curve and the core's outstanding misses.
+``caches``
+    lat_mem_rd: cache level sizes and latencies.
+``device``
+    perftest bandwidth tables: a device's attach bandwidth and the link its remote DMA is bound by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from numasim.calibrate.curves import fit_cache_levels, fit_loaded_latency_curve
+from numasim.calibrate.fit import fit_bandwidth, fit_latency, slit_warnings
+from numasim.calibrate.measurements import Measurement
+from numasim.calibrate.model import (
+    CacheTiming,
+    Calibration,
+    ControllerTiming,
+    CoreTiming,
+    DeviceTiming,
+    LinkTiming,
+    Provenance,
+    SourceFile,
+    default_curve,
+)
+from numasim.calibrate.parsers import (
+    HmatResult,
+    LatMemRdResult,
+    MlcResult,
+    NodeMatrix,
+    PerftestResult,
+    ProbeResult,
+    StrideTableResult,
+)
+from numasim.calibrate.result import FitResult, FittedParameter
+from numasim.errors import CalibrationError
+from numasim.topology.builders import (
+    DEFAULT_CONTROLLER_BANDWIDTH_GB_S,
+    DEFAULT_CONTROLLER_LATENCY_NS,
+)
+from numasim.topology.model import Machine, Vertex
+from numasim.topology.routing import routing
+
+__all__ = ["FIT_TABLES", "CalibrationReport", "calibrate", "stride_latency_matrices", "DEFAULT_FIT_ON"]
+
+FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
+DEFAULT_FIT_ON = FIT_TABLES
+
+LINE_BYTES = 64
+
+
+@dataclass
+class CalibrationReport:
+    """A fitted calibration and how it was obtained."""
+
+    calibration: Calibration
+    result: FitResult
+    tables_used: list[str] = field(default_factory=list)
+
+    def quality(self) -> dict[str, float]:
+        return dict(self.calibration.provenance.fit_quality)
+
+
+def _hmat_matrix(h: HmatResult, key: str, unit: str) -> NodeMatrix | None:
+    cells = [(i, t.node, t.values[key]) for t in h.targets if t.access_class == 0 and key in t.values for i in t.initiators]
+    if not cells:
+        return None
+    rows = sorted({c[0] for c in cells})
+    cols = sorted({c[1] for c in cells})
+    arr = np.full((len(rows), len(cols)), np.nan)
+    for i, j, v in cells:
+        arr[rows.index(i), cols.index(j)] = v
+    return NodeMatrix(rows, cols, arr, unit)
+
+
+def stride_latency_matrices(tables: StrideTableResult, mlp: int, pattern: str = "s64") -> list[NodeMatrix]:
+    """Idle-latency cells implied by stride tables: at the largest working set a stride-64 walk misses once per
+    access and keeps ``mlp`` misses in flight, so by Little's law ``latency = per-access time x mlp``."""
+    out = []
+    for t in tables.tables:
+        if t.cpu_node is None or t.mem_node is None or pattern not in t.latency_ns:
+            continue
+        k = int(np.argmax(t.size_bytes))
+        value = float(t.latency_ns[pattern][k]) * mlp
+        out.append(NodeMatrix([t.cpu_node], [t.mem_node], np.array([[value]]), "ns"))
+    return out
+
+
+def _source_file(m: Measurement, sections: list[str]) -> SourceFile:
+    return SourceFile(path=str(m.path), sha256=m.sha256, tool=m.format, tool_version=m.tool_version, sections=sections)
+
+
+def calibrate(
+    machine: Machine,
+    measurements: list[Measurement],
+    *,
+    fit_on: tuple[str, ...] | list[str] | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    notes: str = "",
+    created: str | None = None,
+) -> CalibrationReport:
+    """Fit a :class:`Calibration` of ``machine`` to ``measurements``.
+
+    Parameters
+    ----------
+    fit_on : list of str, optional
+        Which tables to fit (:data:`FIT_TABLES`); the others keep the machine file's numbers. Default: all
+        the measurements provide.
+    bootstrap, seed : int
+        Bootstrap resamples for latency uncertainties (0: linearised covariance), and their seed.
+    created : str, optional
+        ISO date for the provenance (default today); pass one for byte-identical reruns.
+    """
+    wanted = tuple(fit_on) if fit_on is not None else DEFAULT_FIT_ON
+    unknown = [t for t in wanted if t not in FIT_TABLES]
+    if unknown:
+        raise CalibrationError(f"--fit-on {unknown}: unknown table; known: {', '.join(FIT_TABLES)}")
+    report = FitResult()
+    used: list[str] = []
+    sections: dict[int, list[str]] = {k: [] for k in range(len(measurements))}
+    core = CoreTiming()
+
+    def mark(k: int, name: str) -> None:
+        if name not in sections[k]:
+            sections[k].append(name)
+        if name not in used:
+            used.append(name)
+
+    # ---- gather tables
+    lat_mats: list[tuple[int, NodeMatrix]] = []
+    bw_mats: list[tuple[int, NodeMatrix]] = []
+    peaks: list[tuple[int, dict[str, float]]] = []
+    loaded: list[tuple[int, MlcResult]] = []
+    lmbench: list[tuple[int, LatMemRdResult]] = []
+    strides: list[tuple[int, StrideTableResult]] = []
+    perftests: list[tuple[int, PerftestResult]] = []
+    for k, m in enumerate(measurements):
+        d = m.data
+        if isinstance(d, MlcResult):
+            lat_mats += [(k, x) for x in d.latency_matrices]
+            lat_mats += [(k, NodeMatrix([0], [0], np.array([[v]]), "ns")) for v in d.idle_latency_ns]
+            bw_mats += [(k, x) for x in d.bandwidth_matrices]
+            if d.peak_injection_mb_s or d.max_bandwidth_mb_s:
+                peaks.append((k, d.peak_injection_mb_s or d.max_bandwidth_mb_s))
+            if d.loaded_latency:
+                loaded.append((k, d))
+        elif isinstance(d, ProbeResult):
+            lat_mats.append((k, d.latency_matrix))
+            bw_mats.append((k, d.bandwidth_matrix))
+        elif isinstance(d, HmatResult):
+            lm = _hmat_matrix(d, "read_latency_ns", "ns")
+            bm = _hmat_matrix(d, "read_bandwidth_mb_s", "MB/s")
+            if lm is not None:
+                lat_mats.append((k, lm))
+            if bm is not None:
+                bw_mats.append((k, bm))
+        elif isinstance(d, LatMemRdResult):
+            lmbench.append((k, d))
+        elif isinstance(d, StrideTableResult):
+            strides.append((k, d))
+        elif isinstance(d, PerftestResult):
+            perftests.append((k, d))
+    r = routing(machine)
+    ctrl_lat = {n.id: (n.controller.latency_ns if n.controller else DEFAULT_CONTROLLER_LATENCY_NS) for n in machine.nodes if n.has_memory}
+    ctrl_rd = {n.id: (n.controller.read_bandwidth_gb_s if n.controller else DEFAULT_CONTROLLER_BANDWIDTH_GB_S) for n in machine.nodes if n.has_memory}
+    ctrl_wr = {n.id: (n.controller.effective_write_bandwidth_gb_s if n.controller else ctrl_rd[n.id]) for n in machine.nodes if n.has_memory}
+    for n in machine.nodes:
+        if n.has_memory and n.controller is None:
+            report.assumptions.append(f"node {n.id}: the machine file has no controller timing; numasim defaults used")
+    link_lat: dict[tuple[Vertex, Vertex], float] = {}
+    link_bw: dict[tuple[Vertex, Vertex], float] = {}
+    for link in machine.links:
+        for src, dst, lat, bw in link.directed():
+            link_lat[(src, dst)] = lat
+            link_bw[(src, dst)] = bw
+    curves: dict[int, object] = {}
+    # ---- latency
+    if "latency" in wanted:
+        mats = [x for _, x in lat_mats]
+        for k, st in strides:
+            sm = stride_latency_matrices(st, core.max_outstanding_misses)
+            if sm:
+                mats += sm
+                mark(k, "stride_latency")
+                report.assumptions.append(
+                    f"stride table: idle latency = time per access of stride 64 at the largest working set x "
+                    f"{core.max_outstanding_misses} misses in flight (CoreTiming.max_outstanding_misses, Little's law)"
+                )
+        if mats:
+            lf = fit_latency(machine, mats, routes=r, bootstrap=bootstrap, seed=seed)
+            report.extend(lf.result)
+            report.warnings += slit_warnings(machine, mats)
+            ctrl_lat.update(lf.controller_latency_ns)
+            link_lat.update(lf.link_latency_ns)
+            if lf.switch_latency_ns:
+                report.warnings.append(
+                    "switch traversal latencies were fitted but a calibration has no switch field; they are "
+                    f"folded into nothing: {lf.switch_latency_ns}"
+                )
+            for k, _ in lat_mats:
+                mark(k, "latency_matrix")
+    # ---- bandwidth
+    use_peak = "peak_bandwidth" in wanted and peaks
+    use_mat = "bandwidth_matrix" in wanted and bw_mats
+    if use_peak or use_mat:
+        merged_peak: dict[str, float] = {}
+        for _, p in peaks if use_peak else []:
+            merged_peak.update(p)
+        bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r)
+        report.extend(bf.result)
+        ctrl_rd.update(bf.controller_read_gb_s)
+        ctrl_wr.update(bf.controller_write_gb_s)
+        link_bw.update(bf.link_bandwidth_gb_s)
+        if use_peak:
+            for k, _ in peaks:
+                mark(k, "peak_bandwidth")
+        if use_mat:
+            for k, _ in bw_mats:
+                mark(k, "bandwidth_matrix")
+    # ---- loaded latency and core MLP
+    system_read = sum(ctrl_rd[n.id] for n in machine.nodes if n.has_memory and n.has_cpus) or sum(ctrl_rd.values())
+    if "loaded_latency" in wanted and loaded:
+        k, mlc = loaded[0]
+        table = mlc.loaded_latency[0]
+        idle = float(np.mean([ctrl_lat[j] for j in ctrl_lat if machine.node(j).has_cpus] or list(ctrl_lat.values())))
+        curve, cres = fit_loaded_latency_curve(
+            table.bandwidth_gb_s, table.latency_ns, idle_latency_ns=idle, peak_gb_s=system_read
+        )
+        report.extend(cres)
+        for j in ctrl_lat:
+            curves[j] = curve.model_copy(update={"added_latency_ns": [a for a in curve.added_latency_ns]})
+        # Little's law at saturation: lines in flight = bandwidth x latency / line size, shared by every cpu.
+        in_flight = float(np.max(table.bandwidth_mb_s * 1e6 * table.latency_ns * 1e-9 / LINE_BYTES))
+        ncpu = max(len(machine.cpus), 1)
+        mlp = max(1, int(round(in_flight / ncpu)))
+        core = core.model_copy(update={"max_outstanding_misses": mlp})
+        report.parameters.append(FittedParameter("core.max_outstanding_misses", float(mlp), "lines"))
+        report.assumptions.append(
+            f"core.max_outstanding_misses = misses in flight at mlc's saturated point ({in_flight:.0f} lines, "
+            f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
+        )
+        mark(k, "loaded_latency")
+    # ---- caches
+    caches = [
+        CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes)
+        for c in machine.caches
+    ]
+    if "caches" in wanted and lmbench:
+        k, lmb = lmbench[0]
+        curve_l = lmb.curve()
+        fitted, mem_ns, cres = fit_cache_levels(curve_l.size_bytes, curve_l.latency_ns, names=[c.name for c in machine.caches] or None)
+        report.extend(cres)
+        if machine.caches and len(fitted) == len(machine.caches):
+            caches = [c.model_copy(update={"size_bytes": f.size_bytes, "latency_ns": f.latency_ns, "scope": c.scope}) for c, f in zip(caches, fitted, strict=True)]
+        else:
+            if machine.caches:
+                report.warnings.append(
+                    f"lat_mem_rd shows {len(fitted)} cache levels, the machine file {len(machine.caches)}; using the fitted levels"
+                )
+            caches = fitted
+        mark(k, "lat_mem_rd")
+    # ---- devices
+    devices = [
+        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
+        for d in machine.devices
+    ]
+    if "device" in wanted and perftests:
+        devices, link_bw = _fit_devices(machine, perftests, devices, link_bw, report, mark)
+    # ---- assemble
+    controllers = []
+    uncertainty = {p.name: p.stderr for p in report.parameters if math.isfinite(p.stderr)}
+    for n in machine.nodes:
+        if not n.has_memory:
+            continue
+        c = curves.get(n.id)
+        controllers.append(
+            ControllerTiming(
+                node=n.id,
+                latency_ns=ctrl_lat[n.id],
+                read_bandwidth_gb_s=ctrl_rd[n.id],
+                write_bandwidth_gb_s=ctrl_wr[n.id],
+                curve=c if c is not None else default_curve(ctrl_lat[n.id]),  # type: ignore[arg-type]
+            )
+        )
+    if "loaded_latency" not in used:
+        report.assumptions.append("no loaded-latency table fitted: controllers use default_curve (see its docstring)")
+    links = [LinkTiming(src=s, dst=d, latency_ns=link_lat[(s, d)], bandwidth_gb_s=link_bw[(s, d)]) for (s, d) in link_lat]
+    quality: dict[str, float] = {}
+    for t in report.tables():
+        quality[f"{t}_mape_pct"] = round(report.mape_pct(t), 4)
+        w = report.worst(t)
+        if w is not None:
+            quality[f"{t}_worst_pct"] = round(abs(w.error_pct), 4)
+    text = "; ".join(
+        [notes] if notes else []
+    )
+    prov = Provenance(
+        method="fit",
+        machine=machine.name,
+        sources=[_source_file(m, sections[k]) for k, m in enumerate(measurements) if sections[k]],
+        fit_quality=quality,
+        notes="\n".join(
+            ([text] if text else [])
+            + [f"fitted on: {', '.join(used) or 'nothing'}"]
+            + [f"assumption: {a}" for a in dict.fromkeys(report.assumptions)]
+            + [f"warning: {w}" for w in dict.fromkeys(report.warnings)]
+        ),
+        **({"created": created} if created else {}),
+    )
+    cal = Calibration(
+        machine=machine.name,
+        controllers=controllers,
+        links=links,
+        caches=caches,
+        devices=devices,
+        core=core,
+        uncertainty={k: round(v, 6) for k, v in uncertainty.items()},
+        provenance=prov,
+    )
+    if not used:
+        raise CalibrationError(
+            f"nothing to fit: the measurements provide none of the tables asked for ({', '.join(wanted)})"
+        )
+    return CalibrationReport(calibration=cal, result=report, tables_used=used)
+
+
+def _fit_devices(machine, perftests, devices, link_bw, report, mark):  # type: ignore[no-untyped-def]
+    """Attach bandwidth from the device's local-memory bandwidth test; the remote test pins the first link of
+    the route from the memory node to the device's node (the one only that traffic must cross)."""
+    r = routing(machine)
+    by_name = {d.name: d for d in devices}
+    dev_nodes = {d.name: d.node for d in machine.devices}
+    if not devices:
+        report.warnings.append("perftest tables given but the machine has no device; ignored")
+        return devices, link_bw
+    name = devices[0].name
+    node = dev_nodes[name]
+    if len(devices) > 1:
+        report.assumptions.append(f"perftest tables attributed to the machine's first device {name!r}")
+    for k, pt in perftests:
+        for t in pt.tables:
+            if t.kind != "bw":
+                continue
+            avg = t.column("BW_average")
+            gb_s = float(np.max(avg)) / 8.0 if "Gb" in " ".join(t.columns) else float(np.max(avg)) / 1000.0
+            if t.mem_node is None or t.mem_node == node:
+                by_name[name] = by_name[name].model_copy(update={"attach_bandwidth_gb_s": gb_s})
+                report.parameters.append(FittedParameter(f"devices[{name}].attach_bandwidth_gb_s", gb_s, "GB/s"))
+                report.assumptions.append(
+                    f"{t.test} with no --membind: buffers on the device's node {node} (the test ran there)"
+                )
+            else:
+                edges = r.edges(t.mem_node, node)
+                if not edges:
+                    continue
+                e = edges[0]
+                link_bw = dict(link_bw)
+                link_bw[e] = gb_s
+                report.parameters.append(FittedParameter(f"links[{e[0]}->{e[1]}].bandwidth_gb_s", gb_s, "GB/s"))
+                report.assumptions.append(
+                    f"{t.test} --membind={t.mem_node}: DMA bound by link {e[0]}->{e[1]} (first link of the route "
+                    f"{t.mem_node}->{node}); the other links of the route keep their values"
+                )
+            mark(k, "device_bandwidth")
+    report.warnings.append(
+        f"device {name}: attach latency kept from the machine file ({by_name[name].attach_latency_ns} ns); "
+        "perftest latency includes the network round trip and cannot isolate it"
+    )
+    return [by_name[d.name] for d in devices], link_bw

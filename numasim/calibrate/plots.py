@@ -1,0 +1,102 @@
+"""Validation figures: measured-vs-simulated heatmaps for node x node tables, curves for loaded latency, and a
+measured-vs-simulated scatter for anything else. PNG files, written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from numasim.calibrate.validate import TableValidation, ValidationReport
+
+__all__ = ["plot_table", "plot_report"]
+
+
+def _save(fig: object, path: Path) -> None:
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")  # type: ignore[attr-defined]
+    tmp.replace(path)
+
+
+def _matrix(t: TableValidation) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    rows = list(dict.fromkeys(c.row for c in t.cells))
+    cols = list(dict.fromkeys(c.col for c in t.cells))
+    meas = np.full((len(rows), len(cols)), np.nan)
+    sim = np.full_like(meas, np.nan)
+    for c in t.cells:
+        meas[rows.index(c.row), cols.index(c.col)] = c.measured
+        sim[rows.index(c.row), cols.index(c.col)] = c.model
+    return rows, cols, meas, sim
+
+
+def plot_table(t: TableValidation, path: str | Path, title: str = "") -> Path:
+    """One figure for one validated table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = Path(path)
+    unit = t.cells[0].unit if t.cells else ""
+    if t.table in ("latency_matrix", "bandwidth_matrix"):
+        rows, cols, meas, sim = _matrix(t)
+        err = 100.0 * (sim - meas) / meas
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+        lo, hi = np.nanmin([meas, sim]), np.nanmax([meas, sim])
+        for ax, data, name, cmap, (vmin, vmax) in (
+            (axes[0], meas, f"measured ({unit})", "viridis", (lo, hi)),
+            (axes[1], sim, f"simulated ({unit})", "viridis", (lo, hi)),
+            (axes[2], err, "error (%)", "coolwarm", (-max(1.0, np.nanmax(np.abs(err))), max(1.0, np.nanmax(np.abs(err))))),
+        ):
+            im = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax)
+            ax.set_xticks(range(len(cols)), cols)
+            ax.set_yticks(range(len(rows)), rows)
+            ax.set_xlabel("target node")
+            ax.set_ylabel("initiator node")
+            ax.set_title(name)
+            for (i, j), v in np.ndenumerate(data):
+                if np.isfinite(v):
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="w" if cmap == "viridis" else "k", fontsize=8)
+            fig.colorbar(im, ax=ax, shrink=0.8)
+        fig.suptitle(title or f"{t.table}: MAPE {t.mape_pct:.2f} %")
+    elif t.table == "loaded_latency":
+        bw = np.array([float(c.col.split()[0]) for c in t.cells]) / 1000.0
+        meas = np.array([c.measured for c in t.cells])
+        sim = np.array([c.model for c in t.cells])
+        order = np.argsort(bw)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(bw[order], meas[order], "o-", label="measured (mlc --loaded_latency)")
+        ax.plot(bw[order], sim[order], "s--", label="simulated (calibrated curve)")
+        ax.set_xlabel("bandwidth (GB/s)")
+        ax.set_ylabel("latency (ns)")
+        ax.legend()
+        ax.set_title(title or f"loaded latency: MAPE {t.mape_pct:.2f} %")
+    else:
+        meas = np.array([c.measured for c in t.cells])
+        sim = np.array([c.model for c in t.cells])
+        fig, ax = plt.subplots(figsize=(5, 5))
+        ax.scatter(meas, sim)
+        for c in t.cells:
+            ax.annotate(f"{c.row} {c.col}", (c.measured, c.model), fontsize=6)
+        lim = [0.9 * min(meas.min(), sim.min()), 1.1 * max(meas.max(), sim.max())]
+        ax.plot(lim, lim, "k:", lw=1)
+        ax.set_xlabel(f"measured ({unit})")
+        ax.set_ylabel(f"simulated ({unit})")
+        ax.set_title(title or f"{t.table}: MAPE {t.mape_pct:.2f} %")
+    _save(fig, p)
+    plt.close(fig)
+    return p
+
+
+def plot_report(report: ValidationReport, directory: str | Path, prefix: str = "") -> list[Path]:
+    """One PNG per validated table, named ``<prefix><table>[-k].png``."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    seen: dict[str, int] = {}
+    for t in report.tables:
+        k = seen.get(t.table, 0)
+        seen[t.table] = k + 1
+        name = f"{prefix}{t.table}{'' if k == 0 else f'-{k}'}.png"
+        out.append(plot_table(t, d / name))
+    return out

@@ -1,0 +1,105 @@
+"""Analytic predictions of measured tables from a calibrated machine: the same model the engine uses.
+
+* idle latency(i, j) = controller j + links (and switches) on route(i, j) (:func:`latency_table_ns`);
+* bandwidth(i, j) = min(controller j read, links on the route) (:func:`bandwidth_table_gb_s`);
+* peak mixes: ``1 / bw(f) = f / R + (1 - f) / W`` over the controllers of nodes with cpus;
+* loaded latency at bandwidth B: idle + curve(B / R);
+* a stride-64 walk beyond the caches: per-access time = latency / outstanding misses (Little's law);
+* device DMA bandwidth from memory node m: min(controller m read, links on route(m, device node), attach).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numasim.calibrate.fit import READ_FRACTION
+from numasim.calibrate.model import Calibration, apply_calibration, default_curve
+from numasim.calibrate.parsers import NodeMatrix
+from numasim.topology.model import Machine
+from numasim.topology.routing import bandwidth_table_gb_s, latency_table_ns, routing
+
+__all__ = [
+    "calibrated",
+    "predict_latency_matrix",
+    "predict_bandwidth_matrix",
+    "predict_peak_mix",
+    "predict_loaded_latency",
+    "predict_stride_time_ns",
+    "predict_lat_mem_rd",
+    "predict_device_bandwidth_gb_s",
+]
+
+
+def calibrated(machine: Machine, calibration: Calibration) -> Machine:
+    return apply_calibration(machine, calibration)
+
+
+def _table(machine: Machine, full: np.ndarray, like: NodeMatrix, unit: str, scale: float = 1.0) -> NodeMatrix:
+    ids = machine.node_ids
+    arr = np.array([[full[ids.index(i), ids.index(j)] * scale for j in like.cols] for i in like.rows])
+    return NodeMatrix(list(like.rows), list(like.cols), arr, unit)
+
+
+def predict_latency_matrix(machine: Machine, calibration: Calibration, like: NodeMatrix) -> NodeMatrix:
+    m = calibrated(machine, calibration)
+    return _table(m, latency_table_ns(m), like, "ns")
+
+
+def predict_bandwidth_matrix(machine: Machine, calibration: Calibration, like: NodeMatrix) -> NodeMatrix:
+    """In MB/s, like mlc."""
+    m = calibrated(machine, calibration)
+    return _table(m, bandwidth_table_gb_s(m), like, "MB/s", 1000.0)
+
+
+def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:
+    with_cpus = {n.id for n in machine.nodes if n.has_cpus}
+    ctrls = [c for c in calibration.controllers if c.node in with_cpus] or calibration.controllers
+    return sum(c.read_bandwidth_gb_s for c in ctrls), sum(c.write_bandwidth_gb_s for c in ctrls)
+
+
+def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]) -> dict[str, float]:
+    """mlc peak-injection figures (MB/s) for the given mixes."""
+    rd, wr = _system(machine, calibration)
+    return {k: 1000.0 / (READ_FRACTION[k] / rd + (1 - READ_FRACTION[k]) / wr) for k in keys if k in READ_FRACTION}
+
+
+def predict_loaded_latency(
+    machine: Machine, calibration: Calibration, bandwidth_gb_s: np.ndarray, node: int = 0
+) -> np.ndarray:
+    """Latency (ns) seen by a local reader on ``node`` while the system moves ``bandwidth_gb_s``."""
+    rd, _ = _system(machine, calibration)
+    c = calibration.controller(node)
+    curve = c.curve if c.curve is not None else default_curve(c.latency_ns)
+    return c.latency_ns + curve.added_ns(np.asarray(bandwidth_gb_s, dtype=float) / rd)
+
+
+def predict_stride_time_ns(machine: Machine, calibration: Calibration, cpu_node: int, mem_node: int) -> float:
+    m = calibrated(machine, calibration)
+    lat = latency_table_ns(m)
+    ids = m.node_ids
+    return float(lat[ids.index(cpu_node), ids.index(mem_node)] / calibration.core.max_outstanding_misses)
+
+
+def predict_lat_mem_rd(machine: Machine, calibration: Calibration, size_bytes: np.ndarray, node: int = 0) -> np.ndarray:
+    """Load-to-use latency of a pointer chase over ``size_bytes``: the first cache level that holds it, else
+    local memory."""
+    caches = sorted(calibration.caches, key=lambda c: c.size_bytes)
+    mem = calibration.controller(node).latency_ns
+    out = []
+    for s in np.asarray(size_bytes):
+        hit = next((c.latency_ns for c in caches if s <= c.size_bytes), mem)
+        out.append(hit)
+    return np.array(out)
+
+
+def predict_device_bandwidth_gb_s(machine: Machine, calibration: Calibration, device: str, mem_node: int) -> float:
+    m = calibrated(machine, calibration)
+    dev = next((d for d in calibration.devices if d.name == device), None)
+    node = next((d.node for d in m.devices if d.name == device), None)
+    if dev is None or node is None:
+        from numasim.errors import CalibrationError
+
+        raise CalibrationError(f"calibration {calibration.id} / machine {machine.name} has no device {device!r}")
+    r = routing(m)
+    path_bw = r.path_bandwidth_gb_s(mem_node, node)
+    return float(min(dev.attach_bandwidth_gb_s, path_bw, calibration.controller(mem_node).read_bandwidth_gb_s))

@@ -1,0 +1,85 @@
+"""Which calibration a machine's timing depends on: the dependency rules.
+
+1. An explicit calibration (``--calibration cal.json``) wins; it must be for the same machine name.
+2. Otherwise the machine file names its calibration (``calibration = "seed-001-e5-2680v2.cal.json"`` in its
+   TOML); a relative name is looked up next to the machine file, then among the shipped topologies.
+3. Otherwise it is an error that says how to make one. Timing is never silently nominal: use
+   :func:`numasim.calibrate.model.nominal_calibration` on purpose for that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from numasim.calibrate.model import Calibration, load_calibration
+from numasim.errors import CalibrationError
+from numasim.topology.model import Machine
+
+__all__ = ["resolve_calibration", "calibration_candidates", "how_to_calibrate"]
+
+
+def how_to_calibrate(machine: Machine) -> str:
+    return (
+        f"calibrate it from measurements: `numasim calibrate --machine {machine.name} mlc.txt -o "
+        f"{machine.name}.cal.json`, then add `calibration = \"{machine.name}.cal.json\"` to the machine file "
+        "or pass --calibration"
+    )
+
+
+def calibration_candidates(machine: Machine, machine_path: str | Path | None = None) -> list[Path]:
+    """Where the calibration the machine names would be found, in search order."""
+    if not machine.calibration:
+        return []
+    name = Path(machine.calibration)
+    if name.is_absolute():
+        return [name]
+    out = []
+    if machine_path is not None:
+        out.append(Path(machine_path).resolve().parent / name)
+    from numasim.topology.library import shipped_dir
+
+    out.append(shipped_dir() / name)
+    out.append(Path.cwd() / name)
+    return list(dict.fromkeys(out))
+
+
+def resolve_calibration(
+    machine: Machine, explicit: str | Path | Calibration | None = None, *, machine_path: str | Path | None = None
+) -> Calibration:
+    """The calibration timing results on ``machine`` depend on (rules in the module docstring).
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> try:
+    ...     resolve_calibration(glueless(2))
+    ... except CalibrationError as e:
+    ...     print(str(e).split(";")[0])
+    machine glueless-2s-full names no calibration
+    """
+    if isinstance(explicit, Calibration):
+        cal = explicit
+        where = "the given calibration"
+    elif explicit is not None:
+        p = Path(explicit)
+        if not p.is_file():
+            raise CalibrationError(f"calibration file {p} does not exist; {how_to_calibrate(machine)}")
+        cal = load_calibration(p)
+        where = str(p)
+    else:
+        if not machine.calibration:
+            raise CalibrationError(f"machine {machine.name} names no calibration; {how_to_calibrate(machine)}")
+        tried = calibration_candidates(machine, machine_path)
+        found = next((p for p in tried if p.is_file()), None)
+        if found is None:
+            raise CalibrationError(
+                f"machine {machine.name} names calibration {machine.calibration!r}, but it is not at "
+                f"{', '.join(str(p) for p in tried)}; {how_to_calibrate(machine)}"
+            )
+        cal = load_calibration(found)
+        where = str(found)
+    if cal.machine != machine.name:
+        raise CalibrationError(
+            f"{where}: calibration {cal.id} is for machine {cal.machine!r}, not {machine.name!r}"
+        )
+    return cal

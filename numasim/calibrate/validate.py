@@ -1,0 +1,225 @@
+"""Validation: predict held-out measured tables from a calibrated machine and report the error per table.
+
+Predictions are analytic (:mod:`numasim.calibrate.predict`), i.e. the same latency/bandwidth/curve model the
+engine's epoch fidelity uses, evaluated in closed form. The report says so (``method``), so a number is never
+mistaken for an engine replay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from numasim.calibrate.measurements import Measurement
+from numasim.calibrate.model import Calibration
+from numasim.calibrate.parsers import (
+    HmatResult,
+    LatMemRdResult,
+    MlcResult,
+    NodeMatrix,
+    PerftestResult,
+    ProbeResult,
+    StrideTableResult,
+)
+from numasim.calibrate.pipeline import _hmat_matrix
+from numasim.calibrate.predict import (
+    predict_bandwidth_matrix,
+    predict_device_bandwidth_gb_s,
+    predict_lat_mem_rd,
+    predict_latency_matrix,
+    predict_loaded_latency,
+    predict_peak_mix,
+    predict_stride_time_ns,
+)
+from numasim.calibrate.result import CellResidual, mape_pct
+from numasim.errors import CalibrationError
+from numasim.topology.model import Machine
+
+__all__ = ["VALIDATION_TABLES", "TableValidation", "ValidationReport", "validate", "ANALYTIC_METHOD"]
+
+VALIDATION_TABLES = (
+    "latency_matrix",
+    "bandwidth_matrix",
+    "peak_bandwidth",
+    "loaded_latency",
+    "stride_latency",
+    "lat_mem_rd",
+    "device_bandwidth",
+    "device_latency",
+)
+ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/bandwidth/curve model)"
+
+
+@dataclass
+class TableValidation:
+    table: str
+    source: str
+    cells: list[CellResidual]
+
+    @property
+    def mape_pct(self) -> float:
+        return mape_pct(self.cells)
+
+    @property
+    def worst(self) -> CellResidual | None:
+        return max(self.cells, key=lambda c: abs(c.error_pct)) if self.cells else None
+
+
+@dataclass
+class ValidationReport:
+    machine: str
+    calibration_id: str
+    method: str = ANALYTIC_METHOD
+    tables: list[TableValidation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> TableValidation:
+        for t in self.tables:
+            if t.table == name:
+                return t
+        raise KeyError(f"no validated table {name!r} (have {[t.table for t in self.tables]})")
+
+    def summary(self) -> list[dict[str, object]]:
+        out = []
+        for t in self.tables:
+            w = t.worst
+            out.append(
+                {
+                    "table": t.table,
+                    "source": t.source,
+                    "cells": len(t.cells),
+                    "mape_pct": round(t.mape_pct, 3),
+                    "worst": None
+                    if w is None
+                    else {"row": w.row, "col": w.col, "measured": w.measured, "simulated": round(w.model, 4), "error_pct": round(w.error_pct, 3)},
+                }
+            )
+        return out
+
+
+def _matrix_cells(table: str, measured: NodeMatrix, model: NodeMatrix, unit: str) -> list[CellResidual]:
+    cells = []
+    for i, r in enumerate(measured.rows):
+        for j, c in enumerate(measured.cols):
+            v = float(measured.values[i, j])
+            if math.isfinite(v):
+                cells.append(CellResidual(table, str(r), str(c), v, float(model.values[i, j]), unit))
+    return cells
+
+
+def validate(
+    machine: Machine,
+    calibration: Calibration,
+    measurements: list[Measurement],
+    tables: list[str] | tuple[str, ...] | None = None,
+) -> ValidationReport:
+    """Predict every requested table the measurements hold and compare cell by cell."""
+    if calibration.machine != machine.name:
+        raise CalibrationError(f"calibration {calibration.id} is for machine {calibration.machine!r}, not {machine.name!r}")
+    wanted = tuple(tables) if tables else VALIDATION_TABLES
+    bad = [t for t in wanted if t not in VALIDATION_TABLES]
+    if bad:
+        raise CalibrationError(f"--tables {bad}: unknown; known: {', '.join(VALIDATION_TABLES)}")
+    rep = ValidationReport(machine=machine.name, calibration_id=calibration.id)
+    for m in measurements:
+        d, src = m.data, str(m.path)
+        lat_mats: list[NodeMatrix] = []
+        bw_mats: list[NodeMatrix] = []
+        if isinstance(d, MlcResult):
+            lat_mats, bw_mats = list(d.latency_matrices), list(d.bandwidth_matrices)
+        elif isinstance(d, ProbeResult):
+            lat_mats, bw_mats = [d.latency_matrix], [d.bandwidth_matrix]
+        elif isinstance(d, HmatResult):
+            lm, bm = _hmat_matrix(d, "read_latency_ns", "ns"), _hmat_matrix(d, "read_bandwidth_mb_s", "MB/s")
+            lat_mats, bw_mats = [x for x in (lm,) if x], [x for x in (bm,) if x]
+        if "latency_matrix" in wanted:
+            for lm in lat_mats:
+                pred = predict_latency_matrix(machine, calibration, lm)
+                rep.tables.append(TableValidation("latency_matrix", src, _matrix_cells("latency_matrix", lm, pred, "ns")))
+        if "bandwidth_matrix" in wanted:
+            for bm in bw_mats:
+                pred = predict_bandwidth_matrix(machine, calibration, bm)
+                rep.tables.append(
+                    TableValidation("bandwidth_matrix", src, _matrix_cells("bandwidth_matrix", bm, pred, "MB/s"))
+                )
+        if isinstance(d, MlcResult):
+            peak = d.peak_injection_mb_s or d.max_bandwidth_mb_s
+            if "peak_bandwidth" in wanted and peak:
+                pred_p = predict_peak_mix(machine, calibration, list(peak))
+                rep.tables.append(
+                    TableValidation(
+                        "peak_bandwidth",
+                        src,
+                        [CellResidual("peak_bandwidth", k, "system", v, pred_p[k], "MB/s") for k, v in peak.items() if k in pred_p],
+                    )
+                )
+            if "loaded_latency" in wanted:
+                for t in d.loaded_latency:
+                    pred_l = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s)
+                    rep.tables.append(
+                        TableValidation(
+                            "loaded_latency",
+                            src,
+                            [
+                                CellResidual("loaded_latency", f"{int(dl):05d}", f"{bw:.0f} MB/s", float(lat), float(p), "ns")
+                                for dl, bw, lat, p in zip(t.inject_delay, t.bandwidth_mb_s, t.latency_ns, pred_l, strict=True)
+                            ],
+                        )
+                    )
+        if isinstance(d, StrideTableResult) and "stride_latency" in wanted:
+            cells = []
+            for st in d.tables:
+                if st.cpu_node is None or st.mem_node is None or "s64" not in st.latency_ns:
+                    continue
+                p = predict_stride_time_ns(machine, calibration, st.cpu_node, st.mem_node)
+                # only working sets far beyond the last cache level: the model's regime
+                big = max((c.size_bytes for c in calibration.caches), default=0)
+                for s, v in zip(st.size_bytes, st.latency_ns["s64"], strict=True):
+                    if s > big:
+                        cells.append(CellResidual("stride_latency", f"cpu{st.cpu_node}/mem{st.mem_node}", f"s64 {int(s)} B", float(v), p, "ns"))
+            if cells:
+                rep.tables.append(TableValidation("stride_latency", src, cells))
+        if isinstance(d, LatMemRdResult) and "lat_mem_rd" in wanted:
+            c = d.curve()
+            pred_c = predict_lat_mem_rd(machine, calibration, c.size_bytes)
+            rep.tables.append(
+                TableValidation(
+                    "lat_mem_rd",
+                    src,
+                    [CellResidual("lat_mem_rd", f"{int(s)} B", "latency", float(v), float(p), "ns") for s, v, p in zip(c.size_bytes, c.latency_ns, pred_c, strict=True)],
+                )
+            )
+        if isinstance(d, PerftestResult) and calibration.devices:
+            dev = calibration.devices[0].name
+            dev_node = next(x.node for x in machine.devices if x.name == dev)
+            for pt in d.tables:
+                mem = pt.mem_node if pt.mem_node is not None else dev_node
+                bw = predict_device_bandwidth_gb_s(machine, calibration, dev, mem)
+                if pt.kind == "bw" and "device_bandwidth" in wanted:
+                    avg = pt.column("BW_average")
+                    large = pt.size_bytes >= 1 << 20
+                    rep.tables.append(
+                        TableValidation(
+                            "device_bandwidth",
+                            src,
+                            [CellResidual("device_bandwidth", f"mem{mem}", f"{int(s)} B", float(v), bw * 8.0, "Gb/s") for s, v in zip(pt.size_bytes[large], avg[large], strict=True)],
+                        )
+                    )
+                if pt.kind == "lat" and "device_latency" in wanted:
+                    # large messages: time = smallest message's latency + size / DMA bandwidth
+                    typ = pt.column("t_typical")
+                    t0 = float(typ[0])
+                    large = pt.size_bytes >= 1 << 20
+                    rep.tables.append(
+                        TableValidation(
+                            "device_latency",
+                            src,
+                            [CellResidual("device_latency", f"mem{mem}", f"{int(s)} B", float(v), t0 + s / (bw * 1e9) * 1e6, "us") for s, v in zip(pt.size_bytes[large], typ[large], strict=True)],
+                        )
+                    )
+    if not rep.tables:
+        raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
+    rep.notes.append(f"method: {rep.method}")
+    return rep
+
+

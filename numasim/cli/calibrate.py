@@ -1,0 +1,139 @@
+"""``numasim calibrate``, ``numasim validate`` and ``numasim probe``: measurements in, calibrations and reports out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from numasim.errors import CalibrationError
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate", help="Fit a calibration (controller/link timing) of a machine to measurement files.")(
+        calibrate_cmd
+    )
+    app.command("validate", help="Predict held-out measured tables from a calibrated machine; report MAPE per table.")(
+        validate_cmd
+    )
+    app.command("probe", help="Measure this Linux host (sysfs node tree, numactl, latency/bandwidth per node pair).")(
+        probe_cmd
+    )
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [x.strip() for x in value.split(",") if x.strip()] if value else None
+
+
+def _load_machine(spec: str):  # type: ignore[no-untyped-def]
+    from numasim.topology.io import load_machine
+
+    return load_machine(spec)
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def calibrate_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Measurement files or directories (mlc, lat_mem_rd, probe, ...).")],
+    machine: Annotated[str, typer.Option("--machine", "-m", help="Shipped machine name or machine file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
+    format: Annotated[str | None, typer.Option("--format", help="Force the measurement format (default: detect).")] = None,
+    fit_on: Annotated[
+        str | None, typer.Option("--fit-on", help="Comma-separated tables: latency,peak_bandwidth,bandwidth_matrix,loaded_latency,caches,device.")
+    ] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    created: Annotated[str | None, typer.Option(help="Provenance date (ISO), for reproducible files.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
+) -> None:
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.model import save_calibration
+    from numasim.calibrate.pipeline import calibrate
+    from numasim.calibrate.text import fit_report_json, format_fit_report
+
+    m = _load_machine(machine)
+    ms = load_measurements(list(files), format)
+    report = calibrate(m, ms, fit_on=_split(fit_on), bootstrap=bootstrap, seed=seed, created=created)
+    save_calibration(report.calibration, output)
+    if as_json:
+        typer.echo(json.dumps(fit_report_json(report) | {"output": str(output)}, indent=2, default=str))
+    else:
+        typer.echo(format_fit_report(report))
+        typer.echo(f"\nwrote {output}")
+
+
+def validate_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Held-out measurement files or directories.")],
+    machine: Annotated[str, typer.Option("--machine", "-m", help="Shipped machine name or machine file.")],
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", "-c", help="Calibration JSON (default: the one the machine names).")
+    ] = None,
+    tables: Annotated[str | None, typer.Option("--tables", help="Comma-separated tables to validate (default: all present).")] = None,
+    format: Annotated[str | None, typer.Option("--format", help="Force the measurement format.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Report directory (report.json, report.txt, PNGs).")] = None,
+    plots: Annotated[bool, typer.Option("--plots", help="Write figures (needs -o).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.resolve import resolve_calibration
+    from numasim.calibrate.text import format_validation, validation_json
+    from numasim.calibrate.validate import validate
+
+    m = _load_machine(machine)
+    machine_path = Path(machine) if Path(machine).exists() else None
+    cal = resolve_calibration(m, calibration, machine_path=machine_path)
+    ms = load_measurements(list(files), format)
+    report = validate(m, cal, ms, _split(tables))
+    text = format_validation(report)
+    data = validation_json(report)
+    if plots and output is None:
+        raise CalibrationError("--plots needs -o DIR to write the figures into")
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        _write_json(output / "report.json", data)
+        tmp = output / "report.txt.tmp"
+        tmp.write_text(text + "\n")
+        tmp.replace(output / "report.txt")
+        if plots:
+            from numasim.calibrate.plots import plot_report
+
+            for p in plot_report(report, output):
+                text += f"\nfigure: {p}"
+    typer.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def probe_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory for probe.json and the copied node tree.")],
+    working_set: Annotated[str, typer.Option(help="Working set per measurement (e.g. 256M).")] = "256M",
+    repeats: Annotated[int, typer.Option(help="Repeats per cell (the best is kept).")] = 3,
+    steps: Annotated[int, typer.Option(help="Pointer-chase steps per repeat.")] = 200_000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print probe.json.")] = False,
+) -> None:
+    from numasim.calibrate.probe import probe
+    from numasim.units import parse_size
+
+    try:
+        size = parse_size(working_set)
+    except ValueError as exc:
+        raise CalibrationError(f"--working-set: {exc}") from None
+    res = probe(output, working_set_bytes=size, repeats=repeats, steps=steps)
+    if as_json:
+        typer.echo(res.model_dump_json(indent=2))
+        return
+    typer.echo(f"probed {res.host} ({len(res.nodes)} node(s), placement {res.placement}) -> {output / 'probe.json'}")
+    for i, row in zip(res.nodes, res.latency_ns, strict=True):
+        cells = " ".join("    -   " if v is None else f"{v:8.1f}" for v in row)
+        typer.echo(f"  latency_ns from node {i}: {cells}")
+    for i, row in zip(res.nodes, res.bandwidth_gb_s, strict=True):
+        cells = " ".join("    -   " if v is None else f"{v:8.2f}" for v in row)
+        typer.echo(f"  read GB/s  from node {i}: {cells}")
+    for n in res.notes:
+        typer.echo(f"  note: {n}")
