@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from numasim.topology.cpulist import format_cpulist
+
+if TYPE_CHECKING:
+    from numasim.kernel.kernel import Kernel
+    from numasim.kernel.numastat import NumastatSources
+    from numasim.kernel.task import Task
+    from numasim.kernel.zones import Zone
 
 __all__ = [
     "NR_PAGE_ORDERS",
@@ -32,6 +39,13 @@ __all__ = [
     "format_node_numastat",
     "format_node_meminfo",
     "buddy_orders_from_free",
+    "node_numastat",
+    "zone_views",
+    "numa_maps_of",
+    "node_meminfo_of",
+    "numastat_sources",
+    "pages_per_node_of",
+    "page_runs",
 ]
 
 NR_PAGE_ORDERS = 11
@@ -330,3 +344,202 @@ def format_node_meminfo(
     lines = [f"Node {node} {label + ':':<16}{value:>8} kB\n" for label, value in items_kb]
     lines += [f"Node {node} {label + ':':<16} {value:>5}\n" for label, value in hugepages]
     return "".join(lines)
+
+
+# --- views of the simulated kernel ----------------------------------------------------------------------------
+
+
+def node_numastat(kernel: Kernel, nid: int) -> dict[str, int]:
+    """The six numastat counters of node ``nid``."""
+    pm = kernel.pm
+    if hasattr(pm, "numastat"):
+        return dict(pm.numastat(nid))
+    return dict(pm.counters.item(nid))
+
+
+def _pagesets(kernel: Kernel, z: Zone) -> list[PagesetView]:
+    # zone_batchsize() and zone_highsize() with percpu_pagelist_high_fraction = 0; lists start empty
+    batch = min(z.managed_pages >> 10, (1 << 20) // 4096) // 4
+    batch = max(batch, 1)
+    batch = (1 << ((batch + batch // 2).bit_length() - 1)) - 1 if batch > 1 else 1
+    node_cpus = len(kernel.machine.node(z.node).cpus) or len(kernel.machine.cpus)
+    high = max(z.wmark_low // max(node_cpus, 1), batch << 2)
+    threshold = 125 if z.managed_pages >= (1 << 24) else max(2 * (z.managed_pages >> 27).bit_length() * 8, 8)
+    return [PagesetView(cpu, 0, high, batch, threshold) for cpu in kernel.machine.cpus]
+
+
+def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
+    """One :class:`ZoneView` per zone of every node (zoneinfo order), from the kernel's physical memory."""
+    pm = kernel.pm
+    views = []
+    first_populated: set[int] = set()
+    for index, z in enumerate(pm.zones):
+        counters = pm.zone_counters.item(index)
+        node_stats = None
+        if z.populated and z.node not in first_populated:
+            first_populated.add(z.node)
+            node_stats = [
+                ("nr_inactive_anon", 0),
+                ("nr_active_anon", 0),
+                ("nr_inactive_file", 0),
+                ("nr_active_file", int(pm.reclaimable_pages(z.node))),
+            ]
+        views.append(
+            ZoneView(
+                node=z.node,
+                name=z.name,
+                spanned=z.spanned_pages,
+                present=z.present_pages,
+                managed=z.managed_pages,
+                free=z.free_pages,
+                min=z.wmark_min,
+                low=z.wmark_low,
+                high=z.wmark_high,
+                promo=z.wmark_promo if kernel.version >= (6, 1) else None,
+                protection=list(z.lowmem_reserve),
+                zone_stats=[
+                    ("nr_free_pages", z.free_pages),
+                    ("nr_zone_inactive_anon", 0),
+                    ("nr_zone_active_anon", 0),
+                    ("nr_zone_inactive_file", 0),
+                    ("nr_zone_active_file", z.reclaimable_pages),
+                ],
+                numa_events=[counters[name] for name in NUMASTAT_ITEMS],
+                node_stats=node_stats,
+                pagesets=_pagesets(kernel, z) if pagesets and z.populated else [],
+                start_pfn=z.start_pfn,
+            )
+        )
+    return views
+
+
+def numa_maps_of(kernel: Kernel, task: Task) -> str:
+    """/proc/PID/numa_maps of a simulated task."""
+    from numasim.kernel.mempolicy import mpol_to_str
+
+    vmas = []
+    for v in task.mm.vmas:
+        per_node = v.pages_per_node()
+        present = int(sum(per_node.values()))
+        anon = present if v.kind != "file" else 0
+        vmas.append(
+            VmaView(
+                start=v.start,
+                policy=mpol_to_str(v.policy if v.policy is not None else task.mempolicy),
+                pages_per_node=per_node,
+                file=v.path if v.kind == "file" else None,
+                heap=v.tag == "heap",
+                stack=v.tag == "stack",
+                anon=anon,
+                dirty=anon,
+            )
+        )
+    return format_numa_maps(vmas, sorted(kernel.memory_nodes))
+
+
+def node_meminfo_of(kernel: Kernel, nid: int) -> str:
+    """``/sys/devices/system/node/nodeN/meminfo`` (the fields the model knows; the rest are 0)."""
+    ps = kernel.config.page_size_bytes // 1024 if hasattr(kernel.config, "page_size_bytes") else 4
+    total = int(kernel.pm.managed_pages(nid)) * ps
+    free = int(kernel.pm.free_pages(nid)) * ps
+    cache = int(kernel.pm.reclaimable_pages(nid)) * ps
+    anon = (
+        sum(
+            int(v.pages_per_node().get(nid, 0))
+            for t in kernel.tasks.values()
+            for v in t.mm.vmas
+            if v.kind != "file"
+        )
+        * ps
+    )
+    items = [
+        ("MemTotal", total),
+        ("MemFree", free),
+        ("MemUsed", total - free),
+        ("SwapCached", 0),
+        ("Active", anon + cache),
+        ("Inactive", 0),
+        ("Active(anon)", anon),
+        ("Inactive(anon)", 0),
+        ("Active(file)", cache),
+        ("Inactive(file)", 0),
+        ("Unevictable", 0),
+        ("Mlocked", 0),
+        ("Dirty", 0),
+        ("Writeback", 0),
+        ("FilePages", cache),
+        ("Mapped", 0),
+        ("AnonPages", anon),
+        ("Shmem", 0),
+        ("KernelStack", 0),
+        ("PageTables", 0),
+        ("SecPageTables", 0),
+        ("NFS_Unstable", 0),
+        ("Bounce", 0),
+        ("WritebackTmp", 0),
+        ("KReclaimable", 0),
+        ("Slab", 0),
+        ("SReclaimable", 0),
+        ("SUnreclaim", 0),
+        ("AnonHugePages", 0),
+        ("ShmemHugePages", 0),
+        ("ShmemPmdMapped", 0),
+        ("FileHugePages", 0),
+        ("FilePmdMapped", 0),
+    ]
+    return format_node_meminfo(
+        nid, items, [("HugePages_Total", 0), ("HugePages_Free", 0), ("HugePages_Surp", 0)]
+    )
+
+
+def numastat_sources(kernel: Kernel) -> NumastatSources:
+    """Everything the virtual numastat reads, taken from the simulated kernel now."""
+    from numasim.kernel.numastat import NumastatProcess, NumastatSources
+
+    nodes = kernel.machine.node_ids
+    return NumastatSources(
+        numastat_files={nid: format_node_numastat(node_numastat(kernel, nid)) for nid in nodes},
+        meminfo_files={nid: node_meminfo_of(kernel, nid) for nid in nodes},
+        processes={
+            pid: NumastatProcess(pid, t.comm, numa_maps_of(kernel, t), t.comm)
+            for pid, t in kernel.tasks.items()
+        },
+    )
+
+
+def pages_per_node_of(kernel: Kernel, pids: Sequence[int]) -> dict[int, int]:
+    """Present pages per node summed over the tasks ``pids``."""
+    total: dict[int, int] = {}
+    for pid in pids:
+        task = kernel.tasks.get(pid)
+        if task is None:
+            continue
+        for nid, count in task.pages_per_node().items():
+            total[nid] = total.get(nid, 0) + int(count)
+    return dict(sorted(total.items()))
+
+
+def page_runs(kernel: Kernel, pids: Sequence[int]) -> list[list[int]]:
+    """The node of every present page of ``pids``, in address order, as runs ``[[node, count], ...]``."""
+    import numpy as np
+
+    runs: list[list[int]] = []
+    for pid in pids:
+        task = kernel.tasks.get(pid)
+        if task is None:
+            continue
+        for v in sorted(task.mm.vmas, key=lambda vma: vma.start):
+            nodes = np.asarray(v.nodes)
+            nodes = nodes[nodes >= 0]
+            if nodes.size == 0:
+                continue
+            edges = np.flatnonzero(np.diff(nodes)) + 1
+            starts = np.concatenate(([0], edges))
+            ends = np.concatenate((edges, [nodes.size]))
+            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+                node = int(nodes[s])
+                if runs and runs[-1][0] == node:
+                    runs[-1][1] += e - s
+                else:
+                    runs.append([node, e - s])
+    return runs
