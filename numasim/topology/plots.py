@@ -87,12 +87,18 @@ def _edge_label(link: Link) -> str:
     return f"{lat_text}\n{bw_text}"
 
 
-def draw_topology(machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0) -> Figure:
+_MAX_LABELLED_LINKS = 24
+
+
+def draw_topology(
+    machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0, edge_labels: bool | None = None
+) -> Figure:
     """Draw the link graph: NUMA nodes as circles (colour = memory kind), switches as grey squares.
 
     Each node is labelled with its id, memory size and cpu count, and the devices attached to it; each link
     with its latency (ns) and bandwidth (GB/s), ``a/b`` when the two directions differ; the line width grows
-    with bandwidth and the colour says the link kind (legend).
+    with bandwidth and the colour says the link kind (legend). ``edge_labels=None`` labels links only when
+    there are at most 24 of them (a fully meshed 24-node machine would be unreadable; the title says so).
 
     Examples
     --------
@@ -112,6 +118,10 @@ def draw_topology(machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0
         f"{machine.name}: {len(machine.nodes)} nodes, {len(machine.cpus)} cpus, {format_size(machine.memory_bytes)}"
     )
 
+    label_links = len(machine.links) <= _MAX_LABELLED_LINKS if edge_labels is None else edge_labels
+    if not label_links and machine.links:
+        ax.set_title(ax.get_title() + f"\n({len(machine.links)} links: labels omitted; see 'numasim topo show')",
+                     fontsize=10)
     bandwidths = [max(bw for _, _, _, bw in link.directed()) for link in machine.links]
     top_bw = max(bandwidths, default=1.0)
     kinds_seen: dict[LinkKind, None] = {}
@@ -119,12 +129,15 @@ def draw_topology(machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0
         (xa, ya), (xb, yb) = pos[link.a], pos[link.b]
         colour = _LINK_COLOURS.get(link.kind, "#969696")
         width = 1.0 + 4.0 * math.log1p(bw) / math.log1p(top_bw)
-        ax.plot([xa, xb], [ya, yb], color=colour, linewidth=width, alpha=0.8, zorder=1, solid_capstyle="round")
+        alpha = 0.8 if label_links else max(0.15, min(0.8, 12.0 / len(machine.links)))
+        ax.plot([xa, xb], [ya, yb], color=colour, linewidth=width, alpha=alpha, zorder=1, solid_capstyle="round")
+        kinds_seen[link.kind] = None
+        if not label_links:
+            continue
         ax.text(
             (xa + xb) / 2, (ya + yb) / 2, _edge_label(link), fontsize=7, ha="center", va="center", zorder=3,
             bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": colour, "alpha": 0.9},
         )
-        kinds_seen[link.kind] = None
 
     devices: dict[int, list[str]] = {}
     for d in machine.devices:

@@ -88,3 +88,14 @@ def test_figures_are_deterministic_and_labelled(tmp_path) -> None:  # type: igno
     cells = [t.get_text() for t in heat.axes[0].texts]
     assert cells[:4] == ["10", "11", "16", "16"]
     assert "no firmware table" in slit_heatmap(m).axes[0].get_title()
+
+
+def test_dense_machines_are_drawn_without_link_labels() -> None:
+    from numasim.topology.builders import glueless
+    from numasim.topology.plots import draw_topology
+
+    fig = draw_topology(glueless(8))  # 28 links
+    assert "28 links: labels omitted" in fig.axes[0].get_title()
+    assert not any(" ns\n" in t.get_text() for t in fig.axes[0].texts)
+    labelled = draw_topology(glueless(8), edge_labels=True)
+    assert sum(" ns\n" in t.get_text() for t in labelled.axes[0].texts) == 28
