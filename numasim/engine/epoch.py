@@ -8,9 +8,13 @@ solves a fixed point over the window:
 2. per agent, issue times from the cumulative cost; each request lands in an epoch;
 3. per epoch and resource, busy time = sum over route classes of requests x busy time per line
    (``bincount`` then one matrix product), utilisation = busy / epoch length;
-4. per resource, delay = ``curve(min(u, 1))`` + the mean backlog of a fluid queue (Lindley's recursion over the
-   epochs, solved with a cumulative minimum): work beyond capacity waits, so throughput never exceeds capacity;
-5. repeat with the new delays (under-relaxed when the residual grows) until they change by < 0.1 ns.
+4. per resource, delay = ``curve(u)`` + a capacity wait: the multiplier of the constraint ``u <= 1``, raised
+   where demand exceeds capacity (by the mean miss latency times the excess: a Newton step, since an
+   MLP-limited agent's demand falls as 1/latency) and decaying to zero elsewhere, so throughput never exceeds
+   capacity; the request's own line is left out of ``u`` for the curve (it does not queue behind itself);
+5. repeat (the curve part under-relaxed when the residual grows) until no resource is more than 1 % above
+   capacity and either the delays change by < 0.1 ns on average or no agent's time moves by more than 0.02 %
+   of the window.
 
 Only requests issued before the earliest point where some agent's taken requests run out are committed, so
 every committed epoch saw the demand of all agents. The window is a SimPy process: SimPy stays the clock.
@@ -32,6 +36,7 @@ __all__ = ["EpochEngine"]
 
 _MAX_ITER = 60
 _TOL_NS = 0.1
+_TOL_REL = 2e-4
 _MAX_WINDOW_EPOCHS = 1 << 14
 
 
@@ -84,8 +89,9 @@ class EpochEngine:
         # A request does not queue behind itself: the curve sees the utilisation minus one line's busy time.
         line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0)
         self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
-        self.delay_row = np.zeros(self.n_rc)  # converged delay of the last epoch, the next window's guess
-        self.backlog = np.zeros(self.n_res)  # fluid backlog (ns of work) at the start of carry_epoch
+        # Converged delays of the last epoch: the next window's first guess.
+        self.curve_row = np.zeros(self.n_res)
+        self.wait_row = np.zeros(self.n_res)
         self.carry_epoch = -1
         self.carry_busy = np.zeros(self.n_res)
         self.iterations = 0
@@ -163,19 +169,17 @@ class EpochEngine:
         carry = self.carry_epoch == e0
         if self.carry_epoch >= 0 and not carry:
             self.stats.series.add(np.array([self.carry_epoch]), self.carry_busy[None, :])
-            gap = max(e0 - self.carry_epoch, 0)
-            x0 = np.maximum(self.backlog + self.carry_busy - E * gap, 0.0)
-        else:
-            x0 = self.backlog.copy()
-        grid = self.delay_row[None, :].copy()
+        curve_d = self.curve_row[None, :].copy()  # per epoch x resource: loaded-latency curve delay
+        wait_d = self.wait_row[None, :].copy()  # per epoch x resource: capacity wait (zero unless saturated)
+        grid = (curve_d + wait_d) @ self.crossT
         alpha, last_resid = 1.0, np.inf
+        prev_ends = np.full(len(seg_end), np.inf)
         lat = w.hit_lat.copy()
-        for it in range(_MAX_ITER):
+        lat[miss] = (w.base[miss] + grid[0, rc_m]) * w.pff[miss]
+        for _it in range(_MAX_ITER):
             self.iterations += 1
-            # 1-2: latencies and issue times under the current delay guess (epochs from the last pass).
-            if it == 0:
-                lat[miss] = (w.base[miss] + grid[0, rc_m]) * w.pff[miss]
-            issue, _cost = self._times(w, lat)
+            # 2: issue times under the current latencies; the window ends where the first agent runs out.
+            issue, cost = self._times(w, lat)
             end = np.inf
             if truncated.any():
                 end = float(issue[seg_end[truncated]].min())
@@ -183,36 +187,55 @@ class EpochEngine:
             end = min(end, max((e0 + _MAX_WINDOW_EPOCHS) * E, first_issue + 1e-9))
             end = max(end, first_issue + 1e-9)
             commit = issue < end
-            rel = np.maximum((issue // E).astype(np.int64) - e0, 0)
+            pos = np.maximum(issue / E - e0, 0.0)
+            rel = pos.astype(np.int64)
             cm = commit & miss
             n_ep = int(rel[commit].max()) + 1 if commit.any() else 1
-            # 3: busy time per epoch and resource.
-            demand = np.bincount(rel[cm] * self.n_rc + w.rc[cm], minlength=n_ep * self.n_rc)
+            # 3: busy time per epoch and resource. Each request's work is shared between the epoch it issues in
+            # and the next, in proportion to where it falls (cloud-in-cell), so utilisation moves continuously
+            # with issue times and the fixed point converges instead of flickering at epoch edges.
+            r_c, rc_c = rel[cm], w.rc[cm]
+            shifted = pos[cm] - r_c - 0.5
+            up = shifted > 0
+            lo_bin = np.where(up, r_c, r_c - 1)
+            wt_hi = np.where(up, shifted, 1.0 + shifted)
+            size = n_ep * self.n_rc
+            demand = np.bincount(np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_c, weights=1.0 - wt_hi, minlength=size)
+            demand += np.bincount(np.clip(lo_bin + 1, 0, n_ep - 1) * self.n_rc + rc_c, weights=wt_hi, minlength=size)
             busy = demand.reshape(n_ep, self.n_rc) @ self.busy
             if carry:
                 busy[0] += self.carry_busy
+            # Full epoch length even for the window's last, partly filled epoch: it is carried into the next
+            # window and recomputed there with the rest of its demand.
             length = np.full(n_ep, E)
-            if np.isfinite(end):
-                length[-1] = max(min(end - (e0 + n_ep - 1) * E, E), 1e-9)
-            # 4: delay per resource: loaded-latency curve + fluid backlog (Lindley).
+            # 4: delay per resource = loaded-latency curve + capacity wait. The wait is the multiplier of the
+            # constraint u <= 1: it grows where demand exceeds capacity, by the mean miss latency times the
+            # excess (a Newton step, since MLP-limited demand falls as 1/latency), and decays to 0 elsewhere.
             u = busy / length[:, None]
-            q = np.cumsum(busy - length[:, None], axis=0)
-            backlog = q - np.minimum(-x0[None, :], np.minimum.accumulate(q, axis=0))
-            prev = np.vstack([x0[None, :], backlog[:-1]])
             u_seen = np.clip(u - self.own_busy[None, :] / length[:, None], 0.0, 1.0)
-            delay_res = ms.curve_delay_ns(u_seen) + 0.5 * (prev + backlog)
-            new = delay_res @ self.crossT
-            old = grid[np.minimum(np.arange(n_ep), len(grid) - 1)]
-            resid = float(np.abs(new - old).max()) if new.size else 0.0
-            if resid < _TOL_NS:
-                grid = new
-                lat[miss] = (w.base[miss] + grid[np.minimum(rel[miss], n_ep - 1), rc_m]) * w.pff[miss]
-                issue, _cost = self._times(w, lat)
+            rows = np.minimum(np.arange(n_ep), len(curve_d) - 1)
+            old_curve, old_wait = curve_d[rows], wait_d[rows]
+            mean_lat = float(lat[cm].mean()) if cm.any() else 0.0
+            new_curve = ms.curve_delay_ns(u_seen)
+            new_wait = np.maximum(old_wait + mean_lat * (u - 1.0), 0.0)
+            old = (old_curve + old_wait) @ self.crossT
+            new = (new_curve + new_wait) @ self.crossT
+            resid = float(np.abs(new - old).mean()) if new.size else 0.0
+            # The window's first epoch (when carried) and last one are partly decided by neighbouring windows:
+            # they do not hold the loop back.
+            inner = u[(1 if carry else 0) : max(n_ep - 1, 1)]
+            over = float(inner.max()) if inner.size else 0.0
+            ends = issue[seg_end]
+            moved = float(np.abs(ends - prev_ends).max()) / max(float(ends.max()) - t_start, E)
+            prev_ends = ends
+            if (resid < max(_TOL_NS, 1e-3 * mean_lat) or moved < _TOL_REL) and over < 1.0 + 1e-2:
                 break
             if resid > last_resid:
                 alpha = max(alpha * 0.5, 1.0 / 64)
             last_resid = resid
-            grid = old + alpha * (new - old)
+            curve_d = old_curve + alpha * (new_curve - old_curve)
+            wait_d = new_wait
+            grid = (curve_d + wait_d) @ self.crossT
             lat[miss] = (w.base[miss] + grid[np.minimum(rel[miss], n_ep - 1), rc_m]) * w.pff[miss]
         # Commit.
         commit = issue < end
@@ -235,19 +258,16 @@ class EpochEngine:
             if n == 0:
                 continue
             last = w.seg_start[k] + n - 1
-            self.t_next[a] = issue[last] - w.compute[last] + _cost[last]
+            self.t_next[a] = issue[last] - w.compute[last] + cost[last]
             st.finish(a, float(completion[w.seg_start[k] : last + 1].max()))
             self.feeder.consume(a, n)
         # Series and carry: the last (partial) epoch is revisited by the next window.
         if n_ep > 1:
             st.series.add(e0 + np.arange(n_ep - 1), busy[:-1])
-            self.backlog = backlog[-2].copy()
-            self.carry_busy = busy[-1].copy()
-        else:
-            self.backlog = x0.copy()
-            self.carry_busy = busy[-1].copy()
+        self.carry_busy = busy[-1].copy()
         self.carry_epoch = e0 + n_ep - 1
-        self.delay_row = grid[-1].copy()
+        self.curve_row = curve_d[-1].copy()
+        self.wait_row = wait_d[-1].copy()
         self.windows += 1
         return float(np.min(self.t_next[ids_arr]))
 

@@ -56,27 +56,30 @@ class ExactEngine:
             [(r, float(ms.busy_ns[c, r])) for r in ms.class_resources[c]] for c in range(ms.n_classes)
         ]
         self.n_nodes = ms.n_nodes
-        self.busy_acc = [0.0] * len(ms.resources)
+        # Busy time per epoch bucket, charged to the bucket where the line is served (which may lie ahead).
+        self.busy_by_bucket: dict[int, list[float]] = {}
         self.curve_now = [0.0] * len(ms.resources)
         self.bucket = 0
         self.completed = 0
 
     def _roll(self, now: float) -> None:
-        """Close the epoch buckets up to ``now``: record busy time, update the curve delays."""
+        """Close the epoch buckets before ``now``: record their busy time, update the curve delays."""
         b = int(now // self.E)
         if b <= self.bucket:
             return
-        busy = np.array(self.busy_acc)
-        self.stats.series.add(np.array([self.bucket]), busy[None, :])
-        u = busy / self.E if b == self.bucket + 1 else np.zeros_like(busy)
-        # In place: every agent process holds these lists.
-        self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(np.minimum(u, 1.0))]
-        self.busy_acc[:] = [0.0] * len(busy)
+        last = np.zeros(len(self.ms.resources))
+        for k in sorted(k for k in self.busy_by_bucket if k < b):
+            row = np.array(self.busy_by_bucket.pop(k))
+            self.stats.series.add(np.array([k]), row[None, :])
+            if k == b - 1:
+                last = row
+        # In place: every agent process holds this list.
+        self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(np.minimum(last / self.E, 1.0))]
         self.bucket = b
 
     def flush(self) -> None:
-        self.stats.series.add(np.array([self.bucket]), np.array(self.busy_acc)[None, :])
-        self.busy_acc[:] = [0.0] * len(self.busy_acc)
+        for k in sorted(self.busy_by_bucket):
+            self.stats.series.add(np.array([k]), np.array(self.busy_by_bucket.pop(k))[None, :])
 
     def process(self, env: simpy.Environment, agent: Agent):  # type: ignore[no-untyped-def]
         a = agent.index
@@ -88,7 +91,9 @@ class ExactEngine:
         init_off = agent.initiator * self.n_nodes
         free, class_path, class_base = self.free, self.class_path, self.class_base
         curve_now = self.curve_now
-        busy_acc = self.busy_acc
+        by_bucket = self.busy_by_bucket
+        n_res = len(self.ms.resources)
+        epoch_ns = self.E
         inflight: list[float] = []
         last_issue = agent.start_ns
         last_done = agent.start_ns
@@ -134,7 +139,11 @@ class ExactEngine:
                         if f > t:
                             t = f
                         free[r] = t + b
-                        busy_acc[r] += b
+                        bk = int(t // epoch_ns)
+                        acc = by_bucket.get(bk)
+                        if acc is None:
+                            acc = by_bucket[bk] = [0.0] * n_res
+                        acc[r] += b
                         extra += curve_now[r]
                     lat = class_base[c] + (t - ready) + extra
                     if pfs[k]:
