@@ -87,7 +87,7 @@ def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:
         if "--" in argv:
             cut = argv.index("--")
             argv = argv[:cut] + argv[cut + 1 :]
-        run = run_numactl(kernel, argv)
+        run = run_numactl(kernel, argv, keep_alive=True)
         outputs.append(run.stdout + run.stderr)
     return outputs
 
@@ -149,7 +149,7 @@ def numactl_command(ctx: typer.Context) -> None:
     kernel = _kernel_from(opts)
     apply_after(kernel, opts.get("--after", []))
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
-    run = run_numactl(kernel, argv)
+    run = run_numactl(kernel, argv, keep_alive=True)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     if opts.get("--json"):

@@ -231,6 +231,8 @@ class NumactlRun:
     """The numactl process (which exec'd the command)."""
     program_pids: list[int] = field(default_factory=list)
     """Processes whose memory the command placed (stress: its vm workers; otherwise the process itself)."""
+    program_pages_per_node: dict[int, int] = field(default_factory=dict)
+    """Present pages per node of :attr:`program_pids` when the command finished."""
 
 
 @dataclass
@@ -667,9 +669,12 @@ def _nodes_text(nodes: frozenset[int] | set[int]) -> str:
 class KernelProcess:
     """A :class:`NumaProcess` backed by a task of the simulated :class:`~numasim.kernel.kernel.Kernel`."""
 
-    def __init__(self, kernel: Kernel, task: Task) -> None:
+    def __init__(self, kernel: Kernel, task: Task, *, keep_alive: bool = False) -> None:
         self.kernel = kernel
         self.task = task
+        self.keep_alive = keep_alive
+        self.pages_per_node: dict[int, int] = {}
+        self.running = False
         self.pids: list[int] = []
         """Processes the exec'd program reports on (stress: its workers)."""
         self.program_syscalls: list[tuple[str, str, SyscallResult]] = []
@@ -716,20 +721,25 @@ class KernelProcess:
     def execvp(self, argv: Sequence[str]) -> ProgramOutcome | None:
         from numasim.kernel.programs import run_program
 
-        run = run_program(self.kernel, self.task, argv)
+        run = run_program(self.kernel, self.task, argv, keep_alive=self.keep_alive)
         if run is None:
             return None
         self.pids = list(run.pids)
+        self.pages_per_node = dict(run.pages_per_node)
+        self.running = run.running
         self.program_syscalls = list(run.syscalls)
         return run.outcome()
 
 
-def run_numactl(kernel: Kernel, argv: Sequence[str], *, task: Task | None = None) -> NumactlRun:
+def run_numactl(
+    kernel: Kernel, argv: Sequence[str], *, task: Task | None = None, keep_alive: bool = False
+) -> NumactlRun:
     """Run ``numactl argv...`` as a new process on ``kernel`` (or inside ``task``), with its program.
 
     The process starts like a shell's child: default policy, all cpus of the root cpuset, running on the
-    lowest one. ``NumactlRun.pids`` (via ``program_pids``) names the processes whose memory the program
-    placed; they stay alive (as a still-running program) unless the program exited.
+    lowest one. ``program_pids`` names the processes whose memory the program placed and
+    ``program_pages_per_node`` their pages per node when it finished. A finished program exits (its memory is
+    freed) unless ``keep_alive``; a still-running one (stress without ``-t``) stays.
 
     Examples
     --------
@@ -739,13 +749,17 @@ def run_numactl(kernel: Kernel, argv: Sequence[str], *, task: Task | None = None
     >>> run.stdout.splitlines()[:3]
     ['policy: interleave', 'preferred node: 0 (interleave next)', 'interleavemask: 0 1 ']
     """
+    spawned = task is None
     if task is None:
         task = kernel.spawn("numactl")
         from numasim.kernel.programs import load_image
 
         load_image(kernel, task)
-    proc = KernelProcess(kernel, task)
+    proc = KernelProcess(kernel, task, keep_alive=keep_alive)
     run = numactl_main(proc, argv, has_preferred_many=kernel.version >= (5, 15))
+    run.program_pages_per_node = dict(proc.pages_per_node)
+    if spawned and not keep_alive and not proc.running and task.pid in kernel.tasks:
+        kernel.exit(task)  # numactl exited (--show, an error) or its program finished
     run.task_pid = task.pid
     run.program_pids = proc.pids or ([task.pid] if run.command else [])
     run.syscalls.extend(proc.program_syscalls)

@@ -89,6 +89,10 @@ class ProgramRun:
     pids: list[int] = field(default_factory=list)
     """Processes whose memory the program is about (stress: its workers), still alive unless they exited."""
     syscalls: list[tuple[str, str, SyscallResult]] = field(default_factory=list)
+    running: bool = False
+    """The program is still running when the simulation looks (stress without ``-t``)."""
+    pages_per_node: dict[int, int] = field(default_factory=dict)
+    """Present pages per node of :attr:`pids`, taken when the program finished (before it exited)."""
 
     def outcome(self) -> ProgramOutcome:
         from numasim.kernel.numactl import ProgramOutcome
@@ -227,6 +231,7 @@ def _stress(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             )
             run.exit_code = 1
             return run
+    run.running = timeout is None
     if timeout is not None:
         for pid in run.pids:
             if pid in kernel.tasks:
@@ -410,12 +415,15 @@ def _true(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     return ProgramRun(pids=[task.pid])
 
 
-def _numactl(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+def _numactl(kernel: Kernel, task: Task, argv: Sequence[str], keep_alive: bool = False) -> ProgramRun:
     from numasim.kernel.numactl import KernelProcess, numactl_main
 
-    proc = KernelProcess(kernel, task)
+    proc = KernelProcess(kernel, task, keep_alive=keep_alive)
     res = numactl_main(proc, argv[1:], has_preferred_many=kernel.version >= (5, 15))
-    return ProgramRun(res.stdout, res.stderr, res.exit_code, proc.pids or [task.pid], list(res.syscalls))
+    run = ProgramRun(res.stdout, res.stderr, res.exit_code, proc.pids or [task.pid], list(res.syscalls))
+    run.pages_per_node = dict(proc.pages_per_node)
+    run.running = proc.running
+    return run
 
 
 PROGRAMS = {
@@ -423,7 +431,7 @@ PROGRAMS = {
     "memhog": _memhog,
     "alloc": _alloc,
     "printcpu": _printcpu,
-    "numactl": _numactl,
+    "numactl": _numactl,  # called with keep_alive by run_program
     "true": _true,
     "ls": _true,
     "sleep": _true,
@@ -431,8 +439,15 @@ PROGRAMS = {
 """Program name -> implementation ``(kernel, task, argv) -> ProgramRun``."""
 
 
-def run_program(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun | None:
-    """Exec ``argv`` in ``task`` (the task's policy and affinity stay); ``None`` if there is no such program."""
+def run_program(
+    kernel: Kernel, task: Task, argv: Sequence[str], *, keep_alive: bool = False
+) -> ProgramRun | None:
+    """Exec ``argv`` in ``task`` (the task's policy and affinity stay); ``None`` if there is no such program.
+
+    When the program is done its process exits and its memory is freed, unless it is still running (stress
+    without ``-t``) or ``keep_alive`` asks to look at it first (as if it were paused before ``exit``).
+    :attr:`ProgramRun.pages_per_node` is taken before the exit either way.
+    """
     name = argv[0].rsplit("/", 1)[-1]
     impl = PROGRAMS.get(name)
     if impl is None:
@@ -442,4 +457,22 @@ def run_program(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun |
         kernel.munmap(task, vma.start, vma.end - vma.start)
     task.comm = name[:15]
     load_image(kernel, task)
-    return impl(kernel, task, argv)
+    if name == "numactl":  # the nested numactl's own program decides about exiting
+        return _numactl(kernel, task, argv, keep_alive)
+    run = impl(kernel, task, argv)
+    run.pages_per_node = _pages_of(kernel, run.pids)
+    if not keep_alive and not run.running:
+        for pid in [task.pid, *run.pids]:
+            if pid in kernel.tasks:
+                kernel.exit(kernel.tasks[pid])
+    return run
+
+
+def _pages_of(kernel: Kernel, pids: Sequence[int]) -> dict[int, int]:
+    total: dict[int, int] = {}
+    for pid in pids:
+        t = kernel.tasks.get(pid)
+        if t is not None:
+            for nid, count in t.pages_per_node().items():
+                total[int(nid)] = total.get(int(nid), 0) + int(count)
+    return dict(sorted(total.items()))
