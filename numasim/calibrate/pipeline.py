@@ -41,6 +41,7 @@ from numasim.calibrate.model import (
 )
 from numasim.calibrate.parsers import (
     HmatResult,
+    HopRatioResult,
     LatMemRdResult,
     MlcResult,
     NodeMatrix,
@@ -57,7 +58,14 @@ from numasim.topology.builders import (
 from numasim.topology.model import Machine, Vertex
 from numasim.topology.routing import routing
 
-__all__ = ["FIT_TABLES", "CalibrationReport", "calibrate", "stride_latency_matrices", "DEFAULT_FIT_ON"]
+__all__ = [
+    "FIT_TABLES",
+    "CalibrationReport",
+    "calibrate",
+    "stride_latency_matrices",
+    "hop_ratio_matrix",
+    "DEFAULT_FIT_ON",
+]
 
 FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
 DEFAULT_FIT_ON = FIT_TABLES
@@ -102,6 +110,25 @@ def stride_latency_matrices(tables: StrideTableResult, mlp: int, pattern: str = 
     return out
 
 
+def hop_ratio_matrix(machine: Machine, table: HopRatioResult, local_latency_ns: float) -> NodeMatrix | None:
+    """Latency cells ``local x ratio(hops(i, j))`` for every node pair whose hop count the table covers."""
+    reads = table.ratios.get("read", {})
+    if not reads:
+        return None
+    r = routing(machine)
+    ids = [n.id for n in machine.nodes if n.has_cpus or n.has_memory]
+    cols = [n.id for n in machine.nodes if n.has_memory]
+    arr = np.full((len(ids), len(cols)), np.nan)
+    for a, i in enumerate(ids):
+        for b, j in enumerate(cols):
+            h = r.hops(i, j)
+            if h in reads:
+                arr[a, b] = local_latency_ns * reads[h]
+    if not np.isfinite(arr).any():
+        return None
+    return NodeMatrix(ids, cols, arr, "ns")
+
+
 def _source_file(m: Measurement, sections: list[str]) -> SourceFile:
     return SourceFile(path=str(m.path), sha256=m.sha256, tool=m.format, tool_version=m.tool_version, sections=sections)
 
@@ -115,6 +142,7 @@ def calibrate(
     seed: int = 0,
     notes: str = "",
     created: str | None = None,
+    assume_local_latency_ns: float | None = None,
 ) -> CalibrationReport:
     """Fit a :class:`Calibration` of ``machine`` to ``measurements``.
 
@@ -127,6 +155,9 @@ def calibrate(
         Bootstrap resamples for latency uncertainties (0: linearised covariance), and their seed.
     created : str, optional
         ISO date for the provenance (default today); pass one for byte-identical reruns.
+    assume_local_latency_ns : float, optional
+        The absolute local read latency that scales hop-ratio tables (which have no scale of their own);
+        default: the machine file's controller latency of the first memory node. Always named in the report.
     """
     wanted = tuple(fit_on) if fit_on is not None else DEFAULT_FIT_ON
     unknown = [t for t in wanted if t not in FIT_TABLES]
@@ -151,6 +182,7 @@ def calibrate(
     lmbench: list[tuple[int, LatMemRdResult]] = []
     strides: list[tuple[int, StrideTableResult]] = []
     perftests: list[tuple[int, PerftestResult]] = []
+    hop_tables: list[tuple[int, HopRatioResult]] = []
     for k, m in enumerate(measurements):
         d = m.data
         if isinstance(d, MlcResult):
@@ -177,6 +209,8 @@ def calibrate(
             strides.append((k, d))
         elif isinstance(d, PerftestResult):
             perftests.append((k, d))
+        elif isinstance(d, HopRatioResult):
+            hop_tables.append((k, d))
     r = routing(machine)
     ctrl_lat = {n.id: (n.controller.latency_ns if n.controller else DEFAULT_CONTROLLER_LATENCY_NS) for n in machine.nodes if n.has_memory}
     ctrl_rd = {n.id: (n.controller.read_bandwidth_gb_s if n.controller else DEFAULT_CONTROLLER_BANDWIDTH_GB_S) for n in machine.nodes if n.has_memory}
@@ -203,6 +237,26 @@ def calibrate(
                     f"stride table: idle latency = time per access of stride 64 at the largest working set x "
                     f"{core.max_outstanding_misses} misses in flight (CoreTiming.max_outstanding_misses, Little's law)"
                 )
+        for k, ht in hop_tables:
+            base = assume_local_latency_ns
+            if base is None:
+                first = next(n for n in machine.nodes if n.has_memory)
+                base = first.controller.latency_ns if first.controller else DEFAULT_CONTROLLER_LATENCY_NS
+            hm = hop_ratio_matrix(machine, ht, base)
+            if hm is not None:
+                mats.append(hm)
+                mark(k, "hop_ratios")
+                report.assumptions.append(
+                    f"hop-ratio table has no absolute scale: local read latency ASSUMED to be {base:g} ns "
+                    "(every fitted latency scales with it)"
+                )
+            writes = ht.ratios.get("write", {})
+            reads = ht.ratios.get("read", {})
+            if 0 in writes and reads.get(0):
+                factor = writes[0] / reads[0]
+                core = core.model_copy(update={"write_cost_factor": factor})
+                report.parameters.append(FittedParameter("core.write_cost_factor", factor, "1"))
+                mark(k, "hop_ratios")
         if mats:
             lf = fit_latency(machine, mats, routes=r, bootstrap=bootstrap, seed=seed)
             report.extend(lf.result)

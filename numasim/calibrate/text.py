@@ -83,12 +83,12 @@ def format_validation(report: ValidationReport) -> str:
         f"validation of calibration {report.calibration_id} on machine {report.machine}",
         f"prediction: {report.method}",
         "",
-        f"{'table':<18} {'cells':>5} {'MAPE %':>8}  worst cell (measured vs simulated)",
+        f"{'table':<18} {'method':<9} {'cells':>5} {'MAPE %':>8}  worst cell (measured vs simulated)",
     ]
     for row in report.summary():
         w = row["worst"]
         ws = "" if not isinstance(w, dict) else f"{w['row']} -> {w['col']}: {w['measured']:.4g} vs {w['simulated']:.4g} ({w['error_pct']:+.2f} %)"
-        lines.append(f"{row['table']!s:<18} {row['cells']!s:>5} {row['mape_pct']!s:>8}  {ws}")
+        lines.append(f"{row['table']!s:<18} {row['method']!s:<9} {row['cells']!s:>5} {row['mape_pct']!s:>8}  {ws}")
     lines += [f"note: {n}" for n in report.notes if not n.startswith("method:")]
     return "\n".join(lines)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from numasim.calibrate.measurements import Measurement
-from numasim.calibrate.model import Calibration
+from numasim.calibrate.model import Calibration, apply_calibration
 from numasim.calibrate.parsers import (
     HmatResult,
+    HopRatioResult,
     LatMemRdResult,
     MlcResult,
     NodeMatrix,
@@ -35,7 +38,14 @@ from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.errors import CalibrationError
 from numasim.topology.model import Machine
 
-__all__ = ["VALIDATION_TABLES", "TableValidation", "ValidationReport", "validate", "ANALYTIC_METHOD"]
+__all__ = [
+    "VALIDATION_TABLES",
+    "TableValidation",
+    "ValidationReport",
+    "validate",
+    "ANALYTIC_METHOD",
+    "ENGINE_METHOD",
+]
 
 VALIDATION_TABLES = (
     "latency_matrix",
@@ -46,8 +56,12 @@ VALIDATION_TABLES = (
     "lat_mem_rd",
     "device_bandwidth",
     "device_latency",
+    "hop_ratios",
 )
 ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/bandwidth/curve model)"
+
+
+ENGINE_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: virtual mlc pointer chase per cell)"
 
 
 @dataclass
@@ -55,6 +69,7 @@ class TableValidation:
     table: str
     source: str
     cells: list[CellResidual]
+    method: str = ANALYTIC_METHOD
 
     @property
     def mape_pct(self) -> float:
@@ -80,13 +95,14 @@ class ValidationReport:
         raise KeyError(f"no validated table {name!r} (have {[t.table for t in self.tables]})")
 
     def summary(self) -> list[dict[str, object]]:
-        out = []
+        out: list[dict[str, object]] = []
         for t in self.tables:
             w = t.worst
             out.append(
                 {
                     "table": t.table,
                     "source": t.source,
+                    "method": "engine" if t.method == ENGINE_METHOD else "analytic",
                     "cells": len(t.cells),
                     "mape_pct": round(t.mape_pct, 3),
                     "worst": None
@@ -107,13 +123,54 @@ def _matrix_cells(table: str, measured: NodeMatrix, model: NodeMatrix, unit: str
     return cells
 
 
+def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) -> list[CellResidual]:
+    """Predicted ratios: read(h) = mean latency over pairs h hops apart / mean local latency; write(h) =
+    write_cost_factor x read(h); read_bandwidth(h) = local / h-hop latency (a single core is latency-bound:
+    Little's law with a fixed number of misses in flight)."""
+    from numasim.topology.routing import latency_table_ns, routing
+
+    m = apply_calibration(machine, calibration)
+    lat = latency_table_ns(m)
+    r = routing(m)
+    ids = m.node_ids
+    by_hops: dict[int, list[float]] = {}
+    for a, i in enumerate(ids):
+        for b, j in enumerate(ids):
+            if math.isfinite(lat[a, b]):
+                by_hops.setdefault(r.hops(i, j), []).append(float(lat[a, b]))
+    local = float(np.mean(by_hops[0]))
+    cells = []
+    for q, table in d.ratios.items():
+        for h, v in sorted(table.items()):
+            if h not in by_hops:
+                continue
+            read = float(np.mean(by_hops[h])) / local
+            model = read if q == "read" else read * calibration.core.write_cost_factor if q == "write" else 1.0 / read
+            cells.append(CellResidual("hop_ratios", q, f"{h} hops", v, model, "ratio"))
+    return cells
+
+
 def validate(
     machine: Machine,
     calibration: Calibration,
     measurements: list[Measurement],
     tables: list[str] | tuple[str, ...] | None = None,
+    *,
+    method: str = "analytic",
 ) -> ValidationReport:
-    """Predict every requested table the measurements hold and compare cell by cell."""
+    """Predict every requested table the measurements hold and compare cell by cell.
+
+    ``method``: ``"analytic"`` (closed form for every table), ``"engine"`` (replay the tools the engine can
+    run, i.e. the latency matrix, through :func:`numasim.engine.simulate`; closed form for the rest) or
+    ``"auto"`` (engine when it is importable). Each table records which one produced it.
+    """
+    from numasim.calibrate.replay import engine_available, replay_latency_matrix
+
+    if method not in ("analytic", "engine", "auto"):
+        raise CalibrationError(f"method = {method!r}: expected 'analytic', 'engine' or 'auto'")
+    use_engine = method == "engine" or (method == "auto" and engine_available())
+    if method == "engine" and not engine_available():
+        raise CalibrationError("method = 'engine' but numasim.engine.simulate is not available in this build")
     if calibration.machine != machine.name:
         raise CalibrationError(f"calibration {calibration.id} is for machine {calibration.machine!r}, not {machine.name!r}")
     wanted = tuple(tables) if tables else VALIDATION_TABLES
@@ -134,8 +191,15 @@ def validate(
             lat_mats, bw_mats = [x for x in (lm,) if x], [x for x in (bm,) if x]
         if "latency_matrix" in wanted:
             for lm in lat_mats:
-                pred = predict_latency_matrix(machine, calibration, lm)
-                rep.tables.append(TableValidation("latency_matrix", src, _matrix_cells("latency_matrix", lm, pred, "ns")))
+                if use_engine:
+                    pred = replay_latency_matrix(machine, calibration, lm)
+                    how = ENGINE_METHOD
+                else:
+                    pred = predict_latency_matrix(machine, calibration, lm)
+                    how = ANALYTIC_METHOD
+                rep.tables.append(
+                    TableValidation("latency_matrix", src, _matrix_cells("latency_matrix", lm, pred, "ns"), how)
+                )
         if "bandwidth_matrix" in wanted:
             for bm in bw_mats:
                 pred = predict_bandwidth_matrix(machine, calibration, bm)
@@ -217,8 +281,12 @@ def validate(
                             [CellResidual("device_latency", f"mem{mem}", f"{int(s)} B", float(v), t0 + s / (bw * 1e9) * 1e6, "us") for s, v in zip(pt.size_bytes[large], typ[large], strict=True)],
                         )
                     )
+        if isinstance(d, HopRatioResult) and "hop_ratios" in wanted:
+            rep.tables.append(TableValidation("hop_ratios", src, _hop_cells(machine, calibration, d)))
     if not rep.tables:
         raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
+    if use_engine:
+        rep.method = "mixed: latency_matrix by engine replay, other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep
 

@@ -80,6 +80,9 @@ def validate_cmd(
     format: Annotated[str | None, typer.Option("--format", help="Force the measurement format.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Report directory (report.json, report.txt, PNGs).")] = None,
     plots: Annotated[bool, typer.Option("--plots", help="Write figures (needs -o).")] = False,
+    method: Annotated[
+        str, typer.Option("--method", help="auto (engine replay where possible), engine, or analytic.")
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
@@ -91,7 +94,7 @@ def validate_cmd(
     machine_path = Path(machine) if Path(machine).exists() else None
     cal = resolve_calibration(m, calibration, machine_path=machine_path)
     ms = load_measurements(list(files), format)
-    report = validate(m, cal, ms, _split(tables))
+    report = validate(m, cal, ms, _split(tables), method=method)
     text = format_validation(report)
     data = validation_json(report)
     if plots and output is None:

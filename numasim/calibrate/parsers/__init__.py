@@ -19,6 +19,7 @@ from numasim.calibrate.parsers.external import (
     parse_numactl_hardware,
 )
 from numasim.calibrate.parsers.hmat import HmatResult, looks_like_hmat, parse_hmat
+from numasim.calibrate.parsers.hop_ratios import HopRatioResult, looks_like_hop_ratios, parse_hop_ratios
 from numasim.calibrate.parsers.lmbench import LatMemRdResult, looks_like_lat_mem_rd, parse_lat_mem_rd
 from numasim.calibrate.parsers.mlc import LoadedLatencyTable, MlcResult, looks_like_mlc, parse_mlc
 from numasim.calibrate.parsers.numa_maps import NumaMapsResult, looks_like_numa_maps, parse_numa_maps
@@ -49,6 +50,7 @@ __all__ = [
     "HmatResult",
     "ProbeResult",
     "PerftestResult",
+    "HopRatioResult",
 ]
 
 _PARSERS: dict[str, Any] = {
@@ -59,6 +61,7 @@ _PARSERS: dict[str, Any] = {
     "stream": parse_stream,
     "dd": parse_dd,
     "perftest": parse_perftest,
+    "hop_ratios": parse_hop_ratios,
     "numastat": parse_numastat,
     "numa_maps": parse_numa_maps,
     "numactl": parse_numactl_hardware,
@@ -71,6 +74,7 @@ FORMATS = tuple(_PARSERS)
 # Order matters: the most specific signature first (an mlc page may quote a numactl line; a probe is JSON).
 _TEXT_CHECKS = (
     ("probe", looks_like_probe),
+    ("hop_ratios", looks_like_hop_ratios),
     ("hwloc", looks_like_hwloc),
     ("mlc", looks_like_mlc),
     ("lat_mem_rd", looks_like_lat_mem_rd),
