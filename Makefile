@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/numasim demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check numasim tests policies benchmarks experiments
+	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy numasim
