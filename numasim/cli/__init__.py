@@ -26,9 +26,9 @@ app = typer.Typer(
 
 def _register() -> None:
     # Explicit list: importing numasim.cli registers nothing until main() asks for it.
-    from numasim.cli import calibrate, demo, kernel, topo, trace
+    from numasim.cli import calibrate, demo, kernel, run_command, topo, trace
 
-    for module in (demo, topo, trace, kernel, calibrate):
+    for module in (demo, topo, trace, kernel, calibrate, run_command):
         module.register(app)
 
 

@@ -13,13 +13,15 @@ from typing import Any
 import typer
 
 from numasim.errors import TraceError, WorkloadError
-from numasim.units import PAGE_SIZE_BYTES, format_size, parse_size
+from numasim.units import PAGE_SIZE_BYTES, format_size
 from numasim.workload.generate import generate
-from numasim.workload.spec import Workload, load_workload
+from numasim.workload.quick import QUICK_PATTERNS as _QUICK_PATTERNS
+from numasim.workload.quick import quick_workload
+from numasim.workload.spec import load_workload
 from numasim.workload.trace import read_trace, trace_info, write_trace
 from numasim.workload.trace.perf_script import PERF_LEVELS
 
-__all__ = ["register", "trace_app", "quick_workload"]
+__all__ = ["register", "trace_app"]
 
 trace_app = typer.Typer(
     name="trace",
@@ -27,7 +29,6 @@ trace_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_QUICK_PATTERNS = ("random", "sequential", "strided", "zipf", "pointer_chase")
 
 
 def register(app: typer.Typer) -> None:
@@ -96,56 +97,6 @@ def info(
         typer.echo(json.dumps(summary, indent=2))
     else:
         typer.echo("\n".join(_info_text(path, summary)))
-
-
-def quick_workload(
-    pattern: str,
-    *,
-    size: str = "64M",
-    accesses: int = 1_000_000,
-    threads: int = 1,
-    write_fraction: float = 0.0,
-    exponent: float = 1.0,
-    stride_bytes: int = 64,
-    compute_ns: float = 0.0,
-) -> Workload:
-    """A one-allocation, one-phase workload for ``trace generate --pattern`` and quick experiments.
-
-    Examples
-    --------
-    >>> w = quick_workload("zipf", size="1M", accesses=10, threads=2)
-    >>> [p.pattern for p in w.phases], w.allocations[0].size_bytes
-    (['zipf'], 1048576)
-    """
-    if pattern not in _QUICK_PATTERNS:
-        raise WorkloadError(f"--pattern = {pattern!r}: expected one of {', '.join(_QUICK_PATTERNS)}")
-    if threads < 1:
-        raise WorkloadError(f"--threads = {threads}: need at least one thread")
-    try:
-        size_bytes = parse_size(size)
-    except ValueError as exc:
-        raise WorkloadError(f"--size = {size!r}: {exc}") from None
-    phase: dict[str, Any] = {
-        "pattern": pattern,
-        "allocation": "data",
-        "accesses": accesses,
-        "write_fraction": write_fraction,
-        "compute_ns": compute_ns,
-    }
-    if pattern == "zipf":
-        phase["exponent"] = exponent
-    if pattern == "strided":
-        phase["stride_bytes"] = stride_bytes
-    if pattern == "sequential":
-        phase["split"] = True
-    return Workload.model_validate(
-        {
-            "name": f"quick-{pattern}",
-            "threads": [{"id": i} for i in range(threads)],
-            "allocations": [{"name": "data", "size_bytes": size_bytes}],
-            "phases": [phase],
-        }
-    )
 
 
 @trace_app.command("generate")

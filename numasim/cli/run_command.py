@@ -1,0 +1,124 @@
+"""``numasim run``: place a workload's (or a trace's) memory through the kernel, time it, report per node.
+
+(The module is not called ``run.py``: ``numasim.cli.run`` is the console-script function, and a submodule of
+that name would replace it on import.)
+
+``numasim run --machine seed-000-4node --workload examples/workloads/stream-triad.toml --nominal --policy interleave:0-3``
+``numasim run --machine M --trace t.npz --calibration cal.json -o result.json --csv out/ --plots out/``
+``numasim run --machine M --workload W.toml --nominal --compare local --compare bind:1 --compare interleave:0-3``
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from numasim.errors import WorkloadError
+
+__all__ = ["register", "run"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", help="Place a workload or trace through the kernel, time it, and report the cost per node.")(run)
+
+
+class _Progress:
+    """A one-line progress indicator on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = -1.0
+        self.started = time.perf_counter()
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.last < 0.2:
+            return
+        self.last = now
+        pct = f" {100.0 * done / total:5.1f}%" if total else ""
+        typer.echo(f"\r{self.label}: {done:,} accesses{pct} ({now - self.started:.1f} s)", err=True, nl=False)
+
+    def close(self) -> None:
+        if self.enabled and self.last >= 0:
+            typer.echo("", err=True)
+
+
+def run(
+    machine: str = typer.Option(..., "--machine", "-m", help="Shipped machine name or machine file."),
+    workload: Path | None = typer.Option(None, "--workload", "-w", help="Workload TOML file."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="Trace file (.npz .csv .parquet .perf .lackey)."),
+    policy: str | None = typer.Option(None, help="Process policy MODE[:NODES[:FLAGS]] (e.g. interleave:0-3) or a plug-in policy name/path."),
+    mode: str = typer.Option("epoch", help="Fidelity: epoch (fast, aggregated) or exact (every access an event)."),
+    seed: int = typer.Option(0, help="Seed of the workload's random streams (stored in the result)."),
+    calibration: Path | None = typer.Option(None, help="Calibration JSON (default: the one the machine names)."),
+    nominal: bool = typer.Option(False, "--nominal", help="Time with the machine file's own nominal numbers (explicit)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the full result as JSON (atomic)."),
+    csv_dir: Path | None = typer.Option(None, "--csv", help="Write the result tables as CSV files into DIR."),
+    plots_dir: Path | None = typer.Option(None, "--plots", help="Write PNG figures into DIR."),
+    cpus: str | None = typer.Option(None, help="--trace: cpus of the trace's threads in order, e.g. 0,24 or 0-3."),
+    trace_format: str | None = typer.Option(None, "--trace-format", help="--trace: format if the suffix does not say it."),
+    compare: list[str] | None = typer.Option(None, "--compare", help="Run once per policy (repeat the option) and print a comparison table."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress line on stderr (terminals only)."),
+) -> None:
+    """Place memory through the simulated kernel, time every access, and print the per-node cost report."""
+    from numasim.report.run_report import (
+        format_comparison,
+        format_run_report,
+        save_run_plots,
+        write_csv_tables,
+        write_result_json,
+    )
+    from numasim.topology.cpulist import parse_cpulist
+    from numasim.topology.io import load_machine
+    from numasim.workload.run import compare_policies, resolve_calibration, run_trace, run_workload
+    from numasim.workload.spec import load_workload
+
+    if (workload is None) == (trace is None):
+        raise WorkloadError("run: give exactly one of --workload FILE or --trace FILE")
+    if mode not in ("epoch", "exact"):
+        raise WorkloadError(f"--mode = {mode!r}: expected epoch or exact")
+    m = load_machine(machine)
+    machine_path = machine if Path(machine).exists() else None
+    cal = resolve_calibration(m, calibration=calibration, nominal=nominal, machine_path=machine_path)
+    if nominal:
+        typer.echo(f"note: timing with nominal calibration {cal.id} (the machine file's own numbers, not fitted)", err=True)
+
+    if compare:
+        if workload is None:
+            raise WorkloadError("--compare needs --workload (a trace replays one placement)")
+        spec = load_workload(workload)
+        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed)
+        typer.echo(f"{spec.name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
+        typer.echo(format_comparison(rows))
+        return
+
+    bar = _Progress("simulating", progress)
+    try:
+        if workload is not None:
+            outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar)
+        else:
+            assert trace is not None
+            try:
+                cpu_list = parse_cpulist(cpus) if cpus else None
+            except ValueError as exc:
+                raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
+            outcome = run_trace(m, trace, cal, policy=policy, mode=mode, seed=seed, cpus=cpu_list,
+                                format=trace_format, progress=bar)
+    finally:
+        bar.close()
+    typer.echo(format_run_report(outcome))
+    if output is not None:
+        write_result_json(outcome, output)
+        typer.echo(f"\nwrote {output}")
+    if csv_dir is not None:
+        paths = write_csv_tables(outcome, csv_dir)
+        typer.echo(f"wrote {len(paths)} CSV tables to {csv_dir}")
+    if plots_dir is not None:
+        figs = save_run_plots(outcome, plots_dir)
+        typer.echo(f"wrote {len(figs)} figures to {plots_dir}")

@@ -1,0 +1,271 @@
+"""Text, CSV and figures for one ``numasim run``: the per-node cost table, threads, and the kernel's views.
+
+Library code: functions return strings or write files (atomically); the CLI prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numasim.workload.run import RunOutcome
+
+__all__ = [
+    "format_table",
+    "node_cost_rows",
+    "thread_rows",
+    "format_run_report",
+    "numastat_view",
+    "write_result_json",
+    "write_csv_tables",
+    "save_run_plots",
+    "format_comparison",
+]
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not np.isfinite(value):
+            return "-"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, digits: int = 1) -> str:
+    """Rows of dicts as an aligned text table (first column left-aligned, the others right-aligned).
+
+    Examples
+    --------
+    >>> print(format_table([{"node": 0, "gb_s": 1.25}, {"node": 1, "gb_s": 10.0}]))
+    node  gb_s
+    0      1.2
+    1     10.0
+    """
+    if not rows:
+        return "(no rows)"
+    cols = list(columns) if columns is not None else list(rows[0])
+    cells = [[_fmt(r.get(c), digits) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [values[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(values[1:], widths[1:], strict=True)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(cols)] + [line(row) for row in cells])
+
+
+def node_cost_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
+    """Per target node: pages resident, accesses, local/remote %, mean/p99 latency, controller bandwidth."""
+    r = outcome.result
+    controllers = {res.name: res for res in r.resources if res.kind == "controller"}
+    rows = []
+    for n in r.nodes:
+        mc = controllers.get(f"mc{n.node}")
+        served = n.local_accesses + n.remote_accesses
+        rows.append(
+            {
+                "node": n.node,
+                "pages": n.pages_resident,
+                "accesses": n.accesses,
+                "local_%": 100.0 * n.local_accesses / served if served else None,
+                "remote_%": 100.0 * n.remote_accesses / served if served else None,
+                "mean_ns": n.mean_latency_ns,
+                "p99_ns": n.p99_latency_ns,
+                "used_gb_s": mc.bandwidth_used_gb_s if mc else None,
+                "avail_gb_s": mc.bandwidth_available_gb_s if mc else None,
+                "util_%": 100.0 * mc.utilisation_mean if mc else None,
+            }
+        )
+    return rows
+
+
+def thread_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
+    """Per thread: cpu, node, accesses, mean latency, stall and finish time."""
+    return [
+        {
+            "thread": t.agent,
+            "cpu": t.cpu,
+            "node": t.node,
+            "accesses": t.accesses,
+            "mean_ns": t.mean_latency_ns,
+            "stall_us": t.stall_ns / 1e3,
+            "finish_us": t.finish_ns / 1e3,
+        }
+        for t in outcome.result.threads
+    ]
+
+
+def numastat_view(outcome: RunOutcome) -> str:
+    """What ``numastat`` (no arguments) would print on the simulated kernel after placement."""
+    from numasim.kernel.numastat import run_numastat
+    from numasim.kernel.procfs import numastat_sources
+
+    return run_numastat([], numastat_sources(outcome.placement.kernel)).stdout
+
+
+def format_run_report(outcome: RunOutcome) -> str:
+    """The full text report of one run."""
+    r = outcome.result
+    cal = outcome.calibration
+    link_rows = [
+        {"link": res.name, "used_gb_s": res.bandwidth_used_gb_s, "avail_gb_s": res.bandwidth_available_gb_s,
+         "util_%": 100.0 * res.utilisation_mean, "peak_%": 100.0 * res.utilisation_peak}
+        for res in r.resources
+        if res.kind != "controller" and res.bytes
+    ]
+    total_bytes = sum(n.bytes_read + n.bytes_written for n in r.nodes)
+    seconds = r.run_time_ns * 1e-9
+    lines = [
+        f"machine      {outcome.machine.name}",
+        f"workload     {outcome.workload}",
+        f"policy       {outcome.policy}",
+        f"mode         {outcome.mode}   seed {outcome.seed}",
+        f"calibration  {cal.id} ({cal.provenance.method})",
+        f"accesses     {r.accesses}",
+        f"run time     {r.run_time_ns / 1e3:.3f} us simulated"
+        + (f", {total_bytes / seconds / 1e9:.2f} GB/s overall" if seconds else "")
+        + f"  (wall {outcome.wall_s:.2f} s)",
+    ]
+    if outcome.placement.failed_pages:
+        lines.append(f"WARNING      {outcome.placement.failed_pages} pages could not be allocated")
+    lines += ["", "per node (target memory)", format_table(node_cost_rows(outcome))]
+    if link_rows:
+        lines += ["", "links", format_table(link_rows)]
+    lines += ["", "threads", format_table(thread_rows(outcome))]
+    if outcome.placement.pages_by_allocation:
+        alloc_rows = [
+            {"allocation": name, **{f"N{k}": v for k, v in sorted(d.items())}}
+            for name, d in outcome.placement.pages_by_allocation.items()
+        ]
+        cols = ["allocation"] + sorted({c for row in alloc_rows for c in row if c != "allocation"}, key=lambda c: int(c[1:]))
+        for row in alloc_rows:
+            for c in cols:
+                row.setdefault(c, 0)
+        lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>)", format_table(alloc_rows, cols)]
+    lines += ["", "numastat (simulated kernel, after placement)", numastat_view(outcome).rstrip()]
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_result_json(outcome: RunOutcome, path: str | Path) -> None:
+    """``outcome.to_dict()`` as JSON, written atomically."""
+    _atomic_write(Path(path), json.dumps(outcome.to_dict(), indent=1, allow_nan=False, default=_json_default).encode())
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def write_csv_tables(outcome: RunOutcome, directory: str | Path) -> list[Path]:
+    """One CSV per result table (``nodes.csv``, ``threads.csv``, ...) plus ``node_costs.csv``; returns the paths."""
+    d = Path(directory)
+    tables = dict(outcome.result.tables())
+    tables["node_costs"] = node_cost_rows(outcome)
+    written = []
+    for name, rows in tables.items():
+        if not rows:
+            continue
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        path = d / f"{name}.csv"
+        _atomic_write(path, buf.getvalue().encode())
+        written.append(path)
+    return written
+
+
+def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
+    """PNG figures: per-node bandwidth used vs available, latency histograms per node, utilisation over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    r = outcome.result
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        path = d / name
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        _atomic_write(path, buf.getvalue())
+        written.append(path)
+
+    rows = node_cost_rows(outcome)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [row["used_gb_s"] or 0 for row in rows], 0.4, label="used")
+    ax.bar(x + 0.2, [row["avail_gb_s"] or 0 for row in rows], 0.4, label="available", alpha=0.5)
+    ax.set_xticks(x, [f"node {row['node']}" for row in rows])
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"{outcome.workload} on {outcome.machine.name}: controller bandwidth ({outcome.policy})")
+    ax.legend()
+    save(fig, "bandwidth_per_node.png")
+
+    hist = np.asarray(r.latency_hist_by_node)
+    edges = np.asarray(r.hist_edges_ns)
+    if hist.size and edges.size == hist.shape[-1] + 1:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        centers = 0.5 * (edges[:-1] + edges[1:])
+        for i, nid in enumerate(r.node_ids):
+            if hist[i].sum():
+                ax.step(centers, hist[i], where="mid", label=f"node {nid}")
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ns)")
+        ax.set_ylabel("accesses")
+        ax.set_title("latency by target node")
+        ax.legend()
+        save(fig, "latency_by_node.png")
+
+    util = np.asarray(r.utilisation)
+    if util.ndim == 2 and util.shape[0] > 1:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        t_us = np.arange(util.shape[0]) * r.utilisation_bucket_ns / 1e3
+        for j, res in enumerate(r.resources):
+            if res.kind == "controller" and j < util.shape[1]:
+                ax.plot(t_us, 100 * util[:, j], label=res.name)
+        ax.set_xlabel("time (us)")
+        ax.set_ylabel("utilisation (%)")
+        ax.set_title("memory controller utilisation")
+        ax.legend()
+        save(fig, "controller_utilisation.png")
+    return written
+
+
+def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
+    """The table :func:`numasim.workload.run.compare_policies` returns, as text."""
+    if not rows:
+        return "(no runs)"
+    nodes = sorted({k[4:-5] for r in rows for k in r if k.startswith("node") and k.endswith("_gb_s")}, key=int)
+    cols = ["policy", "run_time_ns", "speedup", "remote_pct", "bandwidth_gb_s"] + [f"node{n}_gb_s" for n in nodes]
+    return format_table(rows, cols, digits=2)

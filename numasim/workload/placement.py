@@ -1,0 +1,283 @@
+"""Place a workload's (or a trace's) memory through the simulated kernel and build the engine's page map.
+
+This is the glue between the workload layer and :class:`numasim.kernel.kernel.Kernel`: one process (a kernel
+task) whose threads are the workload's threads; ``--policy`` becomes its task policy (``set_mempolicy``, as
+``numactl --interleave=...`` does before ``exec``) or a plug-in placement policy; each allocation is an ``mmap``
+at its layout address, its policy an ``mbind``, its pages faulted in by a ``touch`` from the cpu of its
+first-touch thread. Malloc/free events run in phase order, so memory freed at a phase boundary is available
+to later allocations. The result is a :class:`~numasim.engine.pagemap.PageMap` (virtual page -> node) of every
+page ever placed (virtual ranges are never reused, see :mod:`numasim.workload.layout`) plus the kernel's
+views (pages per allocation and node, numastat counters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from numasim.engine.pagemap import PageMap
+from numasim.engine.spec import ThreadSpec
+from numasim.errors import PolicyError, WorkloadError
+from numasim.kernel import mempolicy as mp
+from numasim.kernel.kernel import Kernel
+from numasim.kernel.task import Task
+from numasim.topology.model import Machine
+from numasim.units import PAGE_SIZE_BYTES
+from numasim.workload.access import AccessChunk
+from numasim.workload.generate import generate, phase_accesses
+from numasim.workload.layout import layout
+from numasim.workload.policy_text import PolicySpec, parse_policy
+from numasim.workload.spec import PointerChasePhase, Workload
+from numasim.workload.trace.stats import touched_pages
+
+__all__ = ["Placement", "thread_cpus", "thread_specs", "place_workload", "place_trace", "apply_task_policy"]
+
+_MODES = {
+    "default": mp.MPOL_DEFAULT,
+    "preferred": mp.MPOL_PREFERRED,
+    "bind": mp.MPOL_BIND,
+    "interleave": mp.MPOL_INTERLEAVE,
+    "local": mp.MPOL_LOCAL,
+    "preferred_many": mp.MPOL_PREFERRED_MANY,
+    "weighted_interleave": mp.MPOL_WEIGHTED_INTERLEAVE,
+}
+_FLAGS = {"static": mp.MPOL_F_STATIC_NODES, "relative": mp.MPOL_F_RELATIVE_NODES, "balancing": mp.MPOL_F_NUMA_BALANCING}
+#: Touched pages further apart than this start a new mapping when a trace's address space is rebuilt.
+TRACE_GAP_PAGES = 256
+
+
+@dataclass
+class Placement:
+    """Where every page went, and the kernel's own view of it."""
+
+    pages: PageMap
+    kernel: Kernel
+    policy: str
+    pages_by_allocation: dict[str, dict[int, int]] = field(default_factory=dict)
+    failed_pages: int = 0
+
+    def numastat(self) -> dict[int, dict[str, int]]:
+        """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
+        return {n: dict(self.kernel.numastat(n)) for n in self.kernel.machine.node_ids}
+
+    def pages_per_node(self) -> dict[int, int]:
+        """Pages placed on each node over the whole run (freed allocations included)."""
+        counts = self.pages.pages_per_node(max(self.kernel.machine.node_ids) + 1)
+        return {n: int(counts[n]) for n in self.kernel.machine.node_ids}
+
+
+def _mode_args(spec: PolicySpec) -> tuple[int, list[int]]:
+    mode = _MODES[spec.mode]
+    for f in spec.flags:
+        mode |= _FLAGS[f]
+    return mode, list(spec.nodes)
+
+
+def _check(result: Any, what: str) -> None:
+    if not result.ok:
+        raise PolicyError(f"{what} failed with {result.errno}: {result.why}")
+
+
+def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
+    """Give ``task`` the process-wide ``policy``: ``MODE[:NODES[:FLAGS]]`` via ``set_mempolicy``, else a plug-in
+    placement policy by name or path (:func:`numasim.kernel.registry.load_policy`). Returns its display name."""
+    if policy is None or policy.strip() in ("", "default"):
+        return "default"
+    try:
+        spec = parse_policy(policy)
+    except PolicyError as syntax_error:
+        from numasim.kernel.registry import available_policies, load_policy
+
+        if ":" in policy and policy.split(":", 1)[0] in _MODES:
+            raise
+        try:
+            plugin = load_policy(policy)
+        except PolicyError as exc:
+            known = ", ".join(sorted(available_policies()))
+            raise PolicyError(f"--policy {policy!r}: {syntax_error}; nor a plug-in policy ({exc}). Known: {known}") from None
+        kernel.set_placement(task, plugin)
+        return str(getattr(plugin, "name", policy))
+    mode, nodes = _mode_args(spec)
+    _check(kernel.set_mempolicy(task, mode, nodes), f"set_mempolicy({policy})")
+    return str(spec)
+
+
+def thread_cpus(machine: Machine, workload: Workload) -> list[int]:
+    """The cpu each workload thread starts on: its ``cpu``; the k-th cpu of its ``node`` for the k-th thread on
+    that node; the first of its ``cpus``; or, unpinned, the machine's cpus in order."""
+    all_cpus = sorted(machine.cpu_to_node)
+    if not all_cpus:
+        raise WorkloadError(f"machine {machine.name} has no cpus to run threads on")
+    nodes = {n.id: n for n in machine.nodes}
+    used_on_node: dict[int, int] = {}
+    out: list[int] = []
+    for t in workload.threads:
+        if t.cpu is not None:
+            if t.cpu not in machine.cpu_to_node:
+                raise WorkloadError(f"threads[{t.id}].cpu = {t.cpu}: machine {machine.name} has no such cpu")
+            out.append(t.cpu)
+        elif t.node is not None:
+            node = nodes.get(t.node)
+            if node is None or not node.cpus:
+                raise WorkloadError(f"threads[{t.id}].node = {t.node}: machine {machine.name} has no cpus on that node")
+            k = used_on_node.get(t.node, 0)
+            used_on_node[t.node] = k + 1
+            out.append(node.cpus[k % len(node.cpus)])
+        elif t.cpus is not None:
+            bad = [c for c in t.cpus if c not in machine.cpu_to_node]
+            if bad:
+                raise WorkloadError(f"threads[{t.id}].cpus: machine {machine.name} has no cpu {bad[0]}")
+            out.append(t.cpus[0])
+        else:
+            out.append(all_cpus[t.id % len(all_cpus)])
+    return out
+
+
+def thread_specs(machine: Machine, workload: Workload) -> list[ThreadSpec]:
+    """The engine's threads: pinned cpus, and ``dependent`` when most of a thread's accesses are a pointer chase."""
+    cpus = thread_cpus(machine, workload)
+    regions = layout(workload)
+    chase = np.zeros(len(workload.threads))
+    total = np.zeros(len(workload.threads))
+    for i, phase in enumerate(workload.phases):
+        for tid, n in phase_accesses(workload, i, regions).items():
+            total[tid] += n
+            if isinstance(phase, PointerChasePhase):
+                chase[tid] += n
+    return [
+        ThreadSpec(id=t.id, cpu=cpus[t.id], dependent=bool(total[t.id] and chase[t.id] > total[t.id] / 2))
+        for t in workload.threads
+    ]
+
+
+def _touch_runs(kernel: Kernel, task: Task, pages: np.ndarray, first: np.ndarray, cpu_of: Callable[[int], int]) -> None:
+    """Fault ``pages`` (sorted page numbers) from the cpu of the thread that touched each first; one ``touch``
+    per run of consecutive pages with the same thread (a loop over runs, not pages)."""
+    if not len(pages):
+        return
+    cut = np.flatnonzero((np.diff(pages.astype(np.int64)) != 1) | (np.diff(first) != 0)) + 1
+    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(pages)], strict=True):
+        kernel.touch(task, int(pages[lo]) * PAGE_SIZE_BYTES, int(hi - lo) * PAGE_SIZE_BYTES, cpu=cpu_of(int(first[lo])))
+
+
+def _record(vma_nodes: list[tuple[int, np.ndarray]], page_numbers: list[np.ndarray], nodes: list[np.ndarray]) -> int:
+    failed = 0
+    for start, arr in vma_nodes:
+        present = arr >= 0
+        failed += int(np.count_nonzero(~present))
+        page_numbers.append(start // PAGE_SIZE_BYTES + np.flatnonzero(present).astype(np.uint64))
+        nodes.append(arr[present])
+    return failed
+
+
+def place_workload(
+    machine: Machine,
+    workload: Workload,
+    *,
+    policy: str | None = None,
+    seed: int = 0,
+    kernel: Kernel | None = None,
+) -> Placement:
+    """Run the workload's allocations (malloc/free in phase order) through the kernel and map every page."""
+    kernel = kernel if kernel is not None else Kernel(machine)
+    cpus = thread_cpus(machine, workload)
+    task = kernel.spawn(workload.name)
+    shown = apply_task_policy(kernel, task, policy)
+    regions = layout(workload)
+    lazy = [a.name for a in workload.allocations if not a.prefault]
+    first_touch: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if lazy:
+        # Pages of non-prefaulted allocations fault where they are first accessed: find who touches each first.
+        pages, first = touched_pages(generate(workload, seed))
+        for name in lazy:
+            r = regions[name]
+            sel = (pages >= np.uint64(r.first_page)) & (pages < np.uint64(r.first_page + r.n_pages))
+            first_touch[name] = (pages[sel], first[sel])
+    page_numbers: list[np.ndarray] = []
+    nodes: list[np.ndarray] = []
+    by_allocation: dict[str, dict[int, int]] = {}
+    failed = 0
+    n_boundaries = max(1, len(workload.phases))
+    for boundary in range(n_boundaries):
+        for a in workload.allocations:
+            if workload.free_phase(a.name) == boundary:
+                r = regions[a.name]
+                _check(kernel.munmap(task, r.base, r.size_bytes), f"munmap({a.name})")
+        for a in workload.allocations:
+            if workload.malloc_phase(a.name) != boundary:
+                continue
+            r = regions[a.name]
+            kernel.mmap(task, r.size_bytes, addr=r.base)
+            spec = a.policy_spec
+            if spec.mode != "default":
+                mode, mask = _mode_args(spec)
+                _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"allocations[{a.name}]: mbind({a.policy})")
+            if a.prefault:
+                kernel.touch(task, r.base, r.size_bytes, cpu=cpus[workload.first_touch_thread(a.name)])
+            else:
+                pages, first = first_touch[a.name]
+                _touch_runs(kernel, task, pages, first, lambda t: cpus[t])
+            vmas = [(v.start, v.nodes.copy()) for v in task.mm.vmas_in(r.base, r.base + r.size_bytes)]
+            a_failed = _record(vmas, page_numbers, nodes) - (0 if a.prefault else _untouched(vmas, first_touch[a.name][0]))
+            failed += a_failed
+            counts: dict[int, int] = {}
+            for _, arr in vmas:
+                for n, c in zip(*np.unique(arr[arr >= 0], return_counts=True), strict=True):
+                    counts[int(n)] = counts.get(int(n), 0) + int(c)
+            by_allocation[a.name] = counts
+            if not task.alive:
+                raise WorkloadError(f"allocations[{a.name}]: the OOM killer killed the workload ({a.size_bytes} bytes)")
+    pm = PageMap.from_arrays(
+        np.concatenate(page_numbers) if page_numbers else np.zeros(0, dtype=np.uint64),
+        np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),
+    )
+    return Placement(pm, kernel, shown, by_allocation, failed)
+
+
+def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
+    # Lazily faulted allocations legitimately leave the pages nobody accessed not present.
+    total = sum(len(arr) for _, arr in vmas)
+    return total - len(touched)
+
+
+def place_trace(
+    machine: Machine,
+    chunks: Iterable[AccessChunk],
+    thread_cpu: list[int],
+    *,
+    policy: str | None = None,
+    kernel: Kernel | None = None,
+) -> Placement:
+    """Map a trace's pages: each touched page faults in from the cpu of the first thread that touches it.
+
+    The trace's address space is rebuilt as one mapping per cluster of touched pages (clusters split at gaps of
+    more than ``TRACE_GAP_PAGES`` pages), so sparse addresses (heap, stacks, libraries) cost no more than the
+    pages they touch.
+    """
+    kernel = kernel if kernel is not None else Kernel(machine)
+    task = kernel.spawn("trace")
+    shown = apply_task_policy(kernel, task, policy)
+    pages, first = touched_pages(chunks)
+    if len(pages) and int(first.max()) >= len(thread_cpu):
+        raise WorkloadError(f"trace uses thread {int(first.max())} but only {len(thread_cpu)} thread cpus were given")
+    if len(pages):
+        gaps = np.flatnonzero(np.diff(pages.astype(np.int64)) > TRACE_GAP_PAGES) + 1
+        for lo, hi in zip(np.r_[0, gaps], np.r_[gaps, len(pages)], strict=True):
+            start = int(pages[lo]) * PAGE_SIZE_BYTES
+            kernel.mmap(task, (int(pages[hi - 1]) - int(pages[lo]) + 1) * PAGE_SIZE_BYTES, addr=start)
+    _touch_runs(kernel, task, pages, first, lambda t: thread_cpu[t])
+    if not task.alive:
+        raise WorkloadError(f"trace: the OOM killer killed the process placing {len(pages)} pages")
+    where = np.full(len(pages), -1, dtype=np.int16)
+    for vma in task.mm.vmas:
+        lo = np.searchsorted(pages, np.uint64(vma.start // PAGE_SIZE_BYTES))
+        hi = np.searchsorted(pages, np.uint64(vma.end // PAGE_SIZE_BYTES))
+        where[lo:hi] = vma.nodes[(pages[lo:hi] - np.uint64(vma.start // PAGE_SIZE_BYTES)).astype(np.int64)]
+    ok = where >= 0
+    pm = PageMap.from_arrays(pages[ok], where[ok])
+    counts = np.bincount(where[ok].astype(np.int64), minlength=1)
+    return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
+                     int(np.count_nonzero(~ok)))
