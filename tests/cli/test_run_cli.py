@@ -1,0 +1,85 @@
+"""``numasim run``: workload and trace runs, outputs, comparisons and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from numasim.cli import main
+
+WORKLOAD = """
+name = "mini"
+threads = [{id = 0, node = 0}, {id = 1, node = 1}]
+allocations = [{name = "a", size_bytes = "512K"}, {name = "b", size_bytes = "512K", policy = "bind:1"}]
+[[phases]]
+pattern = "random"
+allocation = "a"
+accesses = 1000
+write_fraction = 0.25
+[[phases]]
+pattern = "sequential"
+allocation = "b"
+accesses = 500
+"""
+
+
+@pytest.fixture
+def workload(tmp_path: Path) -> Path:
+    p = tmp_path / "w.toml"
+    p.write_text(WORKLOAD)
+    return p
+
+
+def test_run_workload_outputs(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    code = main(["run", "--machine", "seed-003-2node", "--workload", str(workload), "--nominal", "--seed", "4",
+                 "-o", str(out), "--csv", str(tmp_path / "csv"), "--plots", str(tmp_path / "plots")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = captured.out
+    for needle in ("per node (target memory)", "numastat", "numa_hit", "calibration", "(nominal)", "pages per allocation"):
+        assert needle in text
+    assert "nominal calibration" in captured.err  # said out loud, never silent
+    result = json.loads(out.read_text())
+    assert result["seed"] == 4 and result["workload"] == "mini"
+    assert result["placement"]["pages_by_allocation"]["b"] == {"1": 128}
+    assert (tmp_path / "csv" / "node_costs.csv").read_text().startswith("node,pages,accesses")
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) >= ["bandwidth_per_node.png"]
+
+
+def test_run_policy_and_compare(workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--policy", "interleave:0-1"]) == 0
+    assert "policy       interleave:0-1" in capsys.readouterr().out
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal",
+                 "--compare", "local", "--compare", "bind:1"]) == 0
+    text = capsys.readouterr().out
+    assert "remote_pct" in text and "bind:1" in text and "local" in text
+
+
+def test_run_trace(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.npz"
+    assert main(["trace", "generate", "--workload", str(workload), "-o", str(trace)]) == 0
+    assert main(["run", "-m", "seed-003-2node", "--trace", str(trace), "--nominal", "--cpus", "0,12"]) == 0
+    text = capsys.readouterr().out
+    assert "accesses     3000" in text and "t.npz" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workload", "W"], "names no calibration"),
+        (["--workload", "W", "--nominal", "--mode", "fast"], "--mode = 'fast'"),
+        (["--nominal"], "exactly one of --workload"),
+        (["--workload", "W", "--nominal", "--policy", "bind:9"], "EINVAL"),
+        (["--trace", "nope.npz", "--nominal"], "no such file"),
+    ],
+)
+def test_run_errors(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
+    args = [str(workload) if a == "W" else str(tmp_path / a) if a == "nope.npz" else a for a in args]
+    out = tmp_path / "never.json"
+    assert main(["run", "-m", "seed-003-2node", *args, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not out.exists()
