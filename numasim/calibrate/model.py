@@ -32,6 +32,7 @@ __all__ = [
     "LinkTiming",
     "CacheTiming",
     "DeviceTiming",
+    "RelayTiming",
     "CoreTiming",
     "Calibration",
     "default_curve",
@@ -178,6 +179,13 @@ class CacheTiming(_Model):
     line_bytes: Annotated[int, Field(gt=0)] = 64
 
 
+class RelayTiming(_Model):
+    """Latency of passing *through* a node on a multi-hop route (its crossbar), see ``Node.relay_latency_ns``."""
+
+    node: Annotated[int, Field(ge=0)]
+    latency_ns: Annotated[float, Field(ge=0)]
+
+
 class DeviceTiming(_Model):
     """A device's attach link (e.g. a NIC's PCIe link to its node)."""
 
@@ -214,6 +222,7 @@ class Calibration(_Model):
     links: list[LinkTiming] = Field(default_factory=list)
     caches: list[CacheTiming] = Field(default_factory=list)
     devices: list[DeviceTiming] = Field(default_factory=list)
+    relays: list[RelayTiming] = Field(default_factory=list)
     core: CoreTiming = Field(default_factory=CoreTiming)
     uncertainty: dict[str, float] = Field(default_factory=dict)
     """Standard error of fitted parameters, keyed like ``"controllers[0].latency_ns"``."""
@@ -229,6 +238,9 @@ class Calibration(_Model):
     def content_id(self) -> str:
         """``<machine>-<first 12 hex of sha256 of the parameters>``; provenance dates do not change it."""
         body = self.model_dump(mode="json", exclude={"id", "provenance"})
+        if not body.get("relays"):
+            # Calibrations written before relays existed keep their ids.
+            body.pop("relays", None)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.machine}-{digest}"
 
@@ -272,12 +284,14 @@ def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
         DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
         for d in machine.devices
     ]
+    relays = [RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in machine.nodes if n.relay_latency_ns > 0]
     return Calibration(
         machine=machine.name,
         controllers=controllers,
         links=links,
         caches=caches,
         devices=devices,
+        relays=relays,
         provenance=Provenance(
             method="nominal",
             machine=machine.name,
@@ -293,6 +307,7 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
     memory node without controller timing, is an error.
     """
     by_node = {c.node: c for c in calibration.controllers}
+    relay_ns = {r.node: r.latency_ns for r in calibration.relays}
     nodes = []
     for n in machine.nodes:
         c = by_node.get(n.id)
@@ -306,7 +321,7 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
             read_bandwidth_gb_s=c.read_bandwidth_gb_s,
             write_bandwidth_gb_s=c.write_bandwidth_gb_s,
         )
-        nodes.append(n.model_copy(update={"controller": ctrl}))
+        nodes.append(n.model_copy(update={"controller": ctrl, "relay_latency_ns": relay_ns.get(n.id, 0.0)}))
     directed = {(lt.src, lt.dst): lt for lt in calibration.links}
     links = []
     for link in machine.links:

@@ -124,6 +124,9 @@ class Node(_Model):
     die: Annotated[int, Field(ge=0)] | None = None
     memory_kind: MemoryKind = MemoryKind.DRAM
     controller: MemoryController | None = None
+    relay_latency_ns: Annotated[float, Field(ge=0)] = 0.0
+    """Latency a request pays for passing *through* this node to another one (the socket's crossbar /
+    northbridge on glueless machines: why Drepper's 2-hop Opteron read costs more than twice a 1-hop one)."""
 
     @field_validator("cpus", mode="before")
     @classmethod

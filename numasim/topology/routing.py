@@ -5,7 +5,7 @@ lexicographically smallest vertex sequence (node ids before switch names). Expli
 of the machine override the computed path for their (src, dst) pair.
 
 Idle latency from initiator node ``i`` to memory on node ``j`` is the controller latency of ``j`` plus the
-latencies of the links (and switches) along the route; the bottleneck bandwidth is the minimum of the target
+latencies of the links (and switches, and the relay latency of every intermediate node) along the route; the bottleneck bandwidth is the minimum of the target
 controller's read bandwidth and every link's bandwidth along the route.
 """
 
@@ -78,6 +78,7 @@ class Routing:
     paths: dict[tuple[int, int], list[Vertex]]
     _graph: nx.DiGraph
     _switch_latency_ns: dict[str, float]
+    _relay_latency_ns: dict[int, float]
 
     def path(self, src: int, dst: int) -> list[Vertex]:
         return self.paths[(src, dst)]
@@ -95,6 +96,7 @@ class Routing:
         p = self.paths[(src, dst)]
         total = sum(self._graph.edges[u, v]["latency_ns"] for u, v in zip(p[:-1], p[1:], strict=True))
         total += sum(self._switch_latency_ns.get(v, 0.0) for v in p[1:-1] if isinstance(v, str))
+        total += sum(self._relay_latency_ns.get(v, 0.0) for v in p[1:-1] if isinstance(v, int))
         return float(total)
 
     def path_bandwidth_gb_s(self, src: int, dst: int) -> float:
@@ -104,7 +106,9 @@ class Routing:
         return float(min(bws)) if bws else float("inf")
 
 
-def _shortest_from(g: nx.DiGraph, src: int, switch_lat: dict[str, float]) -> dict[Vertex, list[Vertex]]:
+def _shortest_from(
+    g: nx.DiGraph, src: int, switch_lat: dict[str, float], relay_lat: dict[int, float]
+) -> dict[Vertex, list[Vertex]]:
     # Dijkstra with a total order on (latency, hops, vertex-key sequence): deterministic tie-breaking.
     best: dict[Vertex, tuple[float, int, tuple[tuple[int, int | str], ...]]] = {}
     paths: dict[Vertex, list[Vertex]] = {}
@@ -120,10 +124,12 @@ def _shortest_from(g: nx.DiGraph, src: int, switch_lat: dict[str, float]) -> dic
         paths[v] = path
         # Routes go through switches but never *through* another NUMA node's vertex is fine too
         # (glueless multi-hop routes pass through intermediate sockets), so every vertex relays.
+        # Leaving a node other than the source means relaying through it.
+        relay = relay_lat.get(v, 0.0) if isinstance(v, int) and v != src else 0.0
         for w in g.successors(v):
             if w in best:
                 continue
-            lat = g.edges[v, w]["latency_ns"] + (switch_lat.get(w, 0.0) if isinstance(w, str) else 0.0)
+            lat = g.edges[v, w]["latency_ns"] + relay + (switch_lat.get(w, 0.0) if isinstance(w, str) else 0.0)
             nd = round(dist + lat, _TIE_DECIMALS)
             heapq.heappush(heap, (nd, hops + 1, (*key, _vertex_key(w)), [*path, w]))
     return paths
@@ -133,10 +139,11 @@ def routing(machine: Machine) -> Routing:
     """Compute every node-to-node route of ``machine`` (explicit routes first, else shortest by latency)."""
     g = graph(machine)
     switch_lat = {s.name: s.latency_ns for s in machine.switches}
+    relay_lat = {n.id: n.relay_latency_ns for n in machine.nodes if n.relay_latency_ns > 0}
     ids = machine.node_ids
     paths: dict[tuple[int, int], list[Vertex]] = {}
     for src in ids:
-        found = _shortest_from(g, src, switch_lat)
+        found = _shortest_from(g, src, switch_lat, relay_lat)
         for dst in ids:
             if dst not in found:
                 raise TopologyError("links", machine.name, f"no route from node {src} to node {dst}")
@@ -146,7 +153,7 @@ def routing(machine: Machine) -> Routing:
             if not g.has_edge(u, v):
                 raise TopologyError(f"routes[{r.src}->{r.dst}].path", r.path, f"no link from {u!r} to {v!r}")
         paths[(r.src, r.dst)] = list(r.path)
-    return Routing(node_ids=ids, paths=paths, _graph=g, _switch_latency_ns=switch_lat)
+    return Routing(node_ids=ids, paths=paths, _graph=g, _switch_latency_ns=switch_lat, _relay_latency_ns=relay_lat)
 
 
 def _require_controllers(machine: Machine) -> None:

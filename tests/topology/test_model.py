@@ -87,3 +87,27 @@ def test_firmware_slit_is_kept_apart_from_timing() -> None:
     from numasim.topology.distances import timing_distances
 
     assert timing_distances(lying)[0][3] > timing_distances(lying)[0][1]
+
+
+def test_relay_latency_is_paid_only_by_routes_through_the_node() -> None:
+    # Drepper's Opteron: a 2-hop read costs more than two 1-hop link latencies (the middle socket's crossbar).
+    base = hypercube(2, link_latency_ns=9.0, controller_latency_ns=100.0)
+    relaying = base.model_copy(
+        update={"nodes": [n.model_copy(update={"relay_latency_ns": 12.0}) for n in base.nodes]}
+    )
+    lat = latency_table_ns(relaying)
+    assert lat[0, 0] == 100.0
+    assert lat[0, 1] == 109.0  # +9 %: one link, no relay
+    assert lat[0, 3] == 130.0  # +30 %: two links and one relay
+
+
+def test_calibration_carries_relays_and_keeps_ids_without_them() -> None:
+    from numasim.calibrate.model import apply_calibration, nominal_calibration
+
+    plain = nominal_calibration(hypercube(2))
+    assert plain.relays == []
+    base = hypercube(2)
+    relaying = base.model_copy(update={"nodes": [n.model_copy(update={"relay_latency_ns": 5.0}) for n in base.nodes]})
+    cal = nominal_calibration(relaying)
+    assert len(cal.relays) == 4 and cal.id != plain.id
+    assert apply_calibration(base, cal).nodes[0].relay_latency_ns == 5.0
