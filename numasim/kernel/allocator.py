@@ -195,9 +195,9 @@ Segment = tuple[int, Candidate, int]
 """(target node, candidate, pages) — one bulk numastat event."""
 
 
-def run_scalar(plan: AllocPlan, count: int, zones: Sequence[Zone], target: int) -> tuple[
-    np.ndarray, list[Segment], _State
-]:
+def run_scalar(
+    plan: AllocPlan, count: int, zones: Sequence[Zone], target: int
+) -> tuple[np.ndarray, list[Segment], _State]:
     """Fill ``count`` pages along one plan; returns the zone index of each allocated page and the segments."""
     state = _State(zones)
     segments: list[Segment] = []
@@ -226,7 +226,9 @@ def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: in
         return int(positions[0][starts[0] + k - 1])
     while lo < hi:
         mid = (lo + hi) // 2
-        cnt = sum(int(np.searchsorted(p, mid, side="right")) - s for p, s in zip(positions, starts, strict=True))
+        cnt = sum(
+            int(np.searchsorted(p, mid, side="right")) - s for p, s in zip(positions, starts, strict=True)
+        )
         if cnt >= k:
             hi = mid
         else:

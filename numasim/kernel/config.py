@@ -86,7 +86,9 @@ class KernelConfig:
 
     def __post_init__(self) -> None:
         if not _VERSION_RE.match(self.version):
-            raise ValueError(f"KernelConfig.version = {self.version!r}: expected 'major.minor' such as '6.12'")
+            raise ValueError(
+                f"KernelConfig.version = {self.version!r}: expected 'major.minor' such as '6.12'"
+            )
         if self.min_free_kbytes is not None and self.min_free_kbytes < 0:
             raise ValueError(f"KernelConfig.min_free_kbytes = {self.min_free_kbytes}: must be >= 0")
         if not 1 <= self.watermark_scale_factor <= 3000:
@@ -106,7 +108,9 @@ class KernelConfig:
                 f"KernelConfig.page_cache_fraction_of_used = {self.page_cache_fraction_of_used}: must be in [0, 1]"
             )
         if not 0 <= self.min_unmapped_ratio <= 100:
-            raise ValueError(f"KernelConfig.min_unmapped_ratio = {self.min_unmapped_ratio}: must be in 0..100")
+            raise ValueError(
+                f"KernelConfig.min_unmapped_ratio = {self.min_unmapped_ratio}: must be in 0..100"
+            )
 
     @property
     def version_tuple(self) -> tuple[int, int]:

@@ -90,13 +90,18 @@ class PhysicalMemory:
         self.config = config if config is not None else KernelConfig()
         self.node_ids: list[int] = machine.node_ids
         self._pos = {nid: i for i, nid in enumerate(self.node_ids)}
-        table = machine.slit()
-        self._distance = {a: {b: table[i][j] for j, b in enumerate(self.node_ids)} for i, a in enumerate(self.node_ids)}
+        # one node needs no SLIT (and may have no timing to derive one from)
+        table = machine.slit() if len(self.node_ids) > 1 else [[10]]
+        self._distance = {
+            a: {b: table[i][j] for j, b in enumerate(self.node_ids)} for i, a in enumerate(self.node_ids)
+        }
         self.cpu_nodes = frozenset(n.id for n in machine.nodes if n.has_cpus)
         for nid in self.config.hotplug_nodes:
             if nid not in self._pos:
                 raise ValueError(f"KernelConfig.hotplug_nodes: no node {nid} (nodes: {self.node_ids})")
-        self.zones: list[Zone] = [Zone(node=nid, type=ZoneType(t)) for nid in self.node_ids for t in range(MAX_NR_ZONES)]
+        self.zones: list[Zone] = [
+            Zone(node=nid, type=ZoneType(t)) for nid in self.node_ids for t in range(MAX_NR_ZONES)
+        ]
         self._boot_layout()
         size = max(self.node_ids) + 1
         self.counters = NumaCounters.zeros(size)
@@ -145,7 +150,9 @@ class PhysicalMemory:
             if node.id == first_memory:
                 dma = zs[ZoneType.DMA]
                 dma.managed_pages = min(rest, DMA_MANAGED_PAGES)
-                dma.present_pages = DMA_PRESENT_PAGES if dma.managed_pages == DMA_MANAGED_PAGES else dma.managed_pages
+                dma.present_pages = (
+                    DMA_PRESENT_PAGES if dma.managed_pages == DMA_MANAGED_PAGES else dma.managed_pages
+                )
                 dma.spanned_pages = DMA_SPANNED_PAGES if dma.managed_pages else 0
                 dma.start_pfn = 1
                 rest -= dma.managed_pages
@@ -403,7 +410,9 @@ class PhysicalMemory:
         for i in slow:
             cands.append(Candidate(i, False, thr_min[i], 0, pnode, slow_pref))
             if self._node_reclaim_ok(pnode, self.zones[i], gfp, req.cpu_node):
-                cands.append(Candidate(i, True, thr_min[i], self._min_unmapped(self.zones[i]), pnode, slow_pref))
+                cands.append(
+                    Candidate(i, True, thr_min[i], self._min_unmapped(self.zones[i]), pnode, slow_pref)
+                )
         can_reclaim = bool(gfp & Gfp.DIRECT_RECLAIM)
         if can_reclaim:
             cands.extend(Candidate(i, True, thr_min[i], 0, pnode, slow_pref) for i in slow)
@@ -434,9 +443,7 @@ class PhysicalMemory:
         targets = req.preferred_nid
         if isinstance(targets, np.ndarray):
             if targets.shape != (req.count,):
-                raise ValueError(
-                    f"AllocRequest.preferred_nid: {targets.shape} targets for count {req.count}"
-                )
+                raise ValueError(f"AllocRequest.preferred_nid: {targets.shape} targets for count {req.count}")
             uniq = np.unique(targets) if req.count else np.array([], dtype=np.int64)
             for t in uniq:
                 self._node_pos(int(t))
@@ -518,14 +525,18 @@ class PhysicalMemory:
             bad = sorted(set(np.unique(nodes).tolist()) - set(self.node_ids))
             raise ValueError(f"free: unknown node ids {bad} (nodes: {self.node_ids})")
         if zones.min() < 0 or zones.max() >= MAX_NR_ZONES:
-            raise ValueError(f"free: zone types must be 0..{MAX_NR_ZONES - 1}, got {np.unique(zones).tolist()}")
+            raise ValueError(
+                f"free: zone types must be 0..{MAX_NR_ZONES - 1}, got {np.unique(zones).tolist()}"
+            )
         idx = lookup[nodes] * MAX_NR_ZONES + zones.astype(np.int64)
         counts = np.bincount(idx, minlength=len(self.zones))
         returned = {int(j): int(counts[j]) for j in np.flatnonzero(counts)}
         for j, n in returned.items():
             z = self.zones[j]
             if z.free_pages + z.reclaimable_pages + n > z.managed_pages:
-                raise ValueError(f"free: {n} pages returned to node {z.node} {z.name} exceed its managed pages")
+                raise ValueError(
+                    f"free: {n} pages returned to node {z.node} {z.name} exceed its managed pages"
+                )
         for j, n in returned.items():
             self.zones[j].free_pages += n
         self.vmstat["pgfree"] += int(nodes.size)
