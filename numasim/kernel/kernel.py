@@ -35,8 +35,12 @@ from numasim.kernel.errno import SyscallResult
 from numasim.kernel.fault import FaultResult, fault_range
 from numasim.kernel.mempolicy import (
     MPOL_MF_MOVE,
+    NUMA_NO_NODE,
     MemPolicy,
     WeightedInterleaveWeights,
+    default_task_policy,
+    mpol_misplaced,
+    mpol_to_str,
     parse_version,
 )
 from numasim.kernel.modes import KernelMode
@@ -330,8 +334,8 @@ class Kernel:
             cpu_node=self.cpu_to_node[cpu],
             ilx=vma.ilx(idx, self.version),
             addresses=vma.addresses(idx),
-            free_pages=self.free_pages_per_node(),
-            total_pages=self.total_pages_per_node(),
+            free_pages_source=self.free_pages_per_node,
+            total_pages_source=self.total_pages_per_node,
             memory_nodes=self.memory_nodes,
             mems_allowed=task.mems_allowed,
             policy=self.effective_policy(task, vma),
@@ -516,6 +520,53 @@ class Kernel:
     ) -> SyscallResult:
         """``set_mempolicy_home_node(2)`` (5.17+)."""
         return syscalls.set_mempolicy_home_node(self, task, addr, length, home_node, flags)
+
+    def policy_string(self, task: Task, vma: VMA | None = None) -> str:
+        """The policy column of ``/proc/PID/numa_maps``: ``mpol_to_str`` of the VMA's policy, else the task's.
+
+        A plug-in placement attached to the VMA or task is shown by its name.
+        """
+        if vma is not None and vma.placement is not None:
+            return str(vma.placement.name)
+        if vma is not None and vma.policy is not None:
+            return mpol_to_str(vma.policy)
+        if task.placement is not None:
+            return str(task.placement.name)
+        return mpol_to_str(task.mempolicy)
+
+    def first_node_in_zonelist(self, nid: int, mask: Iterable[int]) -> int:
+        """``first_zones_zonelist(node_zonelist(nid), ..., mask)``: first node of ``nid``'s fallback order in ``mask``."""
+        allowed = frozenset(mask)
+        for zone in self.pm.zonelist(nid):
+            if zone.node in allowed:
+                return int(zone.node)
+        return NUMA_NO_NODE
+
+    def mpol_misplaced(
+        self, task: Task, addr: int, cpu: int | None = None, should_numa_migrate_memory: Any = None
+    ) -> int:
+        """``mpol_misplaced`` for the page at ``addr``: the node a NUMA hinting fault from ``cpu`` would move
+        it to, or ``NUMA_NO_NODE`` (also for a page that is not present or a plug-in placed range)."""
+        vma = task.mm.find_vma(addr)
+        if vma is None:
+            return NUMA_NO_NODE
+        i = vma.page_index(addr)
+        page_nid = int(vma.nodes[i])
+        if page_nid < 0 or vma.placement is not None:
+            return NUMA_NO_NODE
+        cpu = task.cpu if cpu is None else cpu
+        cpu_node = self.cpu_to_node[cpu]
+        pol = self.effective_policy(task, vma) or default_task_policy(cpu_node)
+        return mpol_misplaced(
+            pol,
+            page_nid,
+            cpu_node,
+            ilx=int(vma.ilx(np.array([i]), self.version)[0]),
+            first_in_zonelist=self.first_node_in_zonelist,
+            should_numa_migrate_memory=should_numa_migrate_memory,
+            weights=self.weighted_interleave_weights,
+            version=self.version,
+        )
 
     # --- counters ---------------------------------------------------------------------------------------
     def numastat(self, node: int) -> dict[str, int]:

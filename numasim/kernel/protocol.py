@@ -23,8 +23,9 @@ with :func:`numasim.kernel.registry.load_policy`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -51,7 +52,9 @@ class PlacementContext:
     addresses : numpy.ndarray of int64
         Virtual address of each page.
     free_pages, total_pages : numpy.ndarray of int64
-        Free and managed pages per node, indexed by node id (0 for memoryless nodes).
+        Free and managed pages per node, indexed by node id (0 for memoryless nodes). Computed on first use
+        from ``free_pages_source`` / ``total_pages_source`` (an array or a function returning one), so
+        policies that never look at them cost nothing.
     memory_nodes : frozenset of int
         Nodes with memory (``N_MEMORY``).
     mems_allowed : frozenset of int
@@ -72,8 +75,8 @@ class PlacementContext:
     cpu_node: int
     ilx: np.ndarray
     addresses: np.ndarray
-    free_pages: np.ndarray
-    total_pages: np.ndarray
+    free_pages_source: np.ndarray | Callable[[], np.ndarray]
+    total_pages_source: np.ndarray | Callable[[], np.ndarray]
     memory_nodes: frozenset[int]
     mems_allowed: frozenset[int]
     policy: MemPolicy | None
@@ -82,6 +85,16 @@ class PlacementContext:
     hints: Mapping[str, np.ndarray] = field(default_factory=dict)
     pid: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def free_pages(self) -> np.ndarray:
+        src = self.free_pages_source
+        return np.asarray(src() if callable(src) else src, dtype=np.int64)
+
+    @cached_property
+    def total_pages(self) -> np.ndarray:
+        src = self.total_pages_source
+        return np.asarray(src() if callable(src) else src, dtype=np.int64)
 
     @property
     def count(self) -> int:

@@ -67,8 +67,16 @@ def _maxnode(maxnode: int | None) -> int:
     return _BIG_MAXNODE if maxnode is None else int(maxnode)
 
 
+_ULONG = (1 << 64) - 1
+
+
 def _page_align(length: int) -> int:
-    return (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+    # len is an unsigned long: a negative length wraps to a huge one, and PAGE_ALIGN may wrap to 0.
+    return ((length & _ULONG) + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1) & _ULONG
+
+
+def _range_end(start: int, length: int) -> int:
+    return (start + _page_align(length)) & _ULONG
 
 
 # --- set_mempolicy -------------------------------------------------------------------------------------------
@@ -182,8 +190,7 @@ def mbind(
         return SyscallResult.fail("EINVAL", f"start {start:#x} is not page aligned")
     if m == MPOL_DEFAULT:
         flags &= ~MPOL_MF_STRICT
-    length = _page_align(length)
-    end = start + length
+    end = _range_end(start, length)
     if end < start:
         return SyscallResult.fail("EINVAL", "end < start")
     if end == start:
@@ -422,7 +429,7 @@ def set_mempolicy_home_node(
         return SyscallResult.fail("EINVAL", f"home node {home_node} is not online")
     if flags:
         return SyscallResult.fail("EINVAL", "flags must be 0")
-    end = start + _page_align(length)
+    end = _range_end(start, length)
     if end < start:
         return SyscallResult.fail("EINVAL", "end < start")
     if end == start:

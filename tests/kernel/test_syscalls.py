@@ -311,3 +311,11 @@ def test_home_node() -> None:
     assert k.set_mempolicy_home_node(t, s, 8 * PAGE_SIZE, 2).errno == "EOPNOTSUPP"
     k.touch(t, s, 4 * PAGE_SIZE)
     assert t.mm.vmas[0].pages_per_node() == {2: 4}  # BIND starts at the home node, not the cpu's
+
+
+def test_negative_length_wraps_to_einval() -> None:
+    k = two_nodes()
+    t = k.spawn("a")
+    vma = k.mmap(t, PAGE_SIZE)
+    assert k.mbind(t, vma.start, -PAGE_SIZE * 2, MPOL_BIND, {0}).errno == "EINVAL"
+    assert k.set_mempolicy_home_node(t, vma.start, -PAGE_SIZE * 2, 0).errno == "EINVAL"

@@ -197,3 +197,23 @@ def test_pages_conserved_bind_inside_mask_and_deterministic(mode_nodes, sizes: l
         assert total_free - sum(k.pm.free_pages(n) for n in (0, 1)) == present
         outcomes.append(([p.tolist() for p in placed], t.alive, [k.numastat(n) for n in (0, 1)]))
     assert outcomes[0] == outcomes[1]
+
+
+def test_policy_string_and_misplaced() -> None:
+    from numasim.kernel.mempolicy import NUMA_NO_NODE
+
+    k = two_nodes()
+    t = k.spawn("a", cpu=2)
+    vma = k.mmap(t, 2 * PAGE_SIZE)
+    k.touch(t, vma.start, 2 * PAGE_SIZE)  # on node 1
+    assert k.policy_string(t, vma) == "default"
+    # default policy (MOF|MORON): a reference from node 0 pulls the page towards node 0
+    assert k.mpol_misplaced(t, vma.start, cpu=0) == 0
+    assert k.mpol_misplaced(t, vma.start, cpu=2) == NUMA_NO_NODE
+    assert k.mpol_misplaced(t, vma.start, cpu=0, should_numa_migrate_memory=lambda: False) == NUMA_NO_NODE
+    assert k.mbind(t, vma.start, PAGE_SIZE, MPOL_BIND, {1}).ok
+    first = t.mm.find_vma(vma.start)
+    assert first is not None and k.policy_string(t, first) == "bind:1"
+    assert k.mpol_misplaced(t, vma.start, cpu=0) == NUMA_NO_NODE  # explicit policy without MOF
+    k.set_mempolicy(t, MPOL_INTERLEAVE, {0, 1})
+    assert k.policy_string(t, None) == "interleave:0-1"
