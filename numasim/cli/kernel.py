@@ -11,7 +11,7 @@
 
 numactl's own option syntax (``-i 0,1``, ``--interleave=0,1``, ``-m``) clashes with typer's, so ``numasim
 numactl`` and ``numasim numastat`` take their arguments raw: numasim's options (``--machine``,
-``--kernel-version``, ``--numa-balancing``, ``--json``, ``--after``) come first, everything from the first other
+``--kernel-version``, ``--json``, ``--after``) come first, everything from the first other
 argument on belongs to numactl / numastat. (Typer drops a ``--`` separator; numactl stops at the program name
 anyway.)
 """
@@ -56,20 +56,18 @@ def register(app: typer.Typer) -> None:
     )(numastat_command)
 
 
-def build_kernel(machine: str, kernel_version: str = "6.12", numa_balancing: bool | None = None) -> Kernel:
+def build_kernel(machine: str, kernel_version: str = "6.12") -> Kernel:
     """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file."""
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
     from numasim.topology.io import load_machine
 
     m = load_machine(machine)
-    config = KernelConfig(version=kernel_version)
-    if numa_balancing is not None and hasattr(config, "numa_balancing"):
-        config = (
-            config.model_copy(update={"numa_balancing": numa_balancing})
-            if hasattr(config, "model_copy")
-            else config
-        )
+    try:
+        config = KernelConfig(version=kernel_version)
+    except ValueError as exc:
+        _fail(str(exc))
+        raise
     return Kernel(m, config)
 
 
@@ -128,23 +126,17 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     machines: list[str] = opts.get("--machine") or []
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
-    balancing = opts.get("--numa-balancing")
-    on = None
-    if balancing:
-        if balancing[-1] not in ("0", "1"):
-            _fail(f"--numa-balancing = {balancing[-1]!r}: expected 0 or 1")
-        on = balancing[-1] == "1"
-    return build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], on)
+    return build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
 
 
 def numactl_command(ctx: typer.Context) -> None:
-    """numasim numactl --machine M [--kernel-version V] [--numa-balancing 0|1] [--json] [numactl options] -- PROG"""
+    """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources, page_runs, pages_per_node_of
 
     opts, argv = _split_own(
-        list(ctx.args), {"--machine", "--kernel-version", "--numa-balancing", "--after"}, {"--json"}
+        list(ctx.args), {"--machine", "--kernel-version", "--after"}, {"--json"}
     )
     kernel = _kernel_from(opts)
     apply_after(kernel, opts.get("--after", []))
@@ -191,7 +183,7 @@ def numastat_command(ctx: typer.Context) -> None:
     from numasim.kernel.procfs import numastat_sources
 
     opts, argv = _split_own(
-        list(ctx.args), {"--machine", "--kernel-version", "--numa-balancing", "--after"}, set()
+        list(ctx.args), {"--machine", "--kernel-version", "--after"}, set()
     )
     kernel = _kernel_from(opts)
     for text in apply_after(kernel, opts.get("--after", [])):

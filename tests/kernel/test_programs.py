@@ -98,3 +98,29 @@ def test_printcpu_and_nested_numactl(k2: Kernel) -> None:
     assert run_numactl(k2, ["-C", "5", "printcpu"]).stdout == "5\n"
     nested = run_numactl(k2, ["-i", "0,1", "numactl", "-C", "2", "--show"]).stdout.splitlines()
     assert nested[0] == "policy: interleave" and nested[4] == "physcpubind: 2 "
+
+
+def test_experiment_001_stress_64g() -> None:
+    """experiments/001-stress-64g: the article's 64 GiB stress on node 0 (about 4 s)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "experiments" / "001-stress-64g"
+    spec = importlib.util.spec_from_file_location("exp001_run", folder / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = json.loads((folder / "expected.json").read_text())
+    tol = expected["tolerance"]
+    got = module.reproduce()
+    for key in ("node0", "node1", "total"):
+        assert abs(got[key] - expected["model_6.12"][key]) <= tol["model_vs_expected_mb"]
+    article = expected["article"]
+    assert abs(got["total"] - article["total"]) <= tol["model_total_vs_article_mb"]
+    assert (
+        abs(100 * (got["node0"] - article["node0"]) / article["node0"]) <= tol["model_node0_vs_article_pct"]
+    )
+    assert got["oom_kills"] == 0 and got["swap_mb"] == 0
+    assert got["node1"] > 0  # spilled to node 1 instead of swapping
+    assert "Private                  42267.96        23268.29        65536.25" in got["numastat_p"]

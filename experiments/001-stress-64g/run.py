@@ -1,0 +1,196 @@
+"""Experiment 001: ``stress -m 1 --vm-bytes 64G --vm-keep`` on node 0 of the 2 x E5-2680 v2 of article 001.
+
+The article (shared/seeds/001_fa2b5bbd904fce34.txt) asked whether a process that wants more memory than its node
+has free swaps or spills to the other node. ``numactl --hardware`` showed 42,625 MB free on node 0 and 43,405 MB
+on node 1; ``numastat -p`` of the stress worker then showed 44,313.61 MB on node 0 and 21,222.64 MB on node 1, no
+swap, the same with ``kernel.numa_balancing`` on or off.
+
+This script runs the same command on the simulated kernel of the shipped ``seed-001-e5-2680v2`` machine:
+
+1. **model** -- Linux 6.12 defaults (``vm.zone_reclaim_mode = 0``, the machine's used memory not reclaimable):
+   the fault path fills node 0 down to its low watermarks (and the DMA32/DMA lowmem reserves), then falls back
+   to node 1 along node 0's zonelist; no reclaim, no swap.
+2. **what-if** -- the article's node 0 ended 1,688.6 MB *above* its free memory, which only local reclaim of clean
+   page cache can give. With ``vm.zone_reclaim_mode = 1`` and ``R`` MB of clean page cache on node 0,
+   ``node_reclaim`` frees it (down to ``min_unmapped_ratio`` = 1 %) before the allocation leaves the node. ``R`` is
+   not in the article: the script reports the ``R`` that reproduces it (an inference, one number fitted to one
+   number).
+
+Run ``python experiments/001-stress-64g/run.py [--out DIR]``: prints the numastat tables, the comparison with the
+article, writes ``result.json`` and ``figure.png`` (bar chart) into DIR (default: this folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from numasim.kernel.config import KernelConfig
+from numasim.kernel.kernel import Kernel
+from numasim.kernel.numactl import run_numactl
+from numasim.kernel.numastat import run_numastat
+from numasim.kernel.procfs import numastat_sources
+from numasim.topology.io import load_machine
+
+HERE = Path(__file__).resolve().parent
+MACHINE = "seed-001-e5-2680v2"
+COMMAND = ["--cpunodebind=0", "stress", "-m", "1", "--vm-bytes", "64G", "--vm-keep"]
+ARTICLE_MB = {"node0": 44313.61, "node1": 21222.64, "total": 65536.25}
+ARTICLE_BALANCING_OFF_MB = {"node0": 44318.18, "node1": 21218.07, "total": 65536.25}
+ARTICLE_FREE_MB = {"node0": 42625, "node1": 43405}
+WHAT_IF_CACHE_MB = 2687
+"""Clean page cache on node 0 that, with zone_reclaim_mode = 1, reproduces the article (inferred, see README)."""
+
+
+def reproduce(
+    *, kernel_version: str = "6.12", zone_reclaim_mode: int = 0, node0_cache_mb: int = 0
+) -> dict[str, Any]:
+    """Run the article's command on a fresh simulated kernel; returns MB per node of the stress worker.
+
+    Examples
+    --------
+    >>> r = reproduce()  # doctest: +SKIP
+    >>> round(r["node0"])  # doctest: +SKIP
+    42268
+    """
+    machine = load_machine(MACHINE)
+    cache = {0: node0_cache_mb << 20} if node0_cache_mb else None
+    config = KernelConfig(
+        version=kernel_version, zone_reclaim_mode=zone_reclaim_mode, reclaimable_page_cache_bytes=cache
+    )
+    kernel = Kernel(machine, config)
+    run = run_numactl(kernel, COMMAND)
+    if run.exit_code != 0:
+        raise RuntimeError(f"stress failed: {run.stderr}")
+    (worker,) = run.program_pids
+    table = run_numastat(["-p", str(worker)], numastat_sources(kernel)).stdout
+    pages = run.program_pages_per_node
+    mb = {f"node{n}": pages.get(n, 0) * 4096 / 2**20 for n in (0, 1)}
+    mb["total"] = mb["node0"] + mb["node1"]
+    return {
+        **mb,
+        "numastat_p": table,
+        "stdout": run.stdout,
+        "swap_mb": 0.0,  # the model has no swap; an allocation that cannot be placed OOM-kills instead
+        "oom_kills": len(kernel.oom_kills),
+        "pgsteal_direct_mb": kernel.pm.vmstat["pgsteal_direct"] * 4096 / 2**20,
+        "node0_low_wmark_mb": sum(z.wmark_low for z in kernel.pm.node_zones(0)) * 4096 / 2**20,
+        "kernel_version": kernel_version,
+        "zone_reclaim_mode": zone_reclaim_mode,
+        "node0_cache_mb": node0_cache_mb,
+    }
+
+
+def _error_pct(model: float, article: float) -> float:
+    return 100.0 * (model - article) / article
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+    """Bar chart: MB on node 0 and node 1, article vs the model runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [
+        "article\n(balancing on)",
+        "article\n(balancing off)",
+        "model 6.12\n(defaults)",
+        "model 6.1\n(defaults)",
+        f"what-if: zone_reclaim=1\n+{WHAT_IF_CACHE_MB} MB cache",
+    ]
+    rows = [
+        ARTICLE_MB,
+        ARTICLE_BALANCING_OFF_MB,
+        results["model_6.12"],
+        results["model_6.1"],
+        results["what_if"],
+    ]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    xs = range(len(rows))
+    node0 = [r["node0"] / 1024 for r in rows]
+    node1 = [r["node1"] / 1024 for r in rows]
+    ax.bar([x - 0.2 for x in xs], node0, width=0.4, label="node 0 (cpus of stress)")
+    ax.bar([x + 0.2 for x in xs], node1, width=0.4, label="node 1")
+    ax.axhline(
+        ARTICLE_FREE_MB["node0"] / 1024,
+        color="gray",
+        linestyle="--",
+        linewidth=1,
+        label="node 0 free before (42,625 MB)",
+    )
+    for x, (a, b) in enumerate(zip(node0, node1, strict=True)):
+        ax.text(x - 0.2, a + 0.3, f"{a * 1024:,.0f}", ha="center", fontsize=7)
+        ax.text(x + 0.2, b + 0.3, f"{b * 1024:,.0f}", ha="center", fontsize=7)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_ylabel("GiB of the 64 GiB stress worker")
+    ax.set_ylim(0, 58)
+    ax.set_title("Article 001: numactl --cpunodebind=0 stress -m 1 --vm-bytes 64G (seed-001-e5-2680v2)")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
+    os.close(fd)
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="folder for result.json and figure.png")
+    args = parser.parse_args(argv)
+    results = {
+        "model_6.12": reproduce(kernel_version="6.12"),
+        "model_6.1": reproduce(kernel_version="6.1"),
+        "what_if": reproduce(zone_reclaim_mode=1, node0_cache_mb=WHAT_IF_CACHE_MB),
+    }
+    base = results["model_6.12"]
+    print("$ numactl --cpunodebind=0 -- stress -m 1 --vm-bytes 64G --vm-keep")
+    print(base["stdout"], end="")
+    print(base["numastat_p"])
+    print(f"{'':34}{'node 0 MB':>12}{'node 1 MB':>12}{'total MB':>12}{'node 0 err':>12}")
+    print(
+        f"{'article (balancing on)':34}{ARTICLE_MB['node0']:12.2f}{ARTICLE_MB['node1']:12.2f}{ARTICLE_MB['total']:12.2f}"
+    )
+    print(
+        f"{'article (balancing off)':34}{ARTICLE_BALANCING_OFF_MB['node0']:12.2f}"
+        f"{ARTICLE_BALANCING_OFF_MB['node1']:12.2f}{ARTICLE_BALANCING_OFF_MB['total']:12.2f}"
+    )
+    for name, r in results.items():
+        label = {
+            "model_6.12": "model, Linux 6.12 defaults",
+            "model_6.1": "model, Linux 6.1 defaults",
+            "what_if": f"what-if, reclaim {WHAT_IF_CACHE_MB} MB cache",
+        }[name]
+        print(
+            f"{label:34}{r['node0']:12.2f}{r['node1']:12.2f}{r['total']:12.2f}"
+            f"{_error_pct(r['node0'], ARTICLE_MB['node0']):11.2f}%"
+        )
+    print(
+        f"\nswap used: 0 MB in every run (article: none); OOM kills: {sum(r['oom_kills'] for r in results.values())}"
+    )
+    print(
+        f"node 0 low watermarks: {base['node0_low_wmark_mb']:.1f} MB; node 0 ends "
+        f"{ARTICLE_FREE_MB['node0'] - base['node0']:.1f} MB below its free memory in the model, "
+        f"{ARTICLE_MB['node0'] - ARTICLE_FREE_MB['node0']:.1f} MB above it in the article"
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {
+        name: {k: v for k, v in r.items() if k not in ("numastat_p", "stdout")} for name, r in results.items()
+    }
+    summary["article"] = ARTICLE_MB
+    fd, tmp = tempfile.mkstemp(suffix=".json", dir=args.out)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(summary, fh, indent=2)
+    os.replace(tmp, args.out / "result.json")
+    plot(results, args.out / "figure.png")
+    print(f"wrote {args.out / 'result.json'} and {args.out / 'figure.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
