@@ -117,6 +117,7 @@ def fit_latency(
     bootstrap: int = 0,
     seed: int = 0,
     table: str = "latency_matrix",
+    tie: Sequence[str] = (),
 ) -> LatencyFit:
     """Fit controller and link latencies to measured idle-latency matrices (repeats are stacked).
 
@@ -131,6 +132,11 @@ def fit_latency(
     bootstrap : int
         If > 0, the standard errors come from this many resamples of the cells (seeded) instead of the
         linearised covariance.
+    tie : list of str
+        Ties to impose up front, when the data say nothing per link (e.g. per-hop ratios):
+        ``"link_directions"``, ``"controllers"``, ``"links_by_kind"``.
+
+    The residuals are relative (each cell weighted by 1 / measured), since the targets are percentage errors.
 
     Examples
     --------
@@ -194,6 +200,34 @@ def fit_latency(
         return {k for k in range(len(atoms)) if group[k] in weak_groups}
 
     tied_note: dict[int, str] = {}
+    for how in tie:
+        if how == "link_directions":
+            for k, (kind_k, key_k) in enumerate(atoms):
+                if kind_k == "link":
+                    e: Edge = key_k  # type: ignore[assignment]
+                    other_k = index.get(("link", (e[1], e[0])))
+                    if other_k is not None:
+                        merge([k, other_k])
+                        tied_note[k] = "tied: both directions of the link assumed equal"
+            result.assumptions.append("both directions of every link assumed to have the same latency (imposed)")
+        elif how == "controllers":
+            members = [k for k in range(len(atoms)) if atoms[k][0] == "ctrl"]
+            merge(members)
+            for k in members:
+                tied_note[k] = "tied: all controllers assumed equal"
+            result.assumptions.append("all memory controllers assumed to have the same idle latency (imposed)")
+        elif how == "links_by_kind":
+            groups_by_kind: dict[object, list[int]] = {}
+            for k in range(len(atoms)):
+                if atoms[k][0] == "link":
+                    groups_by_kind.setdefault(kinds.get(atoms[k][1]), []).append(k)  # type: ignore[call-overload]
+            for lk, members in groups_by_kind.items():
+                merge(members)
+                for k in members:
+                    tied_note[k] = f"tied: all {lk!s} links assumed equal"
+            result.assumptions.append("all links of one kind assumed to have the same latency (imposed)")
+        else:
+            raise CalibrationError(f"tie = {how!r}: expected 'link_directions', 'controllers' or 'links_by_kind'")
     result.assumptions.append(
         "a controller's idle latency is the same for local and remote requesters; the whole remote-minus-local "
         "difference is put on the links of the route"
@@ -245,7 +279,7 @@ def fit_latency(
         result.assumptions.append(f"not identifiable even after tying; pulled weakly towards the machine file: {names}")
 
     def resid(x: np.ndarray) -> np.ndarray:
-        res = a @ x - y
+        res = (a @ x - y) / y
         if prior_rows:
             res = np.concatenate([res, 1e-3 * (x[prior_rows] - x0[prior_rows])])
         return res
@@ -257,19 +291,20 @@ def fit_latency(
     n, p = a.shape
     rank = int(np.linalg.matrix_rank(a))
     dof = n - rank
-    floor = resolution_ns / math.sqrt(12.0)
+    floor = resolution_ns / math.sqrt(12.0) / float(np.median(y))
+    aw = a / y[:, None]
     if dof > 0:
-        sigma = max(math.sqrt(float(np.sum((fitted - y) ** 2)) / dof), floor)
+        sigma = max(math.sqrt(float(np.sum(((fitted - y) / y) ** 2)) / dof), floor)
     else:
         sigma = floor
         result.warnings.append(
             f"{table}: {n} cells for {rank} free parameters: exactly determined, so the residuals are zero by "
             f"construction and the uncertainty reflects only the print resolution ({resolution_ns} ns)"
         )
-    cov = sigma**2 * np.linalg.pinv(a.T @ a)
+    cov = sigma**2 * np.linalg.pinv(aw.T @ aw)
     stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     if bootstrap > 0:
-        stderr = _bootstrap_latency(a, y, x, bootstrap, seed)
+        stderr = _bootstrap_latency(aw, np.ones_like(y), x, bootstrap, seed)
     fit = LatencyFit(result=result)
     for k, at in enumerate(atoms):
         col = labels.index(group[k])
@@ -288,6 +323,22 @@ def fit_latency(
         )
     for (i, j, v), f in zip(cells, fitted, strict=True):
         result.residuals.append(CellResidual(table, str(i), str(j), v, float(f), "ns"))
+    # A link direction no measured route crosses takes its reverse direction's fitted latency when that exists
+    # (links are close to symmetric; the machine file's nominal number would be a worse guess).
+    for link in machine.links:
+        for a_end, b_end in ((link.a, link.b), (link.b, link.a)):
+            if (a_end, b_end) not in fit.link_latency_ns and (b_end, a_end) in fit.link_latency_ns:
+                value = fit.link_latency_ns[(b_end, a_end)]
+                fit.link_latency_ns[(a_end, b_end)] = value
+                index[("link", (a_end, b_end))] = -1
+                result.parameters.append(
+                    FittedParameter(
+                        f"links[{a_end}->{b_end}].latency_ns", value, "ns", math.nan, False, "copied from the reverse direction"
+                    )
+                )
+                result.assumptions.append(
+                    f"link {a_end}->{b_end}: no measured route crosses it; latency copied from {b_end}->{a_end}"
+                )
     _untouched_warnings(machine, index, result, table)
     return fit
 

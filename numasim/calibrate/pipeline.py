@@ -258,7 +258,10 @@ def calibrate(
                 report.parameters.append(FittedParameter("core.write_cost_factor", factor, "1"))
                 mark(k, "hop_ratios")
         if mats:
-            lf = fit_latency(machine, mats, routes=r, bootstrap=bootstrap, seed=seed)
+            # Per-hop ratios say nothing about individual links or controllers: fit one value per kind.
+            only_ratios = bool(hop_tables) and len(mats) == sum(1 for _ in hop_tables) and not lat_mats and not strides
+            tie = ("controllers", "links_by_kind") if only_ratios else ()
+            lf = fit_latency(machine, mats, routes=r, bootstrap=bootstrap, seed=seed, tie=tie)
             report.extend(lf.result)
             report.warnings += slit_warnings(machine, mats)
             ctrl_lat.update(lf.controller_latency_ns)
