@@ -1,7 +1,32 @@
 """Topology layer: the machine model, its link graph, routes, distance tables, builders and file formats."""
 
-from numasim.topology.builders import glueless, hypercube
+from numasim.topology.builders import (
+    cache_hierarchy,
+    crossbar,
+    eight_socket,
+    glueless,
+    hypercube,
+    multi_die,
+    with_cxl_expander,
+    with_device,
+)
+from numasim.topology.cpulist import format_cpulist, parse_cpulist
 from numasim.topology.distances import slit, slit_from_latency, timing_distances
+from numasim.topology.infer import from_distance_matrix
+from numasim.topology.io import (
+    detect_format,
+    format_numactl_hardware,
+    load_machine,
+    machine_from_numactl,
+    numactl_hardware_for,
+    parse_numactl_hardware,
+    read_hwloc_xml,
+    read_sysfs_node_tree,
+    save_machine,
+    write_hwloc_xml,
+    write_sysfs_node_tree,
+)
+from numasim.topology.library import find_shipped, list_shipped
 from numasim.topology.model import (
     CacheLevel,
     CacheScope,
@@ -16,6 +41,7 @@ from numasim.topology.model import (
     Route,
     Switch,
 )
+from numasim.topology.render import render_tree
 from numasim.topology.routing import (
     Routing,
     bandwidth_table_gb_s,
@@ -49,4 +75,27 @@ __all__ = [
     "timing_distances",
     "hypercube",
     "glueless",
+    "eight_socket",
+    "multi_die",
+    "crossbar",
+    "with_cxl_expander",
+    "with_device",
+    "cache_hierarchy",
+    "from_distance_matrix",
+    "parse_cpulist",
+    "format_cpulist",
+    "load_machine",
+    "save_machine",
+    "detect_format",
+    "parse_numactl_hardware",
+    "format_numactl_hardware",
+    "machine_from_numactl",
+    "numactl_hardware_for",
+    "read_hwloc_xml",
+    "write_hwloc_xml",
+    "read_sysfs_node_tree",
+    "write_sysfs_node_tree",
+    "list_shipped",
+    "find_shipped",
+    "render_tree",
 ]
