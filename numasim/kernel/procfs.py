@@ -76,6 +76,9 @@ class PagesetView:
     high: int
     batch: int
     stat_threshold: int
+    high_min: int | None = None
+    """6.7+ (pcp high auto-tuning): with ``high_min``/``high_max`` the block has five aligned lines."""
+    high_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -242,9 +245,16 @@ def format_zoneinfo(zones: Iterable[ZoneView]) -> str:
         s.append("\n  pagesets")
         for p in z.pagesets:
             s.append(f"\n    cpu: {p.cpu}")
-            s.append(f"\n              count: {p.count}")
-            s.append(f"\n              high:  {p.high}")
-            s.append(f"\n              batch: {p.batch}")
+            if p.high_min is None:
+                s.append(f"\n              count: {p.count}")
+                s.append(f"\n              high:  {p.high}")
+                s.append(f"\n              batch: {p.batch}")
+            else:
+                s.append(f"\n              count:    {p.count}")
+                s.append(f"\n              high:     {p.high}")
+                s.append(f"\n              batch:    {p.batch}")
+                s.append(f"\n              high_min: {p.high_min}")
+                s.append(f"\n              high_max: {p.high_max}")
             s.append(f"\n  vm stats threshold: {p.stat_threshold}")
         s.append(f"\n  node_unreclaimable:  {z.node_unreclaimable}")
         s.append(f"\n  start_pfn:           {z.start_pfn}")
@@ -362,9 +372,14 @@ def _pagesets(kernel: Kernel, z: Zone) -> list[PagesetView]:
     batch = min(z.managed_pages >> 10, (1 << 20) // 4096) // 4
     batch = max(batch, 1)
     batch = (1 << ((batch + batch // 2).bit_length() - 1)) - 1 if batch > 1 else 1
-    node_cpus = len(kernel.machine.node(z.node).cpus) or len(kernel.machine.cpus)
-    high = max(z.wmark_low // max(node_cpus, 1), batch << 2)
-    threshold = 125 if z.managed_pages >= (1 << 24) else max(2 * (z.managed_pages >> 27).bit_length() * 8, 8)
+    node_cpus = max(len(kernel.machine.node(z.node).cpus) or len(kernel.machine.cpus), 1)
+    high = max(z.wmark_low // node_cpus, batch << 2)
+    # calculate_normal_threshold(): 2 * fls(num_online_cpus) * (1 + fls(zone MB >> 7)), at most 125
+    mem_mb = (z.managed_pages * 4096) >> 20
+    threshold = min(2 * len(kernel.machine.cpus).bit_length() * (1 + (mem_mb >> 7).bit_length()), 125)
+    if kernel.version >= (6, 7):
+        high_max = max(z.managed_pages // 8 // node_cpus, batch << 2)
+        return [PagesetView(c, 0, high, batch, threshold, high, high_max) for c in kernel.machine.cpus]
     return [PagesetView(cpu, 0, high, batch, threshold) for cpu in kernel.machine.cpus]
 
 
@@ -395,7 +410,7 @@ def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
                 min=z.wmark_min,
                 low=z.wmark_low,
                 high=z.wmark_high,
-                promo=z.wmark_promo if kernel.version >= (6, 1) else None,
+                promo=z.wmark_promo if kernel.version >= (6, 0) else None,
                 protection=list(z.lowmem_reserve),
                 zone_stats=[
                     ("nr_free_pages", z.free_pages),
@@ -415,8 +430,6 @@ def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
 
 def numa_maps_of(kernel: Kernel, task: Task) -> str:
     """/proc/PID/numa_maps of a simulated task."""
-    from numasim.kernel.mempolicy import mpol_to_str
-
     vmas = []
     for v in task.mm.vmas:
         per_node = v.pages_per_node()
@@ -425,7 +438,7 @@ def numa_maps_of(kernel: Kernel, task: Task) -> str:
         vmas.append(
             VmaView(
                 start=v.start,
-                policy=mpol_to_str(v.policy if v.policy is not None else task.mempolicy),
+                policy=kernel.policy_string(task, v),
                 pages_per_node=per_node,
                 file=v.path if v.kind == "file" else None,
                 heap=v.tag == "heap",

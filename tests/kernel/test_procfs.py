@@ -17,6 +17,7 @@ from numasim.kernel.procfs import (
     format_numa_map_line,
     format_status_mems_allowed,
     format_zoneinfo,
+    zone_views,
 )
 
 
@@ -153,3 +154,27 @@ def test_sysfs_node_files() -> None:
         "Node 0 Active(anon):          5 kB\n"
         "Node 0 HugePages_Total:     0\n"
     )
+
+
+def test_zoneinfo_pagesets_of_newer_kernels_have_high_min_max() -> None:
+    z = ZoneView(1, "Normal", 10, 10, 10, pagesets=[PagesetView(3, 0, 42, 63, 24, high_min=42, high_max=500)])
+    text = format_zoneinfo([z])
+    assert (
+        "\n    cpu: 3\n              count:    0\n              high:     42\n              batch:    63"
+        "\n              high_min: 42\n              high_max: 500\n  vm stats threshold: 24\n"
+    ) in text
+
+
+def test_zone_views_of_a_kernel_follow_its_version() -> None:
+    from numasim.kernel.config import KernelConfig
+    from numasim.kernel.kernel import Kernel
+    from numasim.topology.builders import glueless
+
+    machine = glueless(2, cpus_per_node=2, memory_bytes=1 << 30)
+    new = format_zoneinfo(zone_views(Kernel(machine, KernelConfig(version="6.12"))))
+    old = format_zoneinfo(zone_views(Kernel(machine, KernelConfig(version="6.1"))))
+    assert "high_min:" in new and "high_min:" not in old
+    assert new.count("Node 0, zone") == 5 and new.count("per-node stats") == 2
+    assert "\n        promo    " in old
+    buddy = format_buddyinfo(zone_views(Kernel(machine)))
+    assert all(line.startswith("Node ") and line.endswith(" ") for line in buddy.splitlines())
