@@ -241,6 +241,9 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
             if hist[i].sum():
                 ax.step(centers, hist[i], where="mid", label=f"node {nid}")
         ax.set_xscale("log")
+        used = np.flatnonzero(hist.sum(axis=0))
+        if used.size and edges[used[0]] > 0:
+            ax.set_xlim(edges[used[0]] / 1.5, edges[used[-1] + 1] * 1.5)
         ax.set_xlabel("latency (ns)")
         ax.set_ylabel("accesses")
         ax.set_title("latency by target node")

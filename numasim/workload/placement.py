@@ -31,6 +31,7 @@ from numasim.workload.generate import generate, phase_accesses
 from numasim.workload.layout import layout
 from numasim.workload.policy_text import PolicySpec, parse_policy
 from numasim.workload.spec import PointerChasePhase, Workload
+from numasim.workload.trace.perf_script import USER_ADDRESS_LIMIT
 from numasim.workload.trace.stats import touched_pages
 
 __all__ = ["Placement", "thread_cpus", "thread_specs", "place_workload", "place_trace", "apply_task_policy"]
@@ -261,6 +262,11 @@ def place_trace(
     task = kernel.spawn("trace")
     shown = apply_task_policy(kernel, task, policy)
     pages, first = touched_pages(chunks)
+    if len(pages) and int(pages[-1]) * PAGE_SIZE_BYTES >= USER_ADDRESS_LIMIT:
+        raise WorkloadError(
+            f"trace touches address {int(pages[-1]) * PAGE_SIZE_BYTES:#x}, beyond user space "
+            f"({USER_ADDRESS_LIMIT:#x}): kernel memory cannot be placed by a simulated process"
+        )
     if len(pages) and int(first.max()) >= len(thread_cpu):
         raise WorkloadError(f"trace uses thread {int(first.max())} but only {len(thread_cpu)} thread cpus were given")
     if len(pages):

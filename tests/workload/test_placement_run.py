@@ -94,6 +94,9 @@ def test_place_trace_first_touch_by_first_thread() -> None:
     assert p.pages.page_count == 3
     p = place_trace(M, [chunk], cpus, policy="bind:1")
     assert p.pages.lookup(addr).tolist() == [1, 1, 1, 1]
+    kernel_space = AccessChunk.build(np.array([0xFFFF9F9E3ECB8540], dtype=np.uint64))
+    with pytest.raises(WorkloadError, match="beyond user space"):
+        place_trace(M, [kernel_space], cpus)
 
 
 def test_resolve_calibration(tmp_path: Path) -> None:

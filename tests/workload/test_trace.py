@@ -146,6 +146,9 @@ def test_perf_script_sample() -> None:
     assert c.thread.tolist() == [0, 0, 1, 1, 0, 2]  # tids 4711, 4712, 9003 by first appearance
     assert c.address.tolist()[:3] == [0x7F3A2C0010C0, 0x7F3A2C0010C8, 0x7F3A34002040]
     assert c.is_write.tolist() == [False, False, False, True, False, False]
+    with_kernel = concat_chunks(read_perf_script(path, kernel_addresses=True))
+    assert len(with_kernel) == 7 and int(with_kernel.address[-1]) == 0xFFFF9F9E3ECB8540
+    assert with_kernel.thread.tolist()[-1] == 3  # tid 4355, fourth to appear
     ram = concat_chunks(read_perf_script(path, levels={"local_ram", "remote_ram"}))
     assert ram.address.tolist() == [0x7F3A2C0010C0, 0x7F3A34002040, 0x7F3A2C003000]
 

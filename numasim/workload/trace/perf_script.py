@@ -27,7 +27,10 @@ from numasim.errors import TraceError
 from numasim.workload.access import AccessChunk
 from numasim.workload.trace._text import TEXT_CHUNK_ACCESSES, ChunkBuilder, numbered_lines
 
-__all__ = ["read_perf_script", "data_source_level", "PERF_LEVELS", "looks_like_perf_script"]
+__all__ = ["read_perf_script", "data_source_level", "PERF_LEVELS", "looks_like_perf_script", "USER_ADDRESS_LIMIT"]
+
+#: x86_64 ``TASK_SIZE`` with 4-level paging: data addresses at or above it are kernel memory.
+USER_ADDRESS_LIMIT = 0x0000_7FFF_FFFF_F000
 
 PERF_LEVELS = ("l1", "lfb", "l2", "l3", "local_ram", "remote_ram", "remote_cache", "io", "uncached", "na")
 
@@ -70,9 +73,15 @@ def read_perf_script(
     *,
     levels: set[str] | None = None,
     size_bytes: int = 64,
+    kernel_addresses: bool = False,
     chunk_accesses: int = TEXT_CHUNK_ACCESSES,
 ) -> Iterator[AccessChunk]:
-    """Stream the samples of a ``perf script`` text file as chunks (see the module docstring for the layout)."""
+    """Stream the samples of a ``perf script`` text file as chunks (see the module docstring for the layout).
+
+    Samples whose data address is kernel memory (at or above :data:`USER_ADDRESS_LIMIT`, e.g. ``ffff9f9e...``
+    from ``perf mem record -a``) are skipped unless ``kernel_addresses=True``: the simulated process cannot
+    place them.
+    """
     p = Path(path)
     src = str(p)
     if levels is not None and not set(levels) <= set(PERF_LEVELS):
@@ -97,9 +106,12 @@ def read_perf_script(
             is_write = "store" in op.group(1).lower()
         else:
             is_write = "store" in m["event"].lower()
+        address = int(m["addr"], 16)
+        if address >= USER_ADDRESS_LIMIT and not kernel_addresses:
+            continue
         tid = int(m["tid"])
         thread = threads.setdefault(tid, len(threads))
-        builder.add(thread, int(m["addr"], 16), is_write, size_bytes)
+        builder.add(thread, address, is_write, size_bytes)
         if builder.full():
             yield builder.take()
     if len(builder):
