@@ -72,7 +72,10 @@ def layout(machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0) -> di
     if g.number_of_nodes() == 1:
         return {next(iter(g.nodes)): (0.0, 0.0)}
     if kind == "kamada-kawai":
-        raw = nx.kamada_kawai_layout(g)
+        # Start from the spectral embedding, not the default circle in id order: on a hypercube the circle
+        # puts 0,1,2,3 round a ring and Kamada-Kawai stalls in a crossed "bow-tie" of the square 0-1-3-2.
+        start = nx.spectral_layout(g) if g.number_of_nodes() > 2 else None
+        raw = nx.kamada_kawai_layout(g, pos=start)
     elif kind == "spring":
         raw = nx.spring_layout(g, seed=seed)
     else:
