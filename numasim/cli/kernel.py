@@ -98,6 +98,9 @@ def _fail(message: str, code: int = 2) -> None:
 def _split_own(
     args: list[str], own_values: set[str], own_flags: set[str]
 ) -> tuple[dict[str, Any], list[str]]:
+    if args[:1] in (["--help"], ["-h"]):
+        typer.echo(__doc__)
+        raise typer.Exit(0)
     opts: dict[str, Any] = {}
     i = 0
     while i < len(args):
@@ -135,9 +138,7 @@ def numactl_command(ctx: typer.Context) -> None:
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources, page_runs, pages_per_node_of
 
-    opts, argv = _split_own(
-        list(ctx.args), {"--machine", "--kernel-version", "--after"}, {"--json"}
-    )
+    opts, argv = _split_own(list(ctx.args), {"--machine", "--kernel-version", "--after"}, {"--json"})
     kernel = _kernel_from(opts)
     apply_after(kernel, opts.get("--after", []))
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
@@ -182,9 +183,7 @@ def numastat_command(ctx: typer.Context) -> None:
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources
 
-    opts, argv = _split_own(
-        list(ctx.args), {"--machine", "--kernel-version", "--after"}, set()
-    )
+    opts, argv = _split_own(list(ctx.args), {"--machine", "--kernel-version", "--after"}, set())
     kernel = _kernel_from(opts)
     for text in apply_after(kernel, opts.get("--after", [])):
         del text  # the commands' own output is not numastat's

@@ -379,7 +379,15 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.syscalls.append(("set_mempolicy", set_pol or "", res))
         run.stdout += f"set_mempolicy({set_pol}) = {_ret_text(res)}\n"
     length = pages * PAGE_SIZE_BYTES
-    vma = kernel.mmap(task, length, addr=addr)
+    try:
+        vma = kernel.mmap(task, length, addr=addr)
+    except NumasimError as exc:  # MAP_FIXED at a bad address: the kernel says EINVAL
+        run.stdout += (
+            f"mmap({pages} pages at {addr:#x}) = -1 EINVAL (Invalid argument)\n" if addr is not None else ""
+        )
+        run.stderr += f"alloc: {exc}\n"
+        run.exit_code = 1
+        return run
     run.stdout += f"mmap({pages} pages) = {vma.start:#x}\n"
     if mbind_spec is not None:
         res = kernel.mbind(task, vma.start, length, mbind_spec.mode_arg, mbind_spec.nodes)

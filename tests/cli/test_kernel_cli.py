@@ -96,3 +96,11 @@ def test_numastat_modes(small: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[7].startswith("Interleave_Hit")
     assert main(["numastat", "--machine", small, "--after", "numactl -m 1 memhog 8M", "-m"]) == 0
     assert "MemFree" in capsys.readouterr().out
+
+
+def test_numactl_help_and_bad_alloc_address(small: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["numactl", "--help"]) == 0
+    assert "numasim numactl --machine MACHINE" in capsys.readouterr().out
+    assert main(["numactl", "--machine", small, "alloc", "--pages", "2", "--addr", "0x123"]) == 1
+    captured = capsys.readouterr()
+    assert "= -1 EINVAL (Invalid argument)" in captured.out and "Traceback" not in captured.err

@@ -289,3 +289,34 @@ def test_finished_programs_exit_and_free_their_memory(k2: Kernel) -> None:
     assert k2.free_pages_per_node().tolist() == free
     assert run.task_pid not in k2.tasks
     assert run_numactl(k2, ["--show"]).task_pid not in k2.tasks
+
+
+def test_weighted_interleave_needs_6_9() -> None:
+    from numasim.kernel.config import KernelConfig
+
+    old = Kernel(glueless(2, cpus_per_node=2, memory_bytes=1 << 30), KernelConfig(version="6.1"))
+    run = run_numactl(old, ["-w", "0,1", "true"])
+    assert run.exit_code == 1
+    assert run.stderr == "set_mempolicy: Invalid argument\nsetting interleave mask: Invalid argument\n"
+    assert [r.errno for _, _, r in run.syscalls] == ["EINVAL"]
+
+
+def test_memoryless_node_is_listed_but_not_bindable() -> None:
+    from numasim.topology.model import Link, Machine, Node
+
+    machine = Machine(
+        name="memoryless",
+        nodes=[Node(id=0, cpus=[0, 1], memory_bytes=1 << 30), Node(id=1, cpus=[2, 3], memory_bytes=0)],
+        links=[Link(a=0, b=1, latency_ns=50, bandwidth_gb_s=20)],
+        firmware_slit=[[10, 20], [20, 10]],
+    )
+    kernel = Kernel(machine)
+    hw = run_numactl(kernel, ["--hardware"]).stdout.splitlines()
+    assert (
+        hw[0] == "available: 2 nodes (0-1)" and hw[4] == "node 1 cpus: 2 3" and hw[5] == "node 1 size: 0 MB"
+    )
+    # libnuma parses node lists against Mems_allowed, which has no memoryless node
+    run = run_numactl(kernel, ["--cpunodebind=1", "true"])
+    assert run.exit_code == 1 and run.stdout == "<1> is invalid\n"
+    assert run_numactl(kernel, ["--all", "--cpunodebind=1", "printcpu"]).stdout == "2\n"
+    assert show(kernel, "-C", "2")[3] == "cpubind: "  # nodebind only lists memory nodes
