@@ -320,3 +320,14 @@ def test_memoryless_node_is_listed_but_not_bindable() -> None:
     assert run.exit_code == 1 and run.stdout == "<1> is invalid\n"
     assert run_numactl(kernel, ["--all", "--cpunodebind=1", "printcpu"]).stdout == "2\n"
     assert show(kernel, "-C", "2")[3] == "cpubind: "  # nodebind only lists memory nodes
+
+
+def test_checktopology_and_distance(k4: Kernel) -> None:
+    hw = run_numactl(k4, ["--hardware"]).stdout.splitlines()
+    assert sum(1 for line in hw if line.startswith("node ") and " size: " in line) == len(k4.machine.nodes)
+    listed = [int(c) for line in hw if " cpus:" in line for c in line.split(":")[1].split()]
+    assert sorted(listed) == k4.machine.cpus
+    header = hw.index("node distances:")
+    rows = [[int(x) for x in line.split(":")[1].split()] for line in hw[header + 2 :]]
+    assert all(rows[i][i] == 10 for i in range(len(rows)))
+    assert all(rows[i][j] == rows[j][i] for i in range(len(rows)) for j in range(len(rows)))
