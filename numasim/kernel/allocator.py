@@ -195,10 +195,21 @@ Segment = tuple[int, Candidate, int]
 """(target node, candidate, pages) — one bulk numastat event."""
 
 
+def _zone_tables(zones: Sequence[Zone]) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.array([z.node for z in zones], dtype=np.int16),
+        np.array([int(z.type) for z in zones], dtype=np.int8),
+    )
+
+
 def run_scalar(
     plan: AllocPlan, count: int, zones: Sequence[Zone], target: int
-) -> tuple[np.ndarray, list[Segment], _State]:
-    """Fill ``count`` pages along one plan; returns the zone index of each allocated page and the segments."""
+) -> tuple[np.ndarray, np.ndarray, list[Segment], _State]:
+    """Fill ``count`` pages along one plan.
+
+    Returns the node (int16) and zone type (int8) of each allocated page, the bulk segments and the final
+    state; the walk stops at the first page no candidate has room for.
+    """
     state = _State(zones)
     segments: list[Segment] = []
     remaining = count
@@ -210,11 +221,10 @@ def run_scalar(
             state.take(c, n)
             segments.append((target, c, n))
             remaining -= n
-    zone_idx = np.repeat(
-        np.array([c.zone for _, c, _ in segments], dtype=np.int32),
-        np.array([n for _, _, n in segments], dtype=np.int64),
-    )
-    return zone_idx, segments, state
+    node_of, type_of = _zone_tables(zones)
+    seg_zone = np.array([c.zone for _, c, _ in segments], dtype=np.int64)
+    seg_len = np.array([n for _, _, n in segments], dtype=np.int64)
+    return np.repeat(node_of[seg_zone], seg_len), np.repeat(type_of[seg_zone], seg_len), segments, state
 
 
 def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: int, hi: int) -> int:
@@ -237,19 +247,21 @@ def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: in
 
 
 def run_per_page(
-    plans: dict[int, AllocPlan], targets: np.ndarray, zones: Sequence[Zone]
-) -> tuple[np.ndarray, list[Segment], _State, int]:
-    """Allocate one page per entry of ``targets`` (node ids) in order, each along its target's plan.
+    plans: dict[int, AllocPlan], positions: dict[int, np.ndarray], n_pages: int, zones: Sequence[Zone]
+) -> tuple[np.ndarray, np.ndarray, list[Segment], _State, int]:
+    """Allocate ``n_pages`` pages in page order, page ``i`` along the plan of its target node.
 
-    Returns the zone index per allocated page, the bulk segments, the final state and the number of pages
-    allocated (the walk stops at the first page that cannot be allocated).
+    ``positions[t]`` holds the (increasing) page indices whose target is node ``t``. Returns the node and
+    zone type of each allocated page, the bulk segments, the final state and the number of pages allocated
+    (the walk stops at the first page that cannot be allocated).
     """
-    n_pages = len(targets)
     state = _State(zones)
     segments: list[Segment] = []
-    out = np.empty(n_pages, dtype=np.int32)
-    uniq = [int(t) for t in np.unique(targets)]
-    pos = {t: np.flatnonzero(targets == t) for t in uniq}
+    node_of, type_of = _zone_tables(zones)
+    out_nodes = np.empty(n_pages, dtype=np.int16)
+    out_zones = np.empty(n_pages, dtype=np.int8)
+    uniq = [t for t in sorted(positions) if len(positions[t])]
+    pos = positions
     k = dict.fromkeys(uniq, 0)  # pages of t already assigned
     p = dict.fromkeys(uniq, 0)  # current candidate of t
     s = 0
@@ -288,11 +300,13 @@ def run_per_page(
                 hi = int(np.searchsorted(pos[t], end, side="left"))
                 n = hi - k[t]
                 if n:
-                    out[pos[t][k[t] : hi]] = cand.zone
+                    sel = pos[t][k[t] : hi]
+                    out_nodes[sel] = node_of[cand.zone]
+                    out_zones[sel] = type_of[cand.zone]
                     segments.append((t, cand, n))
                     k[t] = hi
                     taken += n
             state.take(plans[ts[0]].candidates[p[ts[0]]], taken)
         s = end
     allocated = min(s, fail_pos)
-    return out[:allocated], segments, state, allocated
+    return out_nodes[:allocated], out_zones[:allocated], segments, state, allocated

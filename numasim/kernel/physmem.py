@@ -52,7 +52,14 @@ from numasim.kernel.zones import (
 )
 from numasim.topology.model import Machine
 
-__all__ = ["PhysicalMemory", "BOOT_KERNEL_USED_DIVISOR", "SECTION_PAGES"]
+__all__ = [
+    "PhysicalMemory",
+    "AllocRequest",
+    "AllocResult",
+    "NumaCounters",
+    "BOOT_KERNEL_USED_DIVISOR",
+    "SECTION_PAGES",
+]
 
 BOOT_KERNEL_USED_DIVISOR = 256
 """Without ``free_bytes``, 1/256 of a node's managed memory is in use after boot (slab, page tables, percpu)."""
@@ -441,25 +448,33 @@ class PhysicalMemory:
         gfp_zone(gfp)  # validates the zone modifiers
         self._node_pos(req.cpu_node)
         targets = req.preferred_nid
+        positions: dict[int, np.ndarray] = {}
         if isinstance(targets, np.ndarray):
             if targets.shape != (req.count,):
                 raise ValueError(f"AllocRequest.preferred_nid: {targets.shape} targets for count {req.count}")
-            uniq = np.unique(targets) if req.count else np.array([], dtype=np.int64)
-            for t in uniq:
-                self._node_pos(int(t))
-            if len(uniq) == 1:
-                targets = int(uniq[0])
+            # one pass per node id instead of np.unique (which sorts 16 M entries)
+            for nid in self.node_ids:
+                where = np.flatnonzero(targets == nid)
+                if where.size:
+                    positions[nid] = where
+            if sum(len(v) for v in positions.values()) != req.count:
+                bad = sorted(set(np.unique(targets).tolist()) - set(self.node_ids))
+                raise ValueError(
+                    f"AllocRequest.preferred_nid: node {bad[0]}: no such node (nodes: {self.node_ids})"
+                )
+            if len(positions) == 1:
+                targets = next(iter(positions))
         else:
             self._node_pos(int(targets))
         if isinstance(targets, np.ndarray) and req.count:
-            plans = {int(t): self._plan(int(t), req, gfp) for t in uniq}
-            zone_idx, segments, state, allocated = run_per_page(plans, targets, self.zones)
+            plans = {t: self._plan(t, req, gfp) for t in positions}
+            nodes, zones, segments, state, allocated = run_per_page(plans, positions, req.count, self.zones)
             plan_oom = plans[int(targets[allocated])].oom if allocated < req.count else False
         else:
             target = int(targets) if not isinstance(targets, np.ndarray) else 0
             plan = self._plan(target, req, gfp) if req.count else AllocPlan((), False)
-            zone_idx, segments, state = run_scalar(plan, req.count, self.zones, target)
-            allocated = len(zone_idx)
+            nodes, zones, segments, state = run_scalar(plan, req.count, self.zones, target)
+            allocated = len(nodes)
             plan_oom = plan.oom
         state.write_back(self.zones)
         failed = allocated < req.count
@@ -469,15 +484,13 @@ class PhysicalMemory:
         self.vmstat["pgscan_direct"] += state.reclaimed
         if oom:
             self.vmstat["oom_kill"] += 1
-        node_of = np.array([z.node for z in self.zones], dtype=np.int16)
-        type_of = np.array([int(z.type) for z in self.zones], dtype=np.int8)
         per_node: dict[int, int] = {}
         for _, c, n in segments:
             nid = self.zones[c.zone].node
             per_node[nid] = per_node.get(nid, 0) + n
         return AllocResult(
-            nodes=node_of[zone_idx],
-            zones=type_of[zone_idx],
+            nodes=nodes,
+            zones=zones,
             allocated=allocated,
             failed=failed,
             oom=oom,
