@@ -34,16 +34,20 @@ from numasim.kernel.cpuset import ROOT_CPUSET, Cpuset, rebind_task
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.fault import FaultResult, fault_range
 from numasim.kernel.mempolicy import (
+    MPOL_INTERLEAVE,
     MPOL_MF_MOVE,
+    MPOL_WEIGHTED_INTERLEAVE,
     NUMA_NO_NODE,
     MemPolicy,
     WeightedInterleaveWeights,
     default_task_policy,
+    interleave_nodes_bulk,
     mpol_misplaced,
     mpol_to_str,
     parse_version,
+    weighted_interleave_nodes_bulk,
 )
-from numasim.kernel.modes import KernelMode
+from numasim.kernel.modes import KernelMode, decide
 from numasim.kernel.protocol import PlacementContext, PlacementDecision, PlacementPolicy
 from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, Task, VmaKind
 
@@ -408,6 +412,44 @@ class Kernel:
             oom = bool(res.oom)
         return Placed(nodes, zones, oom and not migrating and not thisnode)
 
+    def alloc_task_pages(self, task: Task, count: int, cpu: int | None = None) -> Placed:
+        """``alloc_pages()`` outside any mapping (page cache, kernel buffers) under the task policy.
+
+        Interleave here uses the per-task counter (``interleave_nodes``, ``weighted_interleave_nodes``: the
+        ``il_prev``/``il_weight`` state advances as page-by-page allocation would), not the address. Plug-in
+        placements do not apply (they need page offsets). Give the pages back with :meth:`free_task_pages`.
+        """
+        if count < 0:
+            raise WorkloadError(f"alloc_task_pages: count must be >= 0, got {count}")
+        cpu = task.cpu if cpu is None else cpu
+        cpu_node = self.cpu_to_node[cpu]
+        pol = task.mempolicy
+        decision: PlacementDecision
+        if pol is not None and pol.mode == MPOL_INTERLEAVE:
+            targets, task.il_prev = interleave_nodes_bulk(pol, task.il_prev, count)
+            decision = PlacementDecision(preferred=targets, interleave=True)
+        elif pol is not None and pol.mode == MPOL_WEIGHTED_INTERLEAVE:
+            targets, task.il_prev, task.il_weight = weighted_interleave_nodes_bulk(
+                pol, task.il_prev, task.il_weight, self.weighted_interleave_weights, count
+            )
+            decision = PlacementDecision(preferred=targets, interleave=True)
+        else:
+            ctx = PlacementContext(
+                machine=self.machine, cpu=cpu, cpu_node=cpu_node, ilx=np.zeros(count, dtype=np.int64),
+                addresses=np.zeros(count, dtype=np.int64), free_pages_source=self.free_pages_per_node,
+                total_pages_source=self.total_pages_per_node, memory_nodes=self.memory_nodes,
+                mems_allowed=task.mems_allowed, policy=pol, weights=self.weighted_interleave_weights,
+                version=self.version, pid=task.pid,
+            )
+            decision = decide(pol, ctx)
+        return self.allocate(decision, count, cpu_node, task.mems_allowed)
+
+    def free_task_pages(self, placed: Placed) -> None:
+        """Free pages returned by :meth:`alloc_task_pages`."""
+        ok = placed.nodes >= 0
+        if ok.any():
+            self.pm.free(placed.nodes[ok], placed.zones[ok])
+
     def _free_vma_pages(self, vma: VMA) -> None:
         present = vma.nodes >= 0
         if present.any():
@@ -590,8 +632,6 @@ class _KernelPolicy:
     name = "kernel"
 
     def place(self, ctx: PlacementContext, count: int) -> PlacementDecision:
-        from numasim.kernel.modes import decide
-
         return decide(ctx.policy, ctx)
 
 

@@ -226,9 +226,11 @@ def mbind(
         vma.placement = None
     migrated = failed_moves = 0
     if move:
+        # "Convert MPOL_DEFAULT's NULL to task or default policy" for the migration targets.
+        target_pol = new if new is not None else task.mempolicy
         for vma, bad in zip(vmas, misplaced, strict=True):
             if bad.size:
-                moved, failed = _migrate_vma_pages(k, task, vma, bad, new)
+                moved, failed = _migrate_vma_pages(k, task, vma, bad, target_pol)
                 migrated += moved
                 failed_moves += failed
         nr_failed += failed_moves

@@ -177,3 +177,30 @@ def test_shmem_interleave_index_starts_at_file_offset() -> None:
     vma = k.mmap(t, 6 * 4096, kind="shmem")
     k.touch(t, vma.start, 6 * 4096)
     assert vma.nodes.tolist() == [0, 1, 2, 0, 1, 2]  # pgoff 0, no inode bias before 6.7
+
+
+def test_task_interleave_without_vma_uses_il_prev() -> None:
+    k = kernel([([0], 64), ([1], 64), ([2], 64)])
+    t = k.spawn("cache", cpu=0)
+    assert k.set_mempolicy(t, MPOL_INTERLEAVE, {0, 2}).ok
+    first = k.alloc_task_pages(t, 3)
+    assert first.nodes.tolist() == [0, 2, 0] and t.il_prev == 0
+    assert k.get_mempolicy(t, MPOL_F_NODE)["mode"] == 2
+    second = k.alloc_task_pages(t, 2)
+    assert second.nodes.tolist() == [2, 0]
+    free = [k.pm.free_pages(n) for n in range(3)]
+    k.free_task_pages(first)
+    k.free_task_pages(second)
+    assert [k.pm.free_pages(n) for n in range(3)] == [free[0] + 3, free[1], free[2] + 2]
+
+
+def test_task_weighted_interleave_without_vma() -> None:
+    k = kernel([([0], 64), ([1], 64)])
+    k.weighted_interleave_weights.set(1, 2)
+    t = k.spawn("cache", cpu=0)
+    assert k.set_mempolicy(t, MPOL_WEIGHTED_INTERLEAVE, {0, 1}).ok
+    assert k.alloc_task_pages(t, 4).nodes.tolist() == [0, 1, 1, 0]
+    assert (t.il_prev, t.il_weight) == (0, 0)
+    assert k.get_mempolicy(t, MPOL_F_NODE)["mode"] == 1
+    assert k.alloc_task_pages(t, 1).nodes.tolist() == [1]
+    assert k.get_mempolicy(t, MPOL_F_NODE)["mode"] == 1  # node 1 still has weight left

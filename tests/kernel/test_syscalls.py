@@ -319,3 +319,15 @@ def test_negative_length_wraps_to_einval() -> None:
     vma = k.mmap(t, PAGE_SIZE)
     assert k.mbind(t, vma.start, -PAGE_SIZE * 2, MPOL_BIND, {0}).errno == "EINVAL"
     assert k.set_mempolicy_home_node(t, vma.start, -PAGE_SIZE * 2, 0).errno == "EINVAL"
+
+
+def test_mbind_default_move_follows_task_policy() -> None:
+    k = two_nodes()
+    t = k.spawn("a", cpu=0)
+    vma = k.mmap(t, 4 * PAGE_SIZE)
+    assert k.mbind(t, vma.start, 4 * PAGE_SIZE, MPOL_BIND, {0}).ok
+    k.touch(t, vma.start, 4 * PAGE_SIZE)
+    assert k.set_mempolicy(t, MPOL_PREFERRED, {1}).ok
+    r = k.mbind(t, vma.start, 4 * PAGE_SIZE, MPOL_DEFAULT, None, flags=MPOL_MF_MOVE | MPOL_MF_STRICT)
+    assert r.ok and r["migrated"] == 4
+    assert t.mm.vmas[0].policy is None and t.mm.vmas[0].pages_per_node() == {1: 4}

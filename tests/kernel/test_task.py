@@ -217,3 +217,26 @@ def test_policy_string_and_misplaced() -> None:
     assert k.mpol_misplaced(t, vma.start, cpu=0) == NUMA_NO_NODE  # explicit policy without MOF
     k.set_mempolicy(t, MPOL_INTERLEAVE, {0, 1})
     assert k.policy_string(t, None) == "interleave:0-1"
+
+
+def test_preferred_many_pass_two_counts_hit_on_cpu_node() -> None:
+    """Pass 1 prefers the mask (hits on node 1); pass 2 uses the CPU node's own zonelist without mask, so its
+    pages on node 0 are numa_hit and node 1 is charged no numa_foreign (kernel_spec 5.9)."""
+    k = two_nodes(64)
+    t = k.spawn("a", cpu=0)
+    assert k.set_mempolicy(t, MPOL_PREFERRED_MANY, {1}).ok
+    vma = k.mmap(t, 80 * MiB)
+    k.touch(t, vma.start, 80 * MiB)
+    counts = vma.pages_per_node()
+    assert k.numastat(1)["numa_hit"] == counts[1] and k.numastat(1)["other_node"] == counts[1]
+    assert k.numastat(0)["numa_hit"] == counts[0] and k.numastat(0)["local_node"] == counts[0]
+    assert k.numastat(1)["numa_foreign"] == 0 and k.numastat(0)["numa_miss"] == 0
+
+
+def test_relative_mask_skips_memoryless_node() -> None:
+    from numasim.kernel.mempolicy import MPOL_F_RELATIVE_NODES
+
+    k = kernel([([0], 64), ([1], 0), ([2], 64), ([3], 64)])
+    t = k.spawn("a", cpu=0)
+    assert k.set_mempolicy(t, MPOL_INTERLEAVE | MPOL_F_RELATIVE_NODES, {0, 1}).ok
+    assert t.mempolicy is not None and t.mempolicy.nodes == {0, 2}  # 0th and 1st memory node
