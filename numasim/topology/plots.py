@@ -75,6 +75,11 @@ def layout(machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0) -> di
         # Start from the spectral embedding, not the default circle in id order: on a hypercube the circle
         # puts 0,1,2,3 round a ring and Kamada-Kawai stalls in a crossed "bow-tie" of the square 0-1-3-2.
         start = nx.spectral_layout(g) if g.number_of_nodes() > 2 else None
+        if start is not None:
+            pts = np.array(list(start.values()))
+            gaps = np.linalg.norm(pts[:, None, :] - pts[None, :, :], axis=-1) + np.eye(len(pts))
+            if gaps.min() < 1e-6:
+                start = None  # symmetric graphs (complete, star) collapse spectrally: use the circle
         raw = nx.kamada_kawai_layout(g, pos=start)
     elif kind == "spring":
         raw = nx.spring_layout(g, seed=seed)
