@@ -24,10 +24,11 @@ from numasim.workload.spec import (
     _PhaseBase,
 )
 
-__all__ = ["Walker", "make_walker", "zipf_ranks", "MAX_CHASE_SLOTS", "MAX_ZIPF_TABLE"]
+__all__ = ["Walker", "make_walker", "zipf_ranks", "zipf_cdf", "MAX_CHASE_SLOTS", "MAX_ZIPF_TABLE"]
 
-#: Pointer chases over more slots than this chase over groups of slots (bounded memory for huge regions).
-MAX_CHASE_SLOTS = 1 << 24
+#: Pointer chases over more slots than this (256 MiB of 64-byte lines) step through a random cycle of groups of
+#: adjacent slots, one fixed slot per group: bounded memory and set-up time, every page still visited.
+MAX_CHASE_SLOTS = 1 << 22
 #: Zipf over more ranks than this is sampled from the continuous inverse CDF instead of a table.
 MAX_ZIPF_TABLE = 1 << 21
 _MAX_PERMUTATION = 1 << 24
@@ -103,10 +104,22 @@ class _Chase(Walker):
         return np.uint64(self.span.base) + slot * np.uint64(self.span.unit), None
 
 
-def zipf_ranks(rng: np.random.Generator, n_ranks: int, exponent: float, size: int) -> np.ndarray:
+def zipf_cdf(n_ranks: int, exponent: float) -> np.ndarray | None:
+    """The cumulative table :func:`zipf_ranks` samples from (None when the continuous law is used instead)."""
+    if n_ranks <= 1 or exponent == 0 or n_ranks > MAX_ZIPF_TABLE:
+        return None
+    cdf = np.cumsum(np.arange(1, n_ranks + 1, dtype=np.float64) ** -exponent)
+    cdf /= cdf[-1]
+    return cdf
+
+
+def zipf_ranks(
+    rng: np.random.Generator, n_ranks: int, exponent: float, size: int, cdf: np.ndarray | None = None
+) -> np.ndarray:
     """``size`` ranks in ``[0, n_ranks)`` with P(rank r) proportional to ``(r + 1) ** -exponent``.
 
-    Exact (a cumulative table) up to ``MAX_ZIPF_TABLE`` ranks, the continuous inverse CDF beyond.
+    Exact (a cumulative table, ``cdf`` from :func:`zipf_cdf` to reuse it) up to ``MAX_ZIPF_TABLE`` ranks, the
+    continuous inverse CDF beyond.
 
     Examples
     --------
@@ -120,10 +133,9 @@ def zipf_ranks(rng: np.random.Generator, n_ranks: int, exponent: float, size: in
     if exponent == 0:
         return np.minimum((u * n_ranks).astype(np.int64), n_ranks - 1)
     if n_ranks <= MAX_ZIPF_TABLE:
-        weights = np.arange(1, n_ranks + 1, dtype=np.float64) ** -exponent
-        cdf = np.cumsum(weights)
-        cdf /= cdf[-1]
-        return np.minimum(np.searchsorted(cdf, u, side="right"), n_ranks - 1).astype(np.int64)
+        table = cdf if cdf is not None else zipf_cdf(n_ranks, exponent)
+        assert table is not None
+        return np.minimum(np.searchsorted(table, u, side="right"), n_ranks - 1).astype(np.int64)
     top = float(n_ranks + 1)
     if abs(exponent - 1.0) < 1e-12:
         x = top**u
@@ -155,6 +167,11 @@ class _Zipf(Walker):
         self.phase = phase
         self.map = _rank_to_item(rng, self.pages)
         self.length = span.units
+        if phase.hot_fraction is None:
+            self.hot_pages = self.pages
+        else:
+            self.hot_pages = min(self.pages, max(1, round(phase.hot_fraction * self.pages)))
+        self.cdf = zipf_cdf(self.hot_pages, phase.exponent)
 
     def _page(self, rank: np.ndarray) -> np.ndarray:
         order, block = self.map
@@ -166,14 +183,13 @@ class _Zipf(Walker):
     def take(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray | None]:
         p = self.phase
         if p.hot_fraction is None or p.hot_access_fraction is None:
-            rank = zipf_ranks(self.rng, self.pages, p.exponent, n)
+            rank = zipf_ranks(self.rng, self.pages, p.exponent, n, self.cdf)
         else:
-            hot_pages = min(self.pages, max(1, round(p.hot_fraction * self.pages)))
             hot = self.rng.random(n) < p.hot_access_fraction
-            rank = zipf_ranks(self.rng, hot_pages, p.exponent, n)
-            cold_pages = self.pages - hot_pages
+            rank = zipf_ranks(self.rng, self.hot_pages, p.exponent, n, self.cdf)
+            cold_pages = self.pages - self.hot_pages
             if cold_pages > 0:
-                cold = hot_pages + self.rng.integers(0, cold_pages, size=n)
+                cold = self.hot_pages + self.rng.integers(0, cold_pages, size=n)
                 rank = np.where(hot, rank, cold)
         page = np.asarray(self._page(rank), dtype=np.uint64)
         slot = self.rng.integers(0, self.slots_per_page, size=n, dtype=np.uint64)
