@@ -8,10 +8,11 @@ solves a fixed point over the window:
 2. per agent, issue times from the cumulative cost; each request lands in an epoch;
 3. per epoch and resource, busy time = sum over route classes of requests x busy time per line
    (``bincount`` then one matrix product), utilisation = busy / epoch length;
-4. per resource, delay = ``curve(u)`` + a capacity wait: the multiplier of the constraint ``u <= 1``, raised
-   where demand exceeds capacity (by the mean miss latency times the excess: a Newton step, since an
-   MLP-limited agent's demand falls as 1/latency) and decaying to zero elsewhere, so throughput never exceeds
-   capacity; the request's own line is left out of ``u`` for the curve (it does not queue behind itself);
+4. per resource, delay = ``curve(u)`` of its epoch (the request's own line left out of ``u``: it does not
+   queue behind itself) + a capacity wait for the whole window: the multiplier of the constraint "utilisation
+   over the window (and in its busiest tenth of epochs) <= 1", raised where demand exceeds capacity by the mean latency through the resource times
+   the excess (a Newton step, since an MLP-limited agent's demand falls as 1/latency) and lowered the same way
+   to zero when below; so throughput never exceeds capacity over a window (it may within one epoch: a burst);
 5. repeat (the curve part under-relaxed when the residual grows) until no resource is more than 1 % above
    capacity and either the delays change by < 0.1 ns on average or no agent's time moves by more than 0.02 %
    of the window.
@@ -170,12 +171,13 @@ class EpochEngine:
         if self.carry_epoch >= 0 and not carry:
             self.stats.series.add(np.array([self.carry_epoch]), self.carry_busy[None, :])
         curve_d = self.curve_row[None, :].copy()  # per epoch x resource: loaded-latency curve delay
-        wait_d = self.wait_row[None, :].copy()  # per epoch x resource: capacity wait (zero unless saturated)
-        grid = (curve_d + wait_d) @ self.crossT
+        wait = self.wait_row.copy()  # per resource: capacity wait over the window (zero unless saturated)
+        grid = (curve_d + wait[None, :]) @ self.crossT
         alpha, last_resid = 1.0, np.inf
         prev_ends = np.full(len(seg_end), np.inf)
         lat = w.hit_lat.copy()
         lat[miss] = (w.base[miss] + grid[0, rc_m]) * w.pff[miss]
+        crosses = self.crossT.T
         for _it in range(_MAX_ITER):
             self.iterations += 1
             # 2: issue times under the current latencies; the window ends where the first agent runs out.
@@ -200,42 +202,55 @@ class EpochEngine:
             lo_bin = np.where(up, r_c, r_c - 1)
             wt_hi = np.where(up, shifted, 1.0 + shifted)
             size = n_ep * self.n_rc
-            demand = np.bincount(np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_c, weights=1.0 - wt_hi, minlength=size)
-            demand += np.bincount(np.clip(lo_bin + 1, 0, n_ep - 1) * self.n_rc + rc_c, weights=wt_hi, minlength=size)
-            busy = demand.reshape(n_ep, self.n_rc) @ self.busy
+            demand = np.bincount(
+                np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_c, weights=1.0 - wt_hi, minlength=size
+            )
+            demand += np.bincount(
+                np.clip(lo_bin + 1, 0, n_ep - 1) * self.n_rc + rc_c, weights=wt_hi, minlength=size
+            )
+            per_class = demand.reshape(n_ep, self.n_rc)
+            busy = per_class @ self.busy
+            window_busy = busy.sum(axis=0)
             if carry:
                 busy[0] += self.carry_busy
-            # Full epoch length even for the window's last, partly filled epoch: it is carried into the next
-            # window and recomputed there with the rest of its demand.
-            length = np.full(n_ep, E)
-            # 4: delay per resource = loaded-latency curve + capacity wait. The wait is the multiplier of the
-            # constraint u <= 1: it grows where demand exceeds capacity, by the mean miss latency times the
-            # excess (a Newton step, since MLP-limited demand falls as 1/latency), and decays to 0 elsewhere.
-            u = busy / length[:, None]
-            u_seen = np.clip(u - self.own_busy[None, :] / length[:, None], 0.0, 1.0)
+            # 4a: loaded-latency curve per epoch (the request's own line left out: it does not queue behind
+            # itself). The window's last, partly filled epoch is carried into the next window and recomputed.
+            u = busy / E
+            u_seen = np.clip(u - self.own_busy[None, :] / E, 0.0, 1.0)
             rows = np.minimum(np.arange(n_ep), len(curve_d) - 1)
-            old_curve, old_wait = curve_d[rows], wait_d[rows]
-            mean_lat = float(lat[cm].mean()) if cm.any() else 0.0
+            old_curve = curve_d[rows]
             new_curve = ms.curve_delay_ns(u_seen)
-            new_wait = np.maximum(old_wait + mean_lat * (u - 1.0), 0.0)
-            old = (old_curve + old_wait) @ self.crossT
-            new = (new_curve + new_wait) @ self.crossT
+            # 4b: capacity wait per resource: the multiplier of the constraint "utilisation over the window <= 1",
+            # raised by the mean latency of the requests crossing it times the excess (a Newton step, since an
+            # MLP-limited agent's demand falls as 1/latency) and lowered the same way to zero when below.
+            last = float(issue[commit].max()) if commit.any() else t_start
+            span = max(last - t_start, E)
+            u_win = window_busy / span
+            # Not only on average: the wait must hold the busy epochs at capacity, not let a quiet tail of the
+            # window hide an overload (the 90th percentile of the epochs' utilisation, when there are enough).
+            inner = u[(1 if carry else 0) : n_ep - 1]
+            if len(inner) >= 4:
+                u_win = np.maximum(u_win, np.quantile(inner, 0.9, axis=0))
+            cls_n = per_class.sum(axis=0)
+            cls_lat = np.bincount(w.rc[cm], weights=lat[cm], minlength=self.n_rc)
+            res_n = cls_n @ crosses
+            res_lat = np.divide(cls_lat @ crosses, res_n, out=np.zeros(self.n_res), where=res_n > 0)
+            new_wait = np.maximum(wait + res_lat * (u_win - 1.0), 0.0)
+            old = (old_curve + wait[None, :]) @ self.crossT
+            new = (new_curve + new_wait[None, :]) @ self.crossT
             resid = float(np.abs(new - old).mean()) if new.size else 0.0
-            # The window's first epoch (when carried) and last one are partly decided by neighbouring windows:
-            # they do not hold the loop back.
-            inner = u[(1 if carry else 0) : max(n_ep - 1, 1)]
-            over = float(inner.max()) if inner.size else 0.0
+            over = float(u_win.max()) if u_win.size else 0.0
             ends = issue[seg_end]
-            moved = float(np.abs(ends - prev_ends).max()) / max(float(ends.max()) - t_start, E)
+            moved = float(np.abs(ends - prev_ends).max()) / span
             prev_ends = ends
-            if (resid < max(_TOL_NS, 1e-3 * mean_lat) or moved < _TOL_REL) and over < 1.0 + 1e-2:
+            if (resid < _TOL_NS or moved < _TOL_REL) and over < 1.0 + 1e-2:
                 break
             if resid > last_resid:
                 alpha = max(alpha * 0.5, 1.0 / 64)
             last_resid = resid
             curve_d = old_curve + alpha * (new_curve - old_curve)
-            wait_d = new_wait
-            grid = (curve_d + wait_d) @ self.crossT
+            wait = new_wait
+            grid = (curve_d + wait[None, :]) @ self.crossT
             lat[miss] = (w.base[miss] + grid[np.minimum(rel[miss], n_ep - 1), rc_m]) * w.pff[miss]
         # Commit.
         commit = issue < end
@@ -267,7 +282,7 @@ class EpochEngine:
         self.carry_busy = busy[-1].copy()
         self.carry_epoch = e0 + n_ep - 1
         self.curve_row = curve_d[-1].copy()
-        self.wait_row = wait_d[-1].copy()
+        self.wait_row = wait.copy()
         self.windows += 1
         return float(np.min(self.t_next[ids_arr]))
 

@@ -27,6 +27,8 @@ from .timing import prefetch_factor
 
 __all__ = ["ExactEngine"]
 
+_EMA = 0.5
+
 
 class ExactEngine:
     """Runs the exact fidelity (see module docstring)."""
@@ -56,6 +58,10 @@ class ExactEngine:
             [(r, float(ms.busy_ns[c, r])) for r in ms.class_resources[c]] for c in range(ms.n_classes)
         ]
         self.n_nodes = ms.n_nodes
+        line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0)
+        self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
+        self._ema = np.zeros(len(ms.resources))
+        self._ema_bucket = -10
         # Busy time per epoch bucket, charged to the bucket where the line is served (which may lie ahead).
         self.busy_by_bucket: dict[int, list[float]] = {}
         self.curve_now = [0.0] * len(ms.resources)
@@ -74,7 +80,12 @@ class ExactEngine:
             if k == b - 1:
                 last = row
         # In place: every agent process holds this list.
-        self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(np.minimum(last / self.E, 1.0))]
+        u_seen = np.clip((last - self.own_busy) / self.E, 0.0, 1.0)  # a request does not queue behind itself
+        # Smoothed over epochs: a one-epoch-late counter would otherwise make load and delay chase each other.
+        if b == self._ema_bucket + 1:
+            u_seen = _EMA * self._ema + (1.0 - _EMA) * u_seen
+        self._ema, self._ema_bucket = u_seen, b
+        self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(u_seen)]
         self.bucket = b
 
     def flush(self) -> None:

@@ -1,0 +1,61 @@
+"""Exact and epoch fidelities agree within 2 % on total time and per-node cost for small workloads."""
+
+from __future__ import annotations
+
+import pytest
+from _engine_machines import (
+    PAGE,
+    calibration,
+    interleaved_pages,
+    seed000_machine,
+    spread_pages,
+    stream,
+    two_node,
+)
+
+from numasim.engine import ThreadSpec, simulate
+
+CASES = [
+    # (machine, kind, threads, nodes of the pages, write fraction, compute_ns, cache)
+    ("2node", "seq", 4, [0, 1], 0.0, 0.0, False),
+    ("2node", "rand", 4, [0, 1], 0.0, 0.0, False),
+    ("2node", "rand", 2, [1], 0.3, 20.0, False),
+    ("2node", "seq", 2, [0, 1], 0.5, 2.0, True),
+    ("4node", "seq", 4, [0, 1, 2, 3], 0.0, 0.0, False),
+    ("4node", "rand", 4, [0, 2], 0.2, 0.0, False),
+    ("4node", "rand", 8, [1, 3], 0.0, 5.0, False),
+    ("4node", "seq", 8, [0], 0.0, 0.0, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}t-{c[3]}" for c in CASES])
+def test_exact_and_epoch_agree(case: tuple) -> None:
+    name, kind, threads, nodes, wf, compute, cache = case
+    m = two_node(caches=cache) if name == "2node" else seed000_machine(caches=cache)
+    cal = calibration(m)
+    pages = 1 << 13
+    pm = interleaved_pages(nodes, pages) if kind == "rand" else spread_pages(nodes, pages // len(nodes))
+    # Threads spread over the machine's cpus (node 0 first). Near a resource's saturation knee the two modes part
+    # by a few % (exact FIFO queueing is stochastic, the epoch fluid model is not): these cases stay off it.
+    cpus = [t * len(m.cpus) // threads for t in range(threads)]
+    specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
+    n = 40_000
+    got = {}
+    for mode in ("exact", "epoch"):
+        got[mode] = simulate(
+            m,
+            cal,
+            specs,
+            stream(kind, n, threads, pages * PAGE, write_fraction=wf, compute_ns=compute, seed=3),
+            pm,
+            mode=mode,
+        )
+    ex, ep = got["exact"], got["epoch"]
+    assert ep.accesses == ex.accesses == n
+    assert ep.run_time_ns == pytest.approx(ex.run_time_ns, rel=0.02)
+    for a, b in zip(ex.nodes, ep.nodes, strict=True):
+        assert a.accesses == b.accesses
+        if a.accesses:
+            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
+    for a, b in zip(ex.resources, ep.resources, strict=True):
+        assert b.bytes == a.bytes if not cache else True
