@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "build_kernel", "apply_after"]
 
+_MAX_RUNS = 100_000
+"""At most this many ``[node, count]`` runs in ``--json`` (an interleaved 64 GiB would give 16.7 million)."""
+
 _RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 kernel_app = typer.Typer(
@@ -146,6 +149,7 @@ def numactl_command(ctx: typer.Context) -> None:
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     if opts.get("--json"):
+        runs = page_runs(kernel, pids)
         report = {
             "machine": kernel.machine.name,
             "kernel_version": f"{kernel.version[0]}.{kernel.version[1]}",
@@ -155,7 +159,8 @@ def numactl_command(ctx: typer.Context) -> None:
             "stderr": run.stderr,
             "pids": run.program_pids,
             "pages_per_node": {str(k): v for k, v in pages_per_node_of(kernel, pids).items()},
-            "page_runs": page_runs(kernel, pids),
+            "page_runs": runs[:_MAX_RUNS],
+            "page_runs_truncated": len(runs) > _MAX_RUNS,
             "numastat_delta": {
                 str(nid): {name: after[nid][name] - before[nid].get(name, 0) for name in after[nid]}
                 for nid in after
