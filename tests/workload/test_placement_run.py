@@ -142,3 +142,15 @@ def test_compare_policies_local_vs_remote() -> None:
     assert 40 < by["interleave:0-1"]["remote_pct"] < 60
     assert by["bind:1"]["run_time_ns"] > by["local"]["run_time_ns"]
     assert by["local"]["node0_pages"] == 256 and by["bind:1"]["node1_pages"] == 256
+
+
+def test_plugin_policy_by_name() -> None:
+    from numasim.kernel.registry import load_policy, register_policy, unregister_policy
+
+    register_policy("test_all_on_node1", lambda: load_policy("bind", nodes=[1]))
+    try:
+        p = place_workload(M, W, policy="test_all_on_node1")
+    finally:
+        unregister_policy("test_all_on_node1")
+    assert p.pages_by_allocation["a"] == {1: 256} and p.pages_by_allocation["c"] == {1: 256}
+    assert p.pages_by_allocation["b"] == {0: 128, 1: 128}  # the allocation's own mbind still wins

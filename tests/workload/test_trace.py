@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numasim.errors import TraceError
 from numasim.workload.access import AccessChunk, concat_chunks
@@ -205,3 +207,25 @@ def test_trace_info_and_touched_pages() -> None:
     assert info.per_thread == {0: 2, 1: 2, 2: 1}
     pages, first = touched_pages([c.slice(0, 2), c.slice(2, 5)])
     assert pages.tolist() == [0, 1, 2] and first.tolist() == [2, 1, 1]
+
+
+@st.composite
+def chunks(draw: st.DrawFn) -> AccessChunk:
+    n = draw(st.integers(min_value=1, max_value=50))
+    return AccessChunk(
+        thread=np.array(draw(st.lists(st.integers(0, 1000), min_size=n, max_size=n)), dtype=np.int32),
+        address=np.array(draw(st.lists(st.integers(0, (1 << 64) - 1), min_size=n, max_size=n)), dtype=np.uint64),
+        is_write=np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool),
+        size_bytes=np.array(draw(st.lists(st.integers(1, 65535), min_size=n, max_size=n)), dtype=np.uint16),
+        compute_ns=np.array(draw(st.lists(st.sampled_from([0.0, 0.5, 2.25, 1e6]), min_size=n, max_size=n)), dtype=np.float32),
+    )
+
+
+@settings(max_examples=25)
+@given(st.lists(chunks(), min_size=1, max_size=3))
+def test_round_trip_property(tmp_path_factory: pytest.TempPathFactory, parts: list[AccessChunk]) -> None:
+    d = tmp_path_factory.mktemp("rt")
+    whole = concat_chunks(parts)
+    for name in ("t.npz", "t.csv"):
+        write_trace(parts, d / name)
+        assert same(concat_chunks(read_trace(d / name)), whole)
