@@ -1,0 +1,113 @@
+"""``numasim calibrate``, ``numasim validate`` and ``numasim probe`` end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from numasim.calibrate.model import load_calibration
+from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
+from numasim.calibrate.probe import copy_node_tree, probe
+from numasim.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
+SKX = DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"
+
+
+def test_calibrate_writes_a_calibration_and_prints_the_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cal.json"
+    assert main(["calibrate", "--machine", "skylake-8180-2s", str(SKX), "-o", str(out), "--created", "2026-11-22"]) == 0
+    text = capsys.readouterr().out
+    assert "controllers[0].latency_ns" in text and "+-" in text
+    assert "worst cell:" in text and "firmware SLIT[0][1] = 21" in text
+    cal = load_calibration(out)
+    assert cal.machine == "skylake-8180-2s" and cal.provenance.sources[0].tool_version == "v3.5"
+
+
+def test_calibrate_json_and_fit_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cal.json"
+    rc = main(["calibrate", "-m", "skylake-8180-2s", str(SKX), "--fit-on", "latency", "-o", str(out), "--json"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fitted_on"] == ["latency_matrix"] and data["mape_pct"]["latency_matrix"] < 3.0
+    assert {r["table"] for r in data["residuals"]} == {"latency_matrix"}
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\n")
+    assert main(["calibrate", "-m", "skylake-8180-2s", str(junk), "-o", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown measurement format" in err and "Traceback" not in err
+    assert not (tmp_path / "c.json").exists()
+    assert main(["calibrate", "-m", "skylake-8180-2s", str(SKX), "--fit-on", "nope", "-o", str(tmp_path / "c.json")]) == 2
+    assert "unknown table" in capsys.readouterr().err
+
+
+def test_validate_with_report_dir_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cal = tmp_path / "cal.json"
+    main(["calibrate", "-m", "skylake-8180-2s", str(SKX), "--fit-on", "latency,peak_bandwidth", "-o", str(cal)])
+    capsys.readouterr()
+    rep = tmp_path / "report"
+    rc = main(
+        ["validate", "-m", "skylake-8180-2s", "-c", str(cal), str(SKX), "--tables", "latency_matrix,bandwidth_matrix,loaded_latency",
+         "-o", str(rep), "--plots"]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "latency_matrix" in text and "engine" in text and "MAPE" in text
+    data = json.loads((rep / "report.json").read_text())
+    by = {t["table"]: t for t in data["tables"]}
+    assert by["latency_matrix"]["mape_pct"] < 3.0
+    assert by["bandwidth_matrix"]["cells"] == 4 and by["loaded_latency"]["cells"] == 19
+    for name in ("latency_matrix.png", "bandwidth_matrix.png", "loaded_latency.png"):
+        assert (rep / name).stat().st_size > 1000
+
+
+def test_validate_without_calibration_says_how_to_make_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.topology.io import load_machine
+    from numasim.topology.io.toml_format import save_machine_toml
+
+    mfile = tmp_path / "box.toml"
+    save_machine_toml(load_machine("skylake-8180-2s").model_copy(update={"calibration": None}), mfile)
+    assert main(["validate", "-m", str(mfile), str(SKX)]) == 2
+    assert "numasim calibrate --machine skylake-8180-2s" in capsys.readouterr().err
+
+
+def test_probe_on_this_host_degrades_to_local_only(tmp_path: Path) -> None:
+    res = probe(tmp_path / "p", working_set_bytes=4 << 20, repeats=1, steps=5000, use_numactl=False)
+    n = len(res.nodes)
+    assert res.placement == "local-only"
+    assert res.latency_ns[0][0] is not None and res.latency_ns[0][0] > 0
+    assert res.bandwidth_gb_s[0][0] is not None and res.bandwidth_gb_s[0][0] > 0
+    assert all(res.latency_ns[i][j] is None for i in range(n) for j in range(n) if i != j)
+    if n == 1:
+        assert any("1 NUMA node" in note for note in res.notes)
+    p = tmp_path / "p" / "probe.json"
+    assert detect_measurement_format(p) == "probe"
+    assert parse_measurement(p).nodes == res.nodes
+
+
+def test_probe_cli_and_calibrate_from_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "probe"
+    assert main(["probe", "-o", str(out), "--working-set", "2M", "--repeats", "1", "--steps", "2000"]) == 0
+    assert "latency_ns from node" in capsys.readouterr().out
+    assert main(["probe", "-o", str(out), "--working-set", "lots"]) == 2
+
+
+def test_copy_node_tree_keeps_hmat_initiators(tmp_path: Path) -> None:
+    src = tmp_path / "sys"
+    init = src / "node1" / "access0" / "initiators"
+    init.mkdir(parents=True)
+    (init / "read_latency").write_text("240\n")
+    (src / "node0").mkdir()
+    (src / "node0" / "cpulist").write_text("0-3\n")
+    (init / "node0").symlink_to(src / "node0")
+    (src / "node0" / "cpu0").mkdir()
+    dst = tmp_path / "copy"
+    assert copy_node_tree(src, dst) == [0, 1]
+    assert (dst / "node1" / "access0" / "initiators" / "node0").is_dir()
+    assert (dst / "node1" / "access0" / "initiators" / "read_latency").read_text() == "240\n"
+    assert (dst / "node0" / "cpulist").read_text() == "0-3\n"

@@ -1,0 +1,115 @@
+"""The mlc parser on the two real runs (markdown pages), the old layout, and broken variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
+from numasim.calibrate.parsers.mlc import parse_mlc, parse_mlc_text
+from numasim.errors import FormatError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
+IVY = DATA / "mlc" / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"
+SKX = DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"
+
+
+def test_ivy_bridge_default_run_every_section() -> None:
+    r = parse_mlc(IVY)
+    assert r.tool_version == "v3.1a"
+    assert r.latency_matrix is not None and r.latency_matrix.values.tolist() == [[61.7, 115.1], [114.6, 61.2]]
+    assert r.bandwidth_matrix is not None and r.bandwidth_matrix.cell(0, 1) == 25501.2
+    assert r.peak_injection_mb_s == {
+        "all_reads": 110395.9,
+        "3:1": 93339.7,
+        "2:1": 88859.9,
+        "1:1": 81146.3,
+        "stream_triad": 93082.4,
+    }
+    t = r.loaded_latency[0]
+    assert len(t.inject_delay) == 19 and t.inject_delay[0] == 0 and t.inject_delay[-1] == 20000
+    assert t.latency_ns[0] == 189.18 and t.bandwidth_mb_s[-1] == 1706.5
+    assert r.c2c_local_ns == {"Local Socket L2->L2 HIT": 24.8, "Local Socket L2->L2 HITM": 28.3}
+    writer = r.c2c_remote_ns["Remote Socket LLC->LLC HITM (writer homed)"]
+    assert np.isnan(writer.cell(0, 0)) and writer.cell(0, 1) == 70.4
+
+
+def test_skylake_separate_runs_are_merged() -> None:
+    r = parse_mlc(SKX)
+    assert r.tool_version == "v3.5"
+    assert r.sections == [
+        "latency_matrix",
+        "idle_latency",
+        "bandwidth_matrix",
+        "peak_bandwidth",
+        "max_bandwidth",
+        "loaded_latency",
+        "c2c_latency",
+    ]
+    assert r.idle_latency_ns == [80.8]
+    assert r.max_bandwidth_mb_s["stream_triad"] == 180057.87
+    assert r.latency_matrix is not None and r.latency_matrix.cell(1, 1) == 81.3
+    assert r.c2c_remote_ns["Remote Socket L2->L2 HITM (reader homed)"].cell(1, 0) == 177.6
+
+
+def test_detected_as_mlc() -> None:
+    assert detect_measurement_format(IVY) == "mlc"
+    assert detect_measurement_format(SKX) == "mlc"
+
+
+OLD_LAYOUT = """Intel(R) Memory Latency Checker - v2.1
+Measuring idle latencies (in ns)...
+\t\tMemory node
+Socket\t     0\t     1\t
+     0\t  67.2\t 122.0\t
+     1\t 122.6\t  67.1\t
+"""
+
+
+def test_old_memory_node_socket_layout() -> None:
+    r = parse_mlc_text(OLD_LAYOUT)
+    assert r.tool_version == "v2.1"
+    assert r.latency_matrix is not None and r.latency_matrix.values.tolist() == [[67.2, 122.0], [122.6, 67.1]]
+
+
+def test_error_names_the_line_of_the_markdown_page(tmp_path: Path) -> None:
+    text = IVY.read_text().replace(" 114.6\t", " 11x.6\t")
+    bad = tmp_path / "bad.md"
+    bad.write_text(text)
+    with pytest.raises(FormatError) as e:
+        parse_mlc(bad)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "11x.6" in t)
+    assert e.value.line == line and "'11x.6' is not a number" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (OLD_LAYOUT.replace(" 122.0\t\n", "\n"), "has 1 cells, the header has 2 columns"),
+        (OLD_LAYOUT.rsplit("\n", 3)[0] + "\n", "has no rows"),
+        ("Intel(R) Memory Latency Checker - v3.5\nMeasuring idle latencies (in ns)...\n", "no matrix header"),
+        (OLD_LAYOUT.replace("     1\t 122.6", "     0\t 122.6"), "node 0 has two rows"),
+        (
+            "Measuring Loaded Latencies for the system\nInject\tLatency\tBandwidth\n=====\n 00000\t189.18\n",
+            "expected 3 columns",
+        ),
+        ("Measuring Loaded Latencies for the system\nInject\n=====\n\n", "no table rows"),
+        ("Measuring Peak Injection Memory Bandwidths for the system\nALL Reads        :\tabc\n", "not a number"),
+        ("Measuring Peak Injection Memory Bandwidths for the system\n", "no 'ALL Reads"),
+        ("hello\nworld\n", "no Intel mlc output"),
+    ],
+)
+def test_broken_variants_are_format_errors(text: str, message: str) -> None:
+    with pytest.raises(FormatError, match=message):
+        parse_mlc_text(text, "x.txt")
+
+
+def test_truncated_real_file_fails_cleanly(tmp_path: Path) -> None:
+    text = IVY.read_text()
+    cut = text[: text.index("Numa node\t     0\t     1\t")]
+    p = tmp_path / "cut.txt"
+    p.write_text(cut)
+    with pytest.raises(FormatError, match="no matrix header"):
+        parse_measurement(p)
