@@ -383,21 +383,53 @@ def _pagesets(kernel: Kernel, z: Zone) -> list[PagesetView]:
     return [PagesetView(cpu, 0, high, batch, threshold) for cpu in kernel.machine.cpus]
 
 
+def _task_pages_by_zone(kernel: Kernel) -> dict[tuple[int, int, bool], int]:
+    """Present pages of all live tasks by ``(node, zone type, is_file)`` (one ``np.unique`` per VMA)."""
+    import numpy as np
+
+    counts: dict[tuple[int, int, bool], int] = {}
+    for task in kernel.tasks.values():
+        for v in task.mm.vmas:
+            present = v.nodes >= 0
+            if not present.any():
+                continue
+            key = v.nodes[present].astype(np.int64) * 16 + v.zones[present].astype(np.int64)
+            values, n = np.unique(key, return_counts=True)
+            for kv, c in zip(values.tolist(), n.tolist(), strict=True):
+                k = (kv // 16, kv % 16, v.kind == "file")
+                counts[k] = counts.get(k, 0) + int(c)
+    return counts
+
+
 def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
-    """One :class:`ZoneView` per zone of every node (zoneinfo order), from the kernel's physical memory."""
+    """One :class:`ZoneView` per zone of every node (zoneinfo order), from the kernel's physical memory.
+
+    The LRU counters show the live tasks' pages (anonymous ones active, file ones and the machine's clean page
+    cache as active file); the kernel's many other vmstat items are not modelled and are left out.
+    """
     pm = kernel.pm
+    pages = _task_pages_by_zone(kernel)
     views = []
     first_populated: set[int] = set()
     for index, z in enumerate(pm.zones):
         counters = pm.zone_counters.item(index)
+        zone_anon = pages.get((z.node, int(z.type), False), 0)
+        zone_file = pages.get((z.node, int(z.type), True), 0) + z.reclaimable_pages
         node_stats = None
         if z.populated and z.node not in first_populated:
             first_populated.add(z.node)
+            anon = sum(c for (n, _, f), c in pages.items() if n == z.node and not f)
+            mapped = sum(c for (n, _, f), c in pages.items() if n == z.node and f)
+            file = mapped + int(pm.reclaimable_pages(z.node))
             node_stats = [
                 ("nr_inactive_anon", 0),
-                ("nr_active_anon", 0),
+                ("nr_active_anon", anon),
                 ("nr_inactive_file", 0),
-                ("nr_active_file", int(pm.reclaimable_pages(z.node))),
+                ("nr_active_file", file),
+                ("nr_unevictable", 0),
+                ("nr_anon_pages", anon),
+                ("nr_mapped", mapped),
+                ("nr_file_pages", file),
             ]
         views.append(
             ZoneView(
@@ -415,9 +447,10 @@ def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
                 zone_stats=[
                     ("nr_free_pages", z.free_pages),
                     ("nr_zone_inactive_anon", 0),
-                    ("nr_zone_active_anon", 0),
+                    ("nr_zone_active_anon", zone_anon),
                     ("nr_zone_inactive_file", 0),
-                    ("nr_zone_active_file", z.reclaimable_pages),
+                    ("nr_zone_active_file", zone_file),
+                    ("nr_zone_unevictable", 0),
                 ],
                 numa_events=[counters[name] for name in NUMASTAT_ITEMS],
                 node_stats=node_stats,

@@ -178,3 +178,17 @@ def test_zone_views_of_a_kernel_follow_its_version() -> None:
     assert "\n        promo    " in old
     buddy = format_buddyinfo(zone_views(Kernel(machine)))
     assert all(line.startswith("Node ") and line.endswith(" ") for line in buddy.splitlines())
+
+
+def test_zoneinfo_counts_a_programs_pages() -> None:
+    from numasim.kernel.kernel import Kernel
+    from numasim.kernel.numactl import run_numactl
+    from numasim.topology.builders import glueless
+
+    kernel = Kernel(glueless(2, cpus_per_node=2, memory_bytes=1 << 30))
+    run = run_numactl(kernel, ["-m", "1", "memhog", "8M"], keep_alive=True)
+    views = [v for v in zone_views(kernel, pagesets=False) if v.node == 1 and v.populated]
+    anon = sum(dict(v.zone_stats)["nr_zone_active_anon"] for v in views)
+    assert anon == sum(run.program_pages_per_node.values()) - 48  # all but the 48 file pages of the image
+    first = views[0]
+    assert first.node_stats is not None and dict(first.node_stats)["nr_anon_pages"] == anon
