@@ -4,12 +4,14 @@
 mm/mempolicy.c), for a whole range at once: the untouched pages are found with numpy, the policy (a plug-in
 attached to the VMA or task, else the VMA policy, else the task policy, else the per-node default) decides a
 preferred node per page from the interleave indices, and the allocator places them in one call (two for
-``MPOL_PREFERRED_MANY``). An OOM kills the faulting task (recorded by the kernel); BIND never spills.
+``MPOL_PREFERRED_MANY``). When the allocator gives up, the OOM killer picks a victim (see
+:meth:`numasim.kernel.kernel.Kernel.out_of_memory`); if that is another task, the fault retries the pages still
+missing. BIND never spills.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,12 +78,24 @@ def fault_range(
     ctx = kernel.placement_context(task, vma, idx, cpu, page_hints)
     plugin = kernel.effective_placement(task, vma)
     decision = plugin.place(ctx, int(idx.size))
-    out = kernel.allocate(decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
-    ok = out.nodes >= 0
-    vma.nodes[idx[ok]] = out.nodes[ok]
-    vma.zones[idx[ok]] = out.zones[ok]
-    failed = int(idx.size - np.count_nonzero(ok))
-    if out.oom:
-        kernel.oom_kill(task, f"page fault at {int(vma.addresses(idx[~ok][:1])[0]) if failed else lo:#x}")
-        return FaultResult(int(np.count_nonzero(ok)), failed, True)
-    return FaultResult(int(np.count_nonzero(ok)), failed, False)
+    preferred = decision.preferred_array(int(idx.size))
+    faulted = 0
+    while True:
+        out = kernel.allocate(decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
+        ok = out.nodes >= 0
+        vma.nodes[idx[ok]] = out.nodes[ok]
+        vma.zones[idx[ok]] = out.zones[ok]
+        faulted += int(np.count_nonzero(ok))
+        failed = int(idx.size - np.count_nonzero(ok))
+        if not out.oom:
+            return FaultResult(faulted, failed, False)
+        # out_of_memory(): kill the worst task in the allocation's domain; if that was someone else, the
+        # faulting task retries the pages still missing.
+        where = int(vma.addresses(idx[~ok][:1])[0])
+        domain = None if decision.soft_mask else decision.nodemask
+        victim = kernel.out_of_memory(task, domain, f"page fault at {where:#x} by pid {task.pid}")
+        if victim is None or victim is task or not task.alive:
+            return FaultResult(faulted, failed, True)
+        idx = idx[~ok]
+        preferred = preferred[~ok]
+        decision = replace(decision, preferred=preferred)

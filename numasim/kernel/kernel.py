@@ -34,6 +34,7 @@ from numasim.kernel.cpuset import ROOT_CPUSET, Cpuset, rebind_task
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.fault import FaultResult, fault_range
 from numasim.kernel.mempolicy import (
+    MPOL_BIND,
     MPOL_INTERLEAVE,
     MPOL_MF_MOVE,
     MPOL_WEIGHTED_INTERLEAVE,
@@ -177,6 +178,41 @@ class Kernel:
         """Record an OOM kill of ``task`` and reap its memory."""
         self.oom_kills.append(OomKill(task.pid, task.comm, reason))
         self.exit(task, "oom-kill")
+
+    @staticmethod
+    def oom_badness(task: Task) -> int:
+        """``oom_badness`` without swap or oom_score_adj: RSS plus (approximately) its page-table pages."""
+        rss = task.rss_pages
+        return rss + (rss + 511) // 512
+
+    def out_of_memory(self, trigger: Task, nodemask: frozenset[int] | None, reason: str) -> Task | None:
+        """``out_of_memory``: choose and kill the task with the highest badness in the OOM domain.
+
+        A policy nodemask that leaves out some memory node makes the OOM ``CONSTRAINT_MEMORY_POLICY``: every
+        task is eligible except those whose MPOL_BIND mask does not intersect it (``mempolicy_in_oom_domain``).
+        A restricted cpuset makes it ``CONSTRAINT_CPUSET``: tasks whose mems intersect the trigger's. Ties go to
+        the task found last (``select_bad_process`` replaces on equal points); tasks are scanned by pid.
+        """
+        memory = self.memory_nodes
+        candidates = []
+        for t in sorted(self.tasks.values(), key=lambda x: x.pid):
+            if nodemask is not None and not memory <= nodemask:
+                pol = t.mempolicy
+                if pol is not None and pol.mode == MPOL_BIND and not pol.nodes & nodemask:
+                    continue
+            elif self.cpusets_enabled and not memory <= trigger.mems_allowed:
+                if not t.mems_allowed & trigger.mems_allowed:
+                    continue
+            candidates.append(t)
+        victim: Task | None = None
+        best = -1
+        for t in candidates:
+            points = self.oom_badness(t)
+            if points >= best:
+                victim, best = t, points
+        if victim is not None:
+            self.oom_kill(victim, reason)
+        return victim
 
     def sched_setaffinity(self, task: Task, cpus: Iterable[int]) -> SyscallResult:
         """Pin ``task`` to ``cpus`` (EINVAL if none of them is in its cpuset); moves it off a forbidden cpu."""
@@ -487,8 +523,12 @@ class Kernel:
             cs.cpus = new_cpus
         if mems is not None:
             new_mems = frozenset(mems)
-            if not new_mems or not new_mems <= self.possible_nodes:
-                raise WorkloadError(f"cpuset {name!r}: mems {sorted(new_mems)} must be non-empty existing nodes")
+            if not new_mems or not new_mems <= self.memory_nodes:
+                # cpuset.mems must be a subset of the root's, which is N_MEMORY (write fails with EINVAL)
+                raise WorkloadError(
+                    f"cpuset {name!r}: mems {sorted(new_mems)} must be non-empty nodes with memory "
+                    f"(memory nodes: {sorted(self.memory_nodes)})"
+                )
             cs.mems = new_mems
         for task in self.tasks.values():
             if task.cpuset == name:

@@ -240,3 +240,31 @@ def test_relative_mask_skips_memoryless_node() -> None:
     t = k.spawn("a", cpu=0)
     assert k.set_mempolicy(t, MPOL_INTERLEAVE | MPOL_F_RELATIVE_NODES, {0, 1}).ok
     assert t.mempolicy is not None and t.mempolicy.nodes == {0, 2}  # 0th and 1st memory node
+
+
+def test_oom_victim_is_the_biggest_task_in_the_policy_domain() -> None:
+    """A BIND OOM may kill a bigger task with no policy first (it is in the domain), which frees nothing on
+    the bound node, so the faulting task is killed next (oom_badness, mempolicy_in_oom_domain)."""
+    k = kernel([([0, 1], 256), ([2, 3], 1024)])
+    big = k.spawn("big", cpu=2)
+    vb = k.mmap(big, 800 * MiB)
+    k.touch(big, vb.start, 800 * MiB)
+    bound = k.spawn("bound", cpu=0)
+    assert k.set_mempolicy(bound, MPOL_BIND, {0}).ok
+    va = k.mmap(bound, 300 * MiB)
+    res = k.touch(bound, va.start, 300 * MiB)
+    assert res.oom_killed
+    assert [o.comm for o in k.oom_kills] == ["big", "bound"]
+
+
+def test_oom_skips_tasks_bound_elsewhere() -> None:
+    k = kernel([([0, 1], 256), ([2, 3], 1024)])
+    other = k.spawn("other", cpu=2)
+    assert k.set_mempolicy(other, MPOL_BIND, {1}).ok
+    vo = k.mmap(other, 800 * MiB)
+    k.touch(other, vo.start, 800 * MiB)
+    bound = k.spawn("bound", cpu=0)
+    assert k.set_mempolicy(bound, MPOL_BIND, {0}).ok
+    va = k.mmap(bound, 300 * MiB)
+    assert k.touch(bound, va.start, 300 * MiB).oom_killed
+    assert [o.comm for o in k.oom_kills] == ["bound"] and other.alive
