@@ -11,8 +11,8 @@ from typing import Literal
 
 __all__ = ["EngineMode", "ThreadSpec", "DeviceTransfer", "DEFAULT_DEVICE_OUTSTANDING_LINES"]
 
-DEFAULT_DEVICE_OUTSTANDING_LINES = 128
-"""DMA reads a device keeps in flight (PCIe non-posted tags; 128 x 64 B = 8 KiB, a typical read window)."""
+DEFAULT_DEVICE_OUTSTANDING_LINES = 256
+"""64-byte DMA reads a device keeps in flight (PCIe tags x read request size: 256 x 64 B = 16 KiB)."""
 
 
 class EngineMode(StrEnum):
