@@ -73,7 +73,11 @@ class _Model(BaseModel):
 
 
 class WorkloadThread(_Model):
-    """A thread and where it may run: one ``cpu``, any cpu of a ``node``, or a set of allowed ``cpus``."""
+    """A thread and where it may run: one ``cpu``, any cpu of a ``node``, or a set of allowed ``cpus``.
+
+    In a workload file ``id`` may be left out (it is the position in the list), and ``{count = 8, node = 0}``
+    stands for eight threads on node 0.
+    """
 
     id: Annotated[int, Field(ge=0)]
     cpu: Annotated[int, Field(ge=0)] | None = None
@@ -259,6 +263,31 @@ class Workload(_Model):
     phases: list[Phase] = Field(default_factory=list)
     block_accesses: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
     """Accesses per round-robin block: threads take turns in blocks of this many accesses."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_thread_groups(cls, data: Any) -> Any:
+        # Shorthand: {count = 8, node = 0} stands for 8 threads on node 0; ids default to the position.
+        if not isinstance(data, dict) or not isinstance(data.get("threads"), list):
+            return data
+        expanded: list[Any] = []
+        for i, entry in enumerate(data["threads"]):
+            if isinstance(entry, dict) and "count" in entry:
+                count = entry["count"]
+                if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                    raise ValueError(f"threads[{i}].count = {count!r}: must be a positive integer")
+                if "id" in entry:
+                    raise ValueError(f"threads[{i}]: a thread group (count) takes no id; ids follow the list order")
+                rest = {k: v for k, v in entry.items() if k != "count"}
+                expanded.extend(dict(rest) for _ in range(count))
+            else:
+                expanded.append(entry)
+        for i, entry in enumerate(expanded):
+            if isinstance(entry, dict) and "id" not in entry:
+                entry = dict(entry)
+                entry["id"] = i
+                expanded[i] = entry
+        return {**data, "threads": expanded}
 
     @model_validator(mode="after")
     def _cross_check(self) -> Self:

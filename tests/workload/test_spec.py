@@ -127,3 +127,14 @@ def test_parse_policy(text: str, mode: str, nodes: tuple[int, ...], flags: tuple
 def test_parse_policy_errors(text: str) -> None:
     with pytest.raises(PolicyError, match="policy"):
         parse_policy(text)
+
+
+def test_thread_groups_and_default_ids() -> None:
+    w = loads_workload('threads = [{count = 3, node = 0}, {cpu = 5}, {count = 2, cpus = "8-9"}]')
+    assert [t.id for t in w.threads] == [0, 1, 2, 3, 4, 5]
+    assert [t.node for t in w.threads[:3]] == [0, 0, 0] and w.threads[3].cpu == 5
+    assert w.threads[5].cpus == [8, 9]
+    with pytest.raises(WorkloadError, match=r"threads\[0\].count = 0"):
+        loads_workload("threads = [{count = 0}]")
+    with pytest.raises(WorkloadError, match="takes no id"):
+        loads_workload("threads = [{count = 2, id = 0}]")
