@@ -488,16 +488,10 @@ def node_meminfo_of(kernel: Kernel, nid: int) -> str:
     ps = kernel.config.page_size_bytes // 1024 if hasattr(kernel.config, "page_size_bytes") else 4
     total = int(kernel.pm.managed_pages(nid)) * ps
     free = int(kernel.pm.free_pages(nid)) * ps
-    cache = int(kernel.pm.reclaimable_pages(nid)) * ps
-    anon = (
-        sum(
-            int(v.pages_per_node().get(nid, 0))
-            for t in kernel.tasks.values()
-            for v in t.mm.vmas
-            if v.kind != "file"
-        )
-        * ps
-    )
+    pages = _task_pages_by_zone(kernel)
+    mapped = sum(c for (n, _, f), c in pages.items() if n == nid and f) * ps
+    anon = sum(c for (n, _, f), c in pages.items() if n == nid and not f) * ps
+    cache = int(kernel.pm.reclaimable_pages(nid)) * ps + mapped
     items = [
         ("MemTotal", total),
         ("MemFree", free),
@@ -514,7 +508,7 @@ def node_meminfo_of(kernel: Kernel, nid: int) -> str:
         ("Dirty", 0),
         ("Writeback", 0),
         ("FilePages", cache),
-        ("Mapped", 0),
+        ("Mapped", mapped),
         ("AnonPages", anon),
         ("Shmem", 0),
         ("KernelStack", 0),
