@@ -153,3 +153,14 @@ def test_bad_inputs_are_named() -> None:
         simulate(m, cal, [], [], pm, devices=[DeviceTransfer("eth9", "read", 0, 64)])
     with pytest.raises(WorkloadError, match="two threads"):
         simulate(m, cal, [ThreadSpec(0, cpu=0), ThreadSpec(0, cpu=1)], [], pm)
+
+
+def test_figures(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from numasim.engine.plots import access_heatmap, latency_histograms, utilisation_over_time
+
+    m = two_node(caches=True)
+    pm = spread_pages([0, 1], 64)
+    r = simulate(m, calibration(m), [ThreadSpec(0, cpu=0)], stream("rand", 5000, 1, 128 * PAGE), pm)
+    for k, fig in enumerate((access_heatmap(r), utilisation_over_time(r), latency_histograms(r))):
+        fig.savefig(tmp_path / f"{k}.png")
+        assert (tmp_path / f"{k}.png").stat().st_size > 1000
