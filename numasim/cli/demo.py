@@ -8,6 +8,8 @@ question a performance engineer asks before touching production: what does the p
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 DEMO_MACHINE = "seed-001-e5-2680v2"
@@ -51,7 +53,7 @@ def demo(
     typer.echo(f"machine      {machine.name}: {len(machine.nodes)} nodes, {len(machine.cpus)} cpus")
     typer.echo(f"calibration  {calibration.id} ({calibration.provenance.method})")
     typer.echo(f"workload     {workload.description}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for policy in DEMO_POLICIES:
         outcome = run_workload(machine, workload, calibration, policy=policy, seed=seed)
         result = outcome.result
