@@ -494,9 +494,7 @@ def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: 
         perror(numactl_where, res.errno or "EINVAL")
         raise _Exit(1)
 
-    def setpol(
-        mode: int, nodes: frozenset[int], what: str, maxnode: int = DEFAULT_NODEMASK_BITS
-    ) -> SyscallResult:
+    def setpol(mode: int, nodes: frozenset[int], maxnode: int = DEFAULT_NODEMASK_BITS) -> SyscallResult:
         res = proc.set_mempolicy(mode, nodes, maxnode)
         calls.append(("set_mempolicy", f"{_mode_text(mode)}, {_nodes_text(nodes)}", res))
         return res
@@ -526,7 +524,7 @@ def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: 
                 state.did_parse = True
                 mode = MPOL_WEIGHTED_INTERLEAVE if key == "w" else MPOL_INTERLEAVE
                 setpolicy(mode)
-                res = setpol(mode if mask else MPOL_DEFAULT, mask, "interleave")
+                res = setpol(mode if mask else MPOL_DEFAULT, mask)
                 if not res.ok:
                     syscall_failed(res, "set_mempolicy", "setting interleave mask")
             elif key in ("N", "c"):
@@ -566,13 +564,12 @@ def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: 
                 mask = parse_nodes(arg)
                 state.did_parse = True
                 if state.balancing:
-                    res = setpol(
-                        MPOL_BIND | MPOL_F_NUMA_BALANCING, mask, "membind", DEFAULT_NODEMASK_BITS + 1
-                    )
+                    # numa_set_membind_balancing passes maxnode = size + 1
+                    res = setpol(MPOL_BIND | MPOL_F_NUMA_BALANCING, mask, DEFAULT_NODEMASK_BITS + 1)
                     if not res.ok and res.errno == "EINVAL":
-                        res = setpol(MPOL_BIND, mask, "membind")
+                        res = setpol(MPOL_BIND, mask)
                 else:
-                    res = setpol(MPOL_BIND, mask, "membind")
+                    res = setpol(MPOL_BIND, mask)
                 if not res.ok:
                     syscall_failed(res, "set_mempolicy", "setting membind")
             elif key in ("p", "P"):
@@ -584,15 +581,15 @@ def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: 
                     if len(mask) != 1:
                         usage()
                     setpolicy(MPOL_PREFERRED)
-                    res = setpol(MPOL_PREFERRED, frozenset({min(mask)}), "preferred")
+                    res = setpol(MPOL_PREFERRED, frozenset({min(mask)}))
                 else:
                     setpolicy(MPOL_PREFERRED_MANY)
-                    res = setpol(MPOL_PREFERRED_MANY, mask, "preferred-many")
+                    res = setpol(MPOL_PREFERRED_MANY, mask)
                 if not res.ok:
                     syscall_failed(res, "set_mempolicy", "setting preferred node")
             elif key == "l":
                 setpolicy(MPOL_LOCAL)
-                res = setpol(MPOL_LOCAL, frozenset(), "local")
+                res = setpol(MPOL_LOCAL, frozenset())
                 if not res.ok:
                     syscall_failed(res, "set_mempolicy", "local allocation")
             elif key == "a":
