@@ -331,3 +331,15 @@ def test_mbind_default_move_follows_task_policy() -> None:
     r = k.mbind(t, vma.start, 4 * PAGE_SIZE, MPOL_DEFAULT, None, flags=MPOL_MF_MOVE | MPOL_MF_STRICT)
     assert r.ok and r["migrated"] == 4
     assert t.mm.vmas[0].policy is None and t.mm.vmas[0].pages_per_node() == {1: 4}
+
+
+def test_migrate_pages_memoryless_target() -> None:
+    k = kernel([([0], 64), ([1], 0), ([2], 64)])
+    t = k.spawn("a", cpu=0)
+    vma = k.mmap(t, 4 * PAGE_SIZE)
+    k.touch(t, vma.start, 4 * PAGE_SIZE)
+    assert k.migrate_pages(t, {0}, {1}).errno == "EPERM"  # node 1 is not in the task's mems_allowed
+    root = k.spawn("root", cap_sys_nice=True)
+    assert k.migrate_pages(t, {0}, {1}, caller=root).errno == "EINVAL"  # nothing left after & mems_allowed
+    assert k.migrate_pages(t, {0}, {1, 2}, caller=root).ok
+    assert vma.pages_per_node() == {2: 4}
