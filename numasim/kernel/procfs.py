@@ -46,6 +46,7 @@ __all__ = [
     "numastat_sources",
     "pages_per_node_of",
     "page_runs",
+    "status_mems_allowed_of",
 ]
 
 NR_PAGE_ORDERS = 11
@@ -583,3 +584,10 @@ def page_runs(kernel: Kernel, pids: Sequence[int]) -> list[list[int]]:
                 else:
                     runs.append([node, e - s])
     return runs
+
+
+def status_mems_allowed_of(kernel: Kernel, task: Task) -> str:
+    """The ``Mems_allowed`` lines of /proc/PID/status of a simulated task (MAX_NUMNODES-bit mask)."""
+    from numasim.kernel.mempolicy import MAX_NUMNODES
+
+    return format_status_mems_allowed(task.mems_allowed, MAX_NUMNODES)

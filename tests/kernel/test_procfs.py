@@ -192,3 +192,14 @@ def test_zoneinfo_counts_a_programs_pages() -> None:
     assert anon == sum(run.program_pages_per_node.values()) - 48  # all but the 48 file pages of the image
     first = views[0]
     assert first.node_stats is not None and dict(first.node_stats)["nr_anon_pages"] == anon
+
+
+def test_status_of_a_task_in_a_cpuset() -> None:
+    from numasim.kernel.kernel import Kernel
+    from numasim.kernel.procfs import status_mems_allowed_of
+    from numasim.topology.builders import glueless
+
+    kernel = Kernel(glueless(4, cpus_per_node=1, memory_bytes=256 << 20))
+    kernel.cpuset_create("two", cpus=[1, 2], mems=[1, 2])
+    text = status_mems_allowed_of(kernel, kernel.spawn("x", cpuset="two"))
+    assert text == "Mems_allowed:\t" + "00000000," * 31 + "00000006\nMems_allowed_list:\t1-2\n"
