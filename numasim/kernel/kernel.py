@@ -493,6 +493,24 @@ class Kernel:
         vma.nodes[:] = -1
         vma.zones[:] = -1
 
+    def hotadd_memory(self, nid: int, size_bytes: int, movable: bool = False) -> None:
+        """Online ``size_bytes`` of new memory on node ``nid`` (e.g. a CXL expander via dax/kmem).
+
+        The allocator adds the pages and rebuilds zonelists; a node that gains memory joins N_MEMORY, so the
+        root cpuset's mems grow and its tasks' ``mems_allowed`` with them (``cpuset_hotplug_workfn``), which
+        rebinds their policies like any cpuset change.
+        """
+        from numasim.kernel.zones import ZoneType
+
+        before = self.memory_nodes
+        self.pm.hotadd_memory(nid, size_bytes, ZoneType.MOVABLE if movable else ZoneType.NORMAL)
+        if self.memory_nodes != before:
+            root = self.cpusets[ROOT_CPUSET]
+            root.mems = self.memory_nodes
+            for task in self.tasks.values():
+                if task.cpuset == ROOT_CPUSET:
+                    rebind_task(task, root.mems)
+
     # --- cpusets ----------------------------------------------------------------------------------------
     def _cpuset(self, name: str) -> Cpuset:
         try:

@@ -73,3 +73,22 @@ def test_cpuset_errors() -> None:
     t = k.spawn("a")
     assert k.sched_setaffinity(t, [99]).errno == "EINVAL"
     assert k.sched_setaffinity(t, [3]).ok and t.cpu == 3
+
+
+def test_hotadded_node_joins_mems_allowed() -> None:
+    from _mpol_machines import kernel
+
+    from numasim.kernel.config import KernelConfig
+    from numasim.kernel.kernel import Kernel
+
+    m = kernel([([0], 64), ([1], 64), ([], 64)]).machine
+    k = Kernel(m, KernelConfig(hotplug_nodes=frozenset({2})))
+    t = k.spawn("a", cpu=0)
+    assert k.memory_nodes == {0, 1} and t.mems_allowed == {0, 1}
+    assert k.set_mempolicy(t, MPOL_BIND, {2}).errno == "EINVAL"
+    k.hotadd_memory(2, 64 << 20)
+    assert k.memory_nodes == {0, 1, 2} and t.mems_allowed == {0, 1, 2}
+    assert k.set_mempolicy(t, MPOL_BIND, {2}).ok
+    vma = k.mmap(t, 4 * PAGE_SIZE)
+    k.touch(t, vma.start, 4 * PAGE_SIZE)
+    assert vma.pages_per_node() == {2: 4}
