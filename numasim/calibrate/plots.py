@@ -54,9 +54,12 @@ def plot_table(t: TableValidation, path: str | Path, title: str = "") -> Path:
             ax.set_xlabel("target node")
             ax.set_ylabel("initiator node")
             ax.set_title(name)
+            span = (vmax - vmin) or 1.0
             for (i, j), v in np.ndenumerate(data):
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="w" if cmap == "viridis" else "k", fontsize=8)
+                    # dark text on the bright end of viridis, light text on its dark end
+                    light = cmap == "viridis" and (v - vmin) / span < 0.6
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="w" if light else "k", fontsize=8)
             fig.colorbar(im, ax=ax, shrink=0.8)
         fig.suptitle(title or f"{t.table}: MAPE {t.mape_pct:.2f} %")
     elif t.table == "loaded_latency":
