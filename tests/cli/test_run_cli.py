@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from numasim.cli import main
+from numasim.topology.builders import glueless
+from numasim.topology.io import save_machine_toml
 
 WORKLOAD = """
 name = "mini"
@@ -69,7 +71,7 @@ def test_run_trace(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--workload", "W"], "names no calibration"),
+        (["--machine", "M", "--workload", "W"], "names no calibration"),
         (["--workload", "W", "--nominal", "--mode", "fast"], "--mode = 'fast'"),
         (["--nominal"], "exactly one of --workload"),
         (["--workload", "W", "--nominal", "--policy", "bind:9"], "EINVAL"),
@@ -77,9 +79,20 @@ def test_run_trace(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture
     ],
 )
 def test_run_errors(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
-    args = [str(workload) if a == "W" else str(tmp_path / a) if a == "nope.npz" else a for a in args]
+    save_machine_toml(glueless(2), tmp_path / "m.toml")  # a machine that names no calibration
+    names = {"W": str(workload), "nope.npz": str(tmp_path / "nope.npz"), "M": str(tmp_path / "m.toml")}
+    args = [names.get(a, a) for a in args]
     out = tmp_path / "never.json"
-    assert main(["run", "-m", "seed-003-2node", *args, "-o", str(out)]) == 2
+    machine = [] if "--machine" in args else ["-m", "seed-003-2node"]
+    assert main(["run", *machine, *args, "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_run_uses_the_machines_named_calibration(workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload)]) == 0
+    captured = capsys.readouterr()
+    assert "nominal calibration" not in captured.err
+    line = next(x for x in captured.out.splitlines() if x.startswith("calibration"))
+    assert "seed-003-2node" in line and "(nominal)" not in line
