@@ -111,3 +111,22 @@ def test_copy_node_tree_keeps_hmat_initiators(tmp_path: Path) -> None:
     assert (dst / "node1" / "access0" / "initiators" / "node0").is_dir()
     assert (dst / "node1" / "access0" / "initiators" / "read_latency").read_text() == "240\n"
     assert (dst / "node0" / "cpulist").read_text() == "0-3\n"
+
+
+def test_probe_multi_node_path_with_a_stand_in_numactl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 2-node sysfs tree and a numactl that prints a hardware summary and otherwise runs the command unbound:
+    # exercises the per-pair subprocess path this 1-node sandbox cannot reach for real.
+    tree = tmp_path / "sys"
+    for n in (0, 1):
+        (tree / f"node{n}").mkdir(parents=True)
+        (tree / f"node{n}" / "cpulist").write_text("0\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "numactl"
+    fake.write_text('#!/bin/sh\nif [ "$1" = "--hardware" ]; then echo "available: 2 nodes (0-1)"; exit 0; fi\nshift 2\nexec "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    res = probe(tmp_path / "p", working_set_bytes=2 << 20, repeats=1, steps=2000, sys_node=tree)
+    assert res.placement == "numactl" and res.nodes == [0, 1]
+    assert all(v is not None and v > 0 for row in res.latency_ns for v in row)
+    assert (tmp_path / "p" / "numactl-hardware.txt").read_text().startswith("available: 2 nodes")
