@@ -198,6 +198,7 @@ def compare_policies(
     policies: Sequence[str],
     calibration: Calibration | None = None,
     *,
+    nominal: bool = False,
     mode: str = "epoch",
     seed: int = 0,
 ) -> list[dict[str, Any]]:
@@ -205,19 +206,20 @@ def compare_policies(
 
     Each row: ``policy``, ``run_time_ns``, ``speedup`` (versus the first policy), ``remote_pct`` (share of
     memory requests served by a node other than the requester's), ``bandwidth_gb_s`` (the program's bytes over
-    the run time), ``node<N>_gb_s`` (bytes served by node N over the run time), ``node<N>_pages`` and the
-    calibration id. ``calibration=None`` uses the nominal one, and the rows say so.
+    the run time), ``node<N>_gb_s`` (bytes served by node N over the run time), ``node<N>_pages``, and the
+    calibration's id and method. ``calibration=None`` uses the calibration the machine names, or with
+    ``nominal=True`` the machine file's nominal numbers (see :func:`resolve_calibration`).
 
     Examples
     --------
     >>> from numasim.topology.builders import glueless
     >>> from numasim.workload.quick import quick_workload
     >>> rows = compare_policies(glueless(2), quick_workload("sequential", size="256K", accesses=2000),
-    ...                         ["local", "bind:1"])
+    ...                         ["local", "bind:1"], nominal=True)
     >>> [r["policy"] for r in rows], rows[0]["remote_pct"], rows[1]["remote_pct"]
     (['local', 'bind:1'], 0.0, 100.0)
     """
-    cal = calibration if calibration is not None else nominal_calibration(machine, notes="compare_policies default")
+    cal = calibration if calibration is not None else resolve_calibration(machine, nominal=nominal)
     rows: list[dict[str, Any]] = []
     for pol in policies:
         out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed)
@@ -235,6 +237,7 @@ def compare_policies(
             row[f"node{n.node}_gb_s"] = ((n.bytes_read + n.bytes_written) / seconds / 1e9) if seconds else 0.0
             row[f"node{n.node}_pages"] = n.pages_resident
         row["calibration"] = cal.id
+        row["calibration_method"] = cal.provenance.method
         rows.append(row)
     base = rows[0]["run_time_ns"] if rows else 0.0
     for row in rows:

@@ -136,7 +136,10 @@ def test_compare_policies_local_vs_remote() -> None:
         'threads = [{id = 0, node = 0}]\nallocations = [{name = "a", size_bytes = "1M"}]\n'
         'phases = [{pattern = "random", allocation = "a", accesses = 3000}]'
     )
-    rows = compare_policies(M, w, ["local", "bind:1", "interleave:0-1"])
+    with pytest.raises(CalibrationError, match="names no calibration"):
+        compare_policies(M, w, ["local"])
+    rows = compare_policies(M, w, ["local", "bind:1", "interleave:0-1"], nominal=True)
+    assert rows[0]["calibration_method"] == "nominal"
     by = {r["policy"]: r for r in rows}
     assert by["local"]["remote_pct"] == 0.0 and by["bind:1"]["remote_pct"] == 100.0
     assert 40 < by["interleave:0-1"]["remote_pct"] < 60
