@@ -35,6 +35,7 @@ from numasim.kernel.errno import SyscallResult
 from numasim.kernel.fault import FaultResult, fault_range
 from numasim.kernel.mempolicy import (
     MPOL_BIND,
+    MPOL_F_MOF,
     MPOL_INTERLEAVE,
     MPOL_MF_MOVE,
     MPOL_WEIGHTED_INTERLEAVE,
@@ -633,6 +634,38 @@ class Kernel:
         if task.placement is not None:
             return str(task.placement.name)
         return mpol_to_str(task.mempolicy)
+
+    def get_vma_policy(self, task: Task, vma: VMA | None, cpu: int | None = None) -> MemPolicy:
+        """The policy really in force (``get_vma_policy``): VMA's, else task's, else the CPU node's default."""
+        pol = self.effective_policy(task, vma)
+        if pol is not None:
+            return pol
+        return default_task_policy(self.cpu_to_node[task.cpu if cpu is None else cpu])
+
+    def numa_balancing_allowed(self, task: Task, vma: VMA) -> bool:
+        """``task_numa_work`` skips VMAs whose policy lacks ``MPOL_F_MOF`` (any explicit policy without
+        MPOL_F_NUMA_BALANCING) and plug-in placed ranges."""
+        if vma.placement is not None or (vma.policy is None and task.placement is not None):
+            return False
+        return bool(self.get_vma_policy(task, vma).flags & MPOL_F_MOF)
+
+    def migrate_vma_pages(self, task: Task, vma: VMA, idx: np.ndarray, dest: int) -> tuple[int, int]:
+        """Move pages ``idx`` of ``vma`` to node ``dest`` (``migrate_misplaced_folio``: ``__GFP_THISNODE``, no
+        OOM). Pages already on ``dest`` or not present are skipped. Returns ``(moved, failed)``."""
+        idx = np.asarray(idx, dtype=np.int64)
+        cur = vma.nodes[idx]
+        idx = np.unique(idx[(cur >= 0) & (cur != dest)])
+        if idx.size == 0:
+            return 0, 0
+        placed = self.allocate(PlacementDecision(preferred=dest, nodemask=frozenset({dest})), int(idx.size),
+                               self.cpu_to_node[task.cpu], task.mems_allowed, migrating=True, thisnode=True)
+        ok = placed.nodes >= 0
+        moved = idx[ok]
+        if moved.size:
+            self.pm.free(vma.nodes[moved].copy(), vma.zones[moved].copy())
+            vma.nodes[moved] = placed.nodes[ok]
+            vma.zones[moved] = placed.zones[ok]
+        return int(moved.size), int(idx.size - moved.size)
 
     def first_node_in_zonelist(self, nid: int, mask: Iterable[int]) -> int:
         """``first_zones_zonelist(node_zonelist(nid), ..., mask)``: first node of ``nid``'s fallback order in ``mask``."""

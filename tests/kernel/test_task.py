@@ -268,3 +268,21 @@ def test_oom_skips_tasks_bound_elsewhere() -> None:
     va = k.mmap(bound, 300 * MiB)
     assert k.touch(bound, va.start, 300 * MiB).oom_killed
     assert [o.comm for o in k.oom_kills] == ["bound"] and other.alive
+
+
+def test_numa_balancing_helpers() -> None:
+    from numasim.kernel.mempolicy import MPOL_F_NUMA_BALANCING
+
+    k = two_nodes()
+    t = k.spawn("a", cpu=0)
+    vma = k.mmap(t, 8 * PAGE_SIZE)
+    k.touch(t, vma.start, 8 * PAGE_SIZE)
+    assert k.numa_balancing_allowed(t, vma)  # default policy carries MPOL_F_MOF
+    assert k.get_vma_policy(t, vma, cpu=2).nodes == {1}
+    moved, failed = k.migrate_vma_pages(t, vma, np.array([0, 1, 1, 2]), 1)
+    assert (moved, failed) == (3, 0) and vma.nodes[:4].tolist() == [1, 1, 1, 0]
+    assert k.migrate_vma_pages(t, vma, np.array([0]), 1) == (0, 0)
+    assert k.mbind(t, vma.start, 8 * PAGE_SIZE, MPOL_BIND, {0, 1}).ok
+    assert not k.numa_balancing_allowed(t, t.mm.vmas[0])
+    assert k.mbind(t, vma.start, 8 * PAGE_SIZE, MPOL_BIND | MPOL_F_NUMA_BALANCING, {0, 1}).ok
+    assert k.numa_balancing_allowed(t, t.mm.vmas[0])
