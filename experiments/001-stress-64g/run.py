@@ -68,6 +68,7 @@ def reproduce(
         raise RuntimeError(f"stress failed: {run.stderr}")
     (worker,) = run.program_pids
     table = run_numastat(["-p", str(worker)], numastat_sources(kernel)).stdout
+    balancing = numa_balancing_check(kernel, worker)
     pages = run.program_pages_per_node
     mb = {f"node{n}": pages.get(n, 0) * 4096 / 2**20 for n in (0, 1)}
     mb["total"] = mb["node0"] + mb["node1"]
@@ -82,6 +83,42 @@ def reproduce(
         "kernel_version": kernel_version,
         "zone_reclaim_mode": zone_reclaim_mode,
         "node0_cache_mb": node0_cache_mb,
+        **balancing,
+    }
+
+
+def migrate_balanced_pgdat(kernel: Kernel, nid: int, nr_pages: int = 1) -> bool:
+    """mm/migrate.c ``migrate_balanced_pgdat``: may NUMA balancing migrate ``nr_pages`` onto node ``nid``?
+
+    True if some managed zone passes ``zone_watermark_ok(zone, 0, high + nr_pages, ZONE_MOVABLE)``, i.e. keeps
+    more than its high watermark plus the pages plus its ``lowmem_reserve[ZONE_MOVABLE]`` free.
+    """
+    movable = 3
+    return any(
+        z.managed_pages > 0 and z.free_pages > z.wmark_high + nr_pages + z.lowmem_reserve[movable]
+        for z in kernel.pm.node_zones(nid)
+    )
+
+
+def numa_balancing_check(kernel: Kernel, pid: int) -> dict[str, Any]:
+    """What ``kernel.numa_balancing = 1`` would do to the worker's pages after the run.
+
+    A hinting fault on a page asks ``mpol_misplaced`` (default policy: MOF|MORON, so the target is the
+    faulting cpu's node) and migrates only if ``migrate_balanced_pgdat`` accepts the target node.
+    """
+    import numpy as np
+
+    task = kernel.tasks[pid]
+    big = max(task.mm.vmas, key=lambda v: v.npages)
+    remote = np.flatnonzero(big.nodes == 1)
+    samples = [int(remote[0]), int(remote[len(remote) // 2]), int(remote[-1])] if remote.size else []
+    targets = {kernel.mpol_misplaced(task, big.start + (i << 12)) for i in samples}
+    room = migrate_balanced_pgdat(kernel, 0)
+    return {
+        "balancing_remote_pages": int(remote.size),
+        "balancing_target_nodes": sorted(targets),
+        "balancing_node0_has_room": room,
+        "balancing_pages_moved": int(remote.size) if room else 0,
     }
 
 
@@ -170,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{label:34}{r['node0']:12.2f}{r['node1']:12.2f}{r['total']:12.2f}"
             f"{_error_pct(r['node0'], ARTICLE_MB['node0']):11.2f}%"
         )
+    print(
+        f"numa_balancing on: mpol_misplaced sends the {base['balancing_remote_pages']:,} node-1 pages to node(s) "
+        f"{base['balancing_target_nodes']}, but migrate_balanced_pgdat(node 0) = {base['balancing_node0_has_room']}: "
+        f"{base['balancing_pages_moved']} pages move, so on = off"
+    )
     print(
         f"\nswap used: 0 MB in every run (article: none); OOM kills: {sum(r['oom_kills'] for r in results.values())}"
     )
