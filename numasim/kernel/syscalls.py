@@ -205,22 +205,27 @@ def mbind(
     if new is not None and not mm.covered(start, end):
         return SyscallResult.fail("EFAULT", f"[{start:#x}, {end:#x}) has a hole")
 
-    vmas = mm.isolate(start, end)
     # queue_pages_range: pages whose node is not in the user's nodes are "misplaced" (MPOL_MF_INVERT).
+    # STRICT without MOVE stops the walk with EIO before any VMA is split or given the policy.
     check = bool(flags & (MPOL_MF_STRICT | MPOL_MF_MOVE | MPOL_MF_MOVE_ALL))
     move = bool(flags & (MPOL_MF_MOVE | MPOL_MF_MOVE_ALL))
     user_nodes = np.array(sorted(nodes), dtype=np.int16)
+    if check and not move:
+        for vma in mm.vmas_in(start, end):
+            lo = (max(start, vma.start) - vma.start) >> PAGE_SHIFT
+            hi = (min(end, vma.end) - vma.start) >> PAGE_SHIFT
+            part = vma.nodes[lo:hi]
+            if np.any((part >= 0) & ~np.isin(part, user_nodes)):
+                return SyscallResult.fail("EIO", f"a page in [{start:#x}, {end:#x}) lies outside {sorted(nodes)}")
+    vmas = mm.isolate(start, end)
     misplaced: list[np.ndarray] = []
     nr_failed = 0
     for vma in vmas:
-        if not check:
+        if not move:
             misplaced.append(np.empty(0, np.int64))
             continue
         present = vma.nodes >= 0
-        bad = np.flatnonzero(present & ~np.isin(vma.nodes, user_nodes))
-        misplaced.append(bad)
-        if not move:
-            nr_failed += int(bad.size)
+        misplaced.append(np.flatnonzero(present & ~np.isin(vma.nodes, user_nodes)))
     for vma in vmas:  # mbind_range: install the policy
         vma.policy = new
         vma.placement = None
@@ -236,7 +241,7 @@ def mbind(
         nr_failed += failed_moves
     mm.merge_around(start, end)
     if nr_failed and flags & MPOL_MF_STRICT:
-        return SyscallResult.fail("EIO", f"{nr_failed} page(s) outside the new policy's nodes",
+        return SyscallResult.fail("EIO", f"{nr_failed} page(s) could not be moved into the policy's nodes",
                                   migrated=migrated, failed=nr_failed)
     return SyscallResult.success(migrated=migrated, failed=failed_moves)
 
