@@ -157,3 +157,15 @@ def test_plugin_policy_by_name() -> None:
         unregister_policy("test_all_on_node1")
     assert p.pages_by_allocation["a"] == {1: 256} and p.pages_by_allocation["c"] == {1: 256}
     assert p.pages_by_allocation["b"] == {0: 128, 1: 128}  # the allocation's own mbind still wins
+
+
+def test_exact_mode_runs_the_same_accesses() -> None:
+    cal = nominal_calibration(M)
+    small = loads_workload(
+        'threads = [{node = 0}, {node = 1}]\nallocations = [{name = "a", size_bytes = "64K"}]\n'
+        'phases = [{pattern = "random", allocation = "a", accesses = 300}]'
+    )
+    epoch = run_workload(M, small, cal, mode="epoch")
+    exact = run_workload(M, small, cal, mode="exact")
+    assert exact.mode == "exact" and exact.result.accesses == epoch.result.accesses
+    assert exact.placement.pages_per_node() == epoch.placement.pages_per_node()
