@@ -6,6 +6,15 @@ policy syscalls (``set_mempolicy``, ``mbind``, ``get_mempolicy``, ``migrate_page
 ``set_mempolicy_home_node``) are methods that return a :class:`~numasim.kernel.errno.SyscallResult` and never
 raise for bad arguments. Everything is deterministic.
 
+Which placement applies to a new page: a plug-in attached to its VMA (:meth:`Kernel.set_placement` with a
+range), else the VMA's kernel policy (``mbind``), else a plug-in attached to the task, else the task policy
+(``set_mempolicy``), else the per-node default (local allocation with NUMA-balancing flags).
+
+Not modelled (documented simplifications): transparent huge pages (every fault is order 0, so THP's
+``__GFP_THISNODE`` first try and 2 MiB interleave granularity are absent), THP alignment of large anonymous
+mappings, shared shmem policies across processes (a shmem mapping's policy is per VMA), multi-threaded
+tasks (pass ``cpu=`` to :meth:`Kernel.touch` instead), swap and ``oom_score_adj``.
+
 Examples
 --------
 >>> from numasim.topology.builders import glueless

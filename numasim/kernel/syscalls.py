@@ -175,6 +175,9 @@ def mbind(
 ) -> SyscallResult:
     """``mbind(2)`` (kernel_spec 5.10): validate, apply the policy to the range, check/migrate existing pages.
 
+    A page is misplaced when its node is not in the *user's* nodemask. ``MPOL_MF_STRICT`` alone fails with
+    EIO on the first misplaced page before anything changes; with ``MPOL_MF_MOVE`` the policy is applied,
+    misplaced pages migrate to where the new policy puts them, and STRICT turns failed moves into EIO.
     ``value["migrated"]`` and ``value["failed"]`` count pages moved and pages that could not be moved.
     """
     try:
