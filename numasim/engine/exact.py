@@ -1,12 +1,16 @@
 """Exact mode: every request is an event on a SimPy clock; controllers and links are FIFO servers.
 
-One SimPy process per agent (thread or device transfer) walks its requests in program order with the rules of
-:mod:`timing`: it waits (a SimPy timeout) until the request may issue, looks the line up in its LRU caches
-(shared caches are shared objects, touched in simulated-time order), and sends a miss through the resources of
-its route class. Each resource is a FIFO server that starts one line every ``busy_ns`` (64 B / bandwidth, times
+Every agent (thread or device transfer) walks its requests in program order with the rules of :mod:`timing`:
+it waits until the request may issue, looks the line up in its LRU caches (shared caches are shared objects,
+touched in simulated-time order), and sends a miss through the resources of its route class. Agents are
+coroutines run by one SimPy process in strict time order (ties by agent order) from a heap; the SimPy clock
+is advanced at every epoch boundary, so other SimPy processes interleave with the agents at epoch resolution
+and a request costs a heap operation rather than a SimPy event (the naive design, one SimPy event and one
+``simpy.Resource`` request per resource per access, is the baseline in ``benchmarks/bench_engine.py``).
+
+Each resource is a FIFO server that starts one line every ``busy_ns`` (64 B / bandwidth, times
 ``write_cost_factor`` for writes): a request that finds it busy waits. Because the wait is known at issue time,
-the completion needs no event of its own; only the issue does, so a request costs one event at most (requests
-issued at the same instant share one).
+the completion needs no event of its own; only the issue does.
 
 Latency of a miss = idle route latency + FIFO waits + the loaded-latency curve of each resource at its
 utilisation over the previous epoch (a hardware counter's view: ``busy / epoch_ns``), times the prefetch factor.
@@ -15,6 +19,7 @@ utilisation over the previous epoch (a hardware counter's view: ``busy / epoch_n
 from __future__ import annotations
 
 import heapq
+from collections.abc import Generator
 
 import numpy as np
 import simpy
@@ -66,6 +71,8 @@ class ExactEngine:
         self.busy_by_bucket: dict[int, list[float]] = {}
         self.curve_now = [0.0] * len(ms.resources)
         self.bucket = 0
+        self.next_roll = self.E
+        self.horizon = np.inf
         self.completed = 0
 
     def _roll(self, now: float) -> None:
@@ -87,16 +94,45 @@ class ExactEngine:
         self._ema, self._ema_bucket = u_seen, b
         self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(u_seen)]
         self.bucket = b
+        self.next_roll = (b + 1) * self.E
 
     def flush(self) -> None:
         for k in sorted(self.busy_by_bucket):
             self.stats.series.add(np.array([k]), np.array(self.busy_by_bucket.pop(k))[None, :])
 
-    def process(self, env: simpy.Environment, agent: Agent):  # type: ignore[no-untyped-def]
+    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+        """The SimPy process: dispatch agents in time order, advance the SimPy clock at every epoch boundary."""
+        heap: list[tuple[float, int, Generator[float, float, None]]] = []
+        order = 0
+        for agent in self.agents:
+            gen = self._agent(agent)
+            self.horizon = -np.inf  # make every agent stop at its first request
+            t = next(gen, None)
+            if t is not None:
+                heap.append((t, order, gen))
+                order += 1
+        heapq.heapify(heap)
+        while heap:
+            t, _, gen = heapq.heappop(heap)
+            self.horizon = heap[0][0] if heap else np.inf
+            if t >= self.next_roll:
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+                self._roll(t)
+            try:
+                t_next = gen.send(t)
+            except StopIteration:
+                continue
+            heapq.heappush(heap, (t_next, order, gen))
+            order += 1
+
+    def _agent(self, agent: Agent) -> Generator[float, float, None]:
+        """One agent's requests in program order. Yields the time of its next request whenever another agent
+        (or an epoch boundary) comes first, and is resumed at that time; otherwise runs on without a stop."""
         a = agent.index
         mlp = 1 if agent.dependent else agent.mlp
         pff = prefetch_factor(mlp, self.d)
-        caches = self.caches[a]
+        cache_sets = [(c.sets, c.ways, c._data) for c in self.caches[a]]
         level_lat = self.level_lat
         n_levels = self.n_levels
         init_off = agent.initiator * self.n_nodes
@@ -109,6 +145,9 @@ class ExactEngine:
         last_issue = agent.start_ns
         last_done = agent.start_ns
         dependent = agent.dependent
+        heappop, heappush = heapq.heappop, heapq.heappush
+        acc: list[float] = []
+        acc_lo, acc_hi = 0.0, -1.0  # the bucket ``acc`` belongs to (none yet)
         while True:
             block = self.feeder.take(a)
             if block is None:
@@ -119,26 +158,37 @@ class ExactEngine:
             writes = block.is_write.tolist()
             computes = block.compute_ns.tolist()
             pfs = block.prefetched.tolist()
-            lat_out = np.empty(n)
-            lvl_out = np.empty(n, dtype=np.int64)
+            lat_out: list[float] = []
+            lvl_out: list[int] = []
             for k in range(n):
                 ready = (last_done if dependent else last_issue) + computes[k]
                 if len(inflight) >= mlp:
-                    t_free = heapq.heappop(inflight)
+                    t_free = heappop(inflight)
                     if t_free > ready:
                         ready = t_free
                 while inflight and inflight[0] <= ready:
-                    heapq.heappop(inflight)
-                if ready > env.now:
-                    yield env.timeout(ready - env.now)
-                    if int(ready // self.E) > self.bucket:
-                        self._roll(ready)
+                    heappop(inflight)
+                if ready > self.horizon or ready >= self.next_roll:
+                    yield ready
                 line = lines[k]
                 level = n_levels
+                # LRUCache.access inlined (the hot loop): sets are lists, most recent last.
                 for lv in range(n_levels):
-                    if caches[lv].access(line):
+                    sets, ways, data = cache_sets[lv]
+                    key = line % sets
+                    ways_list = data.get(key)
+                    if ways_list is None:
+                        data[key] = [line]
+                    elif line in ways_list:
+                        if ways_list[-1] != line:
+                            ways_list.remove(line)
+                            ways_list.append(line)
                         level = lv
                         break
+                    else:
+                        ways_list.append(line)
+                        if len(ways_list) > ways:
+                            del ways_list[0]
                 if level < n_levels:
                     lat = level_lat[level]
                 else:
@@ -150,30 +200,31 @@ class ExactEngine:
                         if f > t:
                             t = f
                         free[r] = t + b
-                        bk = int(t // epoch_ns)
-                        acc = by_bucket.get(bk)
-                        if acc is None:
-                            acc = by_bucket[bk] = [0.0] * n_res
+                        if not acc_lo <= t < acc_hi:
+                            bk = int(t // epoch_ns)
+                            if bk not in by_bucket:
+                                by_bucket[bk] = [0.0] * n_res
+                            acc = by_bucket[bk]
+                            acc_lo, acc_hi = bk * epoch_ns, (bk + 1) * epoch_ns
                         acc[r] += b
                         extra += curve_now[r]
                     lat = class_base[c] + (t - ready) + extra
                     if pfs[k]:
                         lat *= pff
                 done = ready + lat
-                heapq.heappush(inflight, done)
+                heappush(inflight, done)
                 last_issue = ready
                 if done > last_done:
                     last_done = done
-                lat_out[k] = lat
-                lvl_out[k] = level
-            init = np.full(n, agent.initiator, dtype=np.int64)
+                lat_out.append(lat)
+                lvl_out.append(level)
             self.stats.add(
                 np.full(n, a, dtype=np.int64),
-                init,
+                np.full(n, agent.initiator, dtype=np.int64),
                 block.target,
                 block.is_write,
-                lvl_out,
-                lat_out,
+                np.array(lvl_out, dtype=np.int64),
+                np.array(lat_out),
                 block.size_bytes,
                 block.compute_ns,
             )

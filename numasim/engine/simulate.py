@@ -225,7 +225,7 @@ def simulate(
             [objects[int(instances[lv, a.index])] for lv in range(n_levels)] if a.cpu is not None else []
             for a in agents
         ]
-        # Devices bypass the caches: give them a hierarchy that never hits.
+        # Devices (DMA) bypass the cpu caches: their cache list is empty.
         xeng = ExactEngine(
             ms,
             agents,
@@ -236,10 +236,7 @@ def simulate(
             core.prefetch_distance_lines,
             epoch_ns,
         )
-        for a in agents:
-            if a.cpu is None:
-                per_agent[a.index] = [_NeverHit() for _ in range(n_levels)]  # type: ignore[misc]
-            env.process(xeng.process(env, a))
+        env.process(xeng.run(env))
         env.run()
         xeng.flush()
     if not feeder.exhausted:
@@ -247,11 +244,6 @@ def simulate(
     return _collect(
         ms, calibration, agents, devices, pages, stats, engine_mode, seed, epoch_ns, levels, diagnostics
     )
-
-
-class _NeverHit:
-    def access(self, line: int) -> bool:
-        return False
 
 
 def _lat_stats(hist: np.ndarray | None, count: int, total_ns: float) -> tuple[float, float, float]:
