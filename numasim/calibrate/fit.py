@@ -11,7 +11,8 @@ a time, only for the parameters the null space touches, until they can be pinned
 3. all links of one kind have the same latency;
 4. (last resort) a weak pull towards the machine file's nominal value.
 
-Bandwidth follows the bottleneck model: ``bandwidth(i, j) = min(ctrl_read_j, links on route(i, j))``. A link's
+Bandwidth follows the bottleneck model: ``bandwidth(i, j) = min(ctrl_read_j, links on route(j, i))``: read data
+flows from the memory node back to the initiator, and that is the direction the engine charges. A link's
 bandwidth is pinned by the smallest link-bound cell whose route crosses it; controller read and write
 bandwidth come from mlc's peak injection mixes, ``1 / bw(f) = f / R + (1 - f) / W`` for a read fraction ``f``.
 """
@@ -553,7 +554,7 @@ def fit_bandwidth(
     for i, j, v in cells:
         if i == j:
             continue
-        edges = r.edges(i, j)
+        edges = r.edges(j, i)  # read data flows from memory node j back to initiator i
         for e in edges:
             lower[e] = max(lower.get(e, 0.0), v)
         if v < link_bound_margin * fit.controller_read_gb_s[j]:
@@ -584,7 +585,7 @@ def fit_bandwidth(
             FittedParameter(f"controllers[{j}].write_bandwidth_gb_s", fit.controller_write_gb_s[j], "GB/s")
         )
     for i, j, v in cells:
-        route_bw = min((fit.link_bandwidth_gb_s.get(e, r._graph.edges[e]["bandwidth_gb_s"]) for e in r.edges(i, j)), default=math.inf)
+        route_bw = min((fit.link_bandwidth_gb_s.get(e, r._graph.edges[e]["bandwidth_gb_s"]) for e in r.edges(j, i)), default=math.inf)
         model = min(fit.controller_read_gb_s[j], route_bw)
         res.residuals.append(CellResidual("bandwidth_matrix", str(i), str(j), v, model, "GB/s"))
     return fit

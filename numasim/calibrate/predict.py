@@ -1,7 +1,7 @@
 """Analytic predictions of measured tables from a calibrated machine: the same model the engine uses.
 
 * idle latency(i, j) = controller j + links (and switches) on route(i, j) (:func:`latency_table_ns`);
-* bandwidth(i, j) = min(controller j read, links on the route) (:func:`bandwidth_table_gb_s`);
+* bandwidth(i, j) = min(controller j read, links on the route j -> i, the direction read data flows);
 * peak mixes: ``1 / bw(f) = f / R + (1 - f) / W`` over the controllers of nodes with cpus;
 * loaded latency at bandwidth B: idle + curve(B / R);
 * a stride-64 walk beyond the caches: per-access time = latency / outstanding misses (Little's law);
@@ -16,7 +16,7 @@ from numasim.calibrate.fit import READ_FRACTION
 from numasim.calibrate.model import Calibration, apply_calibration, default_curve
 from numasim.calibrate.parsers import NodeMatrix
 from numasim.topology.model import Machine
-from numasim.topology.routing import bandwidth_table_gb_s, latency_table_ns, routing
+from numasim.topology.routing import latency_table_ns, routing
 
 __all__ = [
     "calibrated",
@@ -46,9 +46,23 @@ def predict_latency_matrix(machine: Machine, calibration: Calibration, like: Nod
 
 
 def predict_bandwidth_matrix(machine: Machine, calibration: Calibration, like: NodeMatrix) -> NodeMatrix:
-    """In MB/s, like mlc."""
+    """Read bandwidth in MB/s, like mlc: ``min(controller j read, links of the route j -> i)``.
+
+    The links are taken in the direction read data flows (memory node back to the initiator), as the engine
+    charges them; :func:`numasim.topology.routing.bandwidth_table_gb_s` takes the request direction, which
+    differs only for asymmetric links.
+    """
     m = calibrated(machine, calibration)
-    return _table(m, bandwidth_table_gb_s(m), like, "MB/s", 1000.0)
+    r = routing(m)
+    ids = m.node_ids
+    full = np.full((len(ids), len(ids)), np.nan)
+    for b, j in enumerate(ids):
+        ctrl = m.nodes[b].controller
+        if ctrl is None:
+            continue
+        for a, i in enumerate(ids):
+            full[a, b] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(j, i))
+    return _table(m, full, like, "MB/s", 1000.0)
 
 
 def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:

@@ -62,6 +62,7 @@ ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/band
 
 
 ENGINE_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: virtual mlc pointer chase per cell)"
+ENGINE_BW_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: one sequential reader per cpu per cell)"
 
 
 @dataclass
@@ -102,7 +103,7 @@ class ValidationReport:
                 {
                     "table": t.table,
                     "source": t.source,
-                    "method": "engine" if t.method == ENGINE_METHOD else "analytic",
+                    "method": "engine" if t.method.startswith("engine") else "analytic",
                     "cells": len(t.cells),
                     "mape_pct": round(t.mape_pct, 3),
                     "worst": None
@@ -161,10 +162,11 @@ def validate(
     """Predict every requested table the measurements hold and compare cell by cell.
 
     ``method``: ``"analytic"`` (closed form for every table), ``"engine"`` (replay the tools the engine can
-    run, i.e. the latency matrix, through :func:`numasim.engine.simulate`; closed form for the rest) or
+    run, i.e. the latency and bandwidth matrices, through :func:`numasim.engine.simulate`; closed form for the
+    rest) or
     ``"auto"`` (engine when it is importable). Each table records which one produced it.
     """
-    from numasim.calibrate.replay import engine_available, replay_latency_matrix
+    from numasim.calibrate.replay import engine_available, replay_bandwidth_matrix, replay_latency_matrix
 
     if method not in ("analytic", "engine", "auto"):
         raise CalibrationError(f"method = {method!r}: expected 'analytic', 'engine' or 'auto'")
@@ -202,9 +204,14 @@ def validate(
                 )
         if "bandwidth_matrix" in wanted:
             for bm in bw_mats:
-                pred = predict_bandwidth_matrix(machine, calibration, bm)
+                if use_engine:
+                    pred = replay_bandwidth_matrix(machine, calibration, bm)
+                    how = ENGINE_BW_METHOD
+                else:
+                    pred = predict_bandwidth_matrix(machine, calibration, bm)
+                    how = ANALYTIC_METHOD
                 rep.tables.append(
-                    TableValidation("bandwidth_matrix", src, _matrix_cells("bandwidth_matrix", bm, pred, "MB/s"))
+                    TableValidation("bandwidth_matrix", src, _matrix_cells("bandwidth_matrix", bm, pred, "MB/s"), how)
                 )
         if isinstance(d, MlcResult):
             peak = d.peak_injection_mb_s or d.max_bandwidth_mb_s
@@ -286,7 +293,7 @@ def validate(
     if not rep.tables:
         raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
     if use_engine:
-        rep.method = "mixed: latency_matrix by engine replay, other tables analytic"
+        rep.method = "mixed: latency and bandwidth matrices by engine replay, other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep
 

@@ -77,7 +77,10 @@ def test_bandwidth_fit_recovers_bottleneck_links(n: int, ctrl_bw: list[float], l
         for k, link in enumerate(base.links)
     ]
     m = base.model_copy(update={"nodes": nodes, "links": links})
-    bw = bandwidth_table_gb_s(m) * 1000.0
+    r = routing(m)
+    # read data flows from memory node j back to initiator i: the links of route(j, i) bound cell (i, j)
+    bw = np.array([[min(ctrl_bw[j], r.path_bandwidth_gb_s(j, i)) for j in m.node_ids] for i in m.node_ids]) * 1000.0
+    assert np.allclose(np.diag(bw), np.diag(bandwidth_table_gb_s(m)) * 1000.0)
     fit = fit_bandwidth(m, [_matrix(m, bw, "MB/s")])
     for k in range(n):
         assert fit.controller_read_gb_s[k] == pytest.approx(ctrl_bw[k])
