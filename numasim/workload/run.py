@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numasim.calibrate.model import Calibration, load_calibration, nominal_calibration
+from numasim.calibrate.model import Calibration, nominal_calibration
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import CalibrationError, WorkloadError
@@ -81,36 +81,16 @@ def resolve_calibration(
     nominal: bool = False,
     machine_path: str | Path | None = None,
 ) -> Calibration:
-    """The calibration to time ``machine`` with: the file given, the nominal one when ``nominal`` is set, or the
-    file the machine names (looked up as given, beside the machine file, and in the shipped topologies folder).
-    Without any of these: :class:`CalibrationError` (timing never silently falls back to nominal numbers)."""
+    """The calibration to time ``machine`` with: the nominal one only when ``nominal`` is asked for, else the
+    dependency rules of :func:`numasim.calibrate.resolve.resolve_calibration` (the file given, or the one the
+    machine names; never a silent fallback)."""
     if calibration is not None and nominal:
         raise CalibrationError("give either a calibration file or --nominal, not both")
     if nominal:
         return nominal_calibration(machine, notes="requested explicitly (--nominal)")
-    if calibration is not None:
-        cal = load_calibration(calibration)
-    elif machine.calibration:
-        from numasim.topology.library import shipped_dir
+    from numasim.calibrate.resolve import resolve_calibration as resolve_by_rules
 
-        name = machine.calibration
-        dirs = [Path.cwd()] + ([Path(machine_path).parent] if machine_path else []) + [shipped_dir(), shipped_dir() / "calibrations"]
-        tried = [d / n for d in dirs for n in (name, f"{name}.json")]
-        found = next((p for p in tried if p.is_file()), None)
-        if found is None:
-            raise CalibrationError(
-                f"machine {machine.name} names calibration {name!r}, which was not found "
-                f"(tried {', '.join(str(p) for p in tried[:4])}, ...); pass --calibration FILE or --nominal"
-            )
-        cal = load_calibration(found)
-    else:
-        raise CalibrationError(
-            f"machine {machine.name} names no calibration: pass --calibration FILE, or --nominal to time it with "
-            "the machine file's own nominal numbers"
-        )
-    if cal.machine != machine.name:
-        raise CalibrationError(f"calibration {cal.id} is for machine {cal.machine!r}, not {machine.name!r}")
-    return cal
+    return resolve_by_rules(machine, calibration, machine_path=machine_path)
 
 
 def run_workload(

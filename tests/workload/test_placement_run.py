@@ -100,14 +100,14 @@ def test_place_trace_first_touch_by_first_thread() -> None:
 
 
 def test_resolve_calibration(tmp_path: Path) -> None:
-    with pytest.raises(CalibrationError, match="--nominal"):
+    with pytest.raises(CalibrationError, match="names no calibration"):
         resolve_calibration(M)
     assert resolve_calibration(M, nominal=True).provenance.method == "nominal"
     save_calibration(nominal_calibration(M), tmp_path / "cal.json")
     assert resolve_calibration(M, calibration=tmp_path / "cal.json").machine == M.name
     named = M.model_copy(update={"calibration": "cal.json"})
     assert resolve_calibration(named, machine_path=tmp_path / "m.toml").machine == M.name
-    with pytest.raises(CalibrationError, match="not found"):
+    with pytest.raises(CalibrationError, match="names calibration .missing.json."):
         resolve_calibration(M.model_copy(update={"calibration": "missing.json"}))
     other = glueless(2, name="other")
     with pytest.raises(CalibrationError, match="is for machine"):
