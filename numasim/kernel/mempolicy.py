@@ -70,6 +70,7 @@ __all__ = [
     "nodes_remap",
     "interleave_nodes",
     "interleave_nodes_bulk",
+    "bulk_interleave_split",
     "interleave_nid",
     "interleave_nid_array",
     "WeightedInterleaveWeights",
@@ -393,6 +394,26 @@ def interleave_nodes_bulk(pol: MemPolicy, il_prev: int, count: int) -> tuple[np.
     start = int(np.searchsorted(ordered, next_node_in(il_prev, pol.nodes)))
     out = ordered[(start + np.arange(count)) % ordered.size]
     return out, int(out[-1])
+
+
+def bulk_interleave_split(pol: MemPolicy, il_prev: int, nr_pages: int) -> tuple[dict[int, int], int]:
+    """``alloc_pages_bulk_interleave`` (vmalloc): pages per node and the final ``il_prev``.
+
+    Every node gets ``nr // nnodes``; the first ``nr % nnodes`` nodes in round-robin order after ``il_prev``
+    get one more. ``interleave_nodes`` runs once per node, so ``il_prev`` advances by one full cycle (unlike
+    page-by-page allocation).
+
+    Examples
+    --------
+    >>> bulk_interleave_split(MemPolicy(MPOL_INTERLEAVE, 0, frozenset({0, 1, 2})), 0, 10)
+    ({1: 4, 2: 3, 0: 3}, 0)
+    """
+    order, last = interleave_nodes_bulk(pol, il_prev, len(pol.nodes))
+    nnodes = len(pol.nodes)
+    if nnodes == 0:
+        return {}, il_prev
+    base, delta = divmod(nr_pages, nnodes)
+    return {int(n): base + (1 if i < delta else 0) for i, n in enumerate(order.tolist())}, last
 
 
 def _truncates_ilx(version: str | KernelVersion) -> bool:

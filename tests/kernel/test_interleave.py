@@ -204,3 +204,13 @@ def test_task_weighted_interleave_without_vma() -> None:
     assert k.get_mempolicy(t, MPOL_F_NODE)["mode"] == 1
     assert k.alloc_task_pages(t, 1).nodes.tolist() == [1]
     assert k.get_mempolicy(t, MPOL_F_NODE)["mode"] == 1  # node 1 still has weight left
+
+
+def test_bulk_interleave_split() -> None:
+    from numasim.kernel.mempolicy import bulk_interleave_split
+
+    pol = MemPolicy(MPOL_INTERLEAVE, 0, frozenset({1, 3, 4}))
+    split, prev = bulk_interleave_split(pol, MAX_NUMNODES - 1, 11)
+    assert split == {1: 4, 3: 4, 4: 3} and prev == 4
+    split, prev = bulk_interleave_split(pol, 1, 5)
+    assert split == {3: 2, 4: 2, 1: 1} and prev == 1  # a full cycle brings il_prev back
