@@ -82,6 +82,7 @@ __all__ = [
     "policy_nodemask",
     "mpol_rebind_policy",
     "mpol_to_str",
+    "mpol_parse_str",
     "mpol_misplaced",
     "default_task_policy",
     "policy_report",
@@ -692,6 +693,91 @@ def mpol_to_str(pol: MemPolicy | None) -> str:
     if nodes:
         out += ":" + format_cpulist(sorted(nodes))
     return out
+
+
+def mpol_parse_str(
+    text: str, memory_nodes: Iterable[int], version: str | KernelVersion = "6.12"
+) -> MemPolicy | None:
+    """``mpol_parse_str``: the tmpfs ``mpol=`` mount option (``<mode>[=<flags>][:<nodelist>]``).
+
+    ``prefer`` takes exactly one node number (none = local), ``interleave`` / ``weighted interleave`` default
+    to every memory node, ``local`` and ``default`` forbid a nodelist, ``bind`` and ``prefer (many)`` need
+    one; the nodes must all have memory; flags are ``static`` or ``relative``. Returns ``None`` for
+    ``default``; anything else invalid raises EINVAL.
+
+    Examples
+    --------
+    >>> mpol_to_str(mpol_parse_str("interleave=static:0-1", {0, 1, 2}))
+    'interleave=static:0-1'
+    >>> mpol_to_str(mpol_parse_str("interleave", {0, 1, 2}))
+    'interleave:0-2'
+    """
+    memory = frozenset(memory_nodes)
+    mode_text, _, nodelist = text.partition(":")
+    has_nodelist = ":" in text
+    mode_text, _, flags_text = mode_text.partition("=")
+    has_flags = "=" in text.partition(":")[0]
+    nodes: frozenset[int] = frozenset()
+    if has_nodelist:
+        try:
+            nodes = frozenset(_parse_nodelist(nodelist))
+        except ValueError:
+            raise KernelErrno("EINVAL", f"mpol: bad nodelist {nodelist!r}") from None
+        if not nodes <= memory:
+            raise KernelErrno("EINVAL", f"mpol: nodes {sorted(nodes - memory)} have no memory")
+    names = {MODE_NAMES[m]: m for m in range(mpol_max(version))}
+    if mode_text not in names:
+        raise KernelErrno("EINVAL", f"mpol: unknown mode {mode_text!r}")
+    mode = names[mode_text]
+    if mode == MPOL_PREFERRED and has_nodelist and (not nodelist.isdigit() or not nodes):
+        raise KernelErrno("EINVAL", "mpol: prefer takes a single node number")
+    if mode in (MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE) and not has_nodelist:
+        nodes = memory
+    if mode == MPOL_LOCAL and has_nodelist:
+        raise KernelErrno("EINVAL", "mpol: local takes no nodelist")
+    if mode == MPOL_DEFAULT:
+        if has_nodelist:
+            raise KernelErrno("EINVAL", "mpol: default takes no nodelist")
+        return None
+    if mode in (MPOL_BIND, MPOL_PREFERRED_MANY) and not has_nodelist:
+        raise KernelErrno("EINVAL", f"mpol: {mode_text} needs a nodelist")
+    flags = 0
+    if has_flags:
+        if flags_text == "static":
+            flags = MPOL_F_STATIC_NODES
+        elif flags_text == "relative":
+            flags = MPOL_F_RELATIVE_NODES
+        else:
+            raise KernelErrno("EINVAL", f"mpol: unknown flag {flags_text!r}")
+    # mpol_new's checks, without the cpuset step (tmpfs contextualises the policy later)
+    if mode == MPOL_PREFERRED and not nodes:
+        if flags:
+            raise KernelErrno("EINVAL", "mpol: empty prefer with static/relative")
+        return MemPolicy(MPOL_LOCAL, 0, frozenset(), user_nodemask=nodes)
+    if mode == MPOL_LOCAL:
+        if flags:
+            raise KernelErrno("EINVAL", "mpol: local with static/relative")
+        return MemPolicy(MPOL_LOCAL, 0, frozenset(), user_nodemask=nodes)
+    if not nodes:
+        raise KernelErrno("EINVAL", f"mpol: {mode_text} with an empty nodelist")
+    kept = frozenset({min(nodes)}) if mode == MPOL_PREFERRED else nodes
+    return MemPolicy(mode, flags, kept, user_nodemask=nodes)
+
+
+def _parse_nodelist(text: str) -> list[int]:
+    # bitmap_parselist without the "a-b:used/group" form: "0-3,5"; empty is an empty mask
+    out: set[int] = set()
+    if text == "":
+        return []
+    for item in text.split(","):
+        lo_s, dash, hi_s = item.partition("-")
+        if not lo_s.isdigit() or (dash and not hi_s.isdigit()):
+            raise ValueError(item)
+        lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
+        if hi < lo:
+            raise ValueError(item)
+        out.update(range(lo, hi + 1))
+    return sorted(out)
 
 
 def _is_default_policy(pol: MemPolicy) -> bool:

@@ -304,3 +304,42 @@ def test_rebind_bind_never_empty(nodes: frozenset[int], old: frozenset[int], new
     pol = MemPolicy(MPOL_BIND, 0, nodes, cpuset_mems_allowed=old)
     out = mpol_rebind_policy(pol, new_mems)
     assert out is not None and out.nodes
+
+
+# --- 5.13 mpol_parse_str (tmpfs mpol=) ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("default", "default"),
+        ("prefer:2", "prefer:2"),
+        ("prefer", "local"),
+        ("local", "local"),
+        ("bind:0-1", "bind:0-1"),
+        ("bind=static:1,3", "bind=static:1,3"),
+        ("interleave", "interleave:0-3"),
+        ("interleave=relative:0-1", "interleave=relative:0-1"),
+        ("weighted interleave", "weighted interleave:0-3"),
+        ("prefer (many):1-2", "prefer (many):1-2"),
+    ],
+)
+def test_mpol_parse_str_accepts(text: str, shown: str) -> None:
+    from numasim.kernel.mempolicy import mpol_parse_str
+
+    assert mpol_to_str(mpol_parse_str(text, ALL4)) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["prefer:1-2", "prefer:", "prefer:1,2", "local:0", "default:0", "bind", "prefer (many)", "bind:7",
+     "bind:2-1", "bind=balancing:0", "interleave=static|relative:0", "nonsense", "bind:x"],
+)
+def test_mpol_parse_str_rejects(text: str) -> None:
+    from numasim.kernel.mempolicy import mpol_parse_str
+
+    assert errno_of(mpol_parse_str, text, ALL4) == "EINVAL"
+
+
+def test_mpol_parse_str_weighted_needs_6_9() -> None:
+    from numasim.kernel.mempolicy import mpol_parse_str
+
+    assert errno_of(mpol_parse_str, "weighted interleave", ALL4, "6.1") == "EINVAL"
