@@ -122,11 +122,11 @@ class EpochCacheState:
     """The tail of the previous chunk carried into the next reuse-distance estimate."""
 
     lines: np.ndarray
-    instance: np.ndarray  # (n_levels, n) instance index per level
+    agent: np.ndarray
 
     @classmethod
-    def empty(cls, n_levels: int) -> EpochCacheState:
-        return cls(np.zeros(0, dtype=np.uint64), np.zeros((n_levels, 0), dtype=np.int64))
+    def empty(cls) -> EpochCacheState:
+        return cls(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
 
 
 CARRY_ACCESSES = 1 << 18
@@ -135,7 +135,8 @@ CARRY_ACCESSES = 1 << 18
 
 def estimate_levels(
     lines: np.ndarray,
-    instance: np.ndarray,
+    agent: np.ndarray,
+    agent_instance: np.ndarray,
     capacity_lines: np.ndarray,
     state: EpochCacheState,
 ) -> tuple[np.ndarray, EpochCacheState]:
@@ -145,8 +146,10 @@ def estimate_levels(
     ----------
     lines : ndarray of uint64
         Line number of each access, in stream order.
-    instance : ndarray (L, n) of int64
-        Cache instance of each access at each level (a global index over all instances of all levels).
+    agent : ndarray of int64
+        Issuing agent of each access.
+    agent_instance : ndarray (L, n_agents) of int64
+        Cache instance each agent uses at each level (a global index over all instances of all levels).
     capacity_lines : ndarray (L,)
         Lines per instance of each level.
     state : EpochCacheState
@@ -155,40 +158,37 @@ def estimate_levels(
     n_levels = len(capacity_lines)
     n = len(lines)
     if n_levels == 0:
-        return np.zeros(n, dtype=np.int8), state
-    all_lines = np.concatenate([state.lines, lines])
-    all_inst = np.concatenate([state.instance, instance], axis=1)
+        return np.full(n, 0, dtype=np.int8), state
+    all_lines = np.concatenate([state.lines, lines]) if len(state.lines) else lines
+    all_agent = np.concatenate([state.agent, agent]) if len(state.agent) else agent
     m = len(all_lines)
-    head = len(state.lines)
-    pos = np.arange(m, dtype=np.int64)
+    head = m - n
     shift = max(1, int(m).bit_length())
     if m and int(all_lines.max()) < (1 << (63 - shift)):
-        key = np.sort((all_lines << np.uint64(shift)) | pos.astype(np.uint64))
+        key = np.sort((all_lines << np.uint64(shift)) | np.arange(m, dtype=np.uint64))
         order = (key & np.uint64((1 << shift) - 1)).astype(np.int64)
         sorted_lines = key >> np.uint64(shift)
     else:
-        order = np.lexsort((pos, all_lines))
+        order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
-    same = np.zeros(m, dtype=bool)
-    same[1:] = sorted_lines[1:] == sorted_lines[:-1]
-    prev = np.full(m, -1, dtype=np.int64)
-    prev[order[1:][same[1:]]] = order[:-1][same[1:]]
-    gap = np.where(prev >= 0, pos - prev, 0)
+    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
+    pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
+    cur, prv = order[pair + 1], order[pair]
+    gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
-    first_touch = prev < 0
-    # Per level: instance share of the accesses and fraction of distinct lines per instance.
+    per_agent = np.bincount(all_agent, minlength=agent_instance.shape[1]).astype(np.float64)
+    reuse_agent = np.bincount(all_agent[cur], minlength=agent_instance.shape[1]).astype(np.float64)
+    a_cur, a_prv = all_agent[cur], all_agent[prv]
     for lv in range(n_levels - 1, -1, -1):
-        inst = all_inst[lv]
-        count = np.bincount(inst)
-        distinct = np.bincount(inst, weights=first_touch)
-        share = count[inst] / max(m, 1)
-        unique = np.maximum(distinct[inst] / np.maximum(count[inst], 1), 1.0 / max(m, 1))
-        stack = gap * share * unique
-        prev_inst_same = np.zeros(m, dtype=bool)
-        has = prev >= 0
-        prev_inst_same[has] = inst[prev[has]] == inst[has]
-        hit = has & prev_inst_same & (stack < capacity_lines[lv])
-        level[hit] = lv
+        inst_of = agent_instance[lv]
+        n_inst = int(inst_of.max()) + 1
+        count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
+        distinct = count - np.bincount(inst_of, weights=reuse_agent, minlength=n_inst)
+        i_cur = inst_of[a_cur]
+        # Accesses in between, scaled to this instance's share of them and to its fraction of distinct lines.
+        scale = (count / max(m, 1)) * np.maximum(distinct / np.maximum(count, 1.0), 1.0 / max(m, 1))
+        hit = (i_cur == inst_of[a_prv]) & (gap * scale[i_cur] < capacity_lines[lv])
+        level[cur[hit]] = lv
     keep = min(m, CARRY_ACCESSES)
-    new_state = EpochCacheState(all_lines[m - keep :].copy(), all_inst[:, m - keep :].copy())
+    new_state = EpochCacheState(all_lines[m - keep :].copy(), all_agent[m - keep :].copy())
     return level[head:], new_state

@@ -97,6 +97,11 @@ class PageMap:
         if self._dirty:
             self._build()
         pages = np.asarray(addresses, dtype=np.uint64) >> np.uint64(self._shift)
+        if len(self._starts) == 1 and len(pages):
+            # One run (a single VMA): no search, one bounds check.
+            lo, hi = int(self._starts[0]), int(self._ends[0])
+            if int(pages.min()) >= lo and int(pages.max()) < hi:
+                return self._flat[(pages - np.uint64(lo)).astype(np.int64)]
         run = np.searchsorted(self._starts, pages, side="right").astype(np.int64) - 1
         ok = run >= 0
         safe = np.where(ok, run, 0)

@@ -133,15 +133,18 @@ class Feeder:
         order = np.argsort(ids, kind="stable")
         self._tid_sorted = ids[order]
         self._tid_agent = np.array([thread_agents[k].index for k in order], dtype=np.int64)
+        # Thread ids 0..k (the usual case) map through a table instead of a search.
+        self._dense: np.ndarray | None = None
+        if len(ids) and ids.min() >= 0 and ids.max() < 1 << 16:
+            self._dense = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            self._dense[self._tid_sorted] = self._tid_agent
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
         self._history = [np.zeros(0, dtype=np.uint64) for _ in agents]
         self.exhausted = False
         self.cache_instances = cache_instances  # (n_levels, n_agents) global instance index
         self.cache_capacity = cache_capacity_lines
-        self._cache_state = (
-            EpochCacheState.empty(len(cache_capacity_lines)) if cache_capacity_lines is not None else None
-        )
+        self._cache_state = EpochCacheState.empty() if cache_capacity_lines is not None else None
         self._progress = progress
         self.accesses_read = 0
 
@@ -172,29 +175,29 @@ class Feeder:
         n = len(chunk)
         if n == 0:
             return
-        tid = np.asarray(chunk.thread, dtype=np.int64)
-        pos = np.searchsorted(self._tid_sorted, tid)
-        pos_c = np.minimum(pos, max(len(self._tid_sorted) - 1, 0))
-        bad = (
-            (len(self._tid_sorted) == 0) | (self._tid_sorted[pos_c] != tid)
-            if len(self._tid_sorted)
-            else np.ones(n, bool)
-        )
-        if np.any(bad):
-            t = int(tid[np.flatnonzero(bad)[0]])
-            raise WorkloadError(
-                f"access by thread {t}: no ThreadSpec with id {t} (threads: {self._tid_sorted.tolist()})"
-            )
-        agent = self._tid_agent[pos_c]
+        tid = np.asarray(chunk.thread)
+        lo, hi = int(tid.min()), int(tid.max())
+        if self._dense is not None and lo >= 0 and hi < len(self._dense) and (self._dense[tid] >= 0).all():
+            agent = self._dense[tid]
+        else:
+            tid = tid.astype(np.int64)
+            pos = np.minimum(np.searchsorted(self._tid_sorted, tid), max(len(self._tid_sorted) - 1, 0))
+            bad = self._tid_sorted[pos] != tid if len(self._tid_sorted) else np.ones(n, dtype=bool)
+            if np.any(bad):
+                t = int(tid[np.flatnonzero(bad)[0]])
+                raise WorkloadError(
+                    f"access by thread {t}: no ThreadSpec with id {t} (threads: {self._tid_sorted.tolist()})"
+                )
+            agent = self._tid_agent[pos]
         addr = np.asarray(chunk.address, dtype=np.uint64)
         size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int64), 1)
         compute = np.asarray(chunk.compute_ns, dtype=np.float64)
         is_write = np.asarray(chunk.is_write, dtype=bool).astype(np.int64)
         node = self.pages.lookup(addr)  # names the first unmapped address
         first = addr >> _LINE_SHIFT
-        last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
-        span = (last - first).astype(np.int64) + 1
-        if (span > 1).any():
+        if ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
+            last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
+            span = (last - first).astype(np.int64) + 1
             rep = np.repeat(np.arange(n), span)
             starts = np.r_[0, np.cumsum(span)[:-1]]
             offset = np.arange(len(rep)) - starts[rep]
@@ -219,7 +222,7 @@ class Feeder:
             and self.cache_capacity is not None
         ):
             level, self._cache_state = estimate_levels(
-                lines, self.cache_instances[:, agent], self.cache_capacity, self._cache_state
+                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state
             )
         if len(self.agents) < 256:
             order = np.argsort(agent.astype(np.uint8), kind="stable")

@@ -1,0 +1,174 @@
+"""Engine speed and memory: epoch and exact fidelities against a naive SimPy model, and a 10^8-access replay.
+
+Workload: source 000's 4-node machine (``topologies/seed-000-4node.toml`` with its calibration), 8 threads
+spread over the 4 nodes (cpus 0, 12, ..., 84), 1 GiB interleaved over the nodes, uniformly random 64-byte
+loads: every access misses the caches and 3/4 of them cross links, so controllers and links are contended.
+
+* **epoch**: ``simulate(mode="epoch")`` (target >= 10 M accesses/s);
+* **exact**: ``simulate(mode="exact")`` (target >= 300 k accesses/s);
+* **naive SimPy**: one SimPy process per thread, one ``simpy.Resource`` per controller and link direction,
+  per access a request/hold/release on each resource of the route, then a timeout for the latency, one access
+  at a time per thread: the textbook model the engine's design avoids;
+* **peak RSS** of replaying 10^8 accesses through epoch mode, generated chunk by chunk in a child process
+  (``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``; target < 1.5 GiB).
+
+Run by hand (prints the table)::
+
+    .venv/bin/python -m pytest benchmarks/bench_engine.py --run-benchmarks -s
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simpy
+
+from numasim.calibrate.model import Calibration, load_calibration, nominal_calibration
+from numasim.engine import PageMap, ThreadSpec, simulate
+from numasim.engine.memsys import build_memory_system
+from numasim.topology.model import Machine
+from numasim.workload.access import AccessChunk
+
+ROOT = Path(__file__).resolve().parents[1]
+THREADS = 8
+PAGES = 1 << 18  # 1 GiB
+CHUNK = 1 << 20
+
+
+def machine_and_calibration() -> tuple[Machine, Calibration]:
+    toml = ROOT / "topologies" / "seed-000-4node.toml"
+    cal = ROOT / "topologies" / "seed-000-4node.cal.json"
+    if toml.exists():
+        from numasim.topology.io.toml_format import load_machine_toml
+
+        m = load_machine_toml(toml)
+        return m, load_calibration(cal) if cal.exists() else nominal_calibration(m)
+    sys.path.insert(0, str(ROOT / "tests" / "engine"))
+    from _engine_machines import seed000_machine
+
+    m = seed000_machine()
+    return m, nominal_calibration(m)
+
+
+def pages() -> PageMap:
+    pm = PageMap()
+    pm.assign(0, np.resize(np.arange(4, dtype=np.int16), PAGES))
+    return pm
+
+
+def threads(m: Machine) -> list[ThreadSpec]:
+    cpus = m.cpus
+    return [ThreadSpec(t, cpu=cpus[t * len(cpus) // THREADS]) for t in range(THREADS)]
+
+
+def accesses(n: int, seed: int = 0) -> Iterator[AccessChunk]:
+    rng = np.random.default_rng(seed)
+    for lo in range(0, n, CHUNK):
+        k = min(CHUNK, n - lo)
+        yield AccessChunk(
+            thread=(np.arange(lo, lo + k) % THREADS).astype(np.int32),
+            address=rng.integers(0, PAGES * 64, k, dtype=np.uint64) * np.uint64(64),
+            is_write=np.zeros(k, dtype=bool),
+            size_bytes=np.full(k, 64, dtype=np.uint16),
+            compute_ns=np.zeros(k, dtype=np.float32),
+        )
+
+
+def naive_simpy(m: Machine, cal: Calibration, n: int) -> float:
+    """Simulated run time of the naive model (one access at a time per thread, a Resource per hop)."""
+    ms = build_memory_system(m, cal)
+    env = simpy.Environment()
+    res = [simpy.Resource(env, capacity=1) for _ in ms.resources]
+    base = ms.class_base_latency_ns()
+    node_of = m.cpu_to_node
+    pm = pages()
+
+    def thread(tid: int, cpu: int, chunk: AccessChunk):  # type: ignore[no-untyped-def]
+        init = ms.node_ids.index(node_of[cpu])
+        mine = chunk.address[chunk.thread == tid]
+        targets = pm.lookup(mine)
+        for j in targets.tolist():
+            c = (init * ms.n_nodes + j) * 2
+            for r in ms.class_resources[c]:
+                with res[r].request() as req:
+                    yield req
+                    yield env.timeout(ms.busy_ns[c, r])
+            yield env.timeout(base[c])
+
+    (chunk,) = list(accesses(n))
+    for t in threads(m):
+        env.process(thread(t.id, t.cpu, chunk))
+    env.run()
+    return float(env.now)
+
+
+def _rate(fn, n: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    fn(n)
+    wall = time.perf_counter() - t0
+    return n / wall, wall
+
+
+_RSS_CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {bench_dir!r})
+    import bench_engine as b
+    from numasim.engine import simulate
+    m, cal = b.machine_and_calibration()
+    r = simulate(m, cal, b.threads(m), b.accesses({n}), b.pages(), mode="epoch", record_latencies=True)
+    print(r.accesses, r.run_time_ns)
+    """
+)
+
+
+def peak_rss_replay(n: int) -> tuple[float, float, str]:
+    """Peak RSS (GiB) and wall time of an epoch replay of ``n`` accesses in a child process."""
+    code = _RSS_CHILD.format(bench_dir=str(Path(__file__).parent), n=n)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return rss_kib / (1 << 20), wall, out.stdout.strip()
+
+
+@pytest.mark.benchmark
+def test_engine_speed_and_memory() -> None:
+    m, cal = machine_and_calibration()
+    specs, pm = threads(m), pages()
+    rows = []
+    n_epoch, n_exact, n_naive = 4_000_000, 300_000, 60_000
+    epoch_rate, _ = _rate(lambda n: simulate(m, cal, specs, accesses(n), pm, mode="epoch"), n_epoch)
+    exact_rate, _ = _rate(lambda n: simulate(m, cal, specs, accesses(n), pm, mode="exact"), n_exact)
+    naive_rate, _ = _rate(lambda n: naive_simpy(m, cal, n), n_naive)
+    rows.append(("epoch", n_epoch, epoch_rate, 10e6))
+    rows.append(("exact", n_exact, exact_rate, 300e3))
+    rows.append(("naive SimPy", n_naive, naive_rate, None))
+    rss_gib, rss_wall, out = peak_rss_replay(100_000_000)
+    lines = [
+        f"machine {m.name}, calibration {cal.id}, {THREADS} threads, random loads over 1 GiB on 4 nodes",
+        "",
+        "| engine | accesses | accesses/s | x naive SimPy | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, n, rate, target in rows:
+        goal = (
+            f">= {target:,.0f}/s ({'met' if rate >= target else f'missed: {rate / target:.0%} of it'})"
+            if target
+            else ""
+        )
+        lines.append(f"| {name} | {n:,} | {rate:,.0f} | {rate / naive_rate:.1f} | {goal} |")
+    lines.append(
+        f"| epoch replay of 10^8 | 100,000,000 | {1e8 / rss_wall:,.0f} | {1e8 / rss_wall / naive_rate:.1f} | "
+        f"peak RSS {rss_gib:.2f} GiB (target < 1.5: {'met' if rss_gib < 1.5 else 'missed'}) |"
+    )
+    print("\n" + "\n".join(lines) + f"\n(replay: {out})")
+    assert epoch_rate > naive_rate and exact_rate > naive_rate
