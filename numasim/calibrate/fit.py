@@ -50,7 +50,7 @@ READ_FRACTION = {"all_reads": 1.0, "3:1": 0.75, "2:1": 2 / 3, "1:1": 0.5, "strea
 """Fraction of bytes that are reads in each of mlc's traffic mixes (stream-triad: two reads, one write)."""
 
 Edge = tuple[Vertex, Vertex]
-Atom = tuple[str, object]  # ("ctrl", node) | ("link", (u, v)) | ("switch", name)
+Atom = tuple[str, object]  # ("ctrl", node) | ("link", (u, v)) | ("switch", name) | ("relay", node)
 
 
 def _atom_name(a: Atom) -> str:
@@ -60,6 +60,8 @@ def _atom_name(a: Atom) -> str:
     if kind == "link":
         edge: Edge = key  # type: ignore[assignment]
         return f"links[{edge[0]}->{edge[1]}].latency_ns"
+    if kind == "relay":
+        return f"relays[{key}].latency_ns"
     return f"switches[{key}].latency_ns"
 
 
@@ -75,6 +77,7 @@ class LatencyFit:
     controller_latency_ns: dict[int, float] = field(default_factory=dict)
     link_latency_ns: dict[Edge, float] = field(default_factory=dict)
     switch_latency_ns: dict[str, float] = field(default_factory=dict)
+    relay_latency_ns: dict[int, float] = field(default_factory=dict)
     result: FitResult = field(default_factory=FitResult)
 
 
@@ -135,7 +138,7 @@ def fit_latency(
         linearised covariance.
     tie : list of str
         Ties to impose up front, when the data say nothing per link (e.g. per-hop ratios):
-        ``"link_directions"``, ``"controllers"``, ``"links_by_kind"``.
+        ``"link_directions"``, ``"controllers"``, ``"links_by_kind"``, ``"relays"``.
 
     The residuals are relative (each cell weighted by 1 / measured), since the targets are percentage errors.
 
@@ -159,12 +162,15 @@ def fit_latency(
             atoms.append(a)
         return index[a]
 
+    relaying = {n.id for n in machine.nodes if n.relay_latency_ns > 0}
     rows: list[list[int]] = []
     for i, j, _ in cells:
         cols = [atom(("ctrl", j))]
         path = r.path(i, j)
         cols += [atom(("link", e)) for e in r.edges(i, j)]
         cols += [atom(("switch", v)) for v in path[1:-1] if isinstance(v, str)]
+        # Relaying through an intermediate node costs time only where the machine file says the node relays.
+        cols += [atom(("relay", v)) for v in path[1:-1] if isinstance(v, int) and v in relaying]
         rows.append(cols)
     a_atoms = np.zeros((len(cells), len(atoms)))
     for k, cols in enumerate(rows):
@@ -217,6 +223,13 @@ def fit_latency(
             for k in members:
                 tied_note[k] = "tied: all controllers assumed equal"
             result.assumptions.append("all memory controllers assumed to have the same idle latency (imposed)")
+        elif how == "relays":
+            members = [k for k in range(len(atoms)) if atoms[k][0] == "relay"]
+            merge(members)
+            for k in members:
+                tied_note[k] = "tied: all relays assumed equal"
+            if members:
+                result.assumptions.append("every relaying node assumed to add the same latency (imposed)")
         elif how == "links_by_kind":
             groups_by_kind: dict[object, list[int]] = {}
             for k in range(len(atoms)):
@@ -228,7 +241,9 @@ def fit_latency(
                     tied_note[k] = f"tied: all {lk!s} links assumed equal"
             result.assumptions.append("all links of one kind assumed to have the same latency (imposed)")
         else:
-            raise CalibrationError(f"tie = {how!r}: expected 'link_directions', 'controllers' or 'links_by_kind'")
+            raise CalibrationError(
+                f"tie = {how!r}: expected 'link_directions', 'controllers', 'links_by_kind' or 'relays'"
+            )
     result.assumptions.append(
         "a controller's idle latency is the same for local and remote requesters; the whole remote-minus-local "
         "difference is put on the links of the route"
@@ -315,6 +330,8 @@ def fit_latency(
             fit.controller_latency_ns[int(key)] = value  # type: ignore[call-overload]
         elif kind == "link":
             fit.link_latency_ns[key] = value  # type: ignore[index]
+        elif kind == "relay":
+            fit.relay_latency_ns[int(key)] = value  # type: ignore[call-overload]
         else:
             fit.switch_latency_ns[str(key)] = value
         result.parameters.append(
@@ -346,6 +363,8 @@ def fit_latency(
 
 def _nominal_atom(machine: Machine, r: Routing, a: Atom) -> float:
     kind, key = a
+    if kind == "relay":
+        return max(machine.node(int(key)).relay_latency_ns, 1.0)  # type: ignore[call-overload]
     if kind == "ctrl":
         return _nominal_ctrl_latency(machine, int(key))  # type: ignore[call-overload]
     if kind == "link":

@@ -36,6 +36,7 @@ from numasim.calibrate.model import (
     DeviceTiming,
     LinkTiming,
     Provenance,
+    RelayTiming,
     SourceFile,
     default_curve,
 )
@@ -224,6 +225,7 @@ def calibrate(
         for src, dst, lat, bw in link.directed():
             link_lat[(src, dst)] = lat
             link_bw[(src, dst)] = bw
+    relay_lat = {n.id: n.relay_latency_ns for n in machine.nodes if n.relay_latency_ns > 0}
     curves: dict[int, object] = {}
     # ---- latency
     if "latency" in wanted:
@@ -260,12 +262,17 @@ def calibrate(
         if mats:
             # Per-hop ratios say nothing about individual links or controllers: fit one value per kind.
             only_ratios = bool(hop_tables) and len(mats) == sum(1 for _ in hop_tables) and not lat_mats and not strides
-            tie = ("controllers", "links_by_kind") if only_ratios else ()
+            tie = ("controllers", "links_by_kind", "relays") if only_ratios else ()
             lf = fit_latency(machine, mats, routes=r, bootstrap=bootstrap, seed=seed, tie=tie)
             report.extend(lf.result)
             report.warnings += slit_warnings(machine, mats)
             ctrl_lat.update(lf.controller_latency_ns)
             link_lat.update(lf.link_latency_ns)
+            relay_lat.update(lf.relay_latency_ns)
+            if "relays" in tie and lf.relay_latency_ns:
+                # tied relays: a relaying node no measured route crosses takes the common value too
+                common = float(np.mean(list(lf.relay_latency_ns.values())))
+                relay_lat.update({n: common for n in relay_lat if n not in lf.relay_latency_ns})
             if lf.switch_latency_ns:
                 report.warnings.append(
                     "switch traversal latencies were fitted but a calibration has no switch field; they are "
@@ -387,6 +394,7 @@ def calibrate(
         links=links,
         caches=caches,
         devices=devices,
+        relays=[RelayTiming(node=n, latency_ns=v) for n, v in sorted(relay_lat.items())],
         core=core,
         uncertainty={k: round(v, 6) for k, v in uncertainty.items()},
         provenance=prov,

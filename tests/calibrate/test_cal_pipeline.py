@@ -133,6 +133,9 @@ def test_hop_ratios_need_and_name_an_assumed_scale() -> None:
     ms = load_measurements([DATA / "seed-002-drepper-hop-ratios.txt"])
     rep = calibrate(m, ms, fit_on=["latency"], assume_local_latency_ns=100.0)
     assert "ASSUMED to be 100 ns" in rep.calibration.provenance.notes
-    # the fit scales with the assumption: 78.11 ns at an assumed 80 ns (the shipped file) -> x 100/80
-    assert [c.latency_ns for c in rep.calibration.controllers] == pytest.approx([78.11 * 100 / 80] * 4, rel=1e-3)
+    # controller + link + relay reproduce the three read ratios exactly, and scale with the assumption
+    cal = rep.calibration
+    assert [c.latency_ns for c in cal.controllers] == pytest.approx([100.0] * 4, rel=1e-4)
+    assert {round(lt.latency_ns, 3) for lt in cal.links} == {9.0}
+    assert [r.latency_ns for r in cal.relays] == pytest.approx([12.0] * 4, rel=1e-4)
     assert rep.calibration.core.write_cost_factor == pytest.approx(1.1288)
