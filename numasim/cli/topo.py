@@ -8,12 +8,12 @@ never overwritten without ``--force``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import typer
 
+from numasim.fileio import atomic_path
 from numasim.topology.model import Machine
 from numasim.units import format_size
 
@@ -67,12 +67,8 @@ def _check_figure_output(path: Path, force: bool) -> None:
 
 def _save_figure(fig: object, path: Path) -> None:
     # Draw into a temporary file beside the target, then rename: never a half-written figure.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lower()[1:], dpi=110)  # type: ignore[attr-defined]
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:

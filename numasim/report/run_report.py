@@ -8,13 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from numasim.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     from numasim.workload.run import RunOutcome
@@ -158,15 +158,7 @@ def format_run_report(outcome: RunOutcome) -> str:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write_bytes(path, data)
 
 
 def write_result_json(outcome: RunOutcome, path: str | Path) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from numasim.errors import FormatError, TopologyError
+from numasim.fileio import atomic_write_text
 from numasim.topology.model import LOCAL_DISTANCE, Machine, MemoryController, MemoryKind, Node
 from numasim.units import GiB
 
@@ -510,10 +511,4 @@ def save_machine_hwloc(machine: Machine, path: str | Path) -> None:
     """Write :func:`write_hwloc_xml` of ``machine`` to ``path`` atomically."""
     p = Path(path)
     text = write_hwloc_xml(machine)  # render first: a failure here touches no file
-    tmp = p.with_name(p.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(p, text)

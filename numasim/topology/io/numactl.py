@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from numasim.errors import FormatError, TopologyError
+from numasim.fileio import atomic_write_text
 from numasim.topology.cpulist import format_cpulist, parse_cpulist
 from numasim.topology.model import Machine, Node
 from numasim.units import MiB
@@ -430,10 +431,4 @@ def save_machine_numactl(machine: Machine, path: str | Path, style: NumactlStyle
     """Write the ``numactl --hardware`` text of ``machine`` atomically."""
     p = Path(path)
     text = numactl_hardware_for(machine, style)  # render first: a failure here touches no file
-    tmp = p.with_name(p.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(p, text)

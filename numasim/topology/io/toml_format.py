@@ -14,6 +14,7 @@ import tomli_w
 from pydantic import ValidationError
 
 from numasim.errors import FormatError, TopologyError
+from numasim.fileio import atomic_write_text
 from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import Machine
 
@@ -69,10 +70,4 @@ def save_machine_toml(machine: Machine, path: str | Path) -> None:
     """Write ``machine`` to ``path`` atomically (a temporary file renamed into place)."""
     p = Path(path)
     text = dumps_machine(machine)  # render first: a failure here touches no file
-    tmp = p.with_name(p.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(p, text)

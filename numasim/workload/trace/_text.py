@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +9,7 @@ from typing import IO
 
 import numpy as np
 
+from numasim.fileio import atomic_path
 from numasim.workload.access import AccessChunk
 
 __all__ = ["ChunkBuilder", "numbered_lines", "atomic_text_file", "atomic_path", "TEXT_CHUNK_ACCESSES"]
@@ -63,21 +62,6 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     with path.open("r", encoding="utf-8", errors="replace", newline=None) as f:
         for number, line in enumerate(f, start=1):
             yield number, line.rstrip("\n")
-
-
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path``; renamed onto ``path`` only if the block finishes without an error."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @contextmanager

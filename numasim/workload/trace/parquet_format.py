@@ -15,7 +15,7 @@ import numpy as np
 
 from numasim.errors import TraceError
 from numasim.workload.access import AccessChunk
-from numasim.workload.trace._text import atomic_path
+from numasim.fileio import atomic_path
 from numasim.workload.trace.npz import COLUMNS
 
 __all__ = ["parquet_available", "read_parquet", "write_parquet"]
