@@ -54,6 +54,10 @@ class _Window:
     compute: np.ndarray
     dep: np.ndarray
     inv_mlp: np.ndarray
+    start_rep: np.ndarray
+    any_dep: bool
+    any_compute: bool
+    miss_idx: np.ndarray
 
 
 class EpochEngine:
@@ -126,6 +130,7 @@ class EpochEngine:
         is_write = np.concatenate([b.is_write for b in blocks])
         pf = np.concatenate([b.prefetched for b in blocks])
         hit = level < self.n_levels
+        compute = np.concatenate([b.compute_ns for b in blocks])
         rc = self.ms.route_class(self.initiator[agent], target, is_write)
         w = _Window(
             agent=agent,
@@ -136,20 +141,31 @@ class EpochEngine:
             rc=rc,
             base=self.class_base[rc],
             pff=np.where(pf & ~hit, self.pff[agent], 1.0),
-            compute=np.concatenate([b.compute_ns for b in blocks]),
+            compute=compute,
             dep=self.dep[agent],
             inv_mlp=1.0 / self.mlp[agent],
+            start_rep=self.t_next[agent],
+            any_dep=bool(self.dep[ids].any()),
+            any_compute=bool(compute.any()),
+            miss_idx=np.flatnonzero(~hit),
         )
         extra = np.column_stack([level, target, is_write, np.concatenate([b.size_bytes for b in blocks])])
         return w, extra, ids
 
     def _times(self, w: _Window, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cost = np.where(w.dep, w.compute + lat, np.maximum(w.compute, lat * w.inv_mlp))
+        if w.any_dep:
+            cost = np.where(w.dep, w.compute + lat, np.maximum(w.compute, lat * w.inv_mlp))
+        elif w.any_compute:
+            cost = np.maximum(w.compute, lat * w.inv_mlp)
+        else:
+            cost = lat * w.inv_mlp
         cs = np.cumsum(cost)
-        seg_end = w.seg_start + w.seg_len - 1
-        before = np.r_[0.0, cs[seg_end[:-1]]]
-        excl = cs - cost - np.repeat(before, w.seg_len)
-        issue = self.t_next[w.agent] + excl + w.compute
+        before = np.r_[0.0, cs[w.seg_start[1:] - 1]]
+        # issue = start of the agent + cost of its earlier requests + this request's compute
+        issue = cs - cost
+        issue += w.start_rep - np.repeat(before, w.seg_len)
+        if w.any_compute:
+            issue += w.compute
         return issue, cost
 
     def _window(self, per_agent: int) -> float | None:
@@ -176,7 +192,9 @@ class EpochEngine:
         alpha, last_resid = 1.0, np.inf
         prev_ends = np.full(len(seg_end), np.inf)
         lat = w.hit_lat.copy()
-        lat[miss] = (w.base[miss] + grid[0, rc_m]) * w.pff[miss]
+        mi = w.miss_idx
+        base_m, pff_m = w.base[mi], w.pff[mi]
+        lat[mi] = (base_m + grid[0, rc_m]) * pff_m
         crosses = self.crossT.T
         for _it in range(_MAX_ITER):
             self.iterations += 1
@@ -196,11 +214,13 @@ class EpochEngine:
             # 3: busy time per epoch and resource. Each request's work is shared between the epoch it issues in
             # and the next, in proportion to where it falls (cloud-in-cell), so utilisation moves continuously
             # with issue times and the fixed point converges instead of flickering at epoch edges.
-            r_c, rc_c = rel[cm], w.rc[cm]
-            shifted = pos[cm] - r_c - 0.5
-            up = shifted > 0
-            lo_bin = np.where(up, r_c, r_c - 1)
-            wt_hi = np.where(up, shifted, 1.0 + shifted)
+            # Two-bin deposit: a request at fractional epoch position p counts (1 - f) in bin floor(p - 1/2) and f
+            # in the next one, f = p - 1/2 - floor(p - 1/2).
+            half = pos[cm] - 0.5
+            lo_f = np.floor(half)
+            wt_hi = half - lo_f
+            lo_bin = lo_f.astype(np.int64)
+            rc_c = w.rc[cm]
             size = n_ep * self.n_rc
             demand = np.bincount(
                 np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_c, weights=1.0 - wt_hi, minlength=size
@@ -251,7 +271,7 @@ class EpochEngine:
             curve_d = old_curve + alpha * (new_curve - old_curve)
             wait = new_wait
             grid = (curve_d + wait[None, :]) @ self.crossT
-            lat[miss] = (w.base[miss] + grid[np.minimum(rel[miss], n_ep - 1), rc_m]) * w.pff[miss]
+            lat[mi] = (base_m + grid.ravel()[np.minimum(rel[mi], n_ep - 1) * self.n_rc + rc_m]) * pff_m
         # Commit.
         commit = issue < end
         n_commit = np.add.reduceat(commit.astype(np.int64), w.seg_start)
