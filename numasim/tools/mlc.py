@@ -1,0 +1,353 @@
+"""Virtual Intel Memory Latency Checker: ``--latency_matrix``, ``--bandwidth_matrix``,
+``--peak_injection_bandwidth``, ``--loaded_latency``, and the default run (all four).
+
+What mlc does, and the simulated counterpart (buffers are allocated on a node with ``mbind(MPOL_BIND)``, as
+``numa_alloc_onnode`` does, and faulted in by the simulated kernel; the engine times the accesses):
+
+* idle latency matrix: one thread on a cpu of node *i* chases dependent pointers at random 64-byte lines of a
+  buffer on node *j* (prefetchers defeated); the mean load-to-use time in ns.
+* bandwidth matrix: every cpu of node *i* streams reads through its own buffer on node *j*; MB/s
+  (10**6 bytes/s) summed over threads.
+* peak injection bandwidth: every allowed cpu reads (and writes, by the mix) memory of its own node; the
+  mixes ``ALL Reads``, ``3:1``, ``2:1``, ``1:1`` reads:writes and ``Stream-triad like`` (2 reads : 1 write).
+* loaded latency: one latency thread on the first cpu chases its node's memory while every other cpu reads
+  its node's memory with a delay of ``D`` core cycles between accesses (``D`` from mlc's list); the latency
+  thread's mean latency and the system bandwidth per delay. Cycles become ns with :data:`CORE_GHZ` (the
+  machine files carry no clock).
+
+Only a window of each thread's accesses is simulated (:data:`LATENCY_LOADS`, :data:`BANDWIDTH_LINES`); a
+deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as it writes it (tabs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from numasim.engine import ThreadSpec, simulate
+from numasim.engine.pagemap import PageMap
+from numasim.errors import WorkloadError
+from numasim.kernel import mempolicy as mp
+from numasim.tools.context import ToolContext
+from numasim.units import PAGE_SIZE_BYTES
+from numasim.workload.access import AccessChunk, concat_chunks
+
+__all__ = [
+    "MlcResult",
+    "mlc",
+    "format_mlc",
+    "MLC_VERSION",
+    "INJECT_DELAYS",
+    "MIXES",
+    "CORE_GHZ",
+    "LATENCY_LOADS",
+    "BANDWIDTH_LINES",
+    "LATENCY_BUFFER_BYTES",
+]
+
+MLC_VERSION = "v3.5"
+INJECT_DELAYS = (0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700, 2500, 3500, 5000, 9000, 20000)
+"""mlc's default ``--loaded_latency`` injection delays (core cycles)."""
+MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1:1 Reads-Writes", 1),
+         ("Stream-triad like", -2))
+"""Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element)."""
+CORE_GHZ = 2.5
+"""Cycles per ns used to turn an injection delay into time (an assumption: machine files carry no clock)."""
+LATENCY_LOADS = 2000
+BANDWIDTH_LINES = 1024
+LATENCY_BUFFER_BYTES = 200 * 1000 * 1000
+"""The latency buffer (mlc 3.5 uses 2000 MB; 200 MB keeps small simulated nodes from running out)."""
+_BW_BUFFER_MB = 100.0
+
+
+@dataclass
+class MlcResult:
+    """What one mlc run measured (sections not asked for are ``None``/empty)."""
+
+    sections: list[str]
+    nodes: list[int]
+    memory_nodes: list[int]
+    latency_ns: np.ndarray | None = None
+    bandwidth_mb_s: np.ndarray | None = None
+    peak_mb_s: dict[str, float] = field(default_factory=dict)
+    loaded: list[tuple[int, float, float]] = field(default_factory=list)
+    """``(inject delay, latency ns, bandwidth MB/s)`` rows."""
+    command_line: str = ""
+    calibration_id: str = ""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class _Buf:
+    """A placed buffer: its address range and the node of each page (VMAs may merge after mbind)."""
+
+    start: int
+    end: int
+    nodes: np.ndarray
+
+
+def _bound_buffer(ctx: ToolContext, length: int, node: int) -> _Buf:
+    vma = ctx.kernel.mmap(ctx.task, length)
+    start, end = vma.start, vma.end
+    res = ctx.kernel.mbind(ctx.task, start, end - start, mp.MPOL_BIND, {node})
+    if not res.ok:
+        raise WorkloadError(f"mlc: mbind to node {node} failed: {res.errno}")
+    ctx.kernel.touch(ctx.task, start, end - start)
+    nodes = np.concatenate(
+        [v.nodes[max(start - v.start, 0) // PAGE_SIZE_BYTES : (min(end, v.end) - v.start) // PAGE_SIZE_BYTES]
+         for v in ctx.task.mm.vmas_in(start, end)]
+    )
+    if (nodes < 0).any() or len(nodes) != (end - start) // PAGE_SIZE_BYTES:
+        raise WorkloadError(f"mlc: node {node} cannot hold a {length}-byte buffer")
+    return _Buf(start, end, nodes.copy())
+
+
+def _pages(bufs: Sequence[_Buf]) -> PageMap:
+    pm = PageMap(PAGE_SIZE_BYTES)
+    for b in bufs:
+        pm.assign(b.start, b.nodes)
+    return pm
+
+
+def _free(ctx: ToolContext, bufs: Sequence[_Buf]) -> None:
+    for b in bufs:
+        ctx.kernel.munmap(ctx.task, b.start, b.end - b.start)
+
+
+def _chase(rng: np.random.Generator, vma: _Buf, loads: int) -> np.ndarray:
+    lines = (vma.end - vma.start) // 64
+    pick = rng.choice(lines, size=min(loads, lines), replace=False).astype(np.uint64)
+    return np.uint64(vma.start) + pick * np.uint64(64)
+
+
+def _latency_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.ndarray:
+    rng = np.random.default_rng(ctx.seed)
+    out = np.full((len(nodes), len(mems)), np.nan)
+    for j, mem in enumerate(mems):
+        vma = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, mem)
+        pm = _pages([vma])
+        addr = _chase(rng, vma, LATENCY_LOADS)
+        for i, node in enumerate(nodes):
+            cpu = ctx.machine.node(node).cpus[0]
+            r = simulate(ctx.machine, ctx.calibration, [ThreadSpec(0, cpu=cpu, dependent=True)],
+                         [AccessChunk.build(addr)], pm, seed=ctx.seed, record_latencies=False)
+            out[i, j] = r.run_time_ns / len(addr)
+        _free(ctx, [vma])
+    return out
+
+
+def _stream_threads(
+    ctx: ToolContext,
+    cpus: Sequence[int],
+    mem_of: Sequence[int],
+    reads_per_write: int,
+    lines: int,
+    compute_ns: float = 0.0,
+    extra: tuple[ThreadSpec, AccessChunk] | None = None,
+    extra_vmas: Sequence[_Buf] = (),
+) -> tuple[float, list]:
+    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]``; returns (MB/s, records)."""
+    by_node: dict[int, list[int]] = {}
+    for k, mem in enumerate(mem_of):
+        by_node.setdefault(mem, []).append(k)
+    writes = reads_per_write != 0
+    per_thread = lines * 64
+    slices: dict[int, tuple[int, int]] = {}
+    vmas = list(extra_vmas)
+    for mem, ks in by_node.items():
+        rbuf = _bound_buffer(ctx, per_thread * len(ks), mem)
+        wbuf = _bound_buffer(ctx, per_thread * len(ks), mem) if writes else None
+        vmas += [rbuf] + ([wbuf] if wbuf is not None else [])
+        for pos, k in enumerate(ks):
+            slices[k] = (rbuf.start + pos * per_thread, (wbuf.start + pos * per_thread) if wbuf else 0)
+    chunks = []
+    specs = []
+    step = np.arange(lines, dtype=np.uint64) * np.uint64(64)
+    for k, cpu in enumerate(cpus):
+        rstart, wstart = slices[k]
+        reads = np.uint64(rstart) + step
+        if reads_per_write == 0:
+            addr, wr = reads, np.zeros(lines, dtype=bool)
+        else:
+            rpw = 2 if reads_per_write == -2 else reads_per_write
+            # rpw reads then one write: the write stream advances once per rpw reads
+            n_groups = lines // rpw
+            rd = reads[: n_groups * rpw].reshape(n_groups, rpw)
+            w = (np.uint64(wstart) + np.arange(n_groups, dtype=np.uint64) * np.uint64(64))[:, None]
+            addr = np.concatenate([rd, w], axis=1).ravel()
+            wr = np.zeros((n_groups, rpw + 1), dtype=bool)
+            wr[:, -1] = True
+            wr = wr.ravel()
+        specs.append(ThreadSpec(k, cpu=cpu))
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=compute_ns))
+    if extra is not None:
+        specs.append(extra[0])
+        chunks.append(extra[1])
+    r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], _pages(vmas), seed=ctx.seed,
+                 record_latencies=False)
+    load = [t for t in r.threads if t.thread_id is not None and t.thread_id < len(cpus)]
+    span = max(t.finish_ns for t in load) - min(t.start_ns for t in load)
+    total = sum(len(c) for c in chunks[: len(cpus)]) * 64
+    _free(ctx, vmas[len(extra_vmas):])
+    return total / span * 1e3, r.threads  # bytes/ns = GB/s; x1000 = MB/s
+
+
+def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.ndarray:
+    out = np.full((len(nodes), len(mems)), np.nan)
+    for i, node in enumerate(nodes):
+        cpus = list(ctx.machine.node(node).cpus)
+        for j, mem in enumerate(mems):
+            out[i, j], _ = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
+    return out
+
+
+def _local_mem(ctx: ToolContext, cpu: int) -> int:
+    node = ctx.kernel.cpu_to_node[cpu]
+    if ctx.machine.node(node).controller is not None:
+        return node
+    return min(n.id for n in ctx.machine.nodes if n.controller is not None)
+
+
+def _peak(ctx: ToolContext) -> dict[str, float]:
+    cpus = ctx.cpus()
+    mems = [_local_mem(ctx, c) for c in cpus]
+    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES)[0] for label, rpw in MIXES}
+
+
+def _loaded(ctx: ToolContext, delays: Sequence[int]) -> list[tuple[int, float, float]]:
+    cpus = ctx.cpus()
+    lat_cpu, load_cpus = cpus[0], cpus[1:]
+    rng = np.random.default_rng(ctx.seed)
+    lat_buf = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, _local_mem(ctx, lat_cpu))
+    chase = _chase(rng, lat_buf, LATENCY_LOADS // 4)
+    lat_id = len(load_cpus)
+    rows = []
+    for d in delays:
+        delay_ns = d / CORE_GHZ
+        if not load_cpus:
+            bw = 0.0
+        spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True)
+        chunk = AccessChunk.build(chase, thread=lat_id)
+        if load_cpus:
+            # enough loads to cover the chase (~ loads x idle latency), never fewer than a few hundred
+            est = len(chase) * 150.0
+            lines = int(min(8192, max(256, est / max(delay_ns, 4.0))))
+            bw, recs = _stream_threads(ctx, load_cpus, [_local_mem(ctx, c) for c in load_cpus], 0, lines,
+                                       compute_ns=delay_ns, extra=(spec, chunk), extra_vmas=[lat_buf])
+        else:
+            r = simulate(ctx.machine, ctx.calibration, [spec], [chunk], _pages([lat_buf]), seed=ctx.seed,
+                         record_latencies=False)
+            recs = r.threads
+        lat_rec = next(t for t in recs if t.thread_id == lat_id)
+        rows.append((d, (lat_rec.finish_ns - lat_rec.start_ns) / len(chase), bw))
+    _free(ctx, [lat_buf])
+    return rows
+
+
+_SECTIONS = {
+    "--latency_matrix": ["latency_matrix"],
+    "--bandwidth_matrix": ["bandwidth_matrix"],
+    "--peak_injection_bandwidth": ["peak_injection_bandwidth"],
+    "--loaded_latency": ["loaded_latency"],
+}
+
+
+class MlcUsageError(ValueError):
+    """An mlc option this virtual mlc does not know."""
+
+
+def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJECT_DELAYS) -> MlcResult:
+    """Run the virtual ``mlc [OPTION]`` in ``ctx``; no option = the default run (all four sections).
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> r = mlc(tool_context(m, tool_calibration(m)), ["--latency_matrix"])
+    >>> [round(float(x), 1) for x in r.latency_ns[0]]
+    [62.1, 115.1]
+    """
+    sections: list[str] = []
+    for a in argv:
+        if a not in _SECTIONS:
+            raise MlcUsageError(f"Invalid Argument: {a} (numasim's mlc knows {', '.join(_SECTIONS)})")
+        sections += _SECTIONS[a]
+    default = not sections
+    if default:
+        sections = ["latency_matrix", "peak_injection_bandwidth", "bandwidth_matrix", "loaded_latency"]
+    m = ctx.machine
+    nodes = [n.id for n in m.nodes if n.cpus]
+    mems = [n.id for n in m.nodes if n.controller is not None]
+    res = MlcResult(sections, nodes, mems, command_line=" ".join(argv), calibration_id=ctx.calibration.id,
+                    seed=ctx.seed)
+    if "latency_matrix" in sections:
+        res.latency_ns = _latency_matrix(ctx, nodes, mems)
+    if "bandwidth_matrix" in sections:
+        res.bandwidth_mb_s = _bandwidth_matrix(ctx, nodes, mems)
+    if "peak_injection_bandwidth" in sections:
+        res.peak_mb_s = _peak(ctx)
+    if "loaded_latency" in sections:
+        res.loaded = _loaded(ctx, delays)
+    if default:
+        res.command_line = ""
+    return res
+
+
+def _matrix(cols: list[int], rows: list[int], values: np.ndarray, fmt: str) -> list[str]:
+    out = ["\t\tNuma node", "Numa node" + "".join(f"\t{c:6d}" for c in cols) + "\t"]
+    for i, r in enumerate(rows):
+        out.append(f"{r:8d}" + "".join(f"\t{v:{fmt}}" for v in values[i]) + "\t")
+    return out
+
+
+_BW_LINES = [
+    "Bandwidths are in MB/sec (1 MB/sec = 1,000,000 Bytes/sec)",
+    "Using all the threads from each core if Hyper-threading is enabled",
+]
+
+
+def format_mlc(result: MlcResult) -> str:
+    """mlc's output for the sections run, in its 3.x layout."""
+    out = [f"Intel(R) Memory Latency Checker - {MLC_VERSION}"]
+    default = not result.command_line
+    if not default:
+        out += [f"Command line parameters: {result.command_line}", ""]
+    for s in result.sections:
+        if s == "latency_matrix" and result.latency_ns is not None:
+            if not default:
+                out.append(f"Using buffer size of {LATENCY_BUFFER_BYTES / 1e6:.3f}MB")
+            out.append("Measuring idle latencies (in ns)...")
+            out += _matrix(result.memory_nodes, result.nodes, result.latency_ns, "6.1f")
+            out.append("")
+        elif s == "peak_injection_bandwidth":
+            if not default:
+                out += [f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
+                        f"{_BW_BUFFER_MB:.3f}MB/thread for writes", ""]
+            out.append("Measuring Peak Injection Memory Bandwidths for the system")
+            out += _BW_LINES
+            out.append("Using traffic with the following read-write ratios")
+            for label, _ in MIXES:
+                out.append(f"{label:<17}:\t{result.peak_mb_s[label]:.1f}\t")
+            out.append("")
+        elif s == "bandwidth_matrix" and result.bandwidth_mb_s is not None:
+            if not default:
+                out.append(f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
+                           f"{_BW_BUFFER_MB:.3f}MB/thread for writes")
+            out.append("Measuring Memory Bandwidths between nodes within system ")
+            out += _BW_LINES
+            out.append("Using Read-only traffic type")
+            out += _matrix(result.memory_nodes, result.nodes, result.bandwidth_mb_s, "6.1f")
+            out.append("")
+        elif s == "loaded_latency":
+            if not default:
+                out += [f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
+                        f"{_BW_BUFFER_MB:.3f}MB/thread for writes", ""]
+            out += ["Measuring Loaded Latencies for the system", _BW_LINES[1], "Using Read-only traffic type",
+                    "Inject\tLatency\tBandwidth", "Delay\t(ns)\tMB/sec", "=========================="]
+            for d, lat, bw in result.loaded:
+                out.append(f" {d:05d}\t{lat:6.2f}\t {bw:8.1f}")
+            out.append("")
+    return "\n".join(out) + "\n"
