@@ -197,6 +197,10 @@ def calibrate(
         elif isinstance(d, ProbeResult):
             lat_mats.append((k, d.latency_matrix))
             bw_mats.append((k, d.bandwidth_matrix))
+            report.assumptions.append(
+                f"{m.path}: the probe's bandwidth is one core's streaming read (core-bound), so controller and "
+                "link bandwidths fitted from it are lower bounds"
+            )
         elif isinstance(d, HmatResult):
             lm = _hmat_matrix(d, "read_latency_ns", "ns")
             bm = _hmat_matrix(d, "read_bandwidth_mb_s", "MB/s")

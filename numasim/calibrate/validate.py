@@ -292,7 +292,7 @@ def validate(
             rep.tables.append(TableValidation("hop_ratios", src, _hop_cells(machine, calibration, d)))
     if not rep.tables:
         raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
-    if use_engine:
+    if any(t.method.startswith("engine") for t in rep.tables):
         rep.method = "mixed: latency and bandwidth matrices by engine replay, other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep

@@ -130,3 +130,21 @@ def test_probe_multi_node_path_with_a_stand_in_numactl(tmp_path: Path, monkeypat
     assert res.placement == "numactl" and res.nodes == [0, 1]
     assert all(v is not None and v > 0 for row in res.latency_ns for v in row)
     assert (tmp_path / "p" / "numactl-hardware.txt").read_text().startswith("available: 2 nodes")
+
+
+def test_calibrate_a_one_node_host_from_its_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.topology.io.toml_format import save_machine_toml
+    from numasim.topology.model import Machine, MemoryController, Node
+
+    host = Machine(
+        name="host",
+        nodes=[Node(id=0, cpus=[0], memory_bytes=1 << 30, controller=MemoryController(latency_ns=90.0, read_bandwidth_gb_s=20.0))],
+    )
+    mfile = tmp_path / "host.toml"
+    save_machine_toml(host, mfile)
+    res = probe(tmp_path / "p", working_set_bytes=2 << 20, repeats=1, steps=2000, use_numactl=False)
+    cal_file = tmp_path / "host.cal.json"
+    assert main(["calibrate", "-m", str(mfile), str(tmp_path / "p" / "probe.json"), "-o", str(cal_file)]) == 0
+    assert "core-bound" in capsys.readouterr().out
+    cal = load_calibration(cal_file)
+    assert cal.controller(0).latency_ns == pytest.approx(res.latency_ns[0][0])
