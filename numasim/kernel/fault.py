@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numasim.kernel.mempolicy import MemPolicy
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
 
 if TYPE_CHECKING:
@@ -75,8 +76,34 @@ def fault_range(
         if arr.shape[0] != i1 - i0:
             raise ValueError(f"hint {key!r} has {arr.shape[0]} values for {i1 - i0} pages")
         page_hints[key] = arr[missing]
-    ctx = kernel.placement_context(task, vma, idx, cpu, page_hints)
-    plugin = kernel.effective_placement(task, vma)
+    if vma.shm is not None and vma.placement is None:
+        # shmem: the shared policy is looked up per page offset (mpol_shared_policy_lookup)
+        ids = vma.shm.policy_id[vma.pgoff + idx]
+        groups = [(np.flatnonzero(ids == u), vma.shm.policies[u] if u >= 0 else None) for u in np.unique(ids)]
+    else:
+        groups = [(np.arange(idx.size), vma.policy)]
+    result = FaultResult()
+    for pos, own in groups:
+        sub_hints = {key: arr[pos] for key, arr in page_hints.items()}
+        result = result + _fault_pages(kernel, task, vma, idx[pos], cpu, sub_hints, own)
+        if not task.alive:
+            break
+    return result
+
+
+def _fault_pages(
+    kernel: Kernel,
+    task: Task,
+    vma: VMA,
+    idx: np.ndarray,
+    cpu: int,
+    hints: dict[str, np.ndarray],
+    own: MemPolicy | None,
+) -> FaultResult:
+    """Allocate pages ``idx`` of ``vma`` (all missing, all under the mapping's own policy ``own``)."""
+    policy = own if own is not None else task.mempolicy
+    ctx = kernel.placement_context(task, vma, idx, cpu, hints, policy=policy)
+    plugin = kernel.placement_for(task, vma, own)
     decision = plugin.place(ctx, int(idx.size))
     preferred = decision.preferred_array(int(idx.size))
     faulted = 0

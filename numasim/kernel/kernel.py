@@ -60,7 +60,7 @@ from numasim.kernel.mempolicy import (
 )
 from numasim.kernel.modes import KernelMode, decide
 from numasim.kernel.protocol import PlacementContext, PlacementDecision, PlacementPolicy
-from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, Task, VmaKind
+from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, ShmSegment, Task, VmaKind
 
 if TYPE_CHECKING:
     from numasim.kernel.config import KernelConfig
@@ -126,6 +126,8 @@ class Kernel:
         self.exited: list[Task] = []
         self.oom_kills: list[OomKill] = []
         self._next_pid = 1000
+        self.shm_segments: dict[int, ShmSegment] = {}
+        self._next_shmid = 0
 
     @property
     def memory_nodes(self) -> frozenset[int]:
@@ -175,9 +177,9 @@ class Kernel:
 
     def exit(self, task: Task, reason: str = "exit") -> None:
         """Task exit: free all its pages, remove it from the task table."""
-        for vma in task.mm.vmas:
+        vmas, task.mm.vmas = task.mm.vmas, []
+        for vma in vmas:
             self._free_vma_pages(vma)
-        task.mm.vmas = []
         task.alive = False
         task.exit_reason = reason
         if self.tasks.get(task.pid) is task:
@@ -324,17 +326,31 @@ class Kernel:
         return result
 
     # --- placement ------------------------------------------------------------------------------------
-    def effective_policy(self, task: Task, vma: VMA | None) -> MemPolicy | None:
-        """``get_vma_policy``: the VMA policy, else the task policy (None = default)."""
-        if vma is not None and vma.policy is not None:
-            return vma.policy
+    @staticmethod
+    def vma_own_policy(vma: VMA, page: int = 0) -> MemPolicy | None:
+        """``__get_vma_policy``: a shared object's policy for that page (shmem ``get_policy``), else
+        ``vm_policy``; None when the mapping has none."""
+        if vma.shm is not None:
+            return vma.shm.policy_at(vma.pgoff + page)
+        return vma.policy
+
+    def effective_policy(self, task: Task, vma: VMA | None, page: int = 0) -> MemPolicy | None:
+        """``get_vma_policy``: the mapping's policy for ``page``, else the task policy (None = default)."""
+        if vma is not None:
+            own = self.vma_own_policy(vma, page)
+            if own is not None:
+                return own
         return task.mempolicy
 
     def effective_placement(self, task: Task, vma: VMA | None) -> PlacementPolicy:
         """The plug-in that places ``vma``'s new pages: attached plug-in, else the kernel mode in force."""
+        return self.placement_for(task, vma, self.vma_own_policy(vma) if vma is not None else None)
+
+    def placement_for(self, task: Task, vma: VMA | None, own: MemPolicy | None) -> PlacementPolicy:
+        """As :meth:`effective_placement`, given the mapping's own policy ``own`` for the pages at hand."""
         if vma is not None and vma.placement is not None:
             return vma.placement
-        if vma is not None and vma.policy is not None:
+        if own is not None:
             return _KERNEL_POLICY
         if task.placement is not None:
             return task.placement
@@ -376,8 +392,15 @@ class Kernel:
         idx: np.ndarray,
         cpu: int,
         hints: Mapping[str, np.ndarray] | None = None,
+        policy: MemPolicy | None | object = None,
     ) -> PlacementContext:
-        """The :class:`PlacementContext` of faulting pages ``idx`` of ``vma`` from ``cpu``."""
+        """The :class:`PlacementContext` of faulting pages ``idx`` of ``vma`` from ``cpu``.
+
+        ``policy``: the mapping's own policy for these pages if already looked up (else looked up at the
+        first page); the task policy applies when it is None.
+        """
+        if not isinstance(policy, MemPolicy):
+            policy = self.effective_policy(task, vma, int(idx[0]) if len(idx) else 0)
         return PlacementContext(
             machine=self.machine,
             cpu=cpu,
@@ -388,7 +411,7 @@ class Kernel:
             total_pages_source=self.total_pages_per_node,
             memory_nodes=self.memory_nodes,
             mems_allowed=task.mems_allowed,
-            policy=self.effective_policy(task, vma),
+            policy=policy,
             weights=self.weighted_interleave_weights,
             version=self.version,
             hints=dict(hints or {}),
@@ -497,6 +520,11 @@ class Kernel:
             self.pm.free(placed.nodes[ok], placed.zones[ok])
 
     def _free_vma_pages(self, vma: VMA) -> None:
+        if vma.shm is not None:
+            # shm pages belong to the segment: unmapping only drops an attachment
+            if vma.shm.removed and self.shm_attach_count(vma.shm) == 0:
+                self._destroy_shm(vma.shm)
+            return
         present = vma.nodes >= 0
         if present.any():
             self.pm.free(vma.nodes[present], vma.zones[present])
@@ -520,6 +548,55 @@ class Kernel:
             for task in self.tasks.values():
                 if task.cpuset == ROOT_CPUSET:
                     rebind_task(task, root.mems)
+
+    # --- shared memory --------------------------------------------------------------------------------------
+    def shmget(self, size_bytes: int) -> ShmSegment:
+        """Create a shared memory segment (``shmget(IPC_PRIVATE, size)``); no page is allocated yet."""
+        seg = ShmSegment(self._next_shmid, size_bytes, inode=0x10000 + self._next_shmid)
+        self.shm_segments[seg.shmid] = seg
+        self._next_shmid += 1
+        return seg
+
+    def shmat(self, task: Task, seg: ShmSegment, addr: int | None = None) -> VMA:
+        """Map the whole segment into ``task`` (``shmat``); faults by any task use the segment's shared policy."""
+        if seg.removed or self.shm_segments.get(seg.shmid) is not seg:
+            raise WorkloadError(f"shmat: segment {seg.shmid} has been removed")
+        size = seg.size_bytes
+        if addr is None:
+            addr = task.mm.get_unmapped_area(size)
+        if addr % PAGE_SIZE:
+            raise WorkloadError(f"shmat address {addr:#x} is not page aligned")
+        return task.mm.insert(VMA(addr, addr + size, 0, "shmem", inode=seg.inode, shm=seg))
+
+    def shm_attach_count(self, seg: ShmSegment) -> int:
+        """Number of live tasks that map (part of) the segment (``shm_nattch``, by process)."""
+        return sum(any(v.shm is seg for v in t.mm.vmas) for t in self.tasks.values())
+
+    def shmdt(self, task: Task, addr: int) -> SyscallResult:
+        """Detach the segment mapped at ``addr`` (``shmdt``)."""
+        vma = task.mm.find_vma(addr)
+        if vma is None or vma.shm is None or vma.start != addr or vma.pgoff != 0:
+            return SyscallResult.fail("EINVAL", f"no shm segment attached at {addr:#x}")
+        seg = vma.shm
+        start = addr
+        end = addr + seg.size_bytes
+        for piece in task.mm.remove(start, end):
+            self._free_vma_pages(piece)
+        return SyscallResult.success()
+
+    def shm_remove(self, seg: ShmSegment) -> None:
+        """``shmctl(IPC_RMID)``: the segment goes away (and its pages are freed) at the last detach."""
+        seg.removed = True
+        if self.shm_attach_count(seg) == 0:
+            self._destroy_shm(seg)
+
+    def _destroy_shm(self, seg: ShmSegment) -> None:
+        present = seg.nodes >= 0
+        if present.any():
+            self.pm.free(seg.nodes[present], seg.zones[present])
+        seg.nodes[:] = -1
+        seg.zones[:] = -1
+        self.shm_segments.pop(seg.shmid, None)
 
     # --- cpusets ----------------------------------------------------------------------------------------
     def _cpuset(self, name: str) -> Cpuset:
@@ -638,15 +715,15 @@ class Kernel:
         """
         if vma is not None and vma.placement is not None:
             return str(vma.placement.name)
-        if vma is not None and vma.policy is not None:
-            return mpol_to_str(vma.policy)
+        if vma is not None and self.vma_own_policy(vma) is not None:
+            return mpol_to_str(self.vma_own_policy(vma))
         if task.placement is not None:
             return str(task.placement.name)
         return mpol_to_str(task.mempolicy)
 
-    def get_vma_policy(self, task: Task, vma: VMA | None, cpu: int | None = None) -> MemPolicy:
+    def get_vma_policy(self, task: Task, vma: VMA | None, cpu: int | None = None, page: int = 0) -> MemPolicy:
         """The policy really in force (``get_vma_policy``): VMA's, else task's, else the CPU node's default."""
-        pol = self.effective_policy(task, vma)
+        pol = self.effective_policy(task, vma, page)
         if pol is not None:
             return pol
         return default_task_policy(self.cpu_to_node[task.cpu if cpu is None else cpu])
@@ -654,7 +731,7 @@ class Kernel:
     def numa_balancing_allowed(self, task: Task, vma: VMA) -> bool:
         """``task_numa_work`` skips VMAs whose policy lacks ``MPOL_F_MOF`` (any explicit policy without
         MPOL_F_NUMA_BALANCING) and plug-in placed ranges."""
-        if vma.placement is not None or (vma.policy is None and task.placement is not None):
+        if vma.placement is not None or (self.vma_own_policy(vma) is None and task.placement is not None):
             return False
         return bool(self.get_vma_policy(task, vma).flags & MPOL_F_MOF)
 
@@ -698,7 +775,7 @@ class Kernel:
             return NUMA_NO_NODE
         cpu = task.cpu if cpu is None else cpu
         cpu_node = self.cpu_to_node[cpu]
-        pol = self.effective_policy(task, vma) or default_task_policy(cpu_node)
+        pol = self.effective_policy(task, vma, i) or default_task_policy(cpu_node)
         return mpol_misplaced(
             pol,
             page_nid,

@@ -135,7 +135,7 @@ def get_mempolicy(
         vma = task.mm.find_vma(addr)
         if vma is None:
             return SyscallResult.fail("EFAULT", f"no mapping at {addr:#x}")
-        pol = vma.policy
+        pol = k.vma_own_policy(vma, vma.page_index(addr))
     elif addr:
         return SyscallResult.fail("EINVAL", "addr given without MPOL_F_ADDR")
     else:
@@ -228,10 +228,18 @@ def mbind(
             misplaced.append(np.empty(0, np.int64))
             continue
         present = vma.nodes >= 0
+        if vma.shm is not None and not flags & MPOL_MF_MOVE_ALL and k.shm_attach_count(vma.shm) > 1:
+            # MPOL_MF_MOVE leaves pages that other processes map (a mapped segment's pages count as such);
+            # they are failures for STRICT (migrate_folio_add refuses them)
+            nr_failed += int(np.count_nonzero(present & ~np.isin(vma.nodes, user_nodes)))
+            misplaced.append(np.empty(0, np.int64))
+            continue
         misplaced.append(np.flatnonzero(present & ~np.isin(vma.nodes, user_nodes)))
-    for vma in vmas:  # mbind_range: install the policy
+    for vma in vmas:  # mbind_range: install the policy (shmem: also in the shared object, for every mapping)
         vma.policy = new
         vma.placement = None
+        if vma.shm is not None:
+            vma.shm.set_policy(vma.pgoff, vma.pgoff + vma.npages, new)
     migrated = failed_moves = 0
     if move:
         # "Convert MPOL_DEFAULT's NULL to task or default policy" for the migration targets.
@@ -246,7 +254,7 @@ def mbind(
     if nr_failed and flags & MPOL_MF_STRICT:
         return SyscallResult.fail("EIO", f"{nr_failed} page(s) could not be moved into the policy's nodes",
                                   migrated=migrated, failed=nr_failed)
-    return SyscallResult.success(migrated=migrated, failed=failed_moves)
+    return SyscallResult.success(migrated=migrated, failed=nr_failed)
 
 
 def _migrate_vma_pages(k: Kernel, task: Task, vma: VMA, idx: np.ndarray, pol: MemPolicy | None) -> tuple[int, int]:

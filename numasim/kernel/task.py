@@ -30,6 +30,7 @@ __all__ = [
     "VmaKind",
     "VMA",
     "MM",
+    "ShmSegment",
     "Task",
     "mpol_equal",
 ]
@@ -54,6 +55,52 @@ def mpol_equal(a: MemPolicy | None, b: MemPolicy | None) -> bool:
     if a.stores_user_nodemask and a.user_nodemask != b.user_nodemask:
         return False
     return a.nodes == b.nodes
+
+
+class ShmSegment:
+    """A shared memory object (SysV shm / tmpfs file): its pages and its *shared* policy, seen by every mapping.
+
+    The kernel keeps a shmem object's policy in the object (``shared_policy``, keyed by page offset), not in
+    the VMAs, so an ``mbind`` by one process applies to faults by every process that maps it. Pages belong to
+    the segment: they outlive the mappings until the segment is removed.
+
+    Attributes
+    ----------
+    shmid, inode : int
+    nodes, zones : numpy.ndarray of int16
+        Node and zone of each page (-1 = not present); mappings hold views of these arrays.
+    policy_id : numpy.ndarray of int32
+        Index into :attr:`policies` of each page's shared policy (-1 = none: the faulting task's policy).
+    """
+
+    def __init__(self, shmid: int, size_bytes: int, inode: int) -> None:
+        if size_bytes <= 0:
+            raise WorkloadError(f"shm segment size must be positive, got {size_bytes}")
+        self.shmid = shmid
+        self.inode = inode
+        self.npages = (size_bytes + PAGE_SIZE - 1) >> PAGE_SHIFT
+        self.nodes = np.full(self.npages, -1, dtype=np.int16)
+        self.zones = np.full(self.npages, -1, dtype=np.int16)
+        self.policy_id = np.full(self.npages, -1, dtype=np.int32)
+        self.policies: list[MemPolicy] = []
+        self.removed = False
+
+    @property
+    def size_bytes(self) -> int:
+        return self.npages << PAGE_SHIFT
+
+    def set_policy(self, first: int, last: int, pol: MemPolicy | None) -> None:
+        """``shared_policy_replace`` for pages ``[first, last)``."""
+        if pol is None:
+            self.policy_id[first:last] = -1
+            return
+        self.policies.append(pol)
+        self.policy_id[first:last] = len(self.policies) - 1
+
+    def policy_at(self, page: int) -> MemPolicy | None:
+        """``mpol_shared_policy_lookup``: the shared policy of one page (None = none)."""
+        i = int(self.policy_id[page])
+        return self.policies[i] if i >= 0 else None
 
 
 @dataclass(eq=False)
@@ -83,6 +130,8 @@ class VMA:
         Node of each page, -1 if not present.
     zones : numpy.ndarray of int16
         Zone index of each present page (-1 if not present).
+    shm : ShmSegment or None
+        The shared object mapped (its pages from ``pgoff`` on); ``nodes``/``zones`` are views into it.
     """
 
     start: int
@@ -96,11 +145,18 @@ class VMA:
     path: str | None = None
     nodes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int16))
     zones: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int16))
+    shm: ShmSegment | None = None
 
     def __post_init__(self) -> None:
         if self.start % PAGE_SIZE or self.end % PAGE_SIZE or self.end <= self.start:
             raise WorkloadError(f"VMA [{self.start:#x}, {self.end:#x}) is not a page-aligned non-empty range")
-        if self.nodes.size != self.npages:
+        if self.shm is not None:
+            if self.pgoff + self.npages > self.shm.npages:
+                raise WorkloadError(f"mapping of {self.npages} pages at offset {self.pgoff} exceeds shm segment "
+                                    f"{self.shm.shmid} ({self.shm.npages} pages)")
+            self.nodes = self.shm.nodes[self.pgoff : self.pgoff + self.npages]
+            self.zones = self.shm.zones[self.pgoff : self.pgoff + self.npages]
+        elif self.nodes.size != self.npages:
             self.nodes = np.full(self.npages, -1, dtype=np.int16)
             self.zones = np.full(self.npages, -1, dtype=np.int16)
 
@@ -145,9 +201,9 @@ class VMA:
             raise ValueError(f"cannot split [{self.start:#x}, {self.end:#x}) at {addr:#x}")
         k = self.page_index(addr)
         left = VMA(self.start, addr, self.pgoff, self.kind, self.tag, self.policy, self.placement,
-                   self.inode, self.path, self.nodes[:k].copy(), self.zones[:k].copy())
+                   self.inode, self.path, self.nodes[:k].copy(), self.zones[:k].copy(), self.shm)
         right = VMA(addr, self.end, self.pgoff + k, self.kind, self.tag, self.policy, self.placement,
-                    self.inode, self.path, self.nodes[k:].copy(), self.zones[k:].copy())
+                    self.inode, self.path, self.nodes[k:].copy(), self.zones[k:].copy(), self.shm)
         return left, right
 
     def can_merge_with(self, nxt: VMA) -> bool:
@@ -161,12 +217,13 @@ class VMA:
             and nxt.pgoff == self.pgoff + self.npages
             and mpol_equal(self.policy, nxt.policy)
             and self.placement is nxt.placement
+            and self.shm is nxt.shm
         )
 
     def merged(self, nxt: VMA) -> VMA:
         return VMA(self.start, nxt.end, self.pgoff, self.kind, self.tag, self.policy, self.placement,
                    self.inode, self.path, np.concatenate([self.nodes, nxt.nodes]),
-                   np.concatenate([self.zones, nxt.zones]))
+                   np.concatenate([self.zones, nxt.zones]), self.shm)
 
 
 class MM:
