@@ -277,7 +277,12 @@ class Kernel:
         if kind == "anon":
             pgoff, inode = addr >> PAGE_SHIFT, 0
         elif kind == "shmem":
-            pgoff, inode = 0, mm.new_inode()
+            # MAP_SHARED|MAP_ANONYMOUS: an unnamed shmem object, gone with its last mapping
+            if mm.overlaps(addr, addr + size):
+                raise WorkloadError(f"mapping [{addr:#x}, {addr + size:#x}) overlaps an existing mapping")
+            seg = self.shmget(size)
+            seg.removed = True
+            return mm.insert(VMA(addr, addr + size, 0, "shmem", tag, inode=seg.inode, shm=seg))
         elif kind == "file":
             pgoff, inode = offset >> PAGE_SHIFT, mm.new_inode()
         else:

@@ -88,3 +88,15 @@ def test_shm_interleave_uses_segment_offsets() -> None:
     k.touch(t, v.start + 3 * PAGE_SIZE, 3 * PAGE_SIZE)
     k.touch(t, v.start, 3 * PAGE_SIZE)
     assert seg.nodes.tolist() == [0, 1, 2, 0, 1, 2]  # by page offset, whatever the touch order
+
+
+def test_anonymous_shared_mapping_frees_on_unmap() -> None:
+    k = two_nodes()
+    free0 = k.pm.free_pages(0)
+    t = k.spawn("a", cpu=0)
+    v = k.mmap(t, 4 * PAGE_SIZE, kind="shmem")
+    assert v.shm is not None and v.pgoff == 0
+    k.touch(t, v.start, 4 * PAGE_SIZE)
+    assert k.pm.free_pages(0) == free0 - 4
+    assert k.munmap(t, v.start, 4 * PAGE_SIZE).ok
+    assert k.pm.free_pages(0) == free0 and not k.shm_segments
