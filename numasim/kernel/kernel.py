@@ -12,8 +12,9 @@ range), else the VMA's kernel policy (``mbind``), else a plug-in attached to the
 
 Not modelled (documented simplifications): transparent huge pages (every fault is order 0, so THP's
 ``__GFP_THISNODE`` first try and 2 MiB interleave granularity are absent), THP alignment of large anonymous
-mappings, shared shmem policies across processes (a shmem mapping's policy is per VMA), multi-threaded
-tasks (pass ``cpu=`` to :meth:`Kernel.touch` instead), swap and ``oom_score_adj``.
+mappings, multi-threaded tasks (pass ``cpu=`` to :meth:`Kernel.touch` instead), per-page map counts (a
+page of a segment mapped by several tasks counts as shared), swap and ``oom_score_adj``. Shared memory
+(``shmget``/``shmat``, ``mmap(kind="shmem")``) keeps its policy in the object, as the kernel does.
 
 Examples
 --------

@@ -6,9 +6,9 @@
 Nodemasks are Python sets read through ``maxnode`` exactly like a user bitmap (bits ``0 .. maxnode-2``);
 ``maxnode=None`` stands for "big enough".
 
-Simplifications (documented, not hidden): one thread per task; pages are never shared between processes, so
-MPOL_MF_MOVE and MPOL_MF_MOVE_ALL behave alike once permitted; ``PTRACE_MODE_READ`` always passes; shmem
-policies are per VMA (the kernel keeps them per file range, shared by every mapping).
+Simplifications (documented, not hidden): one thread per task; only shared memory segments are shared
+between processes (every page of a segment mapped by two tasks counts as shared for MPOL_MF_MOVE);
+``PTRACE_MODE_READ`` always passes.
 """
 
 from __future__ import annotations
