@@ -303,11 +303,13 @@ def migrate_pages(
     new = new & caller.mems_allowed  # (the old N_MEMORY subset test is gone since 4.15: just intersect)
     if not new:
         return SyscallResult.fail("EINVAL", "no target node left inside the caller's cpuset")
-    busy, moves = do_migrate_pages(k, task, old, new)
+    busy, moves = do_migrate_pages(k, task, old, new, move_all=caller.cap_sys_nice)
     return SyscallResult.success(busy, moves=moves)
 
 
-def do_migrate_pages(k: Kernel, task: Task, old: frozenset[int], new: frozenset[int]) -> tuple[int, list[tuple[int, int]]]:
+def do_migrate_pages(
+    k: Kernel, task: Task, old: frozenset[int], new: frozenset[int], *, move_all: bool = False
+) -> tuple[int, list[tuple[int, int]]]:
     """``do_migrate_pages``: pick (source, dest) pairs so a destination is emptied before it is filled."""
     tmp = set(old)
     busy = 0
@@ -328,16 +330,20 @@ def do_migrate_pages(k: Kernel, task: Task, old: frozenset[int], new: frozenset[
             break
         tmp.discard(source)
         moves.append((source, dest))
-        busy += migrate_to_node(k, task, source, dest)
+        busy += migrate_to_node(k, task, source, dest, move_all=move_all)
     return busy, moves
 
 
-def migrate_to_node(k: Kernel, task: Task, source: int, dest: int) -> int:
-    """Move every page of ``task`` on ``source`` to ``dest`` (``__GFP_THISNODE``); return pages left behind."""
+def migrate_to_node(k: Kernel, task: Task, source: int, dest: int, *, move_all: bool = False) -> int:
+    """Move every page of ``task`` on ``source`` to ``dest`` (``__GFP_THISNODE``); return pages left behind.
+
+    Without ``move_all`` (MPOL_MF_MOVE) pages that other processes map are left alone (not counted)."""
     left = 0
     for vma in task.mm.vmas:
         idx = np.flatnonzero(vma.nodes == source)
         if idx.size == 0:
+            continue
+        if vma.shm is not None and not move_all and k.shm_attach_count(vma.shm) > 1:
             continue
         placed = k.allocate(PlacementDecision(preferred=dest, nodemask=frozenset({dest})), int(idx.size),
                             k.cpu_to_node[task.cpu], task.mems_allowed, migrating=True, thisnode=True)

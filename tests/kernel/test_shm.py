@@ -100,3 +100,16 @@ def test_anonymous_shared_mapping_frees_on_unmap() -> None:
     assert k.pm.free_pages(0) == free0 - 4
     assert k.munmap(t, v.start, 4 * PAGE_SIZE).ok
     assert k.pm.free_pages(0) == free0 and not k.shm_segments
+
+
+def test_migrate_pages_leaves_shared_pages_without_cap() -> None:
+    k = two_nodes()
+    seg = k.shmget(4 * PAGE_SIZE)
+    a = k.spawn("a", cpu=0)
+    b = k.spawn("b", cpu=0)
+    va = k.shmat(a, seg)
+    k.shmat(b, seg)
+    k.touch(a, va.start, 4 * PAGE_SIZE)
+    assert k.migrate_pages(a, {0}, {1}).ok and seg.nodes.tolist() == [0] * 4
+    root = k.spawn("root", cap_sys_nice=True)
+    assert k.migrate_pages(a, {0}, {1}, caller=root).ok and seg.nodes.tolist() == [1] * 4
