@@ -407,6 +407,11 @@ def move_pages(
         idx = idx_of[sel]
         cur = vma.nodes[idx].astype(np.int64)
         status[sel] = np.where(cur >= 0, targets[sel], -ERRNO["ENOENT"])
+        if vma.shm is not None and not flags & MPOL_MF_MOVE_ALL and k.shm_attach_count(vma.shm) > 1:
+            # a page other processes map moves only with MPOL_MF_MOVE_ALL
+            shared = (cur >= 0) & (cur != targets[sel])
+            status[sel[shared]] = -ERRNO["EACCES"]
+            continue
         for dest in np.unique(targets[sel][(cur >= 0) & (cur != targets[sel])]).tolist():
             want = sel[(cur >= 0) & (targets[sel] == dest) & (cur != dest)]
             pidx = np.unique(idx_of[want])

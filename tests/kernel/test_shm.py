@@ -113,3 +113,20 @@ def test_migrate_pages_leaves_shared_pages_without_cap() -> None:
     assert k.migrate_pages(a, {0}, {1}).ok and seg.nodes.tolist() == [0] * 4
     root = k.spawn("root", cap_sys_nice=True)
     assert k.migrate_pages(a, {0}, {1}, caller=root).ok and seg.nodes.tolist() == [1] * 4
+
+
+def test_move_pages_shared_page_is_eacces_without_move_all() -> None:
+    from numasim.kernel.errno import ERRNO
+
+    k = two_nodes()
+    seg = k.shmget(2 * PAGE_SIZE)
+    a = k.spawn("a", cpu=0, cap_sys_nice=True)
+    b = k.spawn("b", cpu=0)
+    va = k.shmat(a, seg)
+    k.shmat(b, seg)
+    k.touch(a, va.start, 2 * PAGE_SIZE)
+    pages = [va.start, va.start + PAGE_SIZE]
+    r = k.move_pages(a, pages, [1, 0])
+    assert r["status"].tolist() == [-ERRNO["EACCES"], 0] and seg.nodes.tolist() == [0, 0]
+    r = k.move_pages(a, pages, [1, 0], flags=MPOL_MF_MOVE_ALL)
+    assert r["status"].tolist() == [1, 0] and seg.nodes.tolist() == [1, 0]
