@@ -184,6 +184,7 @@ def calibrate(
     strides: list[tuple[int, StrideTableResult]] = []
     perftests: list[tuple[int, PerftestResult]] = []
     hop_tables: list[tuple[int, HopRatioResult]] = []
+    probes: list[tuple[int, ProbeResult]] = []
     for k, m in enumerate(measurements):
         d = m.data
         if isinstance(d, MlcResult):
@@ -196,11 +197,7 @@ def calibrate(
                 loaded.append((k, d))
         elif isinstance(d, ProbeResult):
             lat_mats.append((k, d.latency_matrix))
-            bw_mats.append((k, d.bandwidth_matrix))
-            report.assumptions.append(
-                f"{m.path}: the probe's bandwidth is one core's streaming read (core-bound), so controller and "
-                "link bandwidths fitted from it are lower bounds"
-            )
+            probes.append((k, d))
         elif isinstance(d, HmatResult):
             lm = _hmat_matrix(d, "read_latency_ns", "ns")
             bm = _hmat_matrix(d, "read_bandwidth_mb_s", "MB/s")
@@ -325,6 +322,27 @@ def calibrate(
             f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
         )
         mark(k, "loaded_latency")
+    # ---- one core's streaming read (probe): the initiator-side limit, not the controller's
+    if "bandwidth_matrix" in wanted and probes:
+        k, pr = probes[0]
+        lat_m, bw_m = pr.latency_matrix, pr.bandwidth_matrix
+        pairs = [
+            (bw_m.cell(i, i) / 1000.0, lat_m.cell(i, i))
+            for i in pr.nodes
+            if np.isfinite(bw_m.cell(i, i)) and np.isfinite(lat_m.cell(i, i))
+        ]
+        if pairs:
+            # Little's law for a prefetched stream (the engine's rule): bw = (M + d) * 64 B / latency.
+            in_flight = float(np.mean([bw * lat / LINE_BYTES for bw, lat in pairs]))
+            distance = max(0, int(round(in_flight - core.max_outstanding_misses)))
+            core = core.model_copy(update={"prefetch_distance_lines": distance})
+            report.parameters.append(FittedParameter("core.prefetch_distance_lines", float(distance), "lines"))
+            report.assumptions.append(
+                f"probe bandwidth is one core's streaming read (core-bound, not the controller's): "
+                f"{in_flight:.1f} lines in flight = {core.max_outstanding_misses} misses + a prefetch distance of "
+                f"{distance} lines; controller bandwidths keep the machine file's values"
+            )
+            mark(k, "core_stream")
     # ---- caches
     caches = [
         CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes)

@@ -139,3 +139,17 @@ def test_hop_ratios_need_and_name_an_assumed_scale() -> None:
     assert {round(lt.latency_ns, 3) for lt in cal.links} == {9.0}
     assert [r.latency_ns for r in cal.relays] == pytest.approx([12.0] * 4, rel=1e-4)
     assert rep.calibration.core.write_cost_factor == pytest.approx(1.1288)
+
+
+def test_lat_mem_rd_fits_the_machines_cache_levels(tmp_path: Path) -> None:
+    sizes_mb = [2.0**k / 1024 for k in range(4, 19)]  # 16 KiB .. 256 MiB
+    lat_ns = [1.4 if s <= 0.03125 else 4.3 if s <= 0.25 else 15.0 if s <= 16 else 92.0 for s in sizes_mb]
+    p = tmp_path / "lat_mem_rd.txt"
+    p.write_text('"stride=128\n' + "".join(f"{s:.5f} {v:.3f}\n" for s, v in zip(sizes_mb, lat_ns, strict=True)))
+    m = load_machine("seed-001-e5-2680v2")
+    rep = calibrate(m, load_measurements([p]), fit_on=["caches"])
+    caches = rep.calibration.caches
+    assert [c.name for c in caches] == ["L1d", "L2", "L3"]
+    assert [(c.size_bytes, c.latency_ns) for c in caches] == [(32 << 10, 1.4), (256 << 10, 4.3), (16 << 20, 15.0)]
+    assert caches[2].scope.value == "socket"
+    assert rep.calibration.provenance.sources[0].sections == ["lat_mem_rd"]
