@@ -10,6 +10,7 @@ first-touch faults, migration and numa_maps-style counts are array operations, n
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -227,15 +228,35 @@ class VMA:
 
 
 class MM:
-    """An address space: the VMAs of a task, sorted by address, and where new mappings go."""
+    """An address space: the VMAs of a task, sorted by address, and where new mappings go.
+
+    Lookups bisect a cached array of VMA starts, so a task with thousands of mappings stays cheap; every
+    change assigns a new list to :attr:`vmas`, which drops the cache.
+    """
 
     def __init__(self) -> None:
-        self.vmas: list[VMA] = []
+        self._vmas: list[VMA] = []
+        self._starts: list[int] | None = None
         self.brk = HEAP_BASE
         self._next_inode = 1
 
+    @property
+    def vmas(self) -> list[VMA]:
+        """The mappings in address order (treat as read-only; assign a new list to change it)."""
+        return self._vmas
+
+    @vmas.setter
+    def vmas(self, value: list[VMA]) -> None:
+        self._vmas = list(value)
+        self._starts = None
+
+    def _start_list(self) -> list[int]:
+        if self._starts is None:
+            self._starts = [v.start for v in self._vmas]
+        return self._starts
+
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.vmas)
+        return iter(self._vmas)
 
     def new_inode(self) -> int:
         ino = self._next_inode
@@ -244,16 +265,25 @@ class MM:
 
     def find_vma(self, addr: int) -> VMA | None:
         """The VMA containing ``addr`` (``vma_lookup``), or None."""
-        for v in self.vmas:
-            if v.start <= addr < v.end:
-                return v
-            if v.start > addr:
-                break
+        i = bisect_right(self._start_list(), addr) - 1
+        if i >= 0 and addr < self._vmas[i].end:
+            return self._vmas[i]
         return None
+
+    def _range_slice(self, start: int, end: int) -> tuple[int, int]:
+        starts = self._start_list()
+        lo = max(bisect_right(starts, start) - 1, 0)
+        if lo < len(self._vmas) and self._vmas[lo].end <= start:
+            lo += 1
+        hi = bisect_left(starts, end)
+        return lo, hi
 
     def vmas_in(self, start: int, end: int) -> list[VMA]:
         """VMAs intersecting ``[start, end)``, in address order."""
-        return [v for v in self.vmas if v.start < end and v.end > start]
+        if end <= start:
+            return []
+        lo, hi = self._range_slice(start, end)
+        return self._vmas[lo:hi]
 
     def overlaps(self, start: int, end: int) -> bool:
         return bool(self.vmas_in(start, end))
@@ -270,7 +300,8 @@ class MM:
     def get_unmapped_area(self, length: int) -> int:
         """Top-down search below :data:`MMAP_BASE` for the highest gap that fits (``vm_unmapped_area``)."""
         gap_end = MMAP_BASE
-        for v in sorted((v for v in self.vmas if v.start < MMAP_BASE), key=lambda v: -v.end):
+        below = [v for v in self._vmas if v.start < MMAP_BASE]
+        for v in reversed(below):
             if v.end <= gap_end and gap_end - v.end >= length:
                 return gap_end - length
             gap_end = min(gap_end, v.start)
@@ -281,39 +312,42 @@ class MM:
     def insert(self, vma: VMA) -> VMA:
         if self.overlaps(vma.start, vma.end):
             raise WorkloadError(f"mapping [{vma.start:#x}, {vma.end:#x}) overlaps an existing mapping")
-        self.vmas.append(vma)
-        self.vmas.sort(key=lambda v: v.start)
+        i = bisect_left(self._start_list(), vma.start)
+        self.vmas = [*self._vmas[:i], vma, *self._vmas[i:]]
         return vma
 
     def split_at(self, addr: int) -> None:
         """Split the VMA that strictly contains ``addr`` so that a VMA boundary falls on ``addr``."""
-        for i, v in enumerate(self.vmas):
-            if v.start < addr < v.end:
-                self.vmas[i : i + 1] = list(v.split(addr))
-                return
+        v = self.find_vma(addr)
+        if v is not None and v.start < addr:
+            i = bisect_right(self._start_list(), addr) - 1
+            self.vmas = [*self._vmas[:i], *v.split(addr), *self._vmas[i + 1 :]]
 
     def isolate(self, start: int, end: int) -> list[VMA]:
         """Split at ``start`` and ``end``; return the VMAs that now lie inside ``[start, end)``."""
         self.split_at(start)
         self.split_at(end)
-        return [v for v in self.vmas if v.start >= start and v.end <= end]
+        return [v for v in self.vmas_in(start, end) if v.start >= start and v.end <= end]
 
     def remove(self, start: int, end: int) -> list[VMA]:
         """``munmap``: remove ``[start, end)``; return the removed pieces (their pages still need freeing)."""
         inside = self.isolate(start, end)
         ids = {id(v) for v in inside}
-        self.vmas = [v for v in self.vmas if id(v) not in ids]
+        self.vmas = [v for v in self._vmas if id(v) not in ids]
         return inside
 
     def merge_around(self, start: int, end: int) -> None:
         """Merge neighbours with equal policies in and around ``[start, end)`` (``vma_merge`` after mbind)."""
+        lo, hi = self._range_slice(start, end)
+        lo, hi = max(lo - 1, 0), min(hi + 1, len(self._vmas))
         out: list[VMA] = []
-        for v in self.vmas:
-            if out and out[-1].end >= start and v.start <= end and out[-1].can_merge_with(v):
+        for v in self._vmas[lo:hi]:
+            if out and start <= v.start <= end and out[-1].can_merge_with(v):
                 out[-1] = out[-1].merged(v)
             else:
                 out.append(v)
-        self.vmas = out
+        if len(out) != hi - lo:
+            self.vmas = [*self._vmas[:lo], *out, *self._vmas[hi:]]
 
 
 @dataclass(eq=False)

@@ -286,3 +286,27 @@ def test_numa_balancing_helpers() -> None:
     assert not k.numa_balancing_allowed(t, t.mm.vmas[0])
     assert k.mbind(t, vma.start, 8 * PAGE_SIZE, MPOL_BIND | MPOL_F_NUMA_BALANCING, {0, 1}).ok
     assert k.numa_balancing_allowed(t, t.mm.vmas[0])
+
+
+@settings(max_examples=40)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 4)), max_size=15),
+       st.integers(0, 70), st.integers(1, 10))
+def test_mm_lookups_match_brute_force(maps: list[tuple[int, int]], page: int, n: int) -> None:
+    from numasim.kernel.task import MM
+
+    mm = MM()
+    for start, length in maps:
+        a, b = start * PAGE_SIZE, (start + length) * PAGE_SIZE
+        if not mm.overlaps(a, b):
+            mm.insert(VMA(a, b, start))
+    lo, hi = page * PAGE_SIZE, (page + n) * PAGE_SIZE
+    brute = [v for v in mm.vmas if v.start < hi and v.end > lo]
+    assert mm.vmas_in(lo, hi) == brute
+    hit = [v for v in mm.vmas if v.start <= lo < v.end]
+    assert mm.find_vma(lo) is (hit[0] if hit else None)
+    assert [v.start for v in mm.vmas] == sorted(v.start for v in mm.vmas)
+    inside = mm.isolate(lo, hi)
+    assert all(lo <= v.start and v.end <= hi for v in inside)
+    total = sum(v.npages for v in mm.vmas)
+    mm.merge_around(lo, hi)
+    assert sum(v.npages for v in mm.vmas) == total
