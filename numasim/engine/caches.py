@@ -9,12 +9,14 @@ write-backs of evicted dirty lines are folded into the write cost of stores (see
 each set, accessed in simulated-time order.
 
 **Epoch** (:func:`estimate_levels`): a reuse-distance estimate, fully vectorised. For every access, the previous
-access to the same line (by any thread of the chunk and a carried tail of the previous chunk) is found with one
-sort; the number of accesses in between, scaled by the fraction of them that the access's cache instance issued
-and by that instance's fraction of distinct lines, estimates the LRU stack distance. The access hits the first
-level whose capacity (lines per instance) exceeds it. Exact for a single thread streaming through a working set
-(sequential or random) that fits in, or far exceeds, a level; an approximation in between and for lines shared
-between threads (a line last touched by another core counts as a hit only in a cache both share).
+access to the same line (in the chunk and a carried tail of the previous chunk) is found with one sort; the
+accesses in between, scaled by the share of them the access's cache instance issued, give its reuse time; the
+instance's reuse-time distribution turns that into an expected LRU stack distance (StatStack, see
+:func:`_stack_distance`). The access hits the first level whose capacity (lines per instance) exceeds it.
+Close to exact LRU for one thread's sequential or random walks over a working set below, between or above the
+levels (tests compare them); an approximation for set conflicts, for lines shared between threads (a line last
+touched by another core counts as a hit only in a cache both share) and across the carried horizon of
+``CARRY_ACCESSES`` accesses (a longer reuse is a miss).
 """
 
 from __future__ import annotations
@@ -117,6 +119,39 @@ class LRUCache:
         return False
 
 
+_BINS_PER_OCTAVE = 8
+_OCTAVES = 48
+
+
+def _stack_distance(reuse_time: np.ndarray, instance: np.ndarray, accesses: np.ndarray) -> np.ndarray:
+    """Expected LRU stack distance of each reuse from the reuse-time distribution of its cache instance.
+
+    StatStack's relation (Eklov and Hagersten, ISPASS 2010): the number of distinct lines touched during a reuse
+    time ``g`` is ``D(g) = integral_0^g S(t) dt``, ``S(t)`` being the fraction of the instance's accesses whose
+    reuse time exceeds ``t`` (accesses that are no reuse count as infinite). ``S`` is taken from a histogram
+    with 8 bins per octave, one ``bincount`` for all instances.
+    """
+    n_inst = len(accesses)
+    if len(reuse_time) == 0:
+        return np.zeros(0)
+    nb = _BINS_PER_OCTAVE * _OCTAVES
+    b = np.clip((np.log2(reuse_time) * _BINS_PER_OCTAVE).astype(np.int64), 0, nb - 1)
+    hist = np.bincount(instance * nb + b, minlength=n_inst * nb).reshape(n_inst, nb).astype(np.float64)
+    reuses = hist.sum(axis=1)
+    never = accesses - reuses  # first touches within the window: reuse time beyond it
+    # fraction of accesses with reuse time beyond the lower edge of each bin
+    beyond = never[:, None] + reuses[:, None] - np.cumsum(hist, axis=1) + hist
+    surv = beyond / np.maximum(accesses, 1.0)[:, None]
+    edges = 2.0 ** (np.arange(nb + 1) / _BINS_PER_OCTAVE)
+    width = np.diff(edges)
+    # D at the lower edge of each bin (S over a bin: the mean of its two edges)
+    surv_next = np.concatenate([surv[:, 1:], (never / np.maximum(accesses, 1.0))[:, None]], axis=1)
+    area = 0.5 * (surv + surv_next) * width[None, :]
+    d_lo = 1.0 + np.concatenate([np.zeros((n_inst, 1)), np.cumsum(area, axis=1)[:, :-1]], axis=1)
+    frac = (reuse_time - edges[b]) / width[b]
+    return d_lo[instance, b] + frac * area[instance, b]
+
+
 @dataclass
 class EpochCacheState:
     """The tail of the previous chunk carried into the next reuse-distance estimate."""
@@ -177,17 +212,18 @@ def estimate_levels(
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
     per_agent = np.bincount(all_agent, minlength=agent_instance.shape[1]).astype(np.float64)
-    reuse_agent = np.bincount(all_agent[cur], minlength=agent_instance.shape[1]).astype(np.float64)
     a_cur, a_prv = all_agent[cur], all_agent[prv]
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         n_inst = int(inst_of.max()) + 1
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
-        distinct = count - np.bincount(inst_of, weights=reuse_agent, minlength=n_inst)
         i_cur = inst_of[a_cur]
-        # Accesses in between, scaled to this instance's share of them and to its fraction of distinct lines.
-        scale = (count / max(m, 1)) * np.maximum(distinct / np.maximum(count, 1.0), 1.0 / max(m, 1))
-        hit = (i_cur == inst_of[a_prv]) & (gap * scale[i_cur] < capacity_lines[lv])
+        own = i_cur == inst_of[a_prv]  # reused by the same cache instance (else: cold for it)
+        # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines).
+        g = np.maximum(gap[own] * (count / max(m, 1))[i_cur[own]], 1.0)
+        stack = _stack_distance(g, i_cur[own], count)
+        hit = np.zeros(len(cur), dtype=bool)
+        hit[own] = stack < capacity_lines[lv]
         level[cur[hit]] = lv
     keep = min(m, CARRY_ACCESSES)
     new_state = EpochCacheState(all_lines[m - keep :].copy(), all_agent[m - keep :].copy())

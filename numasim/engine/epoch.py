@@ -80,7 +80,6 @@ class EpochEngine:
         self.d = prefetch_distance_lines
         self.E = float(epoch_ns)
         self.window_accesses = window_accesses
-        n = len(agents)
         self.t_next = np.array([a.start_ns for a in agents], dtype=float)
         self.initiator = np.array([a.initiator for a in agents], dtype=np.int64)
         self.mlp = np.array([1 if a.dependent else a.mlp for a in agents], dtype=float)
@@ -101,7 +100,6 @@ class EpochEngine:
         self.carry_busy = np.zeros(self.n_res)
         self.iterations = 0
         self.windows = 0
-        _ = n
 
     # --- the SimPy process ---------------------------------------------------------------------------------
     def process(self, env: simpy.Environment):  # type: ignore[no-untyped-def]

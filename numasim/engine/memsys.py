@@ -133,7 +133,6 @@ def build_memory_system(
     timed = apply_calibration(machine, calibration)
     routes = routing(timed)
     ids = timed.node_ids
-    index = {nid: k for k, nid in enumerate(ids)}
     wcf = calibration.core.write_cost_factor
 
     resources: list[Resource] = []
@@ -224,7 +223,6 @@ def build_memory_system(
                 cap = write_cap[dst] if is_write else resources[ctrl_of[dst]].capacity_bytes_per_ns
                 busy[c, ctrl_of[dst]] += factor * LINE_BYTES / cap
                 class_resources[c] = [*path, ctrl_of[dst]] if is_write else [ctrl_of[dst], *path]
-    _ = index
     return MemorySystem(
         machine=timed,
         calibration=calibration,

@@ -192,7 +192,7 @@ def simulate(
     )
     for a, d in zip(agents[len(threads) :], devices, strict=True):
         feeder.add_block(
-            a.index, feeder.device_block(a, d.address, d.size_bytes, d.direction == "write", n_levels)
+            a.index, feeder.device_block(d.address, d.size_bytes, d.direction == "write", n_levels)
         )
 
     stats = Stats(

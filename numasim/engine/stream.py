@@ -249,9 +249,7 @@ class Feeder:
                 ),
             )
 
-    def device_block(
-        self, agent: Agent, address: int, size_bytes: int, is_write: bool, n_levels: int
-    ) -> Block:
+    def device_block(self, address: int, size_bytes: int, is_write: bool, n_levels: int) -> Block:
         """The line requests of one DMA transfer (no caches, no prefetch: DMA goes to memory)."""
         if size_bytes <= 0:
             raise WorkloadError(f"DeviceTransfer.size_bytes = {size_bytes}: must be positive")
@@ -293,10 +291,11 @@ class Feeder:
     def peek(self, agent: int, n: int) -> Block:
         """Up to ``n`` buffered requests of ``agent`` without consuming them."""
         buf = self.buffers[agent]
+        if not buf:
+            raise ValueError(f"agent {agent} has nothing buffered")
         if len(buf) > 1 and len(buf[0]) < n:
-            merged = Block.concat(buf)
-            self.buffers[agent] = buf = [merged]
-        return buf[0].slice(0, n) if buf else Block.concat([])  # pragma: no branch
+            self.buffers[agent] = buf = [Block.concat(buf)]
+        return buf[0].slice(0, n)
 
     def consume(self, agent: int, n: int) -> None:
         buf = self.buffers[agent]

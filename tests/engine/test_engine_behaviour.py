@@ -51,7 +51,12 @@ def test_same_seed_same_result(mode: str) -> None:
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.integers(1, 7), st.integers(1, 8), st.sampled_from(["seq", "rand"]), st.sampled_from([[0], [1], [0, 1]]))
+@given(
+    st.integers(1, 7),
+    st.integers(1, 8),
+    st.sampled_from(["seq", "rand"]),
+    st.sampled_from([[0], [1], [0, 1]]),
+)
 def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, nodes: list[int]) -> None:
     """More threads on node 0 (more contention) never make node 0's accesses to any node faster."""
     m = two_node()
