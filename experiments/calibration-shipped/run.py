@@ -295,6 +295,7 @@ def _readme(out: Path, spec: dict[str, object], s: dict[str, object], cal: Calib
         str(s["regenerate"]),
         f".venv/bin/numasim calibrate --machine {s['machine']} {' '.join(str(f) for f in spec['files'])} "  # type: ignore[attr-defined]
         + (f"--fit-on {','.join(spec['fit_on'])} " if spec["fit_on"] else "")  # type: ignore[arg-type]
+        + (f"--assume-local-latency-ns {spec['assume_local_latency_ns']:g} " if spec.get("assume_local_latency_ns") else "")
         + f"--created {CREATED} -o topologies/{s['machine']}.cal.json",
         f".venv/bin/numasim validate --machine {s['machine']} --calibration topologies/{s['machine']}.cal.json "
         f"{' '.join(str(f) for f in spec['files'])} -o /tmp/report --plots",  # type: ignore[attr-defined]

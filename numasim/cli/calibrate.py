@@ -52,6 +52,10 @@ def calibrate_cmd(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     created: Annotated[str | None, typer.Option(help="Provenance date (ISO), for reproducible files.")] = None,
+    assume_local_latency_ns: Annotated[
+        float | None,
+        typer.Option(help="Local read latency that scales hop-ratio tables (default: the machine file's)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
@@ -61,7 +65,15 @@ def calibrate_cmd(
 
     m = _load_machine(machine)
     ms = load_measurements(list(files), format)
-    report = calibrate(m, ms, fit_on=_split(fit_on), bootstrap=bootstrap, seed=seed, created=created)
+    report = calibrate(
+        m,
+        ms,
+        fit_on=_split(fit_on),
+        bootstrap=bootstrap,
+        seed=seed,
+        created=created,
+        assume_local_latency_ns=assume_local_latency_ns,
+    )
     save_calibration(report.calibration, output)
     if as_json:
         typer.echo(json.dumps(fit_report_json(report) | {"output": str(output)}, indent=2, default=str))

@@ -153,3 +153,20 @@ def test_lat_mem_rd_fits_the_machines_cache_levels(tmp_path: Path) -> None:
     assert [(c.size_bytes, c.latency_ns) for c in caches] == [(32 << 10, 1.4), (256 << 10, 4.3), (16 << 20, 15.0)]
     assert caches[2].scope.value == "socket"
     assert rep.calibration.provenance.sources[0].sections == ["lat_mem_rd"]
+
+
+def test_hmat_tree_feeds_the_latency_and_bandwidth_fit(tmp_path: Path) -> None:
+    from numasim.topology.builders import glueless
+
+    for node, lat, bw in ((0, 85, 60000), (1, 87, 58000)):
+        init = tmp_path / f"node{node}" / "access0" / "initiators"
+        (init / f"node{node}").mkdir(parents=True)
+        (init / "read_latency").write_text(f"{lat}\n")
+        (init / "read_bandwidth").write_text(f"{bw}\n")
+    m = glueless(2)
+    rep = calibrate(m, load_measurements([tmp_path]), fit_on=["latency", "bandwidth_matrix"])
+    cal = rep.calibration
+    assert [c.latency_ns for c in cal.controllers] == pytest.approx([85.0, 87.0])
+    assert [c.read_bandwidth_gb_s for c in cal.controllers] == pytest.approx([60.0, 58.0])
+    assert cal.provenance.sources[0].tool == "hmat"
+    assert any("crossed by no measured route" in w for w in rep.result.warnings)
