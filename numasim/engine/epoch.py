@@ -37,6 +37,7 @@ __all__ = ["EpochEngine"]
 
 _MAX_ITER = 60
 _TOL_NS = 0.1
+_TOL_LAT = 5e-3
 _TOL_REL = 2e-4
 _MAX_WINDOW_EPOCHS = 1 << 14
 
@@ -261,7 +262,11 @@ class EpochEngine:
             ends = issue[seg_end]
             moved = float(np.abs(ends - prev_ends).max()) / span
             prev_ends = ends
-            if (resid < _TOL_NS or moved < _TOL_REL) and over < 1.0 + 1e-2:
+            tol = max(_TOL_NS, _TOL_LAT * (float(lat[mi].mean()) if len(mi) else 0.0))
+            # complementary slackness: a resource holding a capacity wait must be at capacity
+            waiting = wait > 1e-9
+            under = float((1.0 - u_win[waiting]).max()) if waiting.any() else 0.0
+            if (resid < tol or moved < _TOL_REL) and over < 1.0 + 1e-2 and under < 1e-2:
                 break
             if resid > last_resid:
                 alpha = max(alpha * 0.5, 1.0 / 64)
