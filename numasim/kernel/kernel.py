@@ -12,7 +12,7 @@ range), else the VMA's kernel policy (``mbind``), else a plug-in attached to the
 
 Not modelled (documented simplifications): transparent huge pages (every fault is order 0, so THP's
 ``__GFP_THISNODE`` first try and 2 MiB interleave granularity are absent), THP alignment of large anonymous
-mappings, multi-threaded tasks (pass ``cpu=`` to :meth:`Kernel.touch` instead), per-page map counts (a
+mappings, per-page map counts (a
 page of a segment mapped by several tasks counts as shared), swap and ``oom_score_adj``. Shared memory
 (``shmget``/``shmat``, ``mmap(kind="shmem")``) keeps its policy in the object, as the kernel does.
 
@@ -170,6 +170,35 @@ class Kernel:
         self.tasks[task.pid] = task
         return task
 
+    def spawn_thread(
+        self, task: Task, *, cpu: int | None = None, cpus: Iterable[int] | None = None, comm: str | None = None
+    ) -> Task:
+        """``clone(CLONE_VM | CLONE_THREAD)``: a new thread of ``task``'s process.
+
+        It shares the address space (and so VMA policies and pages) but has its own task policy (a copy of the
+        creator's, as ``clone`` duplicates it), interleave state, cpu and affinity; ``set_mempolicy`` in one
+        thread does not change the others, exactly as in Linux.
+        """
+        if not task.alive:
+            raise WorkloadError(f"spawn_thread: task {task.pid} has exited")
+        allowed = frozenset(cpus) & self._cpuset(task.cpuset).cpus if cpus is not None else task.cpus_allowed
+        if not allowed:
+            raise WorkloadError(f"spawn_thread: no allowed cpu in {sorted(cpus or [])}")
+        if cpu is None:
+            cpu = min(allowed)
+        elif cpu not in allowed:
+            raise WorkloadError(f"spawn_thread: cpu {cpu} is not among the allowed cpus {sorted(allowed)}")
+        thread = Task(self._next_pid, comm or task.comm, allowed, cpu, task.mems_allowed, cpuset=task.cpuset,
+                      mempolicy=task.mempolicy, placement=task.placement, cap_sys_nice=task.cap_sys_nice,
+                      mm=task.mm, tgid=task.tgid)
+        self._next_pid += 1
+        self.tasks[thread.pid] = thread
+        return thread
+
+    def threads_of(self, task: Task) -> list[Task]:
+        """The live threads of ``task``'s process, by pid."""
+        return sorted((t for t in self.tasks.values() if t.tgid == task.tgid), key=lambda t: t.pid)
+
     def task(self, pid: int) -> Task:
         try:
             return self.tasks[pid]
@@ -177,10 +206,11 @@ class Kernel:
             raise WorkloadError(f"no running task with pid {pid}") from None
 
     def exit(self, task: Task, reason: str = "exit") -> None:
-        """Task exit: free all its pages, remove it from the task table."""
-        vmas, task.mm.vmas = task.mm.vmas, []
-        for vma in vmas:
-            self._free_vma_pages(vma)
+        """Thread exit; the last thread of a process frees the address space and all its pages."""
+        if not any(t is not task and t.mm is task.mm for t in self.tasks.values()):
+            vmas, task.mm.vmas = task.mm.vmas, []
+            for vma in vmas:
+                self._free_vma_pages(vma)
         task.alive = False
         task.exit_reason = reason
         if self.tasks.get(task.pid) is task:
@@ -188,9 +218,11 @@ class Kernel:
             self.exited.append(task)
 
     def oom_kill(self, task: Task, reason: str) -> None:
-        """Record an OOM kill of ``task`` and reap its memory."""
-        self.oom_kills.append(OomKill(task.pid, task.comm, reason))
-        self.exit(task, "oom-kill")
+        """Record an OOM kill of ``task``'s process, kill all its threads and reap its memory."""
+        self.oom_kills.append(OomKill(task.tgid, task.comm, reason))
+        for t in [*self.threads_of(task), task]:
+            if t.alive:
+                self.exit(t, "oom-kill")
 
     @staticmethod
     def oom_badness(task: Task) -> int:
@@ -208,7 +240,10 @@ class Kernel:
         """
         memory = self.memory_nodes
         candidates = []
+        processes: dict[int, Task] = {}
         for t in sorted(self.tasks.values(), key=lambda x: x.pid):
+            processes.setdefault(t.tgid, t)  # for_each_process: one (the oldest live) thread per process
+        for t in processes.values():
             if nodemask is not None and not memory <= nodemask:
                 pol = t.mempolicy
                 if pol is not None and pol.mode == MPOL_BIND and not pol.nodes & nodemask:

@@ -352,7 +352,7 @@ class MM:
 
 @dataclass(eq=False)
 class Task:
-    """A process with one thread (``task_struct`` fields that placement reads).
+    """A thread (``task_struct`` fields that placement reads); threads of one process share ``mm``.
 
     Attributes
     ----------
@@ -373,6 +373,8 @@ class Task:
         Name of the cpuset the task is attached to.
     cap_sys_nice : bool
         Has ``CAP_SYS_NICE`` (needed for MPOL_MF_MOVE_ALL and for migrate_pages outside the cpuset).
+    mm : MM
+        The address space, shared by the threads of a process (each thread has its own policy and cpu).
     """
 
     pid: int
@@ -387,8 +389,14 @@ class Task:
     il_weight: int = 0
     cap_sys_nice: bool = False
     mm: MM = field(default_factory=MM)
+    tgid: int = -1
+    """Thread group (process) id; the pid of the thread that started the process (-1: same as ``pid``)."""
     alive: bool = True
     exit_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tgid < 0:
+            self.tgid = self.pid
 
     def find_vma(self, addr: int) -> VMA | None:
         return self.mm.find_vma(addr)

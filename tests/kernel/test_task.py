@@ -310,3 +310,40 @@ def test_mm_lookups_match_brute_force(maps: list[tuple[int, int]], page: int, n:
     total = sum(v.npages for v in mm.vmas)
     mm.merge_around(lo, hi)
     assert sum(v.npages for v in mm.vmas) == total
+
+
+def test_threads_share_mm_but_not_policy() -> None:
+    k = kernel([([0], 64), ([1], 64), ([2], 64), ([3], 64)])
+    main = k.spawn("omp", cpu=0)
+    vma = k.mmap(main, 8 * PAGE_SIZE)
+    workers = [k.spawn_thread(main, cpu=c) for c in (1, 2, 3)]
+    assert all(w.mm is main.mm and w.tgid == main.pid for w in workers)
+    # each thread first-touches its own quarter: OpenMP-style local placement
+    for i, t in enumerate([main, *workers]):
+        k.touch(t, vma.start + 2 * i * PAGE_SIZE, 2 * PAGE_SIZE)
+    assert vma.nodes.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    # set_mempolicy is per thread
+    assert k.set_mempolicy(workers[0], MPOL_BIND, {3}).ok
+    assert main.mempolicy is None and workers[1].mempolicy is None
+    other = k.mmap(main, 2 * PAGE_SIZE)
+    k.touch(workers[0], other.start, PAGE_SIZE)
+    k.touch(main, other.start + PAGE_SIZE, PAGE_SIZE)
+    assert other.nodes.tolist() == [3, 0]
+    # a thread's exit keeps the memory; the last one frees it
+    free = [k.pm.free_pages(n) for n in range(4)]
+    for w in workers:
+        k.exit(w)
+    assert [k.pm.free_pages(n) for n in range(4)] == free
+    k.exit(main)
+    assert sum(k.pm.free_pages(n) for n in range(4)) == sum(free) + 10
+
+
+def test_oom_kills_the_whole_process() -> None:
+    k = two_nodes(256)
+    main = k.spawn("hog", cpu=0)
+    helper = k.spawn_thread(main, cpu=1)
+    assert k.set_mempolicy(helper, MPOL_BIND, {0}).ok
+    vma = k.mmap(main, 300 * MiB)
+    assert k.touch(helper, vma.start, 300 * MiB).oom_killed
+    assert not main.alive and not helper.alive
+    assert [(o.pid, o.comm) for o in k.oom_kills] == [(main.pid, "hog")]
