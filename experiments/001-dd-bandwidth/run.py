@@ -30,7 +30,7 @@ from numasim.calibrate.parsers.dd import parse_dd_text
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration, tool_context
-from numasim.tools.dd import DEFAULT_DD_COSTS, DdCosts, dd
+from numasim.tools.dd import DEFAULT_DD_COSTS, DdCosts, dd, tmpfs_file
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -89,8 +89,6 @@ def reproduce(count: int = 1024) -> dict[str, Any]:
             rec = parse_dd_text(text).records[0]
             out["gb_s"][f"{case}_{direction}"] = rec.bandwidth_gb_s
             out["text"][f"{case}_{direction}"] = text
-        from numasim.tools.dd import tmpfs_file
-
         vma = tmpfs_file(kernel, path)
         out["file_pages_per_node"][case] = vma.pages_per_node() if vma is not None else {}
     return out
@@ -133,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         print("fitted:", fit_costs(args.count), "shipped default:", DEFAULT_DD_COSTS)
     res = reproduce(args.count)
-    for name, text in res["text"].items():
+    for text in res["text"].values():
         print(text)
     print(f"{'case':<20}{'article GB/s':>14}{'numasim GB/s':>14}{'error %':>10}")
     for name, gb in res["gb_s"].items():
