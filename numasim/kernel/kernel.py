@@ -10,11 +10,13 @@ Which placement applies to a new page: a plug-in attached to its VMA (:meth:`Ker
 range), else the VMA's kernel policy (``mbind``), else a plug-in attached to the task, else the task policy
 (``set_mempolicy``), else the per-node default (local allocation with NUMA-balancing flags).
 
+Threads (:meth:`Kernel.spawn_thread`) share the address space but each has its own policy and cpu. Shared
+memory (``shmget``/``shmat``, ``mmap(kind="shmem")``) keeps its policy in the object, as the kernel does.
+
 Not modelled (documented simplifications): transparent huge pages (every fault is order 0, so THP's
 ``__GFP_THISNODE`` first try and 2 MiB interleave granularity are absent), THP alignment of large anonymous
-mappings, per-page map counts (a
-page of a segment mapped by several tasks counts as shared), swap and ``oom_score_adj``. Shared memory
-(``shmget``/``shmat``, ``mmap(kind="shmem")``) keeps its policy in the object, as the kernel does.
+mappings, per-page map counts (every page of a segment mapped by several processes counts as shared), swap
+and ``oom_score_adj``.
 
 Examples
 --------
