@@ -211,16 +211,30 @@ def estimate_levels(
     cur, prv = order[pair + 1], order[pair]
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
-    per_agent = np.bincount(all_agent, minlength=agent_instance.shape[1]).astype(np.float64)
+    n_agents = agent_instance.shape[1]
+    per_agent = np.bincount(all_agent, minlength=n_agents).astype(np.float64)
     a_cur, a_prv = all_agent[cur], all_agent[prv]
+    # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
+    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream.
+    by_agent = np.argsort(all_agent.astype(np.uint8) if n_agents < 256 else all_agent, kind="stable")
+    starts = np.r_[0, np.cumsum(per_agent.astype(np.int64))[:-1]]
+    rank = np.empty(m, dtype=np.int64)
+    rank[by_agent] = np.arange(m) - np.repeat(starts, per_agent.astype(np.int64))
+    same_agent = a_cur == a_prv
+    own_gap = (rank[cur] - rank[prv]).astype(np.float64)
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         n_inst = int(inst_of.max()) + 1
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
         i_cur = inst_of[a_cur]
         own = i_cur == inst_of[a_prv]  # reused by the same cache instance (else: cold for it)
-        # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines).
-        g = np.maximum(gap[own] * (count / max(m, 1))[i_cur[own]], 1.0)
+        # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
+        # the agent's own gap scaled by the instance's accesses per access of that agent (1 for a private
+        # cache of one thread), or, for a line last touched by another agent, the stream gap times the
+        # instance's share of the stream.
+        ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
+        g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
+        g = np.maximum(g_all[own], 1.0)
         stack = _stack_distance(g, i_cur[own], count)
         hit = np.zeros(len(cur), dtype=bool)
         hit[own] = stack < capacity_lines[lv]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _engine_machines import (
     PAGE,
@@ -14,6 +15,7 @@ from _engine_machines import (
 )
 
 from numasim.engine import ThreadSpec, simulate
+from numasim.workload.access import AccessChunk
 
 CASES = [
     # (machine, kind, threads, nodes of the pages, write fraction, compute_ns, cache)
@@ -59,3 +61,26 @@ def test_exact_and_epoch_agree(case: tuple) -> None:
             assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
     for a, b in zip(ex.resources, ep.resources, strict=True):
         assert b.bytes == a.bytes if not cache else True
+
+
+def test_agreement_when_threads_come_one_after_another_in_the_stream() -> None:
+    """A stream holding thread 0's accesses, then thread 1's (started later), plus a thread with none."""
+    m = two_node(caches=True)
+    cal = calibration(m)
+    pm = spread_pages([0, 1], 1 << 11)
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(0, 1 << 12, 30_000).astype(np.uint64) * np.uint64(64) for _ in range(2)]
+    chunks = [
+        AccessChunk.build(p[i : i + 10_000], thread=t)
+        for t, p in enumerate(parts)
+        for i in range(0, 30_000, 10_000)
+    ]
+    specs = [ThreadSpec(0, cpu=0), ThreadSpec(1, cpu=9, start_ns=5000.0), ThreadSpec(2, cpu=3)]
+    ex, ep = (simulate(m, cal, specs, iter(chunks), pm, mode=mode) for mode in ("exact", "epoch"))
+    assert ep.run_time_ns == pytest.approx(ex.run_time_ns, rel=0.02)
+    for a, b in zip(ex.threads, ep.threads, strict=True):
+        assert a.accesses == b.accesses and a.start_ns == b.start_ns
+        assert b.finish_ns == pytest.approx(a.finish_ns, rel=0.02)
+    assert ex.threads[2].accesses == 0 and ex.threads[2].finish_ns == 0.0
+    for a, b in zip(ex.cache_levels, ep.cache_levels, strict=True):
+        assert abs(a.accesses - b.accesses) <= 0.02 * 30_000
