@@ -246,6 +246,48 @@ def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: in
     return lo
 
 
+_MIXED_WINDOW = 1 << 21
+"""Pages per round when several kinds of candidate share a zone (bounds the temporary arrays)."""
+_NEG = np.iinfo(np.int64).min // 4
+
+
+def _mixed_walk(
+    free: int, cache: int, spec: list[tuple[Candidate, list[np.ndarray]]], limit: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pages of several candidate kinds taking from one zone, merged in page order, in closed form.
+
+    Every page leaves ``free + cache`` one lower. A plain page leaves ``free - 1``; a reclaiming page leaves
+    ``max(free - 1, thr)`` (it reclaims up to ``thr + 1`` first), so after page ``i`` (1-based)
+    ``free_i = max(free_0, max_{j<=i} (thr_j + j)) - i`` with ``thr_j`` = -inf for plain pages: a running
+    maximum. Returns the merged page indices below ``limit``, ``free`` after each, and the first page index
+    whose own candidate has no room (``limit`` if none).
+    """
+    parts, labels = [], []
+    for g, (_, arrays) in enumerate(spec):
+        for a in arrays:
+            a = a[: int(np.searchsorted(a, limit, side="left"))]
+            parts.append(a)
+            labels.append(np.full(len(a), g, dtype=np.int64))
+    allpos = np.concatenate(parts)
+    order = np.argsort(allpos, kind="stable")
+    merged = allpos[order]
+    lab = np.concatenate(labels)[order]
+    n = len(merged)
+    if n == 0:
+        return merged, np.empty(0, dtype=np.int64), limit
+    thr = np.array([c.thr for c, _ in spec], dtype=np.int64)[lab]
+    floor = np.array([c.floor for c, _ in spec], dtype=np.int64)[lab]
+    rec = np.array([c.reclaim for c, _ in spec], dtype=bool)[lab]
+    i = np.arange(1, n + 1, dtype=np.int64)
+    f_after = np.maximum.accumulate(np.maximum(np.where(rec, thr + i, _NEG), free)) - i
+    f_before = np.concatenate(([free], f_after[:-1]))
+    c_before = free + cache - (i - 1) - f_before
+    cap = np.where(rec, f_before + np.maximum(0, c_before - floor) - thr, f_before - thr)
+    bad = np.flatnonzero(cap <= 0)
+    stop = int(merged[bad[0]]) if bad.size else limit
+    return merged, f_after, stop
+
+
 def run_per_page(
     plans: dict[int, AllocPlan], positions: dict[int, np.ndarray], n_pages: int, zones: Sequence[Zone]
 ) -> tuple[np.ndarray, np.ndarray, list[Segment], _State, int]:
@@ -263,36 +305,59 @@ def run_per_page(
     uniq = [t for t in sorted(positions) if len(positions[t])]
     pos = positions
     k = dict.fromkeys(uniq, 0)  # pages of t already assigned
-    p = dict.fromkeys(uniq, 0)  # current candidate of t
+    p = dict.fromkeys(uniq, 0)  # current candidate of t (this round)
     s = 0
-    fail_pos = n_pages
-    while s < fail_pos:
+    while s < n_pages:
+        # A page takes the first candidate with room, from the start of its list: reclaim can lift a zone's
+        # free count and reopen a candidate a target had skipped, so nothing is remembered across rounds.
         groups: dict[tuple[int, bool, int, int], list[int]] = {}
-        for t in uniq:
-            if k[t] >= len(pos[t]):
-                continue
+        active = [t for t in uniq if k[t] < len(pos[t])]
+        end = n_pages  # exclusive
+        for t in active:
             cands = plans[t].candidates
-            while p[t] < len(cands) and state.cap(cands[p[t]]) == 0:
-                p[t] += 1
-            if p[t] == len(cands):
-                fail_pos = min(fail_pos, int(pos[t][k[t]]))
+            j = 0
+            while j < len(cands) and state.cap(cands[j]) == 0:
+                j += 1
+            p[t] = j
+            if j == len(cands):
+                end = min(end, int(pos[t][k[t]]))  # fails unless a reclaim before it reopens a candidate
                 continue
-            groups.setdefault(cands[p[t]].key, []).append(t)
-        if fail_pos <= s:
+            groups.setdefault(cands[j].key, []).append(t)
+        if end <= s:
             break
-        end = fail_pos  # exclusive
-        # Two different kinds of candidate on one zone interact page by page (rare: node_reclaim for some
-        # targets only): let only the earliest group touch that zone in this round.
-        by_zone: dict[int, list[int]] = {}
+        by_zone: dict[int, list[list[int]]] = {}
         for key, ts in groups.items():
-            by_zone.setdefault(key[0], []).append(min(int(pos[t][k[t]]) for t in ts))
-        for firsts in by_zone.values():
-            if len(firsts) > 1:
-                end = min(end, sorted(firsts)[1])
+            by_zone.setdefault(key[0], []).append(ts)
+        for z, gs in by_zone.items():
+            # A reclaiming candidate lifts free up to its threshold on its first page; another target with a
+            # lower threshold on this zone may then take from it: end the round after that first page.
+            members = {t for ts in gs for t in ts}
+            for ts in gs:
+                cand = plans[ts[0]].candidates[p[ts[0]]]
+                if not cand.reclaim or state.free[z] >= cand.thr:
+                    continue
+                if any(
+                    c.zone == z and c.thr < cand.thr
+                    for t in active
+                    if t not in members
+                    for c in plans[t].candidates
+                ):
+                    end = min(end, min(int(pos[t][k[t]]) for t in ts) + 1)
         for ts in groups.values():
             cand = plans[ts[0]].candidates[p[ts[0]]]
-            x = _kth_position([pos[t] for t in ts], [k[t] for t in ts], state.cap(cand), s, n_pages - 1)
-            end = min(end, x + 1)
+            if len(by_zone[cand.zone]) == 1:
+                x = _kth_position([pos[t] for t in ts], [k[t] for t in ts], state.cap(cand), s, n_pages - 1)
+                end = min(end, x + 1)
+        # Different kinds of candidate on one zone (node_reclaim allowed for some targets only) interact page
+        # by page: walk their merged pages with the closed form of _mixed_walk, a window at a time.
+        mixed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for z, gs in by_zone.items():
+            if len(gs) > 1:
+                limit = min(end, s + _MIXED_WINDOW)
+                spec = [(plans[ts[0]].candidates[p[ts[0]]], [pos[t][k[t] :] for t in ts]) for ts in gs]
+                merged, f_after, stop = _mixed_walk(state.free[z], state.cache[z], spec, limit)
+                mixed[z] = (merged, f_after)
+                end = min(end, stop)
         for ts in groups.values():
             taken = 0
             for t in ts:
@@ -306,7 +371,15 @@ def run_per_page(
                     segments.append((t, cand, n))
                     k[t] = hi
                     taken += n
-            state.take(plans[ts[0]].candidates[p[ts[0]]], taken)
+            cand = plans[ts[0]].candidates[p[ts[0]]]
+            if cand.zone not in mixed:
+                state.take(cand, taken)
+        for z, (merged, f_after) in mixed.items():
+            m = int(np.searchsorted(merged, end, side="left"))
+            if m:
+                total = state.free[z] + state.cache[z] - m
+                f_new = int(f_after[m - 1])
+                state.reclaimed += state.cache[z] - (total - f_new)
+                state.free[z], state.cache[z] = f_new, total - f_new
         s = end
-    allocated = min(s, fail_pos)
-    return out_nodes[:allocated], out_zones[:allocated], segments, state, allocated
+    return out_nodes[:s], out_zones[:s], segments, state, s

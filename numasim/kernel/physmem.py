@@ -261,7 +261,7 @@ class PhysicalMemory:
             self.min_free_kbytes,
             self.config.watermark_scale_factor,
             page_size_bytes=self.config.page_size_bytes,
-            movable_like_highmem=self.config.at_least(6, 6),
+            movable_like_highmem=self.config.at_least(6, 1),
         )
 
     # --- queries ----------------------------------------------------------------------------------------

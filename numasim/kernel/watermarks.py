@@ -6,8 +6,11 @@ Re-implements, from ``mm/page_alloc.c``: ``nr_free_buffer_pages``, ``calculate_m
 objects; :class:`~numasim.kernel.physmem.PhysicalMemory` calls them in the kernel's order (boot:
 ``init_per_zone_wmark_min`` then khugepaged; hot-add: ``init_per_zone_wmark_min`` again).
 
-**[VER]** Since "mm: page_alloc: cap zone movable's min wmark to small value" (in 6.12, not in 6.1) ZONE_MOVABLE
-is left out of ``lowmem_pages`` and its min watermark is ``clamp(managed/1024, 32, 128)`` like highmem.
+**[VER]** Since "mm: cap zone movable's min wmark to small value" (Ma Wupeng, posted for 6.1 in Sept 2022;
+present in mainline) ZONE_MOVABLE is left out of ``lowmem_pages`` and its min watermark is
+``clamp(managed/1024, 32, 128)`` like highmem — for every zone of that type, so an *empty* Movable zone shows
+``min 32`` in zoneinfo. numasim applies it from 6.1 on; older versions share ``min_free_kbytes`` with Movable too
+(the merge release is inferred from the patch dates, not checked against a 6.1 tree).
 """
 
 from __future__ import annotations
