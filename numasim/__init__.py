@@ -3,6 +3,15 @@
 The public API is listed explicitly in ``__all__``; importing numasim has no side effects.
 """
 
+from numasim.calibrate.model import (
+    Calibration,
+    apply_calibration,
+    load_calibration,
+    nominal_calibration,
+    save_calibration,
+)
+from numasim.calibrate.resolve import resolve_calibration
+from numasim.engine import PageMap, SimulationResult, ThreadSpec, simulate
 from numasim.errors import (
     CalibrationError,
     FormatError,
@@ -11,6 +20,16 @@ from numasim.errors import (
     TopologyError,
     TraceError,
     WorkloadError,
+)
+from numasim.kernel import (
+    Kernel,
+    KernelConfig,
+    PhysicalMemory,
+    PlacementPolicy,
+    SyscallResult,
+    available_policies,
+    load_policy,
+    register_policy,
 )
 from numasim.topology import (
     CacheLevel,
@@ -40,6 +59,17 @@ from numasim.topology import (
     with_cxl_expander,
     with_device,
 )
+from numasim.workload import (
+    AccessChunk,
+    Workload,
+    generate,
+    load_workload,
+    loads_workload,
+    read_trace,
+    trace_info,
+    write_trace,
+)
+from numasim.workload.run import compare_policies, run_trace, run_workload
 
 __version__ = "0.1.0"
 
@@ -78,4 +108,33 @@ __all__ = [
     "save_machine",
     "list_shipped",
     "render_tree",
+    "Kernel",
+    "KernelConfig",
+    "PhysicalMemory",
+    "SyscallResult",
+    "PlacementPolicy",
+    "load_policy",
+    "available_policies",
+    "register_policy",
+    "simulate",
+    "SimulationResult",
+    "ThreadSpec",
+    "PageMap",
+    "AccessChunk",
+    "Workload",
+    "load_workload",
+    "loads_workload",
+    "generate",
+    "read_trace",
+    "write_trace",
+    "trace_info",
+    "run_workload",
+    "run_trace",
+    "compare_policies",
+    "Calibration",
+    "nominal_calibration",
+    "apply_calibration",
+    "load_calibration",
+    "save_calibration",
+    "resolve_calibration",
 ]
