@@ -123,32 +123,41 @@ _BINS_PER_OCTAVE = 8
 _OCTAVES = 48
 
 
-def _stack_distance(reuse_time: np.ndarray, instance: np.ndarray, accesses: np.ndarray) -> np.ndarray:
+def _stack_distance(
+    reuse_time: np.ndarray,
+    instance: np.ndarray,
+    sample_time: np.ndarray,
+    sample_instance: np.ndarray,
+    n_inst: int,
+) -> np.ndarray:
     """Expected LRU stack distance of each reuse from the reuse-time distribution of its cache instance.
 
     StatStack's relation (Eklov and Hagersten, ISPASS 2010): the number of distinct lines touched during a reuse
     time ``g`` is ``D(g) = integral_0^g S(t) dt``, ``S(t)`` being the fraction of the instance's accesses whose
-    reuse time exceeds ``t`` (accesses that are no reuse count as infinite). ``S`` is taken from a histogram
-    with 8 bins per octave, one ``bincount`` for all instances.
+    reuse time exceeds ``t``. ``sample_time`` holds one reuse time per access of the window: the real one for
+    reuses, and for cold accesses (no earlier access in the window) the time since the window began, a
+    *censored* sample that only says "longer than this". ``S`` is taken from a histogram with 8 bins per octave
+    (one ``bincount`` for all instances).
     """
-    n_inst = len(accesses)
     if len(reuse_time) == 0:
         return np.zeros(0)
     nb = _BINS_PER_OCTAVE * _OCTAVES
-    b = np.clip((np.log2(reuse_time) * _BINS_PER_OCTAVE).astype(np.int64), 0, nb - 1)
-    hist = np.bincount(instance * nb + b, minlength=n_inst * nb).reshape(n_inst, nb).astype(np.float64)
-    reuses = hist.sum(axis=1)
-    never = accesses - reuses  # first touches within the window: reuse time beyond it
-    # fraction of accesses with reuse time beyond the lower edge of each bin
-    beyond = never[:, None] + reuses[:, None] - np.cumsum(hist, axis=1) + hist
-    surv = beyond / np.maximum(accesses, 1.0)[:, None]
+
+    def bins(t: np.ndarray) -> np.ndarray:
+        return np.clip((np.log2(np.maximum(t, 1.0)) * _BINS_PER_OCTAVE).astype(np.int64), 0, nb - 1)
+
+    hist = np.bincount(sample_instance * nb + bins(sample_time), minlength=n_inst * nb).reshape(n_inst, nb)
+    total = np.maximum(hist.sum(axis=1), 1).astype(np.float64)
+    # fraction of the samples beyond the lower edge of each bin (censored ones included up to their time)
+    beyond = total[:, None] - np.cumsum(hist, axis=1) + hist
+    surv = beyond / total[:, None]
     edges = 2.0 ** (np.arange(nb + 1) / _BINS_PER_OCTAVE)
     width = np.diff(edges)
-    # D at the lower edge of each bin (S over a bin: the mean of its two edges)
-    surv_next = np.concatenate([surv[:, 1:], (never / np.maximum(accesses, 1.0))[:, None]], axis=1)
+    surv_next = np.concatenate([surv[:, 1:], np.zeros((n_inst, 1))], axis=1)
     area = 0.5 * (surv + surv_next) * width[None, :]
     d_lo = 1.0 + np.concatenate([np.zeros((n_inst, 1)), np.cumsum(area, axis=1)[:, :-1]], axis=1)
-    frac = (reuse_time - edges[b]) / width[b]
+    b = bins(reuse_time)
+    frac = np.clip((reuse_time - edges[b]) / width[b], 0.0, 1.0)
     return d_lo[instance, b] + frac * area[instance, b]
 
 
@@ -235,7 +244,11 @@ def estimate_levels(
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
         g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
         g = np.maximum(g_all[own], 1.0)
-        stack = _stack_distance(g, i_cur[own], count)
+        # one sample per access: reuse times of own reuses, censored times since the window began otherwise
+        sample = rank * ratio[all_agent]
+        cur_own = cur[own]
+        sample[cur_own] = g
+        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent], n_inst)
         hit = np.zeros(len(cur), dtype=bool)
         hit[own] = stack < capacity_lines[lv]
         level[cur[hit]] = lv
