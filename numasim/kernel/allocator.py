@@ -8,12 +8,14 @@ of clean page cache, the OOM decision of ``__alloc_pages_may_oom``, and ``zone_s
 How one order-0 allocation walks is a fixed sequence of *candidates* for its preferred node: first
 ``(zone, free above low)`` and, where node_reclaim applies, ``(zone, reclaim to above low)`` for each eligible
 zone in zonelist order; then the same at the MIN watermark; then ``(zone, direct reclaim)``. A page goes to the
-first candidate with capacity left. Capacities only shrink, so:
+first candidate with room. Along one list, room only shrinks, so:
 
-* with one preferred node, N pages fill the candidates in order — a cumulative sum and ``np.repeat``;
+* with one preferred node, N pages fill the candidates in order — a few integer steps and ``np.repeat``;
 * with one target per page (interleave), pages are processed in rounds: each target's pages go to its current
-  candidate until the first candidate runs dry (its position found by binary search over the targets' page
-  positions); the round is assigned with array slicing; at most one round per candidate exhaustion.
+  candidate until the first candidate runs dry (found by binary search over the targets' page positions), and
+  the round is assigned with array slicing. Two things couple targets: node_reclaim lifting a zone above a
+  threshold another target had already found full (the round ends after that page), and different kinds of
+  candidate drawing on one zone, which :func:`_mixed_walk` solves in closed form (a running maximum).
 
 The result is identical to walking page by page (``tests/kernel/test_allocator.py`` checks that against a naive
 reference with hypothesis).

@@ -466,9 +466,8 @@ def test_invariants(data: st.DataObject, machine: Machine, cfg: dict[str, object
     assert all(z.free_pages >= 0 and z.reclaimable_pages >= 0 for z in pm.zones)
     assert len(r.nodes) == len(r.zones) == r.allocated <= req.count
     assert r.failed == (r.allocated < req.count)
-    if req.nodemask is not None and not isinstance(req.preferred_nid, np.ndarray) or not req.interleave:
-        if req.nodemask is not None:
-            assert set(r.nodes.tolist()) <= set(req.nodemask)
+    if req.nodemask is not None:  # the policy nodemask is never left (interleave passes none)
+        assert set(r.nodes.tolist()) <= set(req.nodemask)
     if req.mems_allowed is not None and not req.gfp & Gfp.HIGH:
         assert set(r.nodes.tolist()) <= set(req.mems_allowed)
     assert (r.zones <= gfp_zone(req.gfp)).all()
@@ -546,3 +545,20 @@ def test_vectorised_equals_reference_under_node_reclaim(
         assert [(z.free_pages, z.reclaimable_pages) for z in pm.zones] == [
             (z.free_pages, z.reclaimable_pages) for z in ref_pm.zones
         ]
+
+
+@pytest.mark.parametrize(
+    ("version", "gfp", "expected"),
+    [
+        ("6.12", GFP_KERNEL, 1000),
+        ("6.12", GFP_KERNEL | Gfp.HIGH, 500),  # ALLOC_MIN_RESERVE
+        ("6.12", GFP_ATOMIC, 375),  # MIN_RESERVE + NON_BLOCK: 1000 - 500 - 125
+        ("6.12", Gfp.KSWAPD_RECLAIM | Gfp.HIGH, 375),  # non-blocking __GFP_HIGH is "atomic" on 6.3+
+        ("6.12", Gfp.KSWAPD_RECLAIM, 1000),  # GFP_NOWAIT gets no reserve
+        ("6.1", GFP_ATOMIC, 375),  # ALLOC_HIGH + ALLOC_HARDER (__GFP_ATOMIC)
+        ("6.1", Gfp.KSWAPD_RECLAIM | Gfp.HIGH, 500),  # no __GFP_ATOMIC: only ALLOC_HIGH
+        ("6.1", GFP_ATOMIC | Gfp.NOMEMALLOC, 500),
+    ],
+)
+def test_min_watermark_reserves_by_version(version: str, gfp: Gfp, expected: int) -> None:
+    assert min_watermark_for(1000, gfp, KernelConfig(version=version)) == expected
