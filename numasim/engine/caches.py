@@ -231,8 +231,17 @@ def estimate_levels(
     rank[by_agent] = np.arange(m) - np.repeat(starts, per_agent.astype(np.int64))
     same_agent = a_cur == a_prv
     own_gap = (rank[cur] - rank[prv]).astype(np.float64)
+    memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
+        partition = inst_of - inst_of.min()
+        if memo is not None and np.array_equal(memo[0], partition):
+            # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
+            own, stack = memo[1], memo[2]
+            hit = np.zeros(len(cur), dtype=bool)
+            hit[own] = stack < capacity_lines[lv]
+            level[cur[hit]] = lv
+            continue
         n_inst = int(inst_of.max()) + 1
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
         i_cur = inst_of[a_cur]
@@ -252,6 +261,7 @@ def estimate_levels(
         hit = np.zeros(len(cur), dtype=bool)
         hit[own] = stack < capacity_lines[lv]
         level[cur[hit]] = lv
+        memo = (partition, own, stack)
     keep = min(m, CARRY_ACCESSES)
     new_state = EpochCacheState(all_lines[m - keep :].copy(), all_agent[m - keep :].copy())
     return level[head:], new_state
