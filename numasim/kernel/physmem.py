@@ -18,6 +18,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from numasim.kernel.allocator import (
@@ -337,6 +339,71 @@ class PhysicalMemory:
         self.min_free_kbytes = kbytes
         self.user_min_free_kbytes = kbytes
         self._setup_wmarks()
+
+    def sysctl_write(self, name: str, value: int | tuple[int, ...]) -> None:
+        """Write a ``vm.*`` sysctl that changes placement, with the kernel handler's side effects.
+
+        ``vm.min_free_kbytes`` and ``vm.watermark_scale_factor`` recompute the watermarks,
+        ``vm.lowmem_reserve_ratio`` the lowmem reserves; ``vm.zone_reclaim_mode`` and ``vm.numa_stat`` take effect
+        on the next allocation — and turning ``numa_stat`` off clears the numastat counters
+        (``invalid_numa_statistics``), as the kernel does.
+
+        Examples
+        --------
+        >>> from numasim.topology.builders import glueless
+        >>> pm = PhysicalMemory(glueless(2))
+        >>> pm.sysctl_write("vm.watermark_scale_factor", 200)
+        >>> pm.zone(1, ZoneType.NORMAL).wmark_low - pm.zone(1, ZoneType.NORMAL).wmark_min
+        167772
+        """
+        key = name.removeprefix("vm.").replace("/", ".")
+        if key == "min_free_kbytes":
+            self.set_min_free_kbytes(int(value))  # type: ignore[arg-type]
+            return
+        if key == "lowmem_reserve_ratio":
+            ratios = tuple(int(v) for v in value) if isinstance(value, tuple) else (int(value),)
+            self.config = dataclasses.replace(self.config, lowmem_reserve_ratio=ratios)
+            for nid in self.node_ids:
+                setup_per_zone_lowmem_reserve(self.node_zones(nid), ratios)
+            return
+        fields = {"watermark_scale_factor", "zone_reclaim_mode", "numa_stat", "min_unmapped_ratio"}
+        if key not in fields or isinstance(value, tuple):
+            known = sorted(fields | {"min_free_kbytes", "lowmem_reserve_ratio"})
+            raise ValueError(
+                f"sysctl {name!r} = {value!r}: not a placement sysctl (known: vm.{', vm.'.join(known)})"
+            )
+        new: bool | int = bool(value) if key == "numa_stat" else int(value)
+        self.config = dataclasses.replace(self.config, **{key: new})  # type: ignore[arg-type]  # validates
+        if key == "watermark_scale_factor":
+            self._setup_wmarks()
+        if key == "numa_stat" and not new:
+            self.counters = NumaCounters.zeros(len(self.counters.numa_hit))
+            self.zone_counters = NumaCounters.zeros(len(self.zones))
+
+    def alloc_page_cache(self, req: AllocRequest) -> AllocResult:
+        """Allocate page-cache pages (a file read or written) that stay as clean, reclaimable cache.
+
+        The pages are placed like any allocation (same walk, same numastat events) and then counted as
+        reclaimable page cache of the zones they landed in, so later allocations can reclaim them.
+        """
+        res = self.alloc(req)
+        if res.allocated:
+            table = np.full(max(self.node_ids) + 1, -1, dtype=np.int64)
+            table[np.array(self.node_ids)] = np.arange(len(self.node_ids))
+            flat = table[res.nodes.astype(np.int64)] * MAX_NR_ZONES + res.zones.astype(np.int64)
+            for j, n in enumerate(np.bincount(flat, minlength=len(self.zones)).tolist()):
+                self.zones[j].reclaimable_pages += n
+        return res
+
+    def drop_caches(self) -> int:
+        """``echo 1 > /proc/sys/vm/drop_caches``: free all clean page cache; returns the pages freed."""
+        freed = 0
+        for z in self.zones:
+            freed += z.reclaimable_pages
+            z.free_pages += z.reclaimable_pages
+            z.reclaimable_pages = 0
+        self.vmstat["pgfree"] += freed
+        return freed
 
     def hotadd_memory(self, nid: int, size_bytes: int, zone_type: ZoneType = ZoneType.NORMAL) -> None:
         """Add and online ``size_bytes`` of memory on node ``nid`` (``add_memory`` + ``online_pages``).

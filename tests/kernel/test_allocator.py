@@ -562,3 +562,42 @@ def test_vectorised_equals_reference_under_node_reclaim(
 )
 def test_min_watermark_reserves_by_version(version: str, gfp: Gfp, expected: int) -> None:
     assert min_watermark_for(1000, gfp, KernelConfig(version=version)) == expected
+
+
+def test_page_cache_fills_node_then_is_reclaimed_before_oom() -> None:
+    """A big file read on node 0 leaves page cache there; an anonymous allocation later spills to node 1 at
+    LOW first (zone_reclaim_mode=0) and only reclaims that cache once both nodes are at MIN."""
+    pm = PhysicalMemory(_two(mem_mb=2048))
+    cache = pm.alloc_page_cache(AllocRequest(count=(1536 * MB) // 4096, preferred_nid=0))
+    assert cache.per_node_pages == {0: (1536 * MB) // 4096}
+    assert pm.reclaimable_pages(0) == cache.allocated
+    r = pm.alloc(AllocRequest(count=(2560 * MB) // 4096, preferred_nid=0))
+    assert not r.failed and r.reclaimed > 0
+    assert r.per_node_pages[1] > r.per_node_pages[0]
+    first_reclaim = int(np.argmax(r.nodes[::-1] == 1))  # the tail (after node 1 hit MIN) comes from node 0
+    assert first_reclaim > 0 and (r.nodes[-first_reclaim:] == 0).all()
+    freed = pm.drop_caches()
+    assert freed == pm.vmstat["pgfree"] and pm.reclaimable_pages(0) == 0
+
+
+def test_sysctl_writes() -> None:
+    pm = PhysicalMemory(_two())
+    z = pm.zone(1, ZoneType.NORMAL)
+    pm.sysctl_write("vm.watermark_scale_factor", 1000)
+    assert z.wmark_low - z.wmark_min == z.managed_pages // 10
+    pm.sysctl_write("vm.lowmem_reserve_ratio", (1, 1, 1, 0))
+    assert pm.zone(0, ZoneType.DMA32).lowmem_reserve[2] == pm.zone(0, ZoneType.NORMAL).managed_pages
+    pm.sysctl_write("vm.min_free_kbytes", 4096)
+    assert pm.min_free_kbytes == 4096 and pm.user_min_free_kbytes == 4096
+    pm.alloc(AllocRequest(count=10, preferred_nid=1))
+    assert pm.counters.numa_hit[1] == 10
+    pm.sysctl_write("vm.numa_stat", 0)  # disabling clears the counters (invalid_numa_statistics)
+    assert pm.counters.numa_hit.sum() == 0
+    pm.alloc(AllocRequest(count=10, preferred_nid=1))
+    assert pm.counters.numa_hit.sum() == 0
+    pm.sysctl_write("vm.zone_reclaim_mode", 1)
+    assert pm.config.zone_reclaim_mode == 1
+    with pytest.raises(ValueError, match="zone_reclaim_mode"):
+        pm.sysctl_write("vm.zone_reclaim_mode", 9)
+    with pytest.raises(ValueError, match="swappiness"):
+        pm.sysctl_write("vm.swappiness", 60)
