@@ -5,7 +5,8 @@
   :func:`numasim.cli.main` in a temporary working directory holding a copy of ``docs/examples/``; its stdout
   (then stderr) must match the expected text, where ``...`` elides any text (a line of its own: any lines),
   as doctest's ELLIPSIS does. Trailing blanks are ignored. An expected line ``numasim: error: ...`` means the
-  command must fail with status 2; otherwise it must succeed.
+  command must fail with status 2, a last line ``[exit status N]`` that it must exit with N; otherwise it must
+  succeed.
 * A fenced block with info string ``python`` in ``>>>`` style runs as a doctest (ELLIPSIS on). The blocks of
   one page share their globals and working directory, in page order, like one doctest file.
 
@@ -33,6 +34,7 @@ EXAMPLES = DOCS / "examples"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if EXAMPLES not in p.parents) + [ROOT / "README.md"]
 _FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _CHECKER = doctest.OutputChecker()
+_STATUS = re.compile(r"^\[exit status (\d+)\]$")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,15 @@ def output_matches(expected: str, got: str) -> bool:
     return _CHECKER.check_output(_normalise(expected), _normalise(got), doctest.ELLIPSIS)
 
 
+def _expected_status(expected: str) -> tuple[str, int]:
+    """Split an ``[exit status N]`` last line off the expected text; default 2 after an error line, else 0."""
+    lines = expected.rstrip("\n").splitlines()
+    match = _STATUS.match(lines[-1]) if lines else None
+    if match:
+        return "\n".join(lines[:-1]), int(match.group(1))
+    return expected, 2 if any(line.startswith("numasim: error:") for line in lines) else 0
+
+
 def _run_console(block: Block, page: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     failures = []
     for command in commands(block):
@@ -104,12 +115,12 @@ def _run_console(block: Block, page: Path, capsys: pytest.CaptureFixture[str]) -
         status = cli.main(command.argv)
         out, err = capsys.readouterr()
         got = out + err
-        want_error = any(line.startswith("numasim: error:") for line in command.expected.splitlines())
+        expected, want_status = _expected_status(command.expected)
         where = f"{page.relative_to(ROOT)}:{command.line}: $ numasim {shlex.join(command.argv)}"
-        if want_error != (status != 0):
-            failures.append(f"{where}\n  exit status {status}\n{got}")
-        elif not output_matches(command.expected, got):
-            failures.append(f"{where}\n--- expected\n{command.expected}\n--- got\n{got}")
+        if status != want_status:
+            failures.append(f"{where}\n  exit status {status}, expected {want_status}\n{got}")
+        elif not output_matches(expected, got):
+            failures.append(f"{where}\n--- expected\n{expected}\n--- got\n{got}")
     return failures
 
 
@@ -180,3 +191,5 @@ def test_harness_elisions() -> None:
     cmds = commands(Block("console", "$ numasim topo list \\\n  --help\nUsage...\n$ numasim topo list\n", 1))
     assert [c.argv for c in cmds] == [["topo", "list", "--help"], ["topo", "list"]]
     assert cmds[0].expected == "Usage..."
+    assert _expected_status("Killed\n[exit status 137]") == ("Killed", 137)
+    assert _expected_status("numasim: error: no such file: x")[1] == 2
