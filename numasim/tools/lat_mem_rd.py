@@ -10,7 +10,7 @@ loads and prints, per stride, a block on stderr::
     <blank line>
 
 with ``range / 2**20`` to 5 decimals and the load latency in ns to 3 decimals. Ranges step like lmbench's
-``step()``: doubling below 1 KiB, +1 KiB below 4 KiB, then 16 steps per octave.
+``step()``: doubling below 1 KiB, +1 KiB below 4 KiB, +2 KiB up to 32 KiB, then 8 steps per octave.
 
 Here the buffer is mapped and faulted in by the simulated kernel under the task's policy, and the chase is
 timed by the engine as a dependent thread (memory-level parallelism 1). lmbench warms the chain up before

@@ -1,0 +1,71 @@
+"""Virtual STREAM and mlc: layouts read by numasim's parsers, first touch, and the matrices' closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numasim.calibrate.parsers.mlc import parse_mlc_text
+from numasim.calibrate.parsers.stream import parse_stream_text
+from numasim.engine import build_memory_system
+from numasim.errors import WorkloadError
+from numasim.tools.context import tool_context
+from numasim.tools.mlc import MlcUsageError, format_mlc, mlc
+from numasim.tools.stream import KERNELS, format_stream, stream
+
+N = 200_000
+
+
+def test_stream_layout_and_rates(seed001) -> None:
+    m, cal = seed001
+    r = stream(tool_context(m, cal, cpunodebind=[0]), threads=2, array_elements=N)
+    text = format_stream(r)
+    assert "Function    Best Rate MB/s  Avg time     Min time     Max time" in text
+    assert "Array size = 200000 (elements), Offset = 0 (elements)" in text
+    assert "Number of Threads requested = 2" in text
+    parsed = parse_stream_text(text)
+    assert set(parsed.best_rate_mb_s) == {k.lower() for k in KERNELS}
+    for k, words in zip(KERNELS, (2, 2, 3, 3), strict=True):
+        assert r.best_rate_mb_s[k] == pytest.approx(1e-6 * words * 8 * N / r.min_time_s[k])
+        assert parsed.best_rate_mb_s[k.lower()] == pytest.approx(r.best_rate_mb_s[k], abs=0.05)
+    row = next(line for line in text.splitlines() if line.startswith("Triad:"))
+    assert len(row) == len("Triad:     ") + 12 + 2 + 11 + 2 + 11 + 2 + 11
+
+
+def test_stream_first_touch_follows_the_threads(seed001) -> None:
+    m, cal = seed001
+    spread = stream(tool_context(m, cal, physcpubind=[0, 10]), threads=2, array_elements=N)
+    assert set(spread.pages_per_node) == {0, 1}  # each thread's block on its own node
+    bound = stream(tool_context(m, cal, physcpubind=[0, 10], membind=[1]), threads=2, array_elements=N)
+    assert set(bound.pages_per_node) == {1}
+    with pytest.raises(WorkloadError):
+        stream(tool_context(m, cal), threads=0)
+
+
+def test_mlc_latency_and_bandwidth_matrices(seed001) -> None:
+    m, cal = seed001
+    r = mlc(tool_context(m, cal), ["--latency_matrix", "--bandwidth_matrix"])
+    text = format_mlc(r)
+    assert text.startswith("Intel(R) Memory Latency Checker - v3.5\nCommand line parameters: --latency_matrix")
+    p = parse_mlc_text(text)
+    lat, bw = p.latency_matrix, p.bandwidth_matrix
+    assert lat is not None and bw is not None and lat.rows == [0, 1] and bw.cols == [0, 1]
+    route = build_memory_system(m, cal).base_latency_ns
+    assert np.allclose(lat.values, route, rtol=0.02)  # an idle chase costs the route's idle latency
+    assert lat.cell(0, 0) < lat.cell(0, 1) and bw.cell(0, 0) > bw.cell(0, 1)
+    # the measured ThinKing matrix the calibration was fitted on (shared/data/mlc): within 5 %
+    assert bw.cell(0, 0) == pytest.approx(55263.8, rel=0.05) and bw.cell(0, 1) == pytest.approx(25501.2, rel=0.05)
+
+
+def test_mlc_peak_and_loaded_latency(seed001) -> None:
+    m, cal = seed001
+    r = mlc(tool_context(m, cal), ["--peak_injection_bandwidth", "--loaded_latency"], delays=(0, 1000, 20000))
+    p = parse_mlc_text(format_mlc(r))
+    assert set(p.peak_injection_mb_s) == {"all_reads", "3:1", "2:1", "1:1", "stream_triad"}
+    assert p.peak_injection_mb_s["all_reads"] == pytest.approx(110395.9, rel=0.05)
+    (table,) = p.loaded_latency
+    assert table.inject_delay.tolist() == [0, 1000, 20000]
+    assert table.latency_ns[0] > table.latency_ns[-1]  # loaded > idle
+    assert table.bandwidth_mb_s[0] > table.bandwidth_mb_s[-1]
+    with pytest.raises(MlcUsageError):
+        mlc(tool_context(m, cal), ["--c2c_latency"])
