@@ -1,11 +1,12 @@
-"""Virtual Intel Memory Latency Checker: ``--latency_matrix``, ``--bandwidth_matrix``,
-``--peak_injection_bandwidth``, ``--loaded_latency``, and the default run (all four).
+"""Virtual Intel Memory Latency Checker: ``--latency_matrix``, ``--idle_latency``, ``--bandwidth_matrix``,
+``--peak_injection_bandwidth``, ``--loaded_latency``, and the default run (matrices, peak, loaded latency).
 
 What mlc does, and the simulated counterpart (buffers are allocated on a node with ``mbind(MPOL_BIND)``, as
 ``numa_alloc_onnode`` does, and faulted in by the simulated kernel; the engine times the accesses):
 
 * idle latency matrix: one thread on a cpu of node *i* chases dependent pointers at random 64-byte lines of a
-  buffer on node *j* (prefetchers defeated); the mean load-to-use time in ns.
+  buffer on node *j* (prefetchers defeated); the mean load-to-use time in ns. ``--idle_latency``: the same
+  from the first allowed cpu to its own node, also in core clocks (:data:`CORE_GHZ`).
 * bandwidth matrix: every cpu of node *i* streams reads through its own buffer on node *j*; MB/s
   (10**6 bytes/s) summed over threads.
 * peak injection bandwidth: every allowed cpu reads (and writes, by the mix) memory of its own node; the
@@ -70,6 +71,7 @@ class MlcResult:
     nodes: list[int]
     memory_nodes: list[int]
     latency_ns: np.ndarray | None = None
+    idle_latency_ns: float | None = None
     bandwidth_mb_s: np.ndarray | None = None
     peak_mb_s: dict[str, float] = field(default_factory=dict)
     loaded: list[tuple[int, float, float]] = field(default_factory=list)
@@ -248,6 +250,7 @@ def _loaded(ctx: ToolContext, delays: Sequence[int]) -> list[tuple[int, float, f
 
 _SECTIONS = {
     "--latency_matrix": ["latency_matrix"],
+    "--idle_latency": ["idle_latency"],
     "--bandwidth_matrix": ["bandwidth_matrix"],
     "--peak_injection_bandwidth": ["peak_injection_bandwidth"],
     "--loaded_latency": ["loaded_latency"],
@@ -285,6 +288,15 @@ def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJE
                     seed=ctx.seed)
     if "latency_matrix" in sections:
         res.latency_ns = _latency_matrix(ctx, nodes, mems)
+    if "idle_latency" in sections:
+        cpu = ctx.cpus()[0]
+        node = _local_mem(ctx, cpu)
+        buf = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, node)
+        addr = _chase(np.random.default_rng(ctx.seed), buf, LATENCY_LOADS)
+        r = simulate(ctx.machine, ctx.calibration, [ThreadSpec(0, cpu=cpu, dependent=True)],
+                     [AccessChunk.build(addr)], _pages([buf]), seed=ctx.seed, record_latencies=False)
+        res.idle_latency_ns = r.run_time_ns / len(addr)
+        _free(ctx, [buf])
     if "bandwidth_matrix" in sections:
         res.bandwidth_mb_s = _bandwidth_matrix(ctx, nodes, mems)
     if "peak_injection_bandwidth" in sections:
@@ -321,6 +333,11 @@ def format_mlc(result: MlcResult) -> str:
                 out.append(f"Using buffer size of {LATENCY_BUFFER_BYTES / 1e6:.3f}MB")
             out.append("Measuring idle latencies (in ns)...")
             out += _matrix(result.memory_nodes, result.nodes, result.latency_ns, "6.1f")
+            out.append("")
+        elif s == "idle_latency" and result.idle_latency_ns is not None:
+            ns = result.idle_latency_ns
+            out.append(f"Using buffer size of {LATENCY_BUFFER_BYTES / 1e6:.3f}MB")
+            out.append(f"Each iteration took {ns * CORE_GHZ:.1f} core clocks ( {ns:.1f}\tns)")
             out.append("")
         elif s == "peak_injection_bandwidth":
             if not default:

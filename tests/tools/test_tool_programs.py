@@ -59,3 +59,9 @@ def test_cli_commands_of_the_brief(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.err.splitlines()[:2] == ["16+0 records in", "16+0 records out"]
     assert out.err.splitlines()[2].startswith("335544320 bytes (336 MB, 320 MiB) copied, ")
+    # the file outlives the writer within one simulated machine: --after runs the writer first
+    write = "numactl --cpunodebind=0 --membind=1 -- dd if=/dev/zero of=/dev/shm/x bs=20M count=16"
+    code = main(["numactl", "--machine", "seed-001-e5-2680v2", "--after", write, "--cpunodebind=0", "--",
+                 "dd", "if=/dev/shm/x", "of=/dev/null", "bs=20M"])
+    out = capsys.readouterr()
+    assert code == 0 and out.err.splitlines()[0] == "16+0 records in"

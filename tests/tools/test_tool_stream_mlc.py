@@ -67,5 +67,8 @@ def test_mlc_peak_and_loaded_latency(seed001) -> None:
     assert table.inject_delay.tolist() == [0, 1000, 20000]
     assert table.latency_ns[0] > table.latency_ns[-1]  # loaded > idle
     assert table.bandwidth_mb_s[0] > table.bandwidth_mb_s[-1]
+    idle = mlc(tool_context(m, cal, cpunodebind=[1]), ["--idle_latency"])
+    parsed = parse_mlc_text(format_mlc(idle))
+    assert parsed.idle_latency_ns == [pytest.approx(build_memory_system(m, cal).base_latency_ns[1, 1], rel=0.02)]
     with pytest.raises(MlcUsageError):
         mlc(tool_context(m, cal), ["--c2c_latency"])
