@@ -43,7 +43,8 @@ SPECS: dict[str, dict[str, object]] = {
         "fit_on": None,
         "heldout": "mlc",
         "other_mlc": SKX,
-        "explain": "No target is missed. Caveats: the 2-node latency fit is exactly determined (4 cells, 4 "
+        "explain": "No target is missed (the loaded-latency table is predicted within 4.1 % by the engine and "
+        "6.5 % in closed form with the curve shape fitted on the 8180 table). Caveats: the 2-node latency fit is exactly determined (4 cells, 4 "
         "parameters: 2 controllers, 2 link directions), so its analytic in-sample residual is zero by construction; "
         "the engine replay differs by the loaded-latency curve charging the pointer chase's own traffic. The "
         "leave-one-cell-out check is the informative one: a removed remote cell is predicted from the other "
@@ -58,10 +59,15 @@ SPECS: dict[str, dict[str, object]] = {
         "fit_on": None,
         "heldout": "mlc",
         "other_mlc": IVY,
-        "explain": "No target is missed. The firmware SLIT (21) disagrees with the measured ratio (131.1 / 81.4 = "
-        "1.61, i.e. 16): see the warnings. The loaded-latency curve is the weakest check (9.1 % with the shape "
-        "fitted on the Ivy Bridge table): the Skylake curve stays flat longer and then rises more steeply (2.5 x "
-        "idle at saturation against 2.1 x on Ivy Bridge).",
+        "explain": "One target is missed: the loaded-latency table replayed through the engine with the curve "
+        "shape fitted on the Ivy Bridge table (11.5 % MAPE; the same curve in closed form: 9.1 %). The error sits "
+        "in the 6 saturated rows (mlc injection delays 0-100, 215-217 GB/s): 23 % there against 6.2 % on the 13 "
+        "rows below saturation. At saturation latency is set by how many misses mlc's threads keep in flight "
+        "(Little's law: 953 lines on this machine), not by a shape that transfers between machines: Ivy Bridge "
+        "saturates at 2.1 x idle, Skylake at 2.5 x; and the engine cannot offer more than the controllers' "
+        "capacity, so the rows mlc reports slightly above the fitted peak are replayed at it. Fitting the curve "
+        "on this machine's own table (the shipped calibration) brings the engine replay to 2.1 %. Also: the "
+        "firmware SLIT (21) disagrees with the measured ratio (131.1 / 81.4 = 1.61, i.e. 16): see the warnings.",
         "about": "2x Xeon Platinum 8180; Intel mlc v3.5 separate runs, FD.io CSIT calibration data (shared/data/mlc).",
     },
     "seed-003-2node": {
@@ -230,17 +236,25 @@ def run(name: str) -> dict[str, object]:
         other_idle = float(np.mean([other.latency_matrix.cell(i, i) for i in other.latency_matrix.rows]))
         other_peak = other.peak_injection_mb_s["all_reads"] / 1000.0
         shape, _ = fit_curve_shape(ot.bandwidth_gb_s, ot.latency_ns, idle_latency_ns=other_idle, peak_gb_s=other_peak)
-        cross = validate(machine, _with_curve(no_curve, shape), ms, ["loaded_latency"], method="analytic").tables[0]
-        cross.table = "loaded_latency"
+        shaped = _with_curve(no_curve, shape)
+        cross = validate(machine, shaped, ms, ["loaded_latency"], method="auto").tables[0]
+        cross_analytic = validate(machine, shaped, ms, ["loaded_latency"], method="analytic").tables[0]
         held.tables.append(cross)
-        default_ll = validate(machine, no_curve, ms, ["loaded_latency"], method="analytic").tables[0]
+        held.tables.append(cross_analytic)
+        default_ll = validate(machine, no_curve, ms, ["loaded_latency"], method="auto").tables[0]
         notes.append(
             f"loaded-latency curve shape fitted on the other machine's mlc table ({Path(str(spec['other_mlc'])).name}): "
             f"a = {shape[0]:.3f}, b = {shape[1]:.4f}, cap = {shape[2]:.2f}; numasim's default_curve (shape fitted on "
             f"the 8180 table) gives {default_ll.mape_pct:.2f} % MAPE here"
             + (" (not held out for this machine: it was fitted on this very table)" if name == "skylake-8180-2s" else "")
         )
-        for t, nm in zip(held.tables, ["leave-one-cell-out: latency_matrix", "leave-one-cell-out: bandwidth_matrix", "cross-machine curve: loaded_latency"], strict=True):
+        labels = [
+            "leave-one-cell-out: latency_matrix",
+            "leave-one-cell-out: bandwidth_matrix",
+            "cross-machine curve: loaded_latency (engine)",
+            "cross-machine curve: loaded_latency (closed form)",
+        ]
+        for t, nm in zip(held.tables, labels, strict=True):
             rows.append(_row(nm, t, "held-out", 10.0))
     elif spec["heldout"] == "stride":
         t = validate(machine, cal, ms, ["stride_latency"], method="analytic").tables[0]
@@ -257,8 +271,9 @@ def run(name: str) -> dict[str, object]:
         held.tables.append(t)
         rows.append(_row("held-out large-message send latency: device_latency", t, "held-out", 10.0))
     for k, t in enumerate(held.tables):
-        p = plot_table(t, out / f"heldout-{t.table}{'' if k == 0 or held.tables[k - 1].table != t.table else '-' + str(k)}.png",
-                       title=f"held out: {t.table}, MAPE {t.mape_pct:.2f} %")
+        how = "engine" if t.method.startswith("engine") else "closed form"
+        suffix = "" if k == 0 or held.tables[k - 1].table != t.table else "-closed-form"
+        p = plot_table(t, out / f"heldout-{t.table}{suffix}.png", title=f"held out: {t.table} ({how}), MAPE {t.mape_pct:.2f} %")
         figures.append(p.name)
     summary = {
         "machine": name,

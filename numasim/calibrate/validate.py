@@ -62,6 +62,10 @@ ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/band
 
 
 ENGINE_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: virtual mlc pointer chase per cell)"
+ENGINE_LL_METHOD = (
+    "engine replay (numasim.engine.simulate, epoch fidelity: pointer chase on cpu 0 while every other cpu "
+    "streams its node's memory at the row's bandwidth)"
+)
 ENGINE_BW_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: one sequential reader per cpu per cell)"
 
 
@@ -162,11 +166,16 @@ def validate(
     """Predict every requested table the measurements hold and compare cell by cell.
 
     ``method``: ``"analytic"`` (closed form for every table), ``"engine"`` (replay the tools the engine can
-    run, i.e. the latency and bandwidth matrices, through :func:`numasim.engine.simulate`; closed form for the
-    rest) or
+    run, i.e. the latency and bandwidth matrices and the loaded-latency table, through
+    :func:`numasim.engine.simulate`; closed form for the rest) or
     ``"auto"`` (engine when it is importable). Each table records which one produced it.
     """
-    from numasim.calibrate.replay import engine_available, replay_bandwidth_matrix, replay_latency_matrix
+    from numasim.calibrate.replay import (
+        engine_available,
+        replay_bandwidth_matrix,
+        replay_latency_matrix,
+        replay_loaded_latency,
+    )
 
     if method not in ("analytic", "engine", "auto"):
         raise CalibrationError(f"method = {method!r}: expected 'analytic', 'engine' or 'auto'")
@@ -226,7 +235,12 @@ def validate(
                 )
             if "loaded_latency" in wanted:
                 for t in d.loaded_latency:
-                    pred_l = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s)
+                    if use_engine:
+                        pred_l = replay_loaded_latency(machine, calibration, t.bandwidth_gb_s)
+                        how_l = ENGINE_LL_METHOD
+                    else:
+                        pred_l = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s)
+                        how_l = ANALYTIC_METHOD
                     rep.tables.append(
                         TableValidation(
                             "loaded_latency",
@@ -235,6 +249,7 @@ def validate(
                                 CellResidual("loaded_latency", f"{int(dl):05d}", f"{bw:.0f} MB/s", float(lat), float(p), "ns")
                                 for dl, bw, lat, p in zip(t.inject_delay, t.bandwidth_mb_s, t.latency_ns, pred_l, strict=True)
                             ],
+                            how_l,
                         )
                     )
         if isinstance(d, StrideTableResult) and "stride_latency" in wanted:
@@ -293,7 +308,7 @@ def validate(
     if not rep.tables:
         raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
     if any(t.method.startswith("engine") for t in rep.tables):
-        rep.method = "mixed: latency and bandwidth matrices by engine replay, other tables analytic"
+        rep.method = "mixed: latency/bandwidth matrices and loaded latency by engine replay, other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep
 

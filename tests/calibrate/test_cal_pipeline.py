@@ -170,3 +170,17 @@ def test_hmat_tree_feeds_the_latency_and_bandwidth_fit(tmp_path: Path) -> None:
     assert [c.read_bandwidth_gb_s for c in cal.controllers] == pytest.approx([60.0, 58.0])
     assert cal.provenance.sources[0].tool == "hmat"
     assert any("crossed by no measured route" in w for w in rep.result.warnings)
+
+
+def test_engine_replay_of_loaded_latency_follows_the_curve_below_saturation(ivy_report) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from numasim.calibrate.predict import predict_loaded_latency
+    from numasim.calibrate.replay import replay_loaded_latency
+
+    m, rep = ivy_report
+    bw = np.array([2.0, 30.0, 60.0, 90.0])
+    engine = replay_loaded_latency(m, rep.calibration, bw, steps=100)
+    closed = predict_loaded_latency(m, rep.calibration, bw)
+    assert np.all(np.abs(engine - closed) / closed < 0.05)
+    assert np.all(np.diff(engine) > 0)  # more load, more latency
