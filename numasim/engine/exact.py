@@ -73,6 +73,7 @@ class ExactEngine:
         self.bucket = 0
         self.next_roll = self.E
         self.horizon = np.inf
+        self.stop_at = np.inf
         self.completed = 0
 
     def _roll(self, now: float) -> None:
@@ -107,6 +108,7 @@ class ExactEngine:
         for agent in self.agents:
             gen = self._agent(agent)
             self.horizon = -np.inf  # make every agent stop at its first request
+            self.stop_at = -np.inf
             t = next(gen, None)
             if t is not None:
                 heap.append((t, order, gen))
@@ -115,6 +117,8 @@ class ExactEngine:
         while heap:
             t, _, gen = heapq.heappop(heap)
             self.horizon = heap[0][0] if heap else np.inf
+            # an agent runs on until another agent is due or the epoch ends (ties go to the other agent)
+            self.stop_at = min(self.horizon, self.next_roll)
             if t >= self.next_roll:
                 if t > env.now:
                     yield env.timeout(t - env.now)
@@ -168,13 +172,14 @@ class ExactEngine:
                         ready = t_free
                 while inflight and inflight[0] <= ready:
                     heappop(inflight)
-                if ready > self.horizon or ready >= self.next_roll:
+                if ready >= self.stop_at and (ready > self.horizon or ready >= self.next_roll):
                     yield ready
                 line = lines[k]
                 level = n_levels
                 # LRUCache.access inlined (the hot loop): sets are lists, most recent last.
-                for lv in range(n_levels):
-                    sets, ways, data = cache_sets[lv]
+                lv = -1
+                for sets, ways, data in cache_sets:
+                    lv += 1
                     key = line % sets
                     ways_list = data.get(key)
                     if ways_list is None:
