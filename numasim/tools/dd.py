@@ -88,6 +88,7 @@ class DdArgs:
     output: str = "-"
     block_bytes: int = 512
     count: int | None = None
+    status: str = "default"
     operands: list[str] = field(default_factory=list)
 
 
@@ -109,7 +110,11 @@ def parse_dd_args(argv: Sequence[str]) -> DdArgs:
                     raise ValueError(f"invalid number: '{value}'")
             elif name == "count":
                 a.count = parse_dd_number(value)
-            elif name in ("conv", "iflag", "oflag", "status"):
+            elif name == "status":
+                if value not in ("none", "noxfer", "progress", "default"):
+                    raise DdUsageError(f"dd: invalid status level: '{value}'\nTry 'dd --help' for more information.")
+                a.status = value
+            elif name in ("conv", "iflag", "oflag"):
                 pass  # accepted; nothing they change (fsync, direct) exists on tmpfs in this model
             else:
                 raise DdUsageError(f"dd: unrecognized operand '{op}'\nTry 'dd --help' for more information.")
@@ -187,6 +192,8 @@ class DdResult:
     calibration_id: str
     seed: int
     window_ns_per_page: float = 0.0
+    status: str = "default"
+    """dd's ``status=``: ``none`` prints nothing, ``noxfer`` only the record counts."""
 
     @property
     def bandwidth_gb_s(self) -> float:
@@ -255,6 +262,7 @@ def dd(ctx: ToolContext, argv: Sequence[str], costs: DdCosts = DEFAULT_DD_COSTS)
         ctx.calibration.id,
         ctx.seed,
         ns_per_page,
+        a.status,
     )
 
 
@@ -303,17 +311,28 @@ def _time_window(ctx: ToolContext, buffer: VMA, file_vma: VMA | None, direction:
     return float(r.run_time_ns) / n
 
 
-def format_dd(result: DdResult) -> str:
-    """dd's summary (stderr), coreutils >= 8.24 wording."""
+def format_dd(result: DdResult, coreutils: str = "8.32") -> str:
+    """dd's summary (stderr) as coreutils ``coreutils`` words it.
+
+    From 8.24 on: ``N bytes (21 GB, 20 GiB) copied, 9.14673 s, 2.3 GB/s``; before (article 001's dd):
+    ``N bytes (21 GB) copied, 9.14673 s, 2.3 GB/s``.
+    """
+    if result.status == "none":
+        return ""
     b = result.bytes_copied
     out = [
         f"{result.records_in_full}+{result.records_in_partial} records in",
         f"{result.records_out_full}+{result.records_out_partial} records out",
     ]
+    if result.status == "noxfer":
+        return "\n".join(out) + "\n"
     secs = f"{format_g(result.seconds)} s"
     rate = human_readable(b / result.seconds) + "/s"
     si, iec = human_readable(b), human_readable(b, 1024)
-    if b < 1000:
+    old = tuple(int(x) for x in coreutils.split(".")[:2]) < (8, 24)
+    if old:
+        out.append(f"{b} byte{'s' if b != 1 else ''} ({si}) copied, {secs}, {rate}")
+    elif b < 1000:
         out.append(f"{b} byte{'s' if b != 1 else ''} copied, {secs}, {rate}")
     elif b < 1024:
         out.append(f"{b} bytes ({si}) copied, {secs}, {rate}")

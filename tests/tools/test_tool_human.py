@@ -69,6 +69,19 @@ def test_dd_summary_matches_article_001_and_parses_back() -> None:
     assert rec.printed_rate_bytes_s == pytest.approx(2.3e9)
 
 
+def test_dd_summary_old_coreutils_is_the_articles_line() -> None:
+    line = format_dd(_result(21474836480, 9.14673), coreutils="8.23").splitlines()[-1]
+    assert line == "21474836480 bytes (21 GB) copied, 9.14673 s, 2.3 GB/s"  # article 001, verbatim
+
+
+def test_dd_status_levels() -> None:
+    r = _result(4096, 1.0)
+    r.status = "none"
+    assert format_dd(r) == ""
+    r.status = "noxfer"
+    assert format_dd(r) == "1+0 records in\n1+0 records out\n"
+
+
 def test_dd_summary_small_transfers() -> None:
     assert format_dd(_result(512, 0.001)).splitlines()[-1] == "512 bytes copied, 0.001 s, 512 kB/s"
     assert format_dd(_result(1, 0.5)).splitlines()[-1] == "1 byte copied, 0.5 s, 2 B/s"
