@@ -40,8 +40,17 @@ class Measurement:
         return getattr(self.data, "tool_version", None)
 
 
+def _detectable(path: Path) -> bool:
+    try:
+        detect_measurement_format(path)
+    except FormatError:
+        return False
+    return True
+
+
 def load_measurements(paths: list[str | Path], format: str | None = None) -> list[Measurement]:
-    """Parse every file (a directory that is not a sysfs node tree contributes each file inside it)."""
+    """Parse every file. A directory that is not a sysfs node tree contributes each file inside it whose format
+    is recognised (others, such as notes and figures, are skipped); a file named explicitly must parse."""
     out: list[Measurement] = []
     for raw in paths:
         p = Path(raw)
@@ -52,9 +61,12 @@ def load_measurements(paths: list[str | Path], format: str | None = None) -> lis
                 fmt = detect_measurement_format(p)
             except FormatError:
                 files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-                if not files:
-                    raise FormatError(str(p), "directory holds no measurement files") from None
-                out += load_measurements(list(files), format)
+                # A directory of measurements may hold notes and figures: files of no known format are
+                # skipped, but a directory with no measurement at all is an error.
+                known = [f for f in files if format is not None or _detectable(f)]
+                if not known:
+                    raise FormatError(str(p), "directory holds no file in a known measurement format") from None
+                out += load_measurements(list(known), format)
                 continue
         else:
             fmt = format or detect_measurement_format(p)

@@ -184,3 +184,21 @@ def test_engine_replay_of_loaded_latency_follows_the_curve_below_saturation(ivy_
     closed = predict_loaded_latency(m, rep.calibration, bw)
     assert np.all(np.abs(engine - closed) / closed < 0.05)
     assert np.all(np.diff(engine) > 0)  # more load, more latency
+
+
+def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(IVY, tmp_path / "mlc.md")
+    (tmp_path / "notes.txt").write_text("measured on a quiet afternoon\n")
+    ms = load_measurements([tmp_path])
+    assert [m.format for m in ms] == ["mlc"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("nothing\n")
+    from numasim.errors import FormatError
+
+    with pytest.raises(FormatError, match="no file in a known measurement format"):
+        load_measurements([empty])
+    with pytest.raises(FormatError, match="unknown measurement format"):
+        load_measurements([tmp_path / "notes.txt"])
