@@ -50,8 +50,10 @@ def _lat_mem_rd(ctx: ToolContext, args: Sequence[str]) -> tuple[str, str, int]:
     while rest and rest[0].startswith("-"):
         opt = rest.pop(0)
         if opt in ("-P", "-W", "-N") and rest:
-            rest.pop(0)
-        elif opt != "-t":
+            rest.pop(0)  # parallelism, warmup and repetitions change nothing in a deterministic chase of one
+        elif opt == "-t":
+            return "", "lat_mem_rd: numasim: -t (a randomised chain) is not simulated; use mlc --idle_latency\n", 1
+        else:
             return "", usage, 1
     if not rest:
         return "", usage, 1
