@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from numasim.engine import ThreadSpec, simulate
+from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.engine.caches import CARRY_ACCESSES
 from numasim.errors import WorkloadError
 from numasim.tools.context import ToolContext, map_buffer, page_map
@@ -87,9 +87,9 @@ def _chain(base: int, range_bytes: int, stride: int) -> np.ndarray:
     return np.uint64(base) + idx * np.uint64(stride)
 
 
-def _time_chase(ctx: ToolContext, pm: object, addrs: np.ndarray) -> float:
+def _time_chase(ctx: ToolContext, pm: PageMap, addrs: np.ndarray) -> float:
     thread = [ThreadSpec(0, cpu=ctx.cpu, dependent=True)]
-    r = simulate(ctx.machine, ctx.calibration, thread, [AccessChunk.build(addrs, size_bytes=8)], pm,  # type: ignore[arg-type]
+    r = simulate(ctx.machine, ctx.calibration, thread, [AccessChunk.build(addrs, size_bytes=8)], pm,
                  seed=ctx.seed, record_latencies=False)
     return float(r.run_time_ns)
 

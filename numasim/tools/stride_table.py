@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from numasim.engine import ThreadSpec, simulate
+from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.tools.context import ToolContext, map_buffer, page_map
 from numasim.units import parse_size
 from numasim.workload.access import AccessChunk
@@ -56,14 +56,14 @@ class StrideTableResult:
     pages_per_node: dict[int, int] = field(default_factory=dict)
 
 
-def _time(ctx: ToolContext, pm: object, addr: np.ndarray, loop_ns: float) -> float:
+def _time(ctx: ToolContext, pm: PageMap, addr: np.ndarray, loop_ns: float) -> float:
     r = simulate(ctx.machine, ctx.calibration, [ThreadSpec(0, cpu=ctx.cpu)],
-                 [AccessChunk.build(addr, size_bytes=_INT, compute_ns=loop_ns)], pm,  # type: ignore[arg-type]
+                 [AccessChunk.build(addr, size_bytes=_INT, compute_ns=loop_ns)], pm,
                  seed=ctx.seed, record_latencies=False)
     return float(r.run_time_ns)
 
 
-def _warm(ctx: ToolContext, pm: object, warmup: np.ndarray, timed: np.ndarray, loop_ns: float) -> float:
+def _warm(ctx: ToolContext, pm: PageMap, warmup: np.ndarray, timed: np.ndarray, loop_ns: float) -> float:
     # T(warmup + timed + tail) - T(warmup + tail): the tail (hits on one line) outlasts every miss still in
     # flight, so both runs end at the tail and the difference is the timed pass alone.
     tail = np.full(EPILOGUE_ACCESSES, timed[-1], dtype=np.uint64)
