@@ -19,7 +19,6 @@ from numasim.kernel.mempolicy import (
     MPOL_F_STATIC_NODES,
     MPOL_INTERLEAVE,
     MPOL_MF_LAZY,
-    MPOL_MF_MOVE,
     MPOL_MF_MOVE_ALL,
     MPOL_MF_STRICT,
     MPOL_PREFERRED,
