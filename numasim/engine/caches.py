@@ -100,22 +100,22 @@ class LRUCache:
     def __init__(self, sets: int, ways: int) -> None:
         self.sets = sets
         self.ways = ways
-        self._data: dict[int, list[int]] = {}
+        # set index -> its lines, least recently used first (a dict keeps insertion order and finds in O(1))
+        self._data: dict[int, dict[int, None]] = {}
 
     def access(self, line: int) -> bool:
         """Touch ``line``; True on a hit. A miss inserts it as most recently used."""
         s = self._data.get(line % self.sets)
         if s is None:
-            self._data[line % self.sets] = [line]
+            self._data[line % self.sets] = {line: None}
             return False
         if line in s:
-            if s[-1] != line:
-                s.remove(line)
-                s.append(line)
+            del s[line]
+            s[line] = None
             return True
-        s.append(line)
+        s[line] = None
         if len(s) > self.ways:
-            del s[0]
+            del s[next(iter(s))]
         return False
 
 

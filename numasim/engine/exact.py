@@ -176,24 +176,23 @@ class ExactEngine:
                     yield ready
                 line = lines[k]
                 level = n_levels
-                # LRUCache.access inlined (the hot loop): sets are lists, most recent last.
+                # LRUCache.access inlined (the hot loop): each set a dict of its lines, least recent first.
                 lv = -1
                 for sets, ways, data in cache_sets:
                     lv += 1
                     key = line % sets
-                    ways_list = data.get(key)
-                    if ways_list is None:
-                        data[key] = [line]
-                    elif line in ways_list:
-                        if ways_list[-1] != line:
-                            ways_list.remove(line)
-                            ways_list.append(line)
+                    ways_set = data.get(key)
+                    if ways_set is None:
+                        data[key] = {line: None}
+                    elif line in ways_set:
+                        del ways_set[line]  # most recently used goes last
+                        ways_set[line] = None
                         level = lv
                         break
                     else:
-                        ways_list.append(line)
-                        if len(ways_list) > ways:
-                            del ways_list[0]
+                        ways_set[line] = None
+                        if len(ways_set) > ways:
+                            del ways_set[next(iter(ways_set))]
                 if level < n_levels:
                     lat = level_lat[level]
                 else:
