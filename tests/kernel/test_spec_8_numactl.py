@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_cpustring, parse_nodestring
-from numasim.kernel.numactl import format_hardware, run_numactl
+from numasim.kernel.numactl import NumaProcess, format_hardware, run_numactl
 from numasim.topology.builders import glueless
 
 MiB = 1 << 20
@@ -62,7 +63,7 @@ HEAD = [
 
 def test_hardware_layout_2_0_19() -> None:
     """8.4 v2.0.19+: header "node  " + "% 4d " per node; rows "% 4d: " + "% 4d " (trailing space)."""
-    assert format_hardware(SYS, style="2.0.19").split("\n") == [
+    assert format_hardware(cast(NumaProcess, SYS), style="2.0.19").split("\n") == [
         *HEAD,
         "node     0    1    3 ",
         "   0:   10   21   20 ",
@@ -74,7 +75,7 @@ def test_hardware_layout_2_0_19() -> None:
 
 def test_hardware_layout_2_0_18() -> None:
     """8.4 <= v2.0.18: header "node " + "% 3d "; rows "% 3d: " + "% 3d "."""
-    assert format_hardware(SYS, style="2.0.18").split("\n") == [
+    assert format_hardware(cast(NumaProcess, SYS), style="2.0.18").split("\n") == [
         *HEAD,
         "node   0   1   3 ",
         "  0:  10  21  20 ",
@@ -87,11 +88,11 @@ def test_hardware_layout_2_0_18() -> None:
 def test_hardware_cpu_compress_and_missing_distances() -> None:
     """8.4: --cpu-compress prints runs " a-b, c (count)"; distance(maxnode, first) == 0 ->
     "No distance information available."."""
-    text = format_hardware(SYS, cpu_compress=True).split("\n")
+    text = format_hardware(cast(NumaProcess, SYS), cpu_compress=True).split("\n")
     assert text[1] == "node 0 cpus: 0-1 (2)"
     assert text[7] == "node 3 cpus: 2-5, 8 (5)"
     no_slit = _Sysfs(cpus=SYS.cpus, meminfo_mib=SYS.meminfo_mib)
-    assert format_hardware(no_slit).split("\n")[-2:] == ["No distance information available.", ""]
+    assert format_hardware(cast(NumaProcess, no_slit)).split("\n")[-2:] == ["No distance information available.", ""]
 
 
 def test_empty_interleave_mask_sets_default() -> None:
