@@ -192,9 +192,15 @@ class EpochEngine:
         prev_ends = np.full(len(seg_end), np.inf)
         lat = w.hit_lat.copy()
         mi = w.miss_idx
+        all_miss = len(mi) == len(lat)
         base_m, pff_m = w.base[mi], w.pff[mi]
-        lat[mi] = (base_m + grid[0, rc_m]) * pff_m
+        lat_m = (base_m + grid[0, rc_m]) * pff_m
+        if all_miss:
+            lat = lat_m
+        else:
+            lat[mi] = lat_m
         crosses = self.crossT.T
+        inv_e = 1.0 / E
         for _it in range(_MAX_ITER):
             self.iterations += 1
             # 2: issue times under the current latencies; the window ends where the first agent runs out.
@@ -205,28 +211,25 @@ class EpochEngine:
             first_issue = float(issue[w.seg_start].min())
             end = min(end, max((e0 + _MAX_WINDOW_EPOCHS) * E, first_issue + 1e-9))
             end = max(end, first_issue + 1e-9)
-            commit = issue < end
-            pos = np.maximum(issue / E - e0, 0.0)
-            rel = pos.astype(np.int64)
-            cm = commit & miss
-            n_ep = int(rel[commit].max()) + 1 if commit.any() else 1
-            # 3: busy time per epoch and resource. Each request's work is shared between the epoch it issues in
-            # and the next, in proportion to where it falls (cloud-in-cell), so utilisation moves continuously
-            # with issue times and the fixed point converges instead of flickering at epoch edges.
-            # Two-bin deposit: a request at fractional epoch position p counts (1 - f) in bin floor(p - 1/2) and f
-            # in the next one, f = p - 1/2 - floor(p - 1/2).
-            half = pos[cm] - 0.5
+            last = float(np.where(issue < end, issue, -np.inf).max())
+            n_ep = max(int(last // E) - e0 + 1, 1)
+            # 3: busy time per epoch and resource, over the misses (hits use no resource); requests past the
+            # window's end weigh nothing. Each request's work is shared between two epochs in proportion to
+            # where it falls (cloud-in-cell: at fractional epoch position p, 1 - f in floor(p - 1/2) and f in the
+            # next, f = p - 1/2 - floor(p - 1/2)), so utilisation moves continuously with issue times and the
+            # fixed point converges instead of flickering at epoch edges.
+            iss_m = issue if all_miss else issue[mi]
+            weight = (iss_m < end).astype(np.float64)
+            pos = iss_m * inv_e - e0
+            half = pos - 0.5
             lo_f = np.floor(half)
-            wt_hi = half - lo_f
+            w_hi = (half - lo_f) * weight
             lo_bin = lo_f.astype(np.int64)
-            rc_c = w.rc[cm]
             size = n_ep * self.n_rc
-            demand = np.bincount(
-                np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_c, weights=1.0 - wt_hi, minlength=size
-            )
-            demand += np.bincount(
-                np.clip(lo_bin + 1, 0, n_ep - 1) * self.n_rc + rc_c, weights=wt_hi, minlength=size
-            )
+            idx = np.clip(lo_bin, 0, n_ep - 1) * self.n_rc + rc_m
+            demand = np.bincount(idx, weights=weight - w_hi, minlength=size)
+            idx = np.clip(lo_bin + 1, 0, n_ep - 1) * self.n_rc + rc_m
+            demand += np.bincount(idx, weights=w_hi, minlength=size)
             per_class = demand.reshape(n_ep, self.n_rc)
             busy = per_class @ self.busy
             window_busy = busy.sum(axis=0)
@@ -242,7 +245,6 @@ class EpochEngine:
             # 4b: capacity wait per resource: the multiplier of the constraint "utilisation over the window <= 1",
             # raised by the mean latency of the requests crossing it times the excess (a Newton step, since an
             # MLP-limited agent's demand falls as 1/latency) and lowered the same way to zero when below.
-            last = float(issue[commit].max()) if commit.any() else t_start
             span = max(last - t_start, E)
             u_win = window_busy / span
             # Not only on average: the wait must hold the busy epochs at capacity, not let a quiet tail of the
@@ -251,7 +253,7 @@ class EpochEngine:
             if len(inner) >= 4:
                 u_win = np.maximum(u_win, np.quantile(inner, 0.9, axis=0))
             cls_n = per_class.sum(axis=0)
-            cls_lat = np.bincount(w.rc[cm], weights=lat[cm], minlength=self.n_rc)
+            cls_lat = np.bincount(rc_m, weights=lat_m * weight, minlength=self.n_rc)
             res_n = cls_n @ crosses
             res_lat = np.divide(cls_lat @ crosses, res_n, out=np.zeros(self.n_res), where=res_n > 0)
             new_wait = np.maximum(wait + res_lat * (u_win - 1.0), 0.0)
@@ -262,7 +264,7 @@ class EpochEngine:
             ends = issue[seg_end]
             moved = float(np.abs(ends - prev_ends).max()) / span
             prev_ends = ends
-            tol = max(_TOL_NS, _TOL_LAT * (float(lat[mi].mean()) if len(mi) else 0.0))
+            tol = max(_TOL_NS, _TOL_LAT * (float(lat_m.mean()) if len(mi) else 0.0))
             # complementary slackness: a resource holding a capacity wait must be at capacity
             waiting = wait > 1e-9
             under = float((1.0 - u_win[waiting]).max()) if waiting.any() else 0.0
@@ -274,7 +276,12 @@ class EpochEngine:
             curve_d = old_curve + alpha * (new_curve - old_curve)
             wait = new_wait
             grid = (curve_d + wait[None, :]) @ self.crossT
-            lat[mi] = (base_m + grid.ravel()[np.minimum(rel[mi], n_ep - 1) * self.n_rc + rc_m]) * pff_m
+            ep = np.clip(pos.astype(np.int64), 0, n_ep - 1)
+            lat_m = (base_m + grid.ravel()[ep * self.n_rc + rc_m]) * pff_m
+            if all_miss:
+                lat = lat_m
+            else:
+                lat[mi] = lat_m
         # Commit.
         commit = issue < end
         n_commit = np.add.reduceat(commit.astype(np.int64), w.seg_start)
