@@ -183,10 +183,19 @@ def latency_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACH
     """Initiator x target idle latency (ns), bottleneck bandwidth (GB/s) and hop counts."""
     from numasim.topology.routing import bandwidth_table_gb_s, hop_table, latency_table_ns, routing
 
+    from numasim.calibrate.model import apply_calibration
+    from numasim.calibrate.resolve import resolve_calibration
+
     m = _load(machine)
+    if m.calibration:
+        # Show what timing results on this machine use: the fitted numbers, not the file's provisional ones.
+        cal = resolve_calibration(m, machine_path=machine if Path(machine).exists() else None)
+        m = apply_calibration(m, cal)
+        origin = f"calibration {cal.id} ({cal.provenance.method})"
+    else:
+        origin = "the machine file's own (uncalibrated) numbers"
     r = routing(m)
     ids = m.node_ids
-    origin = f"calibration {m.calibration}" if m.calibration else "the machine file's own (uncalibrated) numbers"
     typer.echo(f"{m.name}: rows = initiator node (cpus), columns = target node (memory); timing from {origin}")
     blocks = [
         _table("idle latency (ns)", ids, latency_table_ns(m, r), ".1f"),

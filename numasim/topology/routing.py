@@ -184,7 +184,11 @@ def latency_table_ns(machine: Machine, routes: Routing | None = None) -> np.ndar
 
 
 def bandwidth_table_gb_s(machine: Machine, routes: Routing | None = None) -> np.ndarray:
-    """Bottleneck read bandwidth (GB/s) from node ``i`` to memory of node ``j``: controller vs links."""
+    """Bottleneck read bandwidth (GB/s) for a cpu of node ``i`` reading memory of node ``j``.
+
+    Read data flows from the memory back to the reader, so the links counted are those of the route from
+    ``j`` to ``i`` (what the engine charges and the calibration fits); the controller's read bandwidth caps it.
+    """
     _require_controllers(machine)
     r = routes or routing(machine)
     ids = machine.node_ids
@@ -194,7 +198,7 @@ def bandwidth_table_gb_s(machine: Machine, routes: Routing | None = None) -> np.
         if ctrl is None:
             continue
         for i, src in enumerate(ids):
-            out[i, j] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(src, dst))
+            out[i, j] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(dst, src))
     return out
 
 

@@ -157,7 +157,7 @@ def test_distances_firmware_timing_and_heatmap(capsys: pytest.CaptureFixture[str
 def test_latency_tables_match_mlc(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "latency", "seed-001-e5-2680v2")
     assert code == 0
-    assert "idle latency (ns)" in out and "timing from calibration seed-001-e5-2680v2.cal.json" in out
+    assert "idle latency (ns)" in out and "timing from calibration seed-001-e5-2680v2-" in out
     assert "    0:   61.7  115.1" in out and "    1:  114.6   61.2" in out
     assert "    0:  55.3  25.5" in out
     assert "hops" in out
