@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from numasim.errors import TraceError
-from numasim.workload.access import AccessChunk
 from numasim.fileio import atomic_path
+from numasim.workload.access import AccessChunk
 from numasim.workload.trace.npz import COLUMNS
 
 __all__ = ["parquet_available", "read_parquet", "write_parquet"]
