@@ -3,7 +3,8 @@
 * ``numasim kernel zonelists MACHINE`` -- the kernel's boot log lines ``Fallback order for Node N: ...``;
 * ``numasim kernel zoneinfo|buddyinfo MACHINE [--after "numactl ARGS -- PROG ARGS"]...`` -- /proc views, after
   running the given commands;
-* ``numasim numactl --machine MACHINE [--kernel-version V] [--json] [NUMACTL OPTIONS] -- PROGRAM [ARGS]`` --
+* ``numasim numactl --machine MACHINE [--kernel-version V] [--calibration F | --nominal] [--json] [NUMACTL OPTIONS]
+  -- PROGRAM [ARGS]`` --
   runs numactl and its program, then prints what ``numastat -p`` shows for the program's processes
   (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]``, numastat deltas and
   every policy syscall with its return value and errno name);
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -128,11 +130,29 @@ def _split_own(
     return opts, args[i:]
 
 
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration"}
+_OWN_FLAGS = {"--nominal"}
+
+
 def _kernel_from(opts: dict[str, Any]) -> Kernel:
     machines: list[str] = opts.get("--machine") or []
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
-    return build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
+    kernel = build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
+    calibrations: list[str] = opts.get("--calibration") or []
+    if calibrations or opts.get("--nominal"):
+        # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
+        # option they use the one the machine names, and fail clearly if it names none.
+        from numasim.tools import bind_calibration
+        from numasim.workload.run import resolve_calibration
+
+        path = machines[-1] if Path(machines[-1]).exists() else None
+        cal = resolve_calibration(
+            kernel.machine, calibration=calibrations[-1] if calibrations else None,
+            nominal=bool(opts.get("--nominal")), machine_path=path,
+        )
+        bind_calibration(kernel, cal)
+    return kernel
 
 
 def numactl_command(ctx: typer.Context) -> None:
@@ -141,7 +161,7 @@ def numactl_command(ctx: typer.Context) -> None:
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources, page_runs, pages_per_node_of
 
-    opts, argv = _split_own(list(ctx.args), {"--machine", "--kernel-version", "--after"}, {"--json"})
+    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
     kernel = _kernel_from(opts)
     apply_after(kernel, opts.get("--after", []))
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
@@ -188,7 +208,7 @@ def numastat_command(ctx: typer.Context) -> None:
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources
 
-    opts, argv = _split_own(list(ctx.args), {"--machine", "--kernel-version", "--after"}, set())
+    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS)
     kernel = _kernel_from(opts)
     for text in apply_after(kernel, opts.get("--after", [])):
         del text  # the commands' own output is not numastat's
