@@ -172,3 +172,19 @@ def test_interleave_drops_memoryless_nodes_silently() -> None:
     assert t.mempolicy is not None and t.mempolicy.nodes == {0, 2}
     assert k.set_mempolicy(t, MPOL_PREFERRED, {1}).errno == "EINVAL"
     assert k.set_mempolicy(t, MPOL_BIND, {1}).errno == "EINVAL"
+
+
+def test_numa_balancing_flag_does_not_store_the_user_nodemask() -> None:
+    """5.5/5.11/5.12 [spec wording]: the spec says ``w.user_nodemask`` is kept "if a mode flag was given";
+    in mm/mempolicy.c only STATIC/RELATIVE do that (``mpol_store_user_nodemask``). So BIND|NUMA_BALANCING
+    keeps ``w.cpuset_mems_allowed`` and rebinds by ordinal like a plain BIND:
+    nodes_remap({0, 1}, old={0, 1, 2, 3}, new={2, 3}) = {new[0 % 2], new[1 % 2]} = {2, 3}."""
+    from _mpol_machines import four_nodes
+
+    k = four_nodes()
+    k.cpuset_create("job", cpus=[0, 1, 2, 3, 4, 5, 6, 7], mems=[0, 1, 2, 3])
+    t = k.spawn("a", cpuset="job")
+    assert k.set_mempolicy(t, MPOL_BIND | MPOL_F_NUMA_BALANCING, {0, 1}).ok
+    k.cpuset_set("job", mems=[2, 3])
+    r = k.get_mempolicy(t)
+    assert (r["mode"], r["nodemask"]) == (MPOL_BIND | MPOL_F_NUMA_BALANCING, {2, 3})
