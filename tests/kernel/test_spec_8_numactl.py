@@ -180,3 +180,12 @@ def test_invalid_forms_are_rejected(text: str) -> None:
     """8.2: '!' must precede '+', "all" must be the whole string, no trailing ',', endpoints must be allowed."""
     with pytest.raises(NodeStringError):
         parse_nodestring(text, ParseContext.of({1, 3, 5}, configured=8))
+
+
+def test_io_affinity_numa_node_minus_one() -> None:
+    """8.2: an I/O item whose device/numa_node reads -1 fails with "Kernel does not know node"."""
+    ctx = ParseContext(frozenset({0, 1}), 2, devices=lambda kind, name: -1 if name == "eth1" else 0)
+    assert sorted(parse_nodestring("netdev:eth0", ctx)) == [0]
+    with pytest.raises(NodeStringError) as info:
+        parse_nodestring("netdev:eth1", ctx)
+    assert info.value.warning is not None and info.value.warning.startswith("Kernel does not know node")
