@@ -164,7 +164,7 @@ def test_reference_names_public_api() -> None:
 
     reference = (DOCS / "reference.md").read_text(encoding="utf-8")
     missing = [f"numasim.{name}" for name in numasim.__all__ if f"`{name}" not in reference]
-    for sub in ("topology", "workload", "engine", "calibrate"):
+    for sub in ("topology", "kernel", "workload", "engine", "calibrate"):
         module = importlib.import_module(f"numasim.{sub}")
         missing += [f"numasim.{sub}.{n}" for n in getattr(module, "__all__", []) if f"`{n}" not in reference]
     assert not missing, f"docs/reference.md does not mention: {missing}"
