@@ -94,14 +94,17 @@ def test_slow_path_undoes_cpuset_substitution_for_the_preferred_zone() -> None:
 
 
 @pytest.mark.parametrize(
-    ("d01", "node1_has_cpus", "expected_node"),
+    ("d01", "node1_has_cpus", "cache", "expected_node"),
     [
-        (20, False, 1),  # node_reclaim on node 1: distance 20 <= RECLAIM_DISTANCE 30
-        (40, False, 2),  # distance 40 > 30: node 1 is skipped without reclaim
-        (20, True, 2),  # node 1 has cpus and is not numa_node_id(): NODE_RECLAIM_NOSCAN
+        (20, False, 100_000, 1),  # node_reclaim on node 1: distance 20 <= RECLAIM_DISTANCE 30
+        (40, False, 100_000, 2),  # distance 40 > 30: node 1 is skipped without reclaim
+        (20, True, 100_000, 2),  # node 1 has cpus and is not numa_node_id(): NODE_RECLAIM_NOSCAN
+        # 1 GiB node = 262144 managed pages; min_unmapped_pages = 262144 * 1 // 100 = 2621
+        (20, False, 2621, 2),  # page cache <= min_unmapped_pages: NODE_RECLAIM_FULL
+        (20, False, 2631, 1),  # 10 pages above min_unmapped_pages: exactly enough for 10 pages
     ],
 )
-def test_node_reclaim_distance_and_noscan(d01: int, node1_has_cpus: bool, expected_node: int) -> None:
+def test_node_reclaim_distance_and_noscan(d01: int, node1_has_cpus: bool, cache: int, expected_node: int) -> None:
     """3.3/3.5 with vm.zone_reclaim_mode = 1: a zone below LOW is reclaimed in the fast path only when
     ``node_distance(preferred, zone) <= node_reclaim_distance`` and node_reclaim does not return NOSCAN."""
     slit = [[10, d01, 50], [d01, 10, 20], [50, 20, 10]]  # node 0's order: 0, 1, 2
@@ -112,8 +115,8 @@ def test_node_reclaim_distance_and_noscan(d01: int, node1_has_cpus: bool, expect
             _set(z, free=z.wmark_low + z.lowmem_reserve[3], low=z.wmark_low, min_=z.wmark_min,
                  reserve=z.lowmem_reserve)  # exactly at the mark: fails the strict test, nothing to reclaim
     n1 = pm.zone(1, ZoneType.NORMAL)
-    # 1 GiB = 262144 managed pages; min_unmapped_ratio 1 % -> 2621 pages kept; 100000 pages of clean cache
-    _set(n1, free=n1.wmark_low, low=n1.wmark_low, min_=n1.wmark_min, cache=100_000)
+    assert n1.managed_pages == 262144
+    _set(n1, free=n1.wmark_low, low=n1.wmark_low, min_=n1.wmark_min, cache=cache)
     r = pm.alloc(AllocRequest(count=10, preferred_nid=0, cpu_node=0))
     assert r.per_node_pages == {expected_node: 10}
     assert r.reclaimed == (10 if expected_node == 1 else 0)
