@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from numasim import latency_table_ns
-from numasim.kernel.protocol import PlacementContext, PlacementDecision
+from numasim.kernel import PlacementContext, PlacementDecision
 
 
 class NearestByLatency:
