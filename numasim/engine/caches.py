@@ -120,6 +120,7 @@ class LRUCache:
 
 
 _BINS_PER_OCTAVE = 8
+_SAMPLES = 1 << 16
 _OCTAVES = 48
 
 
@@ -253,11 +254,15 @@ def estimate_levels(
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
         g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
         g = np.maximum(g_all[own], 1.0)
-        # one sample per access: reuse times of own reuses, censored times since the window began otherwise
-        sample = rank * ratio[all_agent]
-        cur_own = cur[own]
-        sample[cur_own] = g
-        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent], n_inst)
+        # The reuse-time distribution from a regular sample of the accesses (at most _SAMPLES; StatStack
+        # samples too): reuse times of own reuses, censored times since the window began for the others.
+        pick = np.arange(0, m, max(1, m // _SAMPLES))
+        sample = rank[pick] * ratio[all_agent[pick]]
+        g_at = np.full(m, np.nan)
+        g_at[cur[own]] = g
+        reused = g_at[pick]
+        sample = np.where(np.isnan(reused), sample, reused)
+        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst)
         hit = np.zeros(len(cur), dtype=bool)
         hit[own] = stack < capacity_lines[lv]
         level[cur[hit]] = lv
