@@ -240,7 +240,7 @@ class Feeder:
                 int(a),
                 Block(
                     ln,
-                    target[idx].astype(np.int64),
+                    target[idx],
                     is_write[idx],
                     size[idx],
                     compute[idx],
