@@ -184,6 +184,26 @@ def test_reference_names_every_command() -> None:
     assert not missing, f"docs/reference.md does not document: {missing}"
 
 
+def test_every_command_has_an_executed_example() -> None:
+    """Every CLI command except ``probe`` (it measures the host it runs on) is run by some page."""
+    import typer.main
+
+    group = typer.main.get_command(cli.app)
+    wanted = set()
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        subs = getattr(command, "commands", None)
+        wanted |= {f"{name} {sub}" for sub in subs} if subs else {name}
+    wanted.discard("probe")
+    ran = set()
+    for page in PAGES:
+        for block in blocks(page):
+            if block.kind == "console":
+                for command in commands(block):
+                    ran |= {" ".join(command.argv[:2]), command.argv[0]}
+    missing = sorted(wanted - ran)
+    assert not missing, f"no executed example in the docs for: {missing}"
+
+
 def test_harness_elisions() -> None:
     assert output_matches("a\n...\nz", "a\nb\nc\nz\n")
     assert output_matches("x = ...", "x = 42")
