@@ -11,7 +11,7 @@ from numasim.calibrate.model import (
     save_calibration,
 )
 from numasim.calibrate.resolve import resolve_calibration
-from numasim.engine import PageMap, SimulationResult, ThreadSpec, simulate
+from numasim.engine import DeviceTransfer, EngineMode, PageMap, SimulationResult, ThreadSpec, simulate
 from numasim.errors import (
     CalibrationError,
     FormatError,
@@ -120,6 +120,8 @@ __all__ = [
     "SimulationResult",
     "ThreadSpec",
     "PageMap",
+    "DeviceTransfer",
+    "EngineMode",
     "AccessChunk",
     "Workload",
     "load_workload",
