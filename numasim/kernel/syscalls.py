@@ -376,7 +376,9 @@ def move_pages(
         return SyscallResult.fail("EPERM", "MPOL_MF_MOVE_ALL needs CAP_SYS_NICE")
     if not task.alive or k.tasks.get(task.pid) is not task:
         return SyscallResult.fail("ESRCH", f"no task {task.pid}")
-    addrs = np.asarray(list(pages), dtype=np.int64)
+    # The syscall takes `void *pages[]`: every address is an unsigned 64-bit value (a negative Python int is the
+    # caller's two's-complement bit pattern), so anything >= 2**63 is simply unmapped, never an overflow.
+    addrs = np.array([int(a) & 0xFFFF_FFFF_FFFF_FFFF for a in pages], dtype=np.uint64)
     status = np.zeros(addrs.size, dtype=np.int64)
     vma_of, idx_of = _lookup_pages(task, addrs)
     if nodes is None:
@@ -436,12 +438,13 @@ def _lookup_pages(task: Task, addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray
     idx_of = np.zeros(addrs.size, dtype=np.int64)
     if not vmas or addrs.size == 0:
         return vma_of, idx_of
-    starts = np.array([v.start for v in vmas], dtype=np.int64)
-    ends = np.array([v.end for v in vmas], dtype=np.int64)
-    pos = np.searchsorted(starts, addrs, side="right") - 1
+    addrs = addrs.astype(np.uint64)
+    starts = np.array([v.start for v in vmas], dtype=np.uint64)
+    ends = np.array([v.end for v in vmas], dtype=np.uint64)
+    pos = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
     inside = (pos >= 0) & (addrs < ends[np.clip(pos, 0, None)])
     vma_of[inside] = pos[inside]
-    idx_of[inside] = (addrs[inside] - starts[pos[inside]]) >> PAGE_SHIFT
+    idx_of[inside] = ((addrs[inside] - starts[pos[inside]]) >> np.uint64(PAGE_SHIFT)).astype(np.int64)
     return vma_of, idx_of
 
 

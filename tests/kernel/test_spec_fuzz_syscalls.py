@@ -9,7 +9,6 @@ succeeded or names an errno the kernel can return for it.
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,7 +65,7 @@ def addresses(draw: st.DrawFn, starts: list[int], below_2_63: bool = False) -> i
     if kind == "offset":
         return base + draw(st.integers(-2 * PAGE_SIZE, 20 * PAGE_SIZE))
     raw = [0, 1, PAGE_SIZE, -PAGE_SIZE, 1 << 47, (1 << 63) - PAGE_SIZE]
-    if not below_2_63:  # move_pages with these: see test_move_pages_address_above_2_63 (xfail)
+    if not below_2_63:  # unsigned long addresses at and above 2**63
         raw += [ULONG_MAX & ~(PAGE_SIZE - 1), 1 << 63]
     return draw(st.sampled_from(raw))
 
@@ -104,7 +103,7 @@ def test_random_syscalls_return_errnos(data: st.DataObject) -> None:
             res = k.migrate_pages(t, data.draw(nodemasks), data.draw(nodemasks), data.draw(maxnodes),
                                   caller=caller)
         elif call == "move":
-            pages = data.draw(st.lists(addresses(starts, below_2_63=True), max_size=6))
+            pages = data.draw(st.lists(addresses(starts), max_size=6))
             # `const int *nodes`: every C int is possible
             node_ints = st.integers(-2, 5) | st.sampled_from([1024, INT_MAX, INT_MIN])
             nodes = data.draw(st.one_of(st.none(), st.lists(node_ints, min_size=len(pages), max_size=len(pages))))
@@ -123,11 +122,6 @@ def test_random_syscalls_return_errnos(data: st.DataObject) -> None:
             break
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DIVERGES: syscalls.move_pages converts page addresses with np.asarray(dtype=int64), so an unsigned "
-    "long address >= 2**63 (e.g. 0xfffffffffffff000) raises OverflowError instead of status -EFAULT (not mapped)",
-)
 def test_move_pages_address_above_2_63() -> None:
     k = _kernel()
     t = k.spawn("a", cpu=0)
