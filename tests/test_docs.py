@@ -133,13 +133,6 @@ def _run_python(block: Block, page: Path, globs: dict[str, object]) -> list[str]
     return [f"{page.relative_to(ROOT)}:{block.line}:\n" + "".join(report)] if runner.failures else []
 
 
-@pytest.fixture(autouse=True)
-def _register_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Some command modules add themselves again on every main() call; register once per test.
-    cli._register()
-    monkeypatch.setattr(cli, "_register", lambda: None)
-
-
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_examples(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
