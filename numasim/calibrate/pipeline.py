@@ -70,6 +70,7 @@ __all__ = [
 
 FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
 DEFAULT_FIT_ON = FIT_TABLES
+_FIT_ALIASES = {"latency_matrix": "latency", "idle_latency": "latency", "peak_injection": "peak_bandwidth"}
 
 LINE_BYTES = 64
 
@@ -160,7 +161,8 @@ def calibrate(
         The absolute local read latency that scales hop-ratio tables (which have no scale of their own);
         default: the machine file's controller latency of the first memory node. Always named in the report.
     """
-    wanted = tuple(fit_on) if fit_on is not None else DEFAULT_FIT_ON
+    # The report names sections after the measurement ("latency_matrix"); accept those names too.
+    wanted = tuple(_FIT_ALIASES.get(t, t) for t in fit_on) if fit_on is not None else DEFAULT_FIT_ON
     unknown = [t for t in wanted if t not in FIT_TABLES]
     if unknown:
         raise CalibrationError(f"--fit-on {unknown}: unknown table; known: {', '.join(FIT_TABLES)}")

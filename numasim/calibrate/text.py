@@ -87,7 +87,9 @@ def format_validation(report: ValidationReport) -> str:
     ]
     for row in report.summary():
         w = row["worst"]
-        ws = "" if not isinstance(w, dict) else f"{w['row']} -> {w['col']}: {w['measured']:.4g} vs {w['simulated']:.4g} ({w['error_pct']:+.2f} %)"
+        ws = "" if not isinstance(w, dict) else (
+            f"{w['row']} -> {w['col']}: {_cell(w['measured'])} vs {_cell(w['simulated'])} ({w['error_pct']:+.2f} %)"
+        )
         lines.append(f"{row['table']!s:<18} {row['method']!s:<9} {row['cells']!s:>5} {row['mape_pct']!s:>8}  {ws}")
     lines += [f"note: {n}" for n in report.notes if not n.startswith("method:")]
     return "\n".join(lines)
@@ -107,3 +109,8 @@ def validation_json(report: ValidationReport) -> dict[str, Any]:
         ],
         "notes": report.notes,
     }
+
+
+def _cell(value: float) -> str:
+    # Measured cells are printed as the tools print them (MB/s in thousands, ns to 0.1), never in e-notation.
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
