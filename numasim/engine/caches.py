@@ -164,14 +164,19 @@ def _stack_distance(
 
 @dataclass
 class EpochCacheState:
-    """The tail of the previous chunk carried into the next reuse-distance estimate."""
+    """The tail of the previous chunk carried into the next reuse-distance estimate.
+
+    ``rank`` is each carried access's rank among the carried accesses of its agent (0, 1, ...), kept so the
+    next estimate need not sort the tail by agent again.
+    """
 
     lines: np.ndarray
     agent: np.ndarray
+    rank: np.ndarray
 
     @classmethod
     def empty(cls) -> EpochCacheState:
-        return cls(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+        return cls(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
 
 
 CARRY_ACCESSES = 1 << 18
@@ -184,6 +189,7 @@ def estimate_levels(
     agent_instance: np.ndarray,
     capacity_lines: np.ndarray,
     state: EpochCacheState,
+    agent_order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -199,6 +205,8 @@ def estimate_levels(
         Lines per instance of each level.
     state : EpochCacheState
         Carried tail of the previous chunk.
+    agent_order : ndarray of int64, optional
+        ``np.argsort(agent, kind="stable")`` if the caller has it already (it is computed otherwise).
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -222,14 +230,20 @@ def estimate_levels(
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
     n_agents = agent_instance.shape[1]
-    per_agent = np.bincount(all_agent, minlength=n_agents).astype(np.float64)
+    carry_counts = np.bincount(state.agent, minlength=n_agents)
+    new_counts = np.bincount(agent, minlength=n_agents)
+    per_agent_n = carry_counts + new_counts
+    per_agent = per_agent_n.astype(np.float64)
     a_cur, a_prv = all_agent[cur], all_agent[prv]
     # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
-    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream.
-    by_agent = np.argsort(all_agent.astype(np.uint8) if n_agents < 256 else all_agent, kind="stable")
-    starts = np.r_[0, np.cumsum(per_agent.astype(np.int64))[:-1]]
-    rank = np.empty(m, dtype=np.int64)
-    rank[by_agent] = np.arange(m) - np.repeat(starts, per_agent.astype(np.int64))
+    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
+    # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
+    if agent_order is None:
+        agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
+    starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
+    rank_new = np.empty(n, dtype=np.int32)
+    rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
+    rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
     same_agent = a_cur == a_prv
     own_gap = (rank[cur] - rank[prv]).astype(np.float64)
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
@@ -256,11 +270,13 @@ def estimate_levels(
         g = np.maximum(g_all[own], 1.0)
         # The reuse-time distribution from a regular sample of the accesses (at most _SAMPLES; StatStack
         # samples too): reuse times of own reuses, censored times since the window began for the others.
-        pick = np.arange(0, m, max(1, m // _SAMPLES))
+        stride = max(1, m // _SAMPLES)
+        pick = np.arange(0, m, stride)
         sample = rank[pick] * ratio[all_agent[pick]]
-        g_at = np.full(m, np.nan)
-        g_at[cur[own]] = g
-        reused = g_at[pick]
+        reused = np.full(len(pick), np.nan)
+        cur_own = cur[own]
+        picked = cur_own % stride == 0
+        reused[cur_own[picked] // stride] = g[picked]
         sample = np.where(np.isnan(reused), sample, reused)
         stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst)
         hit = np.zeros(len(cur), dtype=bool)
@@ -268,5 +284,8 @@ def estimate_levels(
         level[cur[hit]] = lv
         memo = (partition, own, stack)
     keep = min(m, CARRY_ACCESSES)
-    new_state = EpochCacheState(all_lines[m - keep :].copy(), all_agent[m - keep :].copy())
+    kept_agent = all_agent[m - keep :].copy()
+    # Ranks within the kept tail: drop each agent's accesses before it.
+    dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
+    new_state = EpochCacheState(all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent])
     return level[head:], new_state

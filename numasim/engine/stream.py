@@ -215,6 +215,10 @@ class Feeder:
             raise WorkloadError(
                 f"address {int(lines[k]) << 6:#x} is on node {int(node[k])}, which has no memory on this machine"
             )
+        if len(self.agents) < 256:
+            order = np.argsort(agent.astype(np.uint8), kind="stable")
+        else:
+            order = np.argsort(agent, kind="stable")
         level = None
         if (
             self._cache_state is not None
@@ -222,12 +226,8 @@ class Feeder:
             and self.cache_capacity is not None
         ):
             level, self._cache_state = estimate_levels(
-                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state
+                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order
             )
-        if len(self.agents) < 256:
-            order = np.argsort(agent.astype(np.uint8), kind="stable")
-        else:
-            order = np.argsort(agent, kind="stable")
         counts = np.bincount(agent, minlength=len(self.agents))
         bounds = np.r_[0, np.cumsum(counts)]
         for a in np.flatnonzero(counts):
