@@ -114,7 +114,9 @@ class EpochEngine:
                 yield env.timeout(advanced - env.now)
 
     # --- one window ------------------------------------------------------------------------------------------
-    def _gather(self, per_agent: int) -> tuple[_Window, np.ndarray, list[int]] | None:
+    def _gather(
+        self, per_agent: int
+    ) -> tuple[_Window, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], list[int]] | None:
         blocks, ids = [], []
         for a in range(len(self.agents)):
             if self.feeder.buffered[a] > 0:
@@ -148,7 +150,7 @@ class EpochEngine:
             any_compute=bool(compute.any()),
             miss_idx=np.flatnonzero(~hit),
         )
-        extra = np.column_stack([level, target, is_write, np.concatenate([b.size_bytes for b in blocks])])
+        extra = (level, target, is_write, np.concatenate([b.size_bytes for b in blocks]))
         return w, extra, ids
 
     def _times(self, w: _Window, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -287,17 +289,13 @@ class EpochEngine:
         n_commit = np.add.reduceat(commit.astype(np.int64), w.seg_start)
         completion = issue + lat
         st = self.stats
-        c = commit
-        st.add(
-            w.agent[c],
-            self.initiator[w.agent[c]],
-            extra[c, 1],
-            extra[c, 2],
-            extra[c, 0],
-            lat[c],
-            extra[c, 3],
-            w.compute[c],
-        )
+        level, target, is_write, size = extra
+        agent, compute = w.agent, w.compute
+        if not commit.all():
+            c = np.flatnonzero(commit)
+            agent, compute, level, target = agent[c], compute[c], level[c], target[c]
+            is_write, size, lat = is_write[c], size[c], lat[c]
+        st.add(agent, self.initiator[agent], target, is_write, level, lat, size, compute)
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n == 0:

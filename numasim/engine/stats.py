@@ -136,20 +136,21 @@ class Stats:
         pair = initiator.astype(np.int64) * nn + target
         cls = pair * 2 + is_write
         size = self.n_init * nn * 2
-        self.accesses += np.bincount(cls, minlength=size).reshape(self.accesses.shape)
+        # One count per (route class, level) gives accesses, memory lines and level hits alike.
+        nl = self.n_levels + 1
+        by_level = np.bincount(cls * nl + level, minlength=size * nl).reshape(self.n_init, nn, 2, nl)
+        self.accesses += by_level.sum(axis=3)
+        self.memory_lines += by_level[..., self.n_levels]
+        self.level_hits += by_level.sum(axis=(1, 2))
         self.bytes += (
             np.bincount(cls, weights=size_bytes, minlength=size).astype(np.int64).reshape(self.bytes.shape)
         )
-        mem = level == self.n_levels
-        self.memory_lines += np.bincount(cls[mem], minlength=size).reshape(self.memory_lines.shape)
         self.latency_sum_ns += np.bincount(pair, weights=latency_ns, minlength=self.n_init * nn).reshape(
             self.latency_sum_ns.shape
         )
         if self.hist is not None:
             flat = pair * N_HIST + _bins(latency_ns)
             self.hist += np.bincount(flat, minlength=self.hist.size).reshape(self.hist.shape)
-        lv = initiator.astype(np.int64) * (self.n_levels + 1) + level
-        self.level_hits += np.bincount(lv, minlength=self.level_hits.size).reshape(self.level_hits.shape)
         na = len(self.agent_accesses)
         self.agent_accesses += np.bincount(agent, minlength=na)
         self.agent_latency_ns += np.bincount(agent, weights=latency_ns, minlength=na)
