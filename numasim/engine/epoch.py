@@ -289,13 +289,13 @@ class EpochEngine:
         n_commit = np.add.reduceat(commit.astype(np.int64), w.seg_start)
         completion = issue + lat
         st = self.stats
-        level, target, is_write, size = extra
+        level, target, is_write, size_b = extra
         agent, compute = w.agent, w.compute
         if not commit.all():
             c = np.flatnonzero(commit)
             agent, compute, level, target = agent[c], compute[c], level[c], target[c]
-            is_write, size, lat = is_write[c], size[c], lat[c]
-        st.add(agent, self.initiator[agent], target, is_write, level, lat, size, compute)
+            is_write, size_b, lat = is_write[c], size_b[c], lat[c]
+        st.add(agent, self.initiator[agent], target, is_write, level, lat, size_b, compute)
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n == 0:
