@@ -100,22 +100,24 @@ class LRUCache:
     def __init__(self, sets: int, ways: int) -> None:
         self.sets = sets
         self.ways = ways
-        # set index -> its lines, least recently used first (a dict keeps insertion order and finds in O(1))
-        self._data: dict[int, dict[int, None]] = {}
+        # Per set (a list indexed by set number: faster than a dict lookup), its lines least recently used
+        # first, as a dict (keeps insertion order and finds in O(1)); None until the set is first touched.
+        self._data: list[dict[int, None] | None] = [None] * sets
 
     def access(self, line: int) -> bool:
         """Touch ``line``; True on a hit. A miss inserts it as most recently used."""
-        s = self._data.get(line % self.sets)
+        key = line % self.sets
+        s = self._data[key]
         if s is None:
-            self._data[line % self.sets] = {line: None}
+            self._data[key] = {line: None}
             return False
         if line in s:
             del s[line]
             s[line] = None
             return True
-        s[line] = None
-        if len(s) > self.ways:
+        if len(s) >= self.ways:
             del s[next(iter(s))]
+        s[line] = None
         return False
 
 

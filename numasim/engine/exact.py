@@ -181,7 +181,7 @@ class ExactEngine:
                 for sets, ways, data in cache_sets:
                     lv += 1
                     key = line % sets
-                    ways_set = data.get(key)
+                    ways_set = data[key]
                     if ways_set is None:
                         data[key] = {line: None}
                     elif line in ways_set:
@@ -189,10 +189,11 @@ class ExactEngine:
                         ways_set[line] = None
                         level = lv
                         break
-                    else:
+                    elif len(ways_set) < ways:
                         ways_set[line] = None
-                        if len(ways_set) > ways:
-                            del ways_set[next(iter(ways_set))]
+                    else:
+                        del ways_set[next(iter(ways_set))]  # evict the least recently used
+                        ways_set[line] = None
                 if level < n_levels:
                     lat = level_lat[level]
                 else:
