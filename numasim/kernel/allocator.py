@@ -47,6 +47,7 @@ __all__ = [
     "Candidate",
     "AllocPlan",
     "min_watermark_for",
+    "nofail_watermark_for",
     "run_scalar",
     "run_per_page",
 ]
@@ -109,6 +110,10 @@ class AllocResult:
     reclaimed: int
     per_node_pages: dict[int, int] = field(default_factory=dict)
     """Allocated pages per node id (only nodes that received pages)."""
+    stuck: bool = False
+    """A ``__GFP_NOFAIL`` request that even its reserve fallback cannot satisfy: a real kernel would loop
+    forever here (``goto retry`` in ``__alloc_pages_slowpath``), so the task is stuck in the allocator with
+    ``allocated < count``. ``failed`` is then false: NOFAIL never returns failure to its caller."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,22 @@ def min_watermark_for(wmark_min: int, gfp: Gfp, config: KernelConfig) -> int:
         if gfp & Gfp.ATOMIC and not gfp & Gfp.NOMEMALLOC:
             m -= m // 4
     return m
+
+
+def nofail_watermark_for(wmark_min: int, config: KernelConfig) -> int:
+    """The mark of ``__GFP_NOFAIL``'s last-resort pass (``__alloc_pages_cpuset_fallback`` from ``nopage``).
+
+    Its ``alloc_flags`` are only ALLOC_MIN_RESERVE (6.3+: ``min -= min/2``) or, up to 6.2, ALLOC_HARDER
+    (``min -= min/4``); the request's own ``__GFP_HIGH`` does not add to it.
+
+    Examples
+    --------
+    >>> nofail_watermark_for(8192, KernelConfig()), nofail_watermark_for(8192, KernelConfig(version="6.1"))
+    (4096, 6144)
+    """
+    if config.at_least(6, 3):
+        return wmark_min - wmark_min // 2
+    return wmark_min - wmark_min // 4
 
 
 class _State:

@@ -30,6 +30,7 @@ from numasim.kernel.allocator import (
     NumaCounters,
     Segment,
     min_watermark_for,
+    nofail_watermark_for,
     run_per_page,
     run_scalar,
 )
@@ -494,7 +495,21 @@ class PhysicalMemory:
             can_reclaim
             and not gfp & (Gfp.THISNODE | Gfp.RETRY_MAYFAIL | Gfp.NORETRY)
             and highest >= ZoneType.NORMAL
-        ) or bool(gfp & Gfp.NOFAIL)
+        )
+        if gfp & Gfp.NOFAIL and can_reclaim:
+            # nopage: __alloc_pages_cpuset_fallback(gfp, order, ALLOC_MIN_RESERVE (<= 6.2: ALLOC_HARDER), ac):
+            # first with ALLOC_CPUSET, then ignoring the cpuset; the policy nodemask (ac->nodemask) stays.
+            # Appended after every normal candidate, so a page reaches them only once the normal path
+            # (reclaim and the OOM decision included) has nothing left for it, as in the kernel.
+            nofail = [i for i in zl if policy is None or self.zones[i].node in policy]
+            thr_nofail = {
+                i: nofail_watermark_for(self.zones[i].wmark_min, cfg) + self.zones[i].lowmem_reserve[highest]
+                for i in nofail
+            }
+            cpuset_pass = [i for i in nofail if req.mems_allowed is None or self.zones[i].node in req.mems_allowed]
+            for i in (*cpuset_pass, *nofail):
+                cands.append(Candidate(i, False, thr_nofail[i], 0, pnode, slow_pref))
+            oom = False  # the fallback runs instead of reporting OOM; no OOM kill is modelled for NOFAIL
         return AllocPlan(tuple(cands), oom=oom)
 
     def _min_unmapped(self, z: Zone) -> int:
@@ -506,6 +521,14 @@ class PhysicalMemory:
         The walk stops at the first page that cannot be allocated: ``failed`` is then true and ``oom`` says
         whether the OOM killer was invoked (``__GFP_THISNODE``, ``__GFP_NORETRY``, ``__GFP_RETRY_MAYFAIL``,
         no direct reclaim, or a zone limit below ZONE_NORMAL fail without it).
+
+        ``__GFP_NOFAIL`` (spec 3.4 item 6) with direct reclaim never fails and never reports OOM: after the
+        normal walk, its pages may go down to the cut MIN watermark of :func:`nofail_watermark_for`, first in
+        the cpuset, then anywhere in the policy nodemask. If even that has no room, ``stuck`` is true and
+        ``failed`` false: the remaining pages are not allocated because a real kernel would loop forever
+        there. Not modelled: the OOM kill and the one-shot ``ALLOC_NO_WATERMARKS`` page that
+        ``__alloc_pages_may_oom`` gives a NOFAIL caller after a kill (victims are the task layer's business).
+        NOFAIL without ``__GFP_DIRECT_RECLAIM`` fails like any request (the kernel WARNs and returns NULL).
         """
         if req.count < 0:
             raise ValueError(f"AllocRequest.count = {req.count}: must be >= 0")
@@ -544,7 +567,11 @@ class PhysicalMemory:
             allocated = len(nodes)
             plan_oom = plan.oom
         state.write_back(self.zones)
-        failed = allocated < req.count
+        short = allocated < req.count
+        # __GFP_NOFAIL with direct reclaim never returns NULL: pages its fallback cannot place leave the task
+        # looping in the allocator (stuck). Without direct reclaim the kernel WARNs and fails it anyway.
+        stuck = short and bool(gfp & Gfp.NOFAIL) and bool(gfp & Gfp.DIRECT_RECLAIM)
+        failed = short and not stuck
         oom = failed and plan_oom
         self._account(segments, req)
         self.vmstat["pgsteal_direct"] += state.reclaimed
@@ -562,6 +589,7 @@ class PhysicalMemory:
             failed=failed,
             oom=oom,
             reclaimed=state.reclaimed,
+            stuck=stuck,
             per_node_pages=dict(sorted(per_node.items())),
         )
 
