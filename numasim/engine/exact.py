@@ -70,6 +70,8 @@ class ExactEngine:
         # Busy time per epoch bucket, charged to the bucket where the line is served (which may lie ahead).
         self.busy_by_bucket: dict[int, list[float]] = {}
         self.curve_now = [0.0] * len(ms.resources)
+        # Per route class, the sum of the curve delays of its resources (in path order, as a miss adds them).
+        self.class_curve = [0.0] * ms.n_classes
         self.bucket = 0
         self.next_roll = self.E
         self.horizon = np.inf
@@ -93,7 +95,13 @@ class ExactEngine:
         if b == self._ema_bucket + 1:
             u_seen = _EMA * self._ema + (1.0 - _EMA) * u_seen
         self._ema, self._ema_bucket = u_seen, b
-        self.curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(u_seen)]
+        curve_now = self.curve_now
+        curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(u_seen)]
+        for c, path in enumerate(self.class_path):
+            extra = 0.0
+            for r, _ in path:
+                extra += curve_now[r]
+            self.class_curve[c] = extra
         self.bucket = b
         self.next_roll = (b + 1) * self.E
 
@@ -149,12 +157,12 @@ class ExactEngine:
         a = agent.index
         mlp = 1 if agent.dependent else agent.mlp
         pff = prefetch_factor(mlp, self.d)
-        cache_sets = [(c.sets, c.ways, c._data) for c in self.caches[a]]
+        cache_sets = [(lv, c.sets, c.ways, c._data) for lv, c in enumerate(self.caches[a])]
         level_lat = self.level_lat
         n_levels = self.n_levels
         init_off = agent.initiator * self.n_nodes
         free, class_path, class_base = self.free, self.class_path, self.class_base
-        curve_now = self.curve_now
+        class_curve = self.class_curve
         by_bucket = self.busy_by_bucket
         n_res = len(self.ms.resources)
         epoch_ns = self.E
@@ -188,9 +196,7 @@ class ExactEngine:
                     yield ready
                 level = n_levels
                 # LRUCache.access inlined (the hot loop): each set a dict of its lines, least recent first.
-                lv = -1
-                for sets, ways, data in cache_sets:
-                    lv += 1
+                for lv, sets, ways, data in cache_sets:
                     key = line % sets
                     ways_set = data[key]
                     if ways_set is None:
@@ -209,7 +215,6 @@ class ExactEngine:
                     lat = level_lat[level]
                 else:
                     t = ready
-                    extra = 0.0
                     for r, b in class_path[c]:
                         f = free[r]
                         if f > t:
@@ -222,8 +227,7 @@ class ExactEngine:
                             acc = by_bucket[bk]
                             acc_lo, acc_hi = bk * epoch_ns, (bk + 1) * epoch_ns
                         acc[r] += b
-                        extra += curve_now[r]
-                    lat = class_base[c] + (t - ready) + extra
+                    lat = class_base[c] + (t - ready) + class_curve[c]
                     if pf:
                         lat *= pff
                 done = ready + lat
