@@ -16,6 +16,13 @@ set_mempolicy, children that inherit the policy) and prints what the real one pr
   reports every syscall's return value and errno and where the pages landed.
 * ``printcpu`` (numactl's test helper: the cpu it runs on), ``numactl ...`` (nested, same process),
   ``true``, ``ls``, ``sleep``.
+* numactl's test programs (``make check``, spec 8.7): ``nodemap`` ("i: " and " cpu" per cpu for i in
+  0..numa_num_configured_nodes()-1), ``move_pages [N]`` (N pages, default 32, page 2 left untouched: queries
+  the nodes, moves page i to the i-th memory node round robin and prints both status lists; exit 77 with fewer
+  than 2 memory nodes) and ``numademo [-c] [-e] [-f] [-S] [-t] SIZE [TESTS]`` (every memory test under each
+  policy the real one tries, one line each; ``-t`` runs only every 8th node and 32nd mask and switches itself
+  off up to 3 nodes, ``-e`` exits with status 1 at the first failing libnuma call). numademo's bandwidths are
+  not timed: they print as ``n/a`` in the real layout.
 
 Every process starts with a small image like a dynamically linked binary's (text and libc pages, a data
 page set, one heap page and three stack pages: 0.25 MB private, as in article 001's ``numastat -p``).
@@ -34,6 +41,7 @@ from numasim.kernel.mempolicy import (
     MPOL_BIND,
     MPOL_DEFAULT,
     MPOL_F_ADDR,
+    MPOL_F_NODE,
     MPOL_F_NUMA_BALANCING,
     MPOL_F_RELATIVE_NODES,
     MPOL_F_STATIC_NODES,
@@ -434,6 +442,275 @@ def _numactl(kernel: Kernel, task: Task, argv: Sequence[str], keep_alive: bool =
     return run
 
 
+# --- numactl's own test programs (test/nodemap.c, test/move_pages.c, numademo.c; spec 8.7) -----------------
+
+
+def _memory_node_count(kernel: Kernel) -> int:
+    # numa_num_configured_nodes(): despite its name, libnuma counts the nodes with memory
+    return len(kernel.memory_nodes)
+
+
+def _nodemap(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    # for i in 0..numa_num_configured_nodes()-1: "i: " then " cpu" per cpu of numa_node_to_cpus(i); the
+    # separator variable w is never incremented upstream, so no comma ever appears
+    run = ProgramRun(pids=[task.pid])
+    cpus_of = {n.id: sorted(n.cpus) for n in kernel.machine.nodes}
+    for i in range(_memory_node_count(kernel)):
+        if i not in cpus_of:  # a gap in the node ids: no nodeI directory in sysfs
+            run.stdout += f"node {i} failed to convert\n"
+        run.stdout += f"{i}: " + "".join(f" {c}" for c in cpus_of.get(i, [])) + "\n"
+    return run
+
+
+def _move_pages(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    run = ProgramRun(pids=[task.pid])
+    # get_node_list(): nodes 0..numa_max_node() with memory, which must be all the configured (= memory) nodes
+    use = sorted(n for n in kernel.memory_nodes)
+    if len(use) < 2:
+        run.stdout += "A minimum of 2 nodes is required for this test.\n"
+        run.exit_code = 77
+        return run
+    run.stdout += "move_pages() test ......\n"
+    page_count = 32
+    if len(argv) > 1:  # sscanf("%d"): a leading integer, else the default stays
+        digits = argv[1].lstrip()
+        sign = digits[:1] if digits[:1] in "+-" else ""
+        num = digits[len(sign) :]
+        num = num[: len(num) - len(num.lstrip("0123456789"))]
+        if num:
+            page_count = int(sign + num)
+    arg = argv[1] if len(argv) > 1 else "(null)"  # glibc prints a NULL %s as "(null)"
+    run.stdout += f"pages={page_count} ({arg})\n"
+    if page_count <= 0:
+        run.stdout += "Unable to allocate memory\n"
+        run.exit_code = 1
+        return run
+    ps = PAGE_SIZE_BYTES
+    # malloc((pagesize + 1) * page_count) is above glibc's 128 KiB mmap threshold for the default 32 pages: its
+    # own mapping; the test rounds the pointer down to a page and adds one page
+    vma = kernel.mmap(task, (page_count + 2) * ps)
+    base = vma.start + ps
+    for lo, hi in ((0, min(2, page_count)), (3, page_count)):  # page 2 is left untouched
+        if hi > lo:
+            fault = kernel.touch(task, base + lo * ps, (hi - lo) * ps)
+            if fault.oom_killed or not task.alive:
+                return _killed(run)
+    addrs = [base + i * ps for i in range(page_count)]
+    targets = [use[i % len(use)] for i in range(page_count)]
+    run.stdout += "\nMoving pages to start node ...\n"
+    res = kernel.move_pages(task, addrs)
+    run.syscalls.append(("move_pages", f"{page_count} pages, query", res))
+    status = [-123] * page_count
+    if res.ok:
+        status = [int(v) for v in res.value["status"]]
+    else:
+        run.stderr += f"move_pages: {_strerror(res.errno)}\n"
+    for i, a in enumerate(addrs):
+        run.stdout += f"Page {i} vaddr={a:#x} node={status[i]}\n"
+    run.stdout += "\nMoving pages to target nodes ...\n"
+    res = kernel.move_pages(task, addrs, targets)
+    run.syscalls.append(("move_pages", f"{page_count} pages to {sorted(set(targets))}", res))
+    errors = 0
+    if res.ok:
+        status = [int(v) for v in res.value["status"]]
+    else:
+        run.stderr += f"move_pages: {_strerror(res.errno)}\n"
+        errors += 1
+    # upstream checks the page contents and the (never changed) nodes[] array: only a failed call counts
+    for i, a in enumerate(addrs):
+        run.stdout += f"Page {i} vaddr={a:x} node={status[i]}\n"
+    run.stdout += "Test successful.\n" if not errors else f"{errors} errors.\n"
+    run.exit_code = 1 if errors else 0
+    return run
+
+
+_NUMADEMO_TESTS = ("memset", "memcpy", "forward", "backward", "stream", "random2", "ptrchase")
+"""``testname[]`` of the usual build (Makefile.am compiles numademo with HAVE_STREAM_LIB and HAVE_MT)."""
+_STREAM_NAMES = ("Copy", "Scale", "Add", "Triad")
+_FRACT_NODES, _FRACT_MASKS = 8, 32
+
+
+def _numademo_usage() -> str:
+    return (
+        "usage: numademo [-S] [-f] [-c] [-e] [-t] msize[kmg] {tests}\nNo tests means run all.\n"
+        "-c output CSV data. -f run even without NUMA API. -S run stupid tests. -e exit on error\n"
+        "-t regression test; do not run all node combinations\n"
+        "valid tests:" + "".join(f" {t}" for t in _NUMADEMO_TESTS) + "\n"
+    )
+
+
+class _LibnumaExit(Exception):
+    """numa_error() with numa_exit_on_error set: the program exits with status 1."""
+
+
+@dataclass
+class _Numademo:
+    """One numademo run: libnuma calls mapped onto the simulated kernel, one output line per memory test.
+
+    Bandwidths are not timed (the kernel layer places pages, it does not run the loops): every figure
+    prints as ``n/a`` in the real layout (``%-42s`` title, ``Avg n/a MB/s Max n/a MB/s Min n/a MB/s``).
+    """
+
+    kernel: Kernel
+    task: Task
+    run: ProgramRun
+    size_bytes: int
+    delim: str = " "
+    exit_on_error: bool = False
+    test: str = "memset"
+
+    def _check(self, res: SyscallResult, where: str) -> None:
+        self.run.syscalls.append((where, self.test, res))
+        if not res.ok:  # numa_error(where): perror, then exit(1) under -e
+            self.run.stderr += f"{where}: {_strerror(res.errno)}\n"
+            if self.exit_on_error:
+                raise _LibnumaExit
+
+    @property
+    def all_nodes(self) -> frozenset[int]:
+        # numa_all_nodes_ptr: the memory nodes the task may use
+        return frozenset(self.kernel.memory_nodes & self.task.mems_allowed)
+
+    def alloc(self, mode: int | None = None, nodes: frozenset[int] = frozenset()) -> int:
+        """numa_alloc*(): an mmap, plus an mbind for every variant but plain numa_alloc."""
+        vma = self.kernel.mmap(self.task, self.size_bytes)
+        if mode is not None:
+            self._check(self.kernel.mbind(self.task, vma.start, self.size_bytes, mode, nodes), "mbind")
+        return int(vma.start)
+
+    def set_policy(self, mode: int, nodes: frozenset[int] = frozenset()) -> None:
+        self._check(self.kernel.set_mempolicy(self.task, mode, nodes), "set_mempolicy")
+
+    def memtest(self, name: str, addr: int) -> None:
+        # pass 0 faults the buffer in (memcpy writes only the first half; reading the second half maps the
+        # zero page); the timed passes and numa_free follow
+        touched = self.size_bytes // 2 if self.test == "memcpy" else self.size_bytes
+        if touched > 0:
+            fault = self.kernel.touch(self.task, addr, touched)
+            if fault.oom_killed or not self.task.alive:
+                raise _LibnumaExit
+        d = self.delim
+        title = f"{name}{d}{'STREAM' if self.test == 'stream' else self.test}"
+        if self.test == "stream":
+            result = d.join(f"{s}{d}n/a{d}MB/s" for s in _STREAM_NAMES)
+        else:
+            result = d.join(f"{k}{d}n/a{d}MB/s" for k in ("Avg", "Max", "Min"))
+        self.run.stdout += f"{title}{d}{result}\n" if not d.isspace() else f"{title:<42}{result}\n"
+        self.kernel.munmap(self.task, addr, self.size_bytes)
+
+    def preferred(self) -> int:
+        # numa_preferred(): the first node of a PREFERRED/PREFERRED_MANY/BIND policy, else 0
+        got = self.kernel.get_mempolicy(self.task)
+        if got.ok and got.value["mode"] in (MPOL_PREFERRED, MPOL_PREFERRED_MANY, MPOL_BIND):
+            nodes = sorted(got.value["nodemask"] or ())
+            if nodes:
+                return int(nodes[0])
+        return 0
+
+    def run_test(self, test: str, max_node: int, regression: bool) -> None:
+        self.test = test
+        out = self.run
+        if regression:
+            out.stdout += f"\nTest {test} doing 1 of {_FRACT_NODES} nodes and 1 of {_FRACT_MASKS} masks.\n"
+        every = [i for i in range(max_node + 1) if not (regression and i % _FRACT_NODES)]
+        self.memtest("memory with no policy", self.alloc())
+        self.memtest("local memory", self.alloc(MPOL_LOCAL))
+        self.memtest("memory interleaved on all nodes", self.alloc(MPOL_INTERLEAVE, self.all_nodes))
+        for i in every:
+            self.memtest(f"memory on node {i}", self.alloc(MPOL_BIND, frozenset({i})))
+        for i, mask in enumerate(range(1, 1 << (max_node + 1))):
+            if mask.bit_count() == 1 or (regression and i % _FRACT_MASKS):
+                continue
+            nodes = frozenset(k for k in range(max_node + 1) if mask >> k & 1)
+            label = "memory interleaved on" + "".join(f" {k}" for k in sorted(nodes))
+            self.memtest(label, self.alloc(MPOL_INTERLEAVE, nodes))
+        for i in every:
+            out.stdout += f"setting preferred node to {i}\n"
+            self.set_policy(MPOL_PREFERRED, frozenset({i}))
+            self.memtest("memory without policy", self.alloc())
+        self.set_policy(MPOL_INTERLEAVE, self.all_nodes)
+        self.memtest("manual interleaving to all nodes", self.alloc())
+        if max_node > 0:
+            self.set_policy(MPOL_INTERLEAVE, frozenset({0, 1}))
+            self.memtest("manual interleaving on node 0/1", self.alloc())
+            got = self.kernel.get_mempolicy(self.task, MPOL_F_NODE, want_nodemask=False)
+            out.stdout += f"current interleave node {int(got.value['mode']) if got.ok else 0}\n"
+        self.set_policy(MPOL_DEFAULT)
+        cpus_of = {n.id: n.cpus for n in self.kernel.machine.nodes}
+        for i in every:
+            oldhn = self.preferred()
+            # numa_run_on_node(): its failure (a cpu-less node) is not checked by numademo
+            self.kernel.sched_setaffinity(self.task, cpus_of.get(i, ()))
+            out.stdout += f"running on node {i}, preferred node {oldhn}\n"
+            self.memtest("local memory", self.alloc(MPOL_LOCAL))
+            self.memtest("memory interleaved on all nodes", self.alloc(MPOL_INTERLEAVE, self.all_nodes))
+            if max_node >= 1:
+                self.memtest("memory interleaved on node 0/1", self.alloc(MPOL_INTERLEAVE, frozenset({0, 1})))
+            for k in every:
+                if k == i:
+                    continue
+                self.set_policy(MPOL_BIND, frozenset({k}))
+                self.memtest(f"alloc on node {k}", self.alloc())
+                self.set_policy(MPOL_BIND, self.all_nodes)
+            self.set_policy(MPOL_LOCAL)
+            self.memtest("local allocation", self.alloc())
+            self.set_policy(MPOL_PREFERRED, frozenset({(i + 1) % (1 + max_node)}))
+            self.memtest("setting wrong preferred node", self.alloc())
+            self.set_policy(MPOL_PREFERRED, frozenset({i}))
+            self.memtest("setting correct preferred node", self.alloc())
+            self.set_policy(MPOL_LOCAL)  # numa_set_preferred(-1)
+
+
+def _numademo(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    run = ProgramRun(pids=[task.pid])
+    args = list(argv[1:])
+    delim, simple, exit_on_error, regression = " ", False, False, False
+    while args and args[0].startswith("-"):
+        opt = args.pop(0)[1:2]
+        if opt == "c":
+            delim = ","
+        elif opt == "S":
+            simple = True
+        elif opt == "e":  # numa_exit_on_error = numa_exit_on_warn = 1
+            exit_on_error = True
+        elif opt == "t":
+            regression = True
+        elif opt != "f":
+            return ProgramRun(stdout=_numademo_usage(), exit_code=1, pids=[task.pid])
+    if not args:
+        return ProgramRun(stdout=_numademo_usage(), exit_code=1, pids=[task.pid])
+    # numa_available() is 0 on every simulated machine: the numa API is always there
+    max_node = max(n.id for n in kernel.machine.nodes)  # numa_max_node()
+    run.stdout += f"{max_node + 1} nodes available\n"
+    if max_node <= 2:
+        regression = False  # "-t auto-off for small systems"
+    size = _memsize(args[0])
+    if size <= 0:
+        run.stdout += _numademo_usage()
+        run.exit_code = 1
+        return run
+    if len(args) == 1:
+        tests = ["memset", "memcpy", *(["forward", "backward"] if simple else []), "random2", "stream", "ptrchase"]
+    else:
+        tests = []
+        for name in args[1:]:
+            if name not in _NUMADEMO_TESTS:
+                run.stderr += f"unknown test `{name}'\n"
+                run.stdout += _numademo_usage()
+                run.exit_code = 1
+                return run
+            tests.append(name)
+    demo = _Numademo(kernel, task, run, size, delim, exit_on_error)
+    try:
+        for name in tests:
+            demo.run_test(name, max_node, regression)
+    except _LibnumaExit:
+        if not task.alive:
+            return _killed(run)
+        run.exit_code = 1
+    return run
+
+
 PROGRAMS = {
     "stress": _stress,
     "memhog": _memhog,
@@ -443,6 +720,9 @@ PROGRAMS = {
     "true": _true,
     "ls": _true,
     "sleep": _true,
+    "nodemap": _nodemap,
+    "move_pages": _move_pages,
+    "numademo": _numademo,
 }
 """Program name -> implementation ``(kernel, task, argv) -> ProgramRun``."""
 

@@ -15,6 +15,8 @@ import pytest
 
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, GFP_NOWAIT, Gfp
+from numasim.kernel.kernel import Kernel
+from numasim.kernel.numactl import run_numactl
 from numasim.kernel.physmem import AllocRequest, PhysicalMemory
 from numasim.kernel.zones import ZoneType
 from numasim.topology.builders import glueless
@@ -83,3 +85,101 @@ def test_nofail_interleave_targets_fall_back_per_target() -> None:
     # policy {1}: every page, whatever its target, may only use node 1
     assert (r.allocated, r.stuck) == (FREE - 4096, True)
     assert r.per_node_pages == {1: FREE - 4096}
+
+
+# --- 8.7: numactl's test programs through the virtual numactl ---------------------------------------------
+
+_DEMO_LINE = "Avg n/a MB/s Max n/a MB/s Min n/a MB/s"
+
+
+def _kernel(nodes: int) -> Kernel:
+    return Kernel(glueless(nodes, memory_bytes=1 << 30))
+
+
+def test_nodemap_prints_each_nodes_cpus_with_a_double_space() -> None:
+    k = _kernel(2)
+    run = run_numactl(k, ["nodemap"])
+    cpus = [sorted(n.cpus) for n in k.machine.nodes]
+    assert run.exit_code == 0
+    # printf("%d: ", i) then printf(" %s%d", "", k) per cpu
+    assert run.stdout == "".join(f"{i}: " + "".join(f" {c}" for c in cs) + "\n" for i, cs in enumerate(cpus))
+    assert run.stdout.startswith("0:  0 ")
+
+
+def test_move_pages_moves_round_robin_and_reports_enoent_for_the_untouched_page() -> None:
+    run = run_numactl(_kernel(4), ["--cpunodebind=0", "move_pages", "6"])
+    assert run.exit_code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:4] == ["move_pages() test ......", "pages=6 (6)", "", "Moving pages to start node ..."]
+    query = [ln.rsplit("node=", 1)[1] for ln in lines[4:10]]
+    assert query == ["0", "0", "-2", "0", "0", "0"]  # first touch from node 0; page 2 never touched: -ENOENT
+    assert lines[4].split()[2].startswith("vaddr=0x")  # %p, then %lx without 0x below
+    assert lines[11] == "Moving pages to target nodes ..."
+    moved = [ln.rsplit("node=", 1)[1] for ln in lines[12:18]]
+    assert moved == ["0", "1", "-2", "3", "0", "1"]
+    assert not lines[12].split()[2].startswith("vaddr=0x")
+    assert lines[-1] == "Test successful."
+
+
+def test_move_pages_default_count_and_skip_on_one_node() -> None:
+    run = run_numactl(_kernel(2), ["move_pages"])
+    assert run.exit_code == 0 and "pages=32 ((null))" in run.stdout
+    assert run.stdout.count("node=-2") == 2  # page 2, in both lists
+    one = run_numactl(Kernel(glueless(1, memory_bytes=1 << 30)), ["move_pages"])
+    assert (one.exit_code, one.stdout) == (77, "A minimum of 2 nodes is required for this test.\n")
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_numademo_t_e_runs_clean(nodes: int) -> None:
+    run = run_numactl(_kernel(nodes), ["numademo", "-t", "-e", "1M"])
+    assert run.exit_code == 0 and run.stderr == ""
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"{nodes} nodes available"
+    tests = ("memset", "memcpy", "random2", "ptrchase")
+    per_test = {t: [ln for ln in lines if ln.split(" Avg ")[0].rstrip().endswith(f" {t}")] for t in tests}
+    stream = [ln for ln in lines if " STREAM" in ln]
+    if nodes == 2:  # -t switches itself off up to 3 nodes: all nodes, the one 2-node mask
+        # 3 + 2 nodes + 1 mask + 2 preferred + 2 manual + per node (3 + 1 bind + 3) = 24 tests
+        expected = 24
+        assert "Test memset doing" not in run.stdout
+        assert any(ln.startswith("memory interleaved on 0 1 memset") for ln in lines)
+        assert any(ln.startswith("alloc on node 1 memset") for ln in lines)
+    else:  # -t: node 0 only, and no mask of 1..15 is the 32nd: 3 + 1 + 1 + 2 + (3 + 0 + 3) = 13
+        expected = 13
+        assert "\nTest memset doing 1 of 8 nodes and 1 of 32 masks.\n" in run.stdout
+        assert not any(ln.startswith("memory interleaved on 0 1 ") for ln in lines)
+    assert all(len(v) == expected for v in per_test.values()), {t: len(v) for t, v in per_test.items()}
+    assert len(stream) == expected
+    assert all(ln.endswith(_DEMO_LINE) and ln[42:] == _DEMO_LINE for ln in per_test["memset"])
+    assert "running on node 0, preferred node 0" in lines
+    assert "current interleave node" in run.stdout
+
+
+def test_numademo_places_pages_where_each_policy_says() -> None:
+    k = _kernel(2)
+    before = [k.numastat(n)["numa_hit"] for n in (0, 1)]
+    run = run_numactl(k, ["numademo", "1M", "memset"])
+    assert run.exit_code == 0
+    after = [k.numastat(n)["numa_hit"] for n in (0, 1)]
+    assert after[1] - before[1] >= 256 * 5  # node 1 gets a 1 MiB buffer from several tests
+    csv = run_numactl(k, ["numademo", "-c", "1M", "memset"])
+    assert "memory on node 1,memset,Avg,n/a,MB/s,Max,n/a,MB/s,Min,n/a,MB/s" in csv.stdout.splitlines()
+
+
+def test_numademo_usage_unknown_test_and_e_on_a_memoryless_node() -> None:
+    k = _kernel(2)
+    assert run_numactl(k, ["numademo"]).exit_code == 1
+    bad = run_numactl(k, ["numademo", "1M", "nosuch"])
+    assert bad.exit_code == 1 and "unknown test `nosuch'" in bad.stderr
+    assert "valid tests: memset memcpy forward backward stream random2 ptrchase" in bad.stdout
+    # numa_alloc_onnode() on a memoryless node: mbind(MPOL_BIND, {2}) is EINVAL; -e makes numa_error() exit(1)
+    m = glueless(3, memory_bytes=1 << 30)
+    m = m.model_copy(update={"nodes": [n.model_copy(update={"memory_bytes": 0}) if n.id == 2 else n for n in m.nodes]})
+    k3 = Kernel(m)
+    strict = run_numactl(k3, ["numademo", "-e", "1M", "memset"])
+    assert (strict.exit_code, strict.stderr) == (1, "mbind: Invalid argument\n")
+    assert strict.stdout.splitlines()[-1].startswith("memory on node 1 memset")
+    loose = run_numactl(k3, ["numademo", "1M", "memset"])
+    assert loose.exit_code == 0 and "mbind: Invalid argument" in loose.stderr
+    # nodemap counts memory nodes (numa_num_configured_nodes): node 2 is not listed
+    assert run_numactl(k3, ["nodemap"]).stdout.splitlines()[-1].startswith("1: ")
