@@ -50,10 +50,10 @@ class Block:
     """Line requests of one agent, in program order (parallel arrays)."""
 
     line: np.ndarray  # uint64
-    target: np.ndarray  # int64 node index
-    is_write: np.ndarray  # int64 0/1
-    size_bytes: np.ndarray  # int64 program bytes (on the first line of an access)
-    compute_ns: np.ndarray  # float64
+    target: np.ndarray  # int16 node index
+    is_write: np.ndarray  # bool
+    size_bytes: np.ndarray  # int32 program bytes (on the first line of an access)
+    compute_ns: np.ndarray  # float32 or float64, as the chunk gave it (widened exactly where used)
     prefetched: np.ndarray  # bool
     level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
 
@@ -126,7 +126,8 @@ class Feeder:
         self._it: Iterator[AccessChunk] = iter(chunks)
         self.agents = agents
         self.pages = pages
-        self.node_index = node_index
+        # Node index of each node id, narrowed (small per-request arrays move less memory).
+        self.node_index = node_index.astype(np.int16)
         self.node_ids = node_ids
         thread_agents = [a for a in agents if a.thread_id is not None]
         ids = np.array([a.thread_id for a in thread_agents], dtype=np.int64)
@@ -190,9 +191,11 @@ class Feeder:
                 )
             agent = self._tid_agent[pos]
         addr = np.asarray(chunk.address, dtype=np.uint64)
-        size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int64), 1)
-        compute = np.asarray(chunk.compute_ns, dtype=np.float64)
-        is_write = np.asarray(chunk.is_write, dtype=bool).astype(np.int64)
+        size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int32), 1)
+        compute = np.asarray(chunk.compute_ns)
+        if compute.dtype != np.float32:
+            compute = compute.astype(np.float64, copy=False)
+        is_write = np.asarray(chunk.is_write, dtype=bool)
         node = self.pages.lookup(addr)  # names the first unmapped address
         first = addr >> _LINE_SHIFT
         if ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
@@ -265,12 +268,12 @@ class Feeder:
         if (target < 0).any():
             raise WorkloadError(f"DeviceTransfer at {address:#x}: pages on a node without memory")
         n = len(lines)
-        size = np.full(n, LINE_BYTES, dtype=np.int64)
+        size = np.full(n, LINE_BYTES, dtype=np.int32)
         size[-1] = size_bytes - LINE_BYTES * (n - 1)
         return Block(
             lines,
-            target.astype(np.int64),
-            np.full(n, int(is_write), dtype=np.int64),
+            target,
+            np.full(n, is_write, dtype=bool),
             size,
             np.zeros(n),
             np.zeros(n, dtype=bool),
