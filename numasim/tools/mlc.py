@@ -12,9 +12,10 @@ What mlc does, and the simulated counterpart (buffers are allocated on a node wi
 * peak injection bandwidth: every allowed cpu reads (and writes, by the mix) memory of its own node; the
   mixes ``ALL Reads``, ``3:1``, ``2:1``, ``1:1`` reads:writes and ``Stream-triad like`` (2 reads : 1 write).
 * loaded latency: one latency thread on the first cpu chases its node's memory while every other cpu reads
-  its node's memory with a delay of ``D`` core cycles between accesses (``D`` from mlc's list); the latency
-  thread's mean latency and the system bandwidth per delay. Cycles become ns with :data:`CORE_GHZ` (the
-  machine files carry no clock).
+  its node's memory (read-only traffic, mlc's default), :data:`LOAD_LINES_PER_DELAY` lines per ``D`` core
+  cycles plus :data:`LOAD_ISSUE_NS` (``D`` from mlc's list), never more than the node's controller reads;
+  the latency thread's mean latency and the system bandwidth (all threads) per delay. Cycles become ns with
+  :data:`CORE_GHZ` (the machine files carry no clock).
 
 Only a window of each thread's accesses is simulated (:data:`LATENCY_LOADS`, :data:`BANDWIDTH_LINES`); a
 deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as it writes it (tabs).
@@ -43,6 +44,8 @@ __all__ = [
     "INJECT_DELAYS",
     "MIXES",
     "CORE_GHZ",
+    "LOAD_LINES_PER_DELAY",
+    "LOAD_ISSUE_NS",
     "LATENCY_LOADS",
     "BANDWIDTH_LINES",
     "LATENCY_BUFFER_BYTES",
@@ -56,6 +59,13 @@ MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1
 """Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element)."""
 CORE_GHZ = 2.5
 """Cycles per ns used to turn an injection delay into time (an assumption: machine files carry no clock)."""
+LOAD_LINES_PER_DELAY = 2
+"""Cache lines one mlc load thread reads per injection-delay period. Fitted to mlc's own loaded-latency
+tables (``shared/data/mlc``): at large delays the load bandwidth is ``threads x 128 B x f / D`` on both the
+E5-2680 v2 (39 load threads, 2.8 GHz) and the Platinum 8180 (111 threads, 2.5 GHz)."""
+LOAD_ISSUE_NS = 20.0
+"""Fixed time per load-thread period besides the delay (ns): the loop and the reads' issue. The same tables
+put it at ~22 ns (E5-2680 v2, delays 100-1000) and ~10-25 ns (8180)."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
 LATENCY_BUFFER_BYTES = 200 * 1000 * 1000
@@ -146,11 +156,14 @@ def _stream_threads(
     mem_of: Sequence[int],
     reads_per_write: int,
     lines: int,
-    compute_ns: float = 0.0,
+    compute_ns: float | Sequence[float] = 0.0,
     extra: tuple[ThreadSpec, AccessChunk] | None = None,
     extra_vmas: Sequence[_Buf] = (),
+    lines_of: Sequence[int] | None = None,
 ) -> tuple[float, list]:
-    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]``; returns (MB/s, records)."""
+    """Each cpu streams ``lines`` lines (``lines_of[k]`` if given, at most ``lines``) of its own slice of a
+    buffer on ``mem_of[k]``, with ``compute_ns`` (or ``compute_ns[k]``) between accesses; returns (MB/s,
+    records)."""
     by_node: dict[int, list[int]] = {}
     for k, mem in enumerate(mem_of):
         by_node.setdefault(mem, []).append(k)
@@ -170,8 +183,10 @@ def _stream_threads(
     for k, cpu in enumerate(cpus):
         rstart, wstart = slices[k]
         reads = np.uint64(rstart) + step
+        if lines_of is not None:
+            reads = reads[: lines_of[k]]
         if reads_per_write == 0:
-            addr, wr = reads, np.zeros(lines, dtype=bool)
+            addr, wr = reads, np.zeros(len(reads), dtype=bool)
         else:
             rpw = 2 if reads_per_write == -2 else reads_per_write
             # rpw reads then one write: the write stream advances once per rpw reads
@@ -183,7 +198,8 @@ def _stream_threads(
             wr[:, -1] = True
             wr = wr.ravel()
         specs.append(ThreadSpec(k, cpu=cpu))
-        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=compute_ns))
+        gap = compute_ns if isinstance(compute_ns, (int, float)) else compute_ns[k]
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=gap))
     if extra is not None:
         specs.append(extra[0])
         chunks.append(extra[1])
@@ -218,32 +234,54 @@ def _peak(ctx: ToolContext) -> dict[str, float]:
     return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES)[0] for label, rpw in MIXES}
 
 
+def _load_gap_ns(delay_cycles: int) -> float:
+    """Time between two line reads of one load thread at injection delay ``delay_cycles`` (ns, unsaturated)."""
+    return (delay_cycles / CORE_GHZ + LOAD_ISSUE_NS) / LOAD_LINES_PER_DELAY
+
+
 def _loaded(ctx: ToolContext, delays: Sequence[int]) -> list[tuple[int, float, float]]:
+    """mlc's loaded-latency table; see :data:`LOAD_LINES_PER_DELAY` for how a delay becomes offered load.
+
+    Every load thread reads its own node's memory at one line per :func:`_load_gap_ns`; where that offers a
+    memory node more than its controller's read bandwidth, the threads on it are slowed to exactly that
+    bandwidth, as the hardware's back-pressure does (mlc's rows at small delays all report the peak read
+    bandwidth). This is the load :func:`numasim.calibrate.replay.replay_loaded_latency` offers when
+    ``numasim validate`` replays a measured row, so the two agree at equal bandwidth.
+    """
     cpus = ctx.cpus()
     lat_cpu, load_cpus = cpus[0], cpus[1:]
     rng = np.random.default_rng(ctx.seed)
-    lat_buf = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, _local_mem(ctx, lat_cpu))
+    lat_node = _local_mem(ctx, lat_cpu)
+    lat_buf = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, lat_node)
     chase = _chase(rng, lat_buf, LATENCY_LOADS // 4)
     lat_id = len(load_cpus)
+    load_mems = [_local_mem(ctx, c) for c in load_cpus]
+    per_node = {n: load_mems.count(n) for n in set(load_mems)}
+    # the chase must run loaded from start to end: 4x its idle latency covers the saturated rows
+    duration_ns = len(chase) * ctx.calibration.controller(lat_node).latency_ns * 4.0
     rows = []
     for d in delays:
-        delay_ns = d / CORE_GHZ
-        if not load_cpus:
-            bw = 0.0
         spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True)
         chunk = AccessChunk.build(chase, thread=lat_id)
+        bw = 0.0
         if load_cpus:
-            # enough loads to cover the chase (~ loads x idle latency), never fewer than a few hundred
-            est = len(chase) * 150.0
-            lines = int(min(8192, max(256, est / max(delay_ns, 4.0))))
-            bw, recs = _stream_threads(ctx, load_cpus, [_local_mem(ctx, c) for c in load_cpus], 0, lines,
-                                       compute_ns=delay_ns, extra=(spec, chunk), extra_vmas=[lat_buf])
+            gap_ns = _load_gap_ns(d)
+            # a node whose threads together would exceed its controller's read bandwidth gets exactly that
+            gaps = {n: max(gap_ns, k * 64.0 / ctx.calibration.controller(n).read_bandwidth_gb_s)
+                    for n, k in per_node.items()}
+            gap_of = [gaps[n] for n in load_mems]
+            lines_of = [max(16, int(duration_ns / g) + 1) for g in gap_of]
+            bw, recs = _stream_threads(ctx, load_cpus, load_mems, 0, max(lines_of), compute_ns=gap_of,
+                                       extra=(spec, chunk), extra_vmas=[lat_buf], lines_of=lines_of)
         else:
             r = simulate(ctx.machine, ctx.calibration, [spec], [chunk], _pages([lat_buf]), seed=ctx.seed,
                          record_latencies=False)
             recs = r.threads
         lat_rec = next(t for t in recs if t.thread_id == lat_id)
-        rows.append((d, (lat_rec.finish_ns - lat_rec.start_ns) / len(chase), bw))
+        chase_ns = lat_rec.finish_ns - lat_rec.start_ns
+        # mlc's bandwidth column counts every thread's traffic, the latency thread's included
+        bw += len(chase) * 64 / chase_ns * 1e3
+        rows.append((d, chase_ns / len(chase), bw))
     _free(ctx, [lat_buf])
     return rows
 
