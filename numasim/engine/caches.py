@@ -219,16 +219,19 @@ def estimate_levels(
     m = len(all_lines)
     head = m - n
     shift = max(1, int(m).bit_length())
+    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
     if m and int(all_lines.max()) < (1 << (63 - shift)):
         key = np.sort((all_lines << np.uint64(shift)) | np.arange(m, dtype=np.uint64))
-        order = (key & np.uint64((1 << shift) - 1)).astype(np.int64)
-        sorted_lines = key >> np.uint64(shift)
+        low = np.uint64((1 << shift) - 1)
+        # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
+        pair = np.flatnonzero((key[1:] ^ key[:-1]) <= low)
+        cur = (key[pair + 1] & low).astype(np.int64)
+        prv = (key[pair] & low).astype(np.int64)
     else:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
-    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
-    pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
-    cur, prv = order[pair + 1], order[pair]
+        pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
+        cur, prv = order[pair + 1], order[pair]
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
     n_agents = agent_instance.shape[1]

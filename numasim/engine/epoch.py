@@ -145,7 +145,12 @@ class EpochEngine:
         pf = np.concatenate([b.prefetched for b in blocks])
         hit = level < self.n_levels
         compute = np.concatenate([b.compute_ns for b in blocks])
-        rc = self.ms.route_class(self.initiator[agent], target, is_write)
+        # route class (initiator * n_nodes + target) * 2 + is_write, the initiator's part once per agent
+        init_part = self.initiator[ids] * (self.ms.n_nodes * 2)
+        rc = target.astype(np.int64)
+        rc *= 2
+        rc += is_write
+        rc += np.repeat(init_part, lens)
         w = _Window(
             agent=agent,
             seg_start=np.r_[0, np.cumsum(lens)[:-1]],
