@@ -1,7 +1,8 @@
 """Virtual linux-rdma perftest ``ib_send_lat`` / ``ib_send_bw`` from a NIC of the machine (source article 000).
 
 The real tests register a send and a receive buffer (``ibv_reg_mr`` pins them: their pages are faulted in by
-the process, under its memory policy, from its cpu), then time messages of 2 .. 8 MiB bytes (``-a``):
+the process, under its memory policy, from its cpu), then time messages of 2 .. 8 MiB bytes (``-a``), else of
+``-s`` bytes (perftest's defaults: 2 for ``ib_send_lat``, 65536 for ``ib_send_bw``):
 
 * ``ib_send_lat``: ping-pong, one message in flight (TX depth 1); ``t_typical`` is half a round trip.
   Simulated: the NIC's DMA *read* of the message from the send buffer and its DMA *write* into the receive
@@ -24,10 +25,13 @@ from numasim.engine import DeviceTransfer, simulate
 from numasim.tools.context import ToolContext, map_buffer, page_map
 from numasim.units import parse_size
 
-__all__ = ["PerftestModel", "PerftestResult", "PerftestUsageError", "ib_send", "format_perftest", "RULE"]
+__all__ = ["PerftestModel", "PerftestResult", "PerftestUsageError", "ib_send", "format_perftest", "RULE",
+           "DEFAULT_SIZE_BYTES"]
 
 RULE = "-" * 87
 _MAX_A = 1 << 23
+DEFAULT_SIZE_BYTES = {"ib_send_lat": 2, "ib_send_bw": 65536}
+"""perftest's default ``--size`` per test (perftest's ``DEF_SIZE_LAT`` and ``DEF_SIZE_BW``)."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,14 @@ class PerftestArgs:
     device: str | None = None
     all_sizes: bool = False
     size: int = 2
+    """Message size; :data:`DEFAULT_SIZE_BYTES` of the test unless ``-s`` is given."""
     iterations: int = 1000
     gbits: bool = False
     host: str | None = None
 
 
 def parse_perftest_args(test: str, argv: Sequence[str]) -> PerftestArgs:
-    a = PerftestArgs(test)
+    a = PerftestArgs(test, size=DEFAULT_SIZE_BYTES.get(test, 2))
     i = 0
     args = list(argv)
     while i < len(args):

@@ -54,3 +54,17 @@ def test_stride_table_layout_and_tail(seed003) -> None:
     assert rows[0]["s64"][0] == pytest.approx(1.25, abs=0.05)  # in L1: the loop itself
     assert rows[1]["s64"][1] > 1.3 * rows[0]["s64"][1]  # remote misses cost the longer route
     assert rows[0]["s1"][1] < 2.0  # one miss per 16 ints, prefetched
+
+
+def test_perftest_default_sizes_are_perftests(seed000) -> None:
+    m, cal = seed000
+    lat = ib_send(tool_context(m, cal), "ib_send_lat", ["-d", "mlx5_2"])
+    assert lat.size_bytes == [2]
+    bw = {mem: ib_send(tool_context(m, cal, membind=[mem]), "ib_send_bw", ["-d", "mlx5_2", "--report_gbits"])
+          for mem in (0, 1)}
+    assert bw[0].size_bytes == bw[1].size_bytes == [65536]
+    (table,) = parse_perftest_text("$ ib_send_bw\n" + format_perftest(bw[0])).tables
+    assert table.size_bytes.tolist() == [65536]
+    # 64 KiB is past the NIC's message-rate limit: the DMA read from node 1 is slower than from the NIC's node
+    assert bw[0].bandwidth_gbit_s[0] > 1.2 * bw[1].bandwidth_gbit_s[0]
+    assert ib_send(tool_context(m, cal), "ib_send_bw", ["-s", "2"]).size_bytes == [2]
