@@ -292,5 +292,7 @@ def estimate_levels(
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
-    new_state = EpochCacheState(all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent])
+    new_state = EpochCacheState(
+        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent]
+    )
     return level[head:], new_state

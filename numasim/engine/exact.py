@@ -183,7 +183,11 @@ class ExactEngine:
             lat_out: list[float] = []
             lvl_out: list[int] = []
             for line, c, compute, pf in zip(
-                block.line.tolist(), classes, block.compute_ns.tolist(), block.prefetched.tolist(), strict=True
+                block.line.tolist(),
+                classes,
+                block.compute_ns.tolist(),
+                block.prefetched.tolist(),
+                strict=True,
             ):
                 ready = (last_done if dependent else last_issue) + compute
                 if len(inflight) >= mlp:
