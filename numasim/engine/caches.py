@@ -221,7 +221,9 @@ def estimate_levels(
     shift = max(1, int(m).bit_length())
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
     if m and int(all_lines.max()) < (1 << (63 - shift)):
-        key = np.sort((all_lines << np.uint64(shift)) | np.arange(m, dtype=np.uint64))
+        key = all_lines << np.uint64(shift)
+        key |= np.arange(m, dtype=np.uint64)
+        key.sort()  # in place: no second copy of the keys
         low = np.uint64((1 << shift) - 1)
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
         pair = np.flatnonzero((key[1:] ^ key[:-1]) <= low)
