@@ -19,10 +19,11 @@ __all__ = ["resolve_calibration", "calibration_candidates", "how_to_calibrate"]
 
 
 def how_to_calibrate(machine: Machine) -> str:
+    """The end of every "no calibration" message: how to make one, or how to time nominally on purpose."""
     return (
         f"calibrate it from measurements: `numasim calibrate --machine {machine.name} mlc.txt -o "
         f"{machine.name}.cal.json`, then add `calibration = \"{machine.name}.cal.json\"` to the machine file "
-        "or pass --calibration"
+        "or pass --calibration; or pass --nominal to time it with the machine file's nominal numbers on purpose"
     )
 
 

@@ -81,7 +81,11 @@ def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:
 
 @topo_app.command("list")
 def list_cmd() -> None:
-    """One line per shipped machine: name, nodes, cpus, memory, source."""
+    """One line per shipped machine: name, nodes, cpus, memory, calibration, source.
+
+    The calibration column is the calibration file the machine names (with "(missing)" when it is not there),
+    or "uncalibrated": such a machine is timed only with --calibration or, on purpose, --nominal.
+    """
     from numasim.topology.library import list_shipped
 
     items = list_shipped()
@@ -89,9 +93,16 @@ def list_cmd() -> None:
         typer.echo("no shipped machines found", err=True)
         raise typer.Exit(1)
     width = max(len(s.name) for s in items)
-    for s in items:
+    cals = [
+        (s.calibration if s.calibration_exists else f"{s.calibration} (missing)") if s.calibration
+        else "uncalibrated"
+        for s in items
+    ]
+    cal_width = max(len(c) for c in cals)
+    for s, cal in zip(items, cals, strict=True):
         typer.echo(
-            f"{s.name:<{width}}  {s.nodes:>3} nodes  {s.cpus:>4} cpus  {format_size(s.memory_bytes):>10}  {s.source}"
+            f"{s.name:<{width}}  {s.nodes:>3} nodes  {s.cpus:>4} cpus  {format_size(s.memory_bytes):>10}  "
+            f"{cal:<{cal_width}}  {s.source}"
         )
 
 

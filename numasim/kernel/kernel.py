@@ -13,6 +13,12 @@ range), else the VMA's kernel policy (``mbind``), else a plug-in attached to the
 Threads (:meth:`Kernel.spawn_thread`) share the address space but each has its own policy and cpu. Shared
 memory (``shmget``/``shmat``, ``mmap(kind="shmem")``) keeps its policy in the object, as the kernel does.
 
+``mmap`` applies the default overcommit heuristic (``vm.overcommit_memory = 0``, ``__vm_enough_memory`` in
+``mm/util.c``): a single mapping larger than total RAM + swap fails with ENOMEM, raised as
+:class:`MmapError` (a :class:`~numasim.errors.WorkloadError` carrying ``errno = "ENOMEM"`` and the sizes), so
+callers that do not handle it still end in one clear error line. Smaller mappings always succeed; running out
+of memory is then the OOM killer's business at fault time, as in Linux.
+
 Not modelled (documented simplifications): transparent huge pages (every fault is order 0, so THP's
 ``__GFP_THISNODE`` first try and 2 MiB interleave granularity are absent), THP alignment of large anonymous
 mappings, per-page map counts (every page of a segment mapped by several processes counts as shared), swap
@@ -69,7 +75,25 @@ if TYPE_CHECKING:
     from numasim.kernel.config import KernelConfig
     from numasim.topology.model import Machine
 
-__all__ = ["Kernel", "Placed", "OomKill"]
+__all__ = ["Kernel", "Placed", "OomKill", "MmapError"]
+
+
+class MmapError(WorkloadError):
+    """``mmap`` failed (ENOMEM: the mapping is larger than the overcommit heuristic allows).
+
+    Attributes
+    ----------
+    errno : str
+        The errno name (``"ENOMEM"``).
+    length_bytes, limit_bytes : int
+        The requested length and the most the heuristic allows (total RAM + swap; no swap is modelled).
+    """
+
+    def __init__(self, message: str, *, errno: str, length_bytes: int, limit_bytes: int) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.length_bytes = length_bytes
+        self.limit_bytes = limit_bytes
 
 
 @dataclass(frozen=True)
@@ -295,10 +319,23 @@ class Kernel:
 
         ``addr=None`` picks an address top-down like the kernel (``tag="heap"`` grows the brk heap instead,
         ``tag="stack"`` goes below the stack top). ``kind="shmem"`` is MAP_SHARED|MAP_ANONYMOUS.
+
+        Raises
+        ------
+        MmapError
+            ENOMEM when ``length`` exceeds total RAM + swap (the ``vm.overcommit_memory = 0`` heuristic; every
+            simulated mapping is treated as accounted, i.e. writable private or shared anonymous).
         """
         if length <= 0:
             raise WorkloadError(f"mmap length must be positive, got {length}")
         size = (length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+        limit_bytes = self.totalram_pages() * PAGE_SIZE  # + total_swap_pages, which is 0: swap is not modelled
+        if size > limit_bytes:
+            raise MmapError(
+                f"mmap of {length} bytes: Cannot allocate memory (ENOMEM): larger than total RAM + swap "
+                f"({limit_bytes} bytes), which vm.overcommit_memory = 0 refuses",
+                errno="ENOMEM", length_bytes=length, limit_bytes=limit_bytes,
+            )
         mm = task.mm
         if addr is None:
             if tag == "heap":
@@ -421,6 +458,10 @@ class Kernel:
         for nid in self.machine.node_ids:
             out[nid] = int(self.pm.free_pages(nid))
         return out
+
+    def totalram_pages(self) -> int:
+        """``totalram_pages()``: pages the allocator manages on all nodes (the overcommit heuristic's RAM)."""
+        return int(sum(int(self.pm.managed_pages(nid)) for nid in self.machine.node_ids))
 
     def total_pages_per_node(self) -> np.ndarray:
         out = np.zeros(self.nr_node_ids, dtype=np.int64)

@@ -38,6 +38,10 @@ class ShippedMachine:
     memory_bytes: int
     source: str
     """First line of the machine's ``source`` field (provenance)."""
+    calibration: str = ""
+    """The calibration file the machine names (``calibration = "..."``), ``""`` if it names none."""
+    calibration_exists: bool = False
+    """Whether that file is next to the machine file (where :mod:`numasim.calibrate.resolve` looks first)."""
 
 
 def shipped_dir() -> Path:
@@ -74,7 +78,12 @@ def _summary(path: Path) -> ShippedMachine:
         mem = node.get("memory_bytes", 0)
         memory += mem if isinstance(mem, int) else 0
     source = str(data.get("source", "")).strip().splitlines()
-    return ShippedMachine(path.stem, path, len(nodes), cpus, memory, source[0] if source else "")
+    cal = data.get("calibration")
+    cal_name = cal if isinstance(cal, str) else ""
+    cal_exists = bool(cal_name) and (path.parent / cal_name).is_file()
+    return ShippedMachine(
+        path.stem, path, len(nodes), cpus, memory, source[0] if source else "", cal_name, cal_exists
+    )
 
 
 def list_shipped() -> list[ShippedMachine]:

@@ -22,10 +22,10 @@ from numasim.engine.pagemap import PageMap
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import PolicyError, WorkloadError
 from numasim.kernel import mempolicy as mp
-from numasim.kernel.kernel import Kernel
+from numasim.kernel.kernel import Kernel, MmapError
 from numasim.kernel.task import Task
 from numasim.topology.model import Machine
-from numasim.units import PAGE_SIZE_BYTES
+from numasim.units import PAGE_SIZE_BYTES, format_size
 from numasim.workload.access import AccessChunk
 from numasim.workload.generate import generate, phase_accesses
 from numasim.workload.layout import layout
@@ -211,7 +211,14 @@ def place_workload(
             if workload.malloc_phase(a.name) != boundary:
                 continue
             r = regions[a.name]
-            kernel.mmap(task, r.size_bytes, addr=r.base)
+            try:
+                kernel.mmap(task, r.size_bytes, addr=r.base)
+            except MmapError as exc:
+                raise WorkloadError(
+                    f"allocations[{a.name}]: size_bytes = {a.size_bytes} ({format_size(a.size_bytes)}) is larger "
+                    f"than the machine's memory ({exc.limit_bytes} bytes = {format_size(exc.limit_bytes)}; mmap fails "
+                    f"with {exc.errno}, as with vm.overcommit_memory = 0)"
+                ) from None
             spec = a.policy_spec
             if spec.mode != "default":
                 mode, mask = _mode_args(spec)
@@ -273,7 +280,14 @@ def place_trace(
         gaps = np.flatnonzero(np.diff(pages.astype(np.int64)) > TRACE_GAP_PAGES) + 1
         for lo, hi in zip(np.r_[0, gaps], np.r_[gaps, len(pages)], strict=True):
             start = int(pages[lo]) * PAGE_SIZE_BYTES
-            kernel.mmap(task, (int(pages[hi - 1]) - int(pages[lo]) + 1) * PAGE_SIZE_BYTES, addr=start)
+            length = (int(pages[hi - 1]) - int(pages[lo]) + 1) * PAGE_SIZE_BYTES
+            try:
+                kernel.mmap(task, length, addr=start)
+            except MmapError as exc:
+                raise WorkloadError(
+                    f"trace: the pages touched from {start:#x} span {length} bytes, more than the machine's memory "
+                    f"({exc.limit_bytes} bytes; mmap fails with {exc.errno}, as with vm.overcommit_memory = 0)"
+                ) from None
     _touch_runs(kernel, task, pages, first, lambda t: thread_cpu[t])
     if not task.alive:
         raise WorkloadError(f"trace: the OOM killer killed the process placing {len(pages)} pages")

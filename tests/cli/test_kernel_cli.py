@@ -83,7 +83,7 @@ def test_numactl_errors_are_numactls_not_tracebacks(small: str, capsys: pytest.C
 
 
 def test_numactl_oom_is_reported(small: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["numactl", "--machine", small, "-m", "0", "memhog", "1G"]) == 137
+    assert main(["numactl", "--machine", small, "-m", "0", "memhog", "384M"]) == 137  # > node 0, < RAM (1G: ENOMEM)
     assert "Killed" in capsys.readouterr().err
 
 
