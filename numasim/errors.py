@@ -14,6 +14,7 @@ __all__ = [
     "CalibrationError",
     "TraceError",
     "WorkloadError",
+    "OutputError",
 ]
 
 
@@ -76,3 +77,10 @@ class TraceError(FormatError):
 
 class WorkloadError(NumasimError, ValueError):
     """A workload specification is invalid."""
+
+
+class OutputError(NumasimError, OSError):
+    """An output file or directory cannot be written (a parent is a file, permission denied, ...).
+
+    The message names the path the user asked for (never an internal temporary file) and the cause.
+    """

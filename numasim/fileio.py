@@ -3,22 +3,122 @@
 Everything numasim writes (machine files, calibrations, results, traces, figures) goes through
 :func:`atomic_path`: the data is written to a temporary file beside the target, which is renamed onto the target
 only when writing finished without an error (``os.replace`` is atomic on one filesystem).
+
+A destination that cannot be written (a parent is a regular file, a read-only or permission-denied directory)
+raises :class:`~numasim.errors.OutputError` naming the path the user asked for and the cause;
+:func:`check_output_path` performs the same check up front, so a command can refuse before doing any work.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes"]
+from numasim.errors import OutputError
+
+__all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes", "check_output_path", "output_error"]
+
+
+def _umask() -> int:
+    # There is no way to read the umask without setting it; restore it at once.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` (or ``path`` itself) that exists (symlinks followed)."""
+    p = path
+    while not p.exists() and not p.is_symlink():
+        if p.parent == p:
+            break
+        p = p.parent
+    return p
+
+
+def _cause(target: Path, is_dir: bool) -> str | None:
+    """Why ``target`` cannot be written, or None when it looks writable."""
+    anc = _existing_ancestor(target)
+    if anc == target:
+        if is_dir:
+            if not target.is_dir():
+                return f"{target} exists and is not a directory"
+            if not os.access(target, os.W_OK | os.X_OK):
+                return f"permission denied: cannot write into directory {target}"
+            return None
+        if target.is_dir():
+            return f"{target} is a directory"
+        parent = target.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"permission denied: cannot write into directory {parent}"
+        return None
+    if not anc.is_dir():
+        return f"{anc} is not a directory"
+    if not os.access(anc, os.W_OK | os.X_OK):
+        return f"permission denied: cannot create anything in directory {anc}"
+    return None
+
+
+def output_error(path: str | Path, exc: OSError | None = None, *, is_dir: bool = False) -> OutputError:
+    """An :class:`OutputError` for ``path`` naming the real cause (found on disk, else from ``exc``)."""
+    target = Path(path)
+    cause = _cause(target, is_dir)
+    if cause is None and exc is not None:
+        code = exc.errno
+        if code in (errno.EACCES, errno.EPERM):
+            cause = "permission denied"
+        elif code == errno.ENOTDIR:
+            cause = "a parent is not a directory"
+        elif code == errno.ENOENT:
+            cause = f"cannot create files in directory {_existing_ancestor(target.parent)} ({exc.strerror})"
+        else:
+            cause = exc.strerror or type(exc).__name__
+    return OutputError(f"cannot write {target}: {cause or 'unknown cause'}")
+
+
+def check_output_path(path: str | Path, is_dir: bool = False) -> None:
+    """Raise :class:`OutputError` if ``path`` (a file, or a directory with ``is_dir``) surely cannot be written.
+
+    Cheap: it looks at the nearest existing ancestor and creates (and removes at once) one empty temporary
+    file there, which also catches directories that refuse files even to root (``/proc``, read-only mounts).
+    Use it before expensive work.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> check_output_path(d / "new" / "out.json")
+    >>> _ = (d / "afile").write_text("")
+    >>> check_output_path(d / "afile" / "out.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    numasim.errors.OutputError: cannot write .../afile/out.json: .../afile is not a directory
+    """
+    target = Path(path)
+    cause = _cause(target, is_dir)
+    if cause is not None:
+        raise OutputError(f"cannot write {target}: {cause}")
+    probe_dir = _existing_ancestor(target if is_dir else target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".numasim-check.", suffix=".tmp", dir=probe_dir)
+    except OSError as exc:
+        raise OutputError(f"cannot write {target}: cannot create files in directory {probe_dir} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path``; renamed onto ``path`` only if the block finishes without an error.
+
+    The file gets the mode a plain ``open(path, "w")`` would give: the existing file's mode, or
+    ``0o666 & ~umask`` for a new file (not ``mkstemp``'s 0600). A destination that cannot be written raises
+    :class:`~numasim.errors.OutputError` naming ``path`` and the cause.
 
     Examples
     --------
@@ -30,12 +130,24 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     'done'
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise output_error(target, exc) from None
     try:
         yield Path(tmp)
-        os.replace(tmp, target)
+        try:
+            st = os.stat(target)
+            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
+        except OSError:
+            mode = 0o666 & ~_umask()
+        try:
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise output_error(target, exc) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

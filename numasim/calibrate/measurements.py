@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
+from numasim.calibrate.parsers.hmat import looks_like_hmat
 from numasim.errors import FormatError
 
 __all__ = ["Measurement", "load_measurements", "sha256_of"]
+
+_NODE_DIR_RE = re.compile(r"node\d+")
 
 
 def sha256_of(path: Path) -> str:
@@ -48,6 +52,17 @@ def _detectable(path: Path) -> bool:
     return True
 
 
+def _sysfs_trees(root: Path) -> list[Path]:
+    """Directories under ``root`` that are copied ``/sys/devices/system/node`` trees (outermost only)."""
+    trees: list[Path] = []
+    for d in sorted(x for x in root.rglob("*") if x.is_dir()):
+        if any(t in d.parents for t in trees):
+            continue
+        if any(c.is_dir() and _NODE_DIR_RE.fullmatch(c.name) for c in d.iterdir()):
+            trees.append(d)
+    return trees
+
+
 def load_measurements(paths: list[str | Path], format: str | None = None) -> list[Measurement]:
     """Parse every file. A directory that is not a sysfs node tree contributes each file inside it whose format
     is recognised (others, such as notes and figures, are skipped); a file named explicitly must parse."""
@@ -60,13 +75,22 @@ def load_measurements(paths: list[str | Path], format: str | None = None) -> lis
             try:
                 fmt = detect_measurement_format(p)
             except FormatError:
-                files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+                trees = _sysfs_trees(p)
+                files = sorted(
+                    f
+                    for f in p.rglob("*")
+                    if f.is_file() and not f.name.startswith(".") and not any(t in f.parents for t in trees)
+                )
                 # A directory of measurements may hold notes and figures: files of no known format are
-                # skipped, but a directory with no measurement at all is an error.
-                known = [f for f in files if format is not None or _detectable(f)]
-                if not known:
+                # skipped, but a directory with no measurement at all is an error. A copied sysfs node tree
+                # (``numasim probe`` keeps one) is not read file by file: it counts as one HMAT measurement
+                # when it has HMAT attributes, and is skipped otherwise (its topology is the machine's, -m).
+                known: list[str | Path] = [f for f in files if format is not None or _detectable(f)]
+                hmat_trees: list[str | Path] = [t for t in trees if format in (None, "hmat") and looks_like_hmat(t)]
+                if not known and not hmat_trees:
                     raise FormatError(str(p), "directory holds no file in a known measurement format") from None
-                out += load_measurements(list(known), format)
+                out += load_measurements(known, format)
+                out += load_measurements(hmat_trees, "hmat")
                 continue
         else:
             fmt = format or detect_measurement_format(p)

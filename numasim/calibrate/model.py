@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from numasim.errors import CalibrationError
+from numasim.fileio import atomic_write_text
 from numasim.topology.model import CacheScope, Machine, MemoryController, Vertex
 
 __all__ = [
@@ -342,10 +343,7 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
 
 def save_calibration(calibration: Calibration, path: str | Path) -> None:
     """Write JSON atomically (temporary file, then rename), so a failed run leaves no half-written file."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(calibration.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(p)
+    atomic_write_text(path, calibration.model_dump_json(indent=2) + "\n")
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -353,9 +351,9 @@ def load_calibration(path: str | Path) -> Calibration:
     try:
         cal = Calibration.model_validate_json(p.read_text(encoding="utf-8"))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise CalibrationError(f"{p}: {loc} = {first.get('input')!r}: {first['msg']}") from None
+        from numasim.topology.io.toml_format import format_validation_error
+
+        raise CalibrationError(format_validation_error(exc, str(p))) from None
     if cal.id != cal.content_id():
         raise CalibrationError(f"{p}: id {cal.id!r} does not match its parameters (edited by hand?)")
     return cal

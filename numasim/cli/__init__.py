@@ -46,12 +46,18 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"numasim: error: {exc}", err=True)
         return 2
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        typer.echo(f"numasim: error: {loc} = {first.get('input')!r}: {first['msg']}", err=True)
+        from numasim.topology.io.toml_format import format_validation_error
+
+        typer.echo(f"numasim: error: {format_validation_error(exc)}", err=True)
         return 2
     except FileNotFoundError as exc:
         typer.echo(f"numasim: error: no such file: {exc.filename}", err=True)
+        return 2
+    except (FileExistsError, NotADirectoryError, PermissionError, IsADirectoryError) as exc:
+        # An output path some writer did not check itself: name the path and the cause, no traceback.
+        from numasim.fileio import output_error
+
+        typer.echo(f"numasim: error: {output_error(exc.filename or '?', exc, is_dir=isinstance(exc, FileExistsError))}", err=True)
         return 2
     return 0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 
 from numasim.errors import WorkloadError
+from numasim.fileio import check_output_path
 
 __all__ = ["register", "run"]
 
@@ -83,6 +84,10 @@ def run(
         raise WorkloadError("run: give exactly one of --workload FILE or --trace FILE")
     if mode not in ("epoch", "exact"):
         raise WorkloadError(f"--mode = {mode!r}: expected epoch or exact")
+    # Refuse unwritable destinations before simulating, not after minutes of work.
+    for dest, is_dir in ((output, False), (csv_dir, True), (plots_dir, True)):
+        if dest is not None:
+            check_output_path(dest, is_dir=is_dir)
     m = load_machine(machine)
     machine_path = machine if Path(machine).exists() else None
     cal = resolve_calibration(m, calibration=calibration, nominal=nominal, machine_path=machine_path)

@@ -94,7 +94,8 @@ class CacheScope(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+    # allow_inf_nan=False: a machine file with `bandwidth_gb_s = inf` (or nan) is refused, naming the field.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, allow_inf_nan=False)
 
 
 class MemoryController(_Model):

@@ -6,7 +6,9 @@ Layouts, as numactl's numastat.c prints them:
 * ``-n``: ``Per-node numastat info (in MBs):``, header ``Node 0  Node 1  Total``, a dashed rule, rows;
 * ``-m``: ``Per-node system memory usage (in MBs):``, rows ``MemTotal``, ``MemFree`` ...;
 * ``-p``: ``Per-node process memory usage (in MBs) for PID 23652 (stress)``, rows ``Huge``/``Heap``/``Stack``/
-  ``Private``, a rule, ``Total``.
+  ``Private``, a rule, ``Total``;
+* sysfs ``/sys/devices/system/node/nodeN/numastat``: one ``numa_hit 123`` pair per line, no header (one node;
+  its id comes from the ``nodeN`` directory name, 0 when the file is elsewhere). Layout ``"sysfs-node"``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _COMPAT_HEAD_RE = re.compile(r"^\s*(node\d+\s*)+$")
 _NODE_HEAD_RE = re.compile(r"^\s*(Node\s+\d+\s*)+(Total\s*)?$")
 _TITLE_RE = re.compile(r"^Per-node (.*?) \(in (\w+)\)(?: for PID (\d+) \((.*)\))?:?\s*$")
 _RULE_RE = re.compile(r"^[\s-]+$")
+_PAIR_RE = re.compile(r"^\s*([a-z_]+)\s+(\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class NumastatTable:
     """One numastat table: ``rows[name]`` holds one value per node (in ``nodes`` order)."""
 
     layout: str
-    """``"compat"``, ``"numastat"`` (-n), ``"meminfo"`` (-m) or ``"process"`` (-p)."""
+    """``"compat"``, ``"numastat"`` (-n), ``"meminfo"`` (-m), ``"process"`` (-p) or ``"sysfs-node"``."""
     unit: str
     """``"pages"`` or ``"MB"``."""
     nodes: list[int]
@@ -85,7 +88,23 @@ def _read_rows(lines: list[Line], i: int, ncols: int, source: str, total: bool) 
     return rows, totals, i
 
 
-def parse_numastat_text(text: str, source: str = "<text>") -> NumastatResult:
+def _sysfs_node_table(lines: list[Line], node_id: int) -> NumastatTable | None:
+    """The per-node sysfs layout (``numa_hit 123`` pairs), or None if ``lines`` are not all such pairs."""
+    rows: dict[str, np.ndarray] = {}
+    for line in lines:
+        t = line.text.strip()
+        if not t:
+            continue
+        m = _PAIR_RE.match(t)
+        if not m:
+            return None
+        rows[m.group(1)] = np.array([float(m.group(2))])
+    if "numa_hit" not in rows:
+        return None
+    return NumastatTable("sysfs-node", "pages", [node_id], rows, {})
+
+
+def parse_numastat_text(text: str, source: str = "<text>", node_id: int = 0) -> NumastatResult:
     """Parse numastat output (any of its layouts; several tables in one file are all kept).
 
     Examples
@@ -93,8 +112,14 @@ def parse_numastat_text(text: str, source: str = "<text>") -> NumastatResult:
     >>> t = parse_numastat_text("        node0   node1\\nnuma_hit  10  20\\nnuma_miss 0 5\\n").tables[0]
     >>> t.layout, t.rows["numa_miss"].tolist()
     ('compat', [0.0, 5.0])
+    >>> t = parse_numastat_text("numa_hit 7\\nnuma_miss 0\\n", node_id=1).tables[0]
+    >>> t.layout, t.nodes, t.rows["numa_hit"].tolist()
+    ('sysfs-node', [1], [7.0])
     """
     lines = numbered_lines(text)
+    per_node = _sysfs_node_table(lines, node_id)
+    if per_node is not None:
+        return NumastatResult(source=source, tables=[per_node])
     tables: list[NumastatTable] = []
     title: tuple[str, str, int | None, str | None] | None = None
     i = 0
@@ -145,4 +170,7 @@ def parse_numastat_text(text: str, source: str = "<text>") -> NumastatResult:
 
 def parse_numastat(path: str | Path) -> NumastatResult:
     source, text = read_source(path)
-    return parse_numastat_text(text, source)
+    # sysfs .../nodeN/numastat names its node only in the directory name
+    parent = Path(path).parent.name
+    found = re.fullmatch(r"node(\d+)", parent)
+    return parse_numastat_text(text, source, int(found.group(1)) if found else 0)

@@ -19,6 +19,7 @@ _DESCRIBED = (
 )
 _AVAILABLE_RE = re.compile(r"^\s*available:\s*\d+\s+nodes?\b", re.MULTILINE)
 _HEAD_BYTES = 64 * 1024
+_OURS_RE = re.compile(r'^\s*(\[\[nodes\]\]|format\s*=\s*"numasim-machine)', re.MULTILINE)
 
 
 def detect_format(path: str | Path) -> MachineFormat:
@@ -26,7 +27,9 @@ def detect_format(path: str | Path) -> MachineFormat:
 
     A directory with ``nodeN`` subdirectories is a sysfs tree; a file whose first element is ``<topology`` is
     hwloc XML; text with an ``available: N nodes`` line is numactl output; TOML with a ``nodes`` array is
-    ours. Anything else raises :class:`~numasim.errors.FormatError` naming the file and the known formats.
+    ours, and so is TOML with ``format = "numasim-machine..."``, and a ``.toml`` file or text with such a
+    line or ``[[nodes]]`` that does not parse (so the TOML reader can name the line). Anything else raises
+    :class:`~numasim.errors.FormatError` naming the file and the known formats.
     """
     p = Path(path)
     if p.is_dir():
@@ -49,6 +52,12 @@ def detect_format(path: str | Path) -> MachineFormat:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        return "toml"
+    # A .toml file, or text that looks like ours, that does not parse is still TOML: the TOML reader then
+    # reports the parser's message with line and column. So is parsed TOML that declares our format.
+    if data is None and (p.suffix.lower() == ".toml" or _OURS_RE.search(text)):
+        return "toml"
+    if isinstance(data, dict) and str(data.get("format", "")).startswith("numasim-machine"):
         return "toml"
     raise FormatError(str(p), f"unknown machine format; known formats: {_DESCRIBED}")
 

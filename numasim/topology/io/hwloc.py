@@ -284,6 +284,22 @@ def _memattrs(tree: _Tree) -> dict[int, dict[str, float]]:
     return out
 
 
+_NAME_INFOS = ("numasim.name", "numasimMachine")
+
+
+def _written_name(root: ET.Element) -> str | None:
+    """The machine name :func:`write_hwloc_xml` stored as ``<info name="numasim.name">`` on the Machine object."""
+    for obj in root.iter("object"):
+        if obj.get("type") != "Machine":
+            continue
+        for info in obj.findall("info"):
+            value = info.get("value")
+            if info.get("name") in _NAME_INFOS and value:
+                return value
+        break  # only the outermost Machine object carries it
+    return None
+
+
 def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine:
     """Read an hwloc XML topology (a path, or the XML text itself) into a :class:`Machine`.
 
@@ -291,8 +307,8 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
     --------
     >>> from numasim.topology.builders import glueless
     >>> m = read_hwloc_xml(write_hwloc_xml(glueless(2, cpus_per_node=2)))
-    >>> [n.cpus for n in m.nodes], m.slit()
-    ([[0, 1], [2, 3]], [[10, 16], [16, 10]])
+    >>> [n.cpus for n in m.nodes], m.slit(), m.name == glueless(2, cpus_per_node=2).name
+    ([[0, 1], [2, 3]], [[10, 16], [16, 10]], True)
     """
     from numasim.topology.infer import from_distance_matrix
 
@@ -367,7 +383,7 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
     try:
         machine = from_distance_matrix(
             table,
-            name=name or stem,
+            name=name or _written_name(root) or stem,
             nodes=nodes,
             firmware_slit=firmware,
             controller_latency_ns=ctrl_ns,

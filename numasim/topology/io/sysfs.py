@@ -37,7 +37,8 @@ __all__ = ["read_sysfs_node_tree", "write_sysfs_node_tree", "NUMASTAT_COUNTERS"]
 
 NUMASTAT_COUNTERS = ("numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node")
 _NODE_DIR_RE = re.compile(r"^node(\d+)$")
-_MEMINFO_RE = re.compile(r"^Node\s+(\d+)\s+(\w+):\s+(\d+)(?:\s+kB)?\s*$")
+# Real kernels print keys with parentheses (Active(anon)) and HugePages_* counts without "kB".
+_MEMINFO_RE = re.compile(r"^Node\s+(\d+)\s+([\w()]+):\s+(\d+)(?:\s+kB)?\s*$")
 
 
 def _read(path: Path) -> str | None:
