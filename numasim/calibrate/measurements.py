@@ -52,13 +52,18 @@ def _detectable(path: Path) -> bool:
     return True
 
 
+def _is_node_tree(d: Path) -> bool:
+    """Whether ``d`` is a ``/sys/devices/system/node``-like directory (has ``nodeN`` subdirectories)."""
+    return any(c.is_dir() and _NODE_DIR_RE.fullmatch(c.name) for c in d.iterdir())
+
+
 def _sysfs_trees(root: Path) -> list[Path]:
     """Directories under ``root`` that are copied ``/sys/devices/system/node`` trees (outermost only)."""
     trees: list[Path] = []
     for d in sorted(x for x in root.rglob("*") if x.is_dir()):
         if any(t in d.parents for t in trees):
             continue
-        if any(c.is_dir() and _NODE_DIR_RE.fullmatch(c.name) for c in d.iterdir()):
+        if _is_node_tree(d):
             trees.append(d)
     return trees
 
@@ -73,9 +78,13 @@ def load_measurements(paths: list[str | Path], format: str | None = None) -> lis
             raise FormatError(str(p), "no such file or directory")
         if p.is_dir() and format != "hmat":
             try:
+                if not _is_node_tree(p):
+                    # a directory holding a node tree *and* other files (a probe directory) is walked, so
+                    # that probe.json is read too, not only the tree's HMAT attributes
+                    raise FormatError(str(p), "not a node tree")
                 fmt = detect_measurement_format(p)
             except FormatError:
-                trees = _sysfs_trees(p)
+                trees = [p] if _is_node_tree(p) else _sysfs_trees(p)
                 files = sorted(
                     f
                     for f in p.rglob("*")

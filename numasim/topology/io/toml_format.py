@@ -57,7 +57,7 @@ def describe_validation_error(err: ValidationError) -> tuple[str, object, str]:
     if len(errors) > 1:
         msg += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
     value = first.get("input")
-    if not loc or isinstance(value, dict | list):
+    if not loc or isinstance(value, dict):
         value = None
     return loc, value, msg
 
