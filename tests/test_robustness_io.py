@@ -330,3 +330,28 @@ def test_hwloc_round_trip_keeps_the_name(tmp_path: Path, capsys: pytest.CaptureF
     assert load_machine(out).name == "seed-002-opteron-4s"
     assert read_hwloc_xml(out.read_text()).name == "seed-002-opteron-4s"
     assert read_hwloc_xml(out, name="given").name == "given"
+
+
+def test_probe_json_validation_error_is_short(tmp_path: Path) -> None:
+    from numasim.calibrate.parsers.probe import parse_probe_text
+
+    bad = {"format": "numasim-probe", "host": "qa", "nodes": [0], "placement": "numactl",
+           "latency_ns": [["x" * 200]], "bandwidth_gb_s": [[1.0]], "working_set_bytes": 1}
+    with pytest.raises(FormatError) as info:
+        parse_probe_text(json.dumps(bad), "p.json")
+    msg = str(info.value)
+    assert msg.startswith("p.json: latency_ns[0][0] = 'xxx") and "..." in msg and len(msg) < 250
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_permission_denied_names_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(OutputError, match=r"cannot write .*locked/r\.json: permission denied"):
+            atomic_write_text(locked / "r.json", "{}")
+        assert main(["run", "-m", "seed-003-2node", "-w", WORKLOAD, "-o", str(locked / "r.json")]) == 2
+        assert "permission denied" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)

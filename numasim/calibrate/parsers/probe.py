@@ -70,9 +70,9 @@ def parse_probe_text(text: str, source: str = "<text>") -> ProbeResult:
     try:
         res = ProbeResult.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise FormatError(source, f"{loc} = {first.get('input')!r}: {first['msg']}") from None
+        from numasim.topology.io.toml_format import format_validation_error
+
+        raise FormatError(source, format_validation_error(exc)) from None
     n = len(res.nodes)
     for name in ("latency_ns", "bandwidth_gb_s"):
         table = getattr(res, name)
