@@ -28,6 +28,7 @@ __all__ = [
     "write_result_json",
     "write_csv_tables",
     "save_run_plots",
+    "PLOT_FILES",
     "format_comparison",
 ]
 
@@ -193,41 +194,88 @@ def write_csv_tables(outcome: RunOutcome, directory: str | Path) -> list[Path]:
     return written
 
 
+PLOT_FILES = (
+    "bandwidth_per_node.png",
+    "latency_by_node.png",
+    "controller_utilisation.png",
+    "initiator_target_heatmap.png",
+    "utilisation_over_time.png",
+    "latency_histograms.png",
+)
+"""Every figure :func:`save_run_plots` can write (a figure with nothing to show is left out)."""
+
+
+def _legend(ax: Any, **kwargs: Any) -> None:
+    """A legend only when something is labelled (else matplotlib warns "No artists with labels ...")."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
+def _plain_log_axis(ax: Any) -> None:
+    """Log x axis labelled with plain numbers at 1/2/5 x 10^k (or 10^k over wide ranges), no minor labels.
+
+    Matplotlib's default labels the minor ticks of a log axis spanning less than a decade, and those labels
+    (``6x10^1``, ``7x10^1``, ...) overlap; latency ranges are often that narrow.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = ax.get_xlim()
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=subs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
-    """PNG figures: per-node bandwidth used vs available, latency histograms per node, utilisation over time."""
+    """PNG figures of one run (names in :data:`PLOT_FILES`); returns the paths written.
+
+    Per-node controller bandwidth used vs available; latency histograms per target node (counts, and the
+    engine's normalised :func:`~numasim.engine.plots.latency_histograms`); controller utilisation over time and
+    every used controller and link over time (:func:`~numasim.engine.plots.utilisation_over_time`); the
+    initiator x target access heatmap (:func:`~numasim.engine.plots.access_heatmap`). Figures with no data
+    (an empty run has no latencies) are not written; no figure gets an empty legend.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from numasim.engine.plots import access_heatmap, latency_histograms, utilisation_over_time
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     r = outcome.result
     written: list[Path] = []
 
+    def new_axes() -> tuple[Any, Any]:
+        fig = Figure(figsize=(6, 3.5), layout="constrained")
+        return fig, fig.add_subplot()
+
     def save(fig: Any, name: str) -> None:
         path = d / name
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        fig.savefig(buf, format="png", dpi=110)
         _atomic_write(path, buf.getvalue())
         written.append(path)
 
     rows = node_cost_rows(outcome)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = new_axes()
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [row["used_gb_s"] or 0 for row in rows], 0.4, label="used")
     ax.bar(x + 0.2, [row["avail_gb_s"] or 0 for row in rows], 0.4, label="available", alpha=0.5)
     ax.set_xticks(x, [f"node {row['node']}" for row in rows])
     ax.set_ylabel("GB/s")
-    ax.set_title(f"{outcome.workload} on {outcome.machine.name}: controller bandwidth ({outcome.policy})")
-    ax.legend()
+    ax.set_title(f"{outcome.workload} on {outcome.machine.name}: controller bandwidth ({outcome.policy})",
+                 fontsize=9)
+    _legend(ax)
     save(fig, "bandwidth_per_node.png")
 
     hist = np.asarray(r.latency_hist_by_node)
     edges = np.asarray(r.hist_edges_ns)
-    if hist.size and edges.size == hist.shape[-1] + 1:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+    has_latencies = bool(hist.size and edges.size == hist.shape[-1] + 1 and hist.sum() > 0)
+    if has_latencies:
+        fig, ax = new_axes()
         centers = 0.5 * (edges[:-1] + edges[1:])
         for i, nid in enumerate(r.node_ids):
             if hist[i].sum():
@@ -236,24 +284,42 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
         used = np.flatnonzero(hist.sum(axis=0))
         if used.size and edges[used[0]] > 0:
             ax.set_xlim(edges[used[0]] / 1.5, edges[used[-1] + 1] * 1.5)
+        _plain_log_axis(ax)
         ax.set_xlabel("latency (ns)")
         ax.set_ylabel("accesses")
         ax.set_title("latency by target node")
-        ax.legend()
+        _legend(ax)
         save(fig, "latency_by_node.png")
 
     util = np.asarray(r.utilisation)
-    if util.ndim == 2 and util.shape[0] > 1:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+    controllers = [j for j, res in enumerate(r.resources) if res.kind == "controller" and j < util.shape[-1]]
+    if util.ndim == 2 and util.shape[0] > 1 and controllers:
+        fig, ax = new_axes()
         t_us = np.arange(util.shape[0]) * r.utilisation_bucket_ns / 1e3
-        for j, res in enumerate(r.resources):
-            if res.kind == "controller" and j < util.shape[1]:
-                ax.plot(t_us, 100 * util[:, j], label=res.name)
+        for j in controllers:
+            ax.plot(t_us, 100 * util[:, j], label=r.resources[j].name)
         ax.set_xlabel("time (us)")
         ax.set_ylabel("utilisation (%)")
         ax.set_title("memory controller utilisation")
-        ax.legend()
+        _legend(ax)
         save(fig, "controller_utilisation.png")
+
+    if r.initiator_names and r.node_ids and r.access_matrix().sum() > 0:
+        fig = access_heatmap(r)
+        # sized to the matrix by the engine; a small machine's figure is narrower than the title
+        w_in, h_in = fig.get_size_inches()
+        fig.set_size_inches(max(w_in, 6.0), max(h_in, 3.0))
+        save(fig, "initiator_target_heatmap.png")
+    if util.ndim == 2 and util.shape[0] > 1:
+        save(utilisation_over_time(r), "utilisation_over_time.png")
+    if has_latencies:
+        fig = latency_histograms(r)
+        ax = fig.axes[0]
+        used = np.flatnonzero(hist.sum(axis=0))
+        if used.size and edges[used[0]] > 0:
+            ax.set_xlim(edges[used[0]] / 1.5, edges[used[-1] + 1] * 1.5)
+        _plain_log_axis(ax)
+        save(fig, "latency_histograms.png")
     return written
 
 
