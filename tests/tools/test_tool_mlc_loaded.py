@@ -63,3 +63,14 @@ def test_load_bandwidth_falls_with_the_delay_and_saturates_at_the_controllers(e5
     assert bws == sorted(bws, reverse=True)
     peak_mb_s = sum(c.read_bandwidth_gb_s for c in cal.controllers) * 1000.0
     assert bws[0] <= peak_mb_s * 1.02  # back-pressure: never more than the controllers deliver
+
+
+def test_skylake_table_is_followed_at_saturation_and_at_large_delays() -> None:
+    # the other shipped mlc table: 111 load threads at 2.5 GHz (the injection-delay model was fitted on both)
+    m = load_machine("skylake-8180-2s")
+    real = parse_mlc(DATA / "fdio-csit-2s-skylake-plat8180.md").loaded_latency[0]
+    sim = mlc(tool_context(m, tool_calibration(m)), ["--loaded_latency"], delays=(0, 300, 1000, 20000))
+    for d, lat_ns, bw_mb_s in sim.loaded:
+        real_lat, real_bw = _real_row(real, d)
+        assert abs(lat_ns - real_lat) / real_lat < 0.15, (d, lat_ns, real_lat)
+        assert abs(bw_mb_s - real_bw) / real_bw < 0.15, (d, bw_mb_s, real_bw)
