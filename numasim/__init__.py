@@ -16,6 +16,7 @@ from numasim.errors import (
     CalibrationError,
     FormatError,
     NumasimError,
+    OutputError,
     PolicyError,
     TopologyError,
     TraceError,
@@ -76,6 +77,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "NumasimError",
+    "OutputError",
     "TopologyError",
     "FormatError",
     "PolicyError",
