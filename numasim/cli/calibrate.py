@@ -47,7 +47,10 @@ def calibrate_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
     format: Annotated[str | None, typer.Option("--format", help="Force the measurement format (default: detect).")] = None,
     fit_on: Annotated[
-        str | None, typer.Option("--fit-on", help="Comma-separated tables: latency,peak_bandwidth,bandwidth_matrix,loaded_latency,caches,device.")
+        str | None, typer.Option("--fit-on", help=(
+            "Comma-separated tables to fit, any of: latency, peak_bandwidth, bandwidth_matrix, loaded_latency, "
+            "caches, device (e.g. latency,caches)."
+        ))
     ] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,

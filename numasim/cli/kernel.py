@@ -29,6 +29,7 @@ import typer
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
+    from numasim.kernel.numactl import NumactlRun
 
 __all__ = ["register", "build_kernel", "apply_after"]
 
@@ -67,6 +68,7 @@ def build_kernel(machine: str, kernel_version: str = "6.12") -> Kernel:
     from numasim.kernel.kernel import Kernel
     from numasim.topology.io import load_machine
 
+    check_kernel_version(kernel_version)
     m = load_machine(machine)
     try:
         config = KernelConfig(version=kernel_version)
@@ -76,13 +78,39 @@ def build_kernel(machine: str, kernel_version: str = "6.12") -> Kernel:
     return Kernel(m, config)
 
 
+SUPPORTED_VERSIONS = ((6, 1), (6, 12))
+"""The kernel versions whose rules are modelled (inclusive): every [VER] switch of the spec lies in this range."""
+
+
+def check_kernel_version(kernel_version: str) -> None:
+    """Exit with a clear ``--kernel-version`` error unless it is ``MAJOR.MINOR`` within 6.1 .. 6.12."""
+    import re
+
+    lo, hi = SUPPORTED_VERSIONS
+    supported = f"{lo[0]}.{lo[1]} .. {hi[0]}.{hi[1]}"
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?(?:-\S*)?", kernel_version.strip())
+    if m is None:
+        _fail(f"--kernel-version {kernel_version!r}: expected MAJOR.MINOR such as 6.12 (supported: {supported})")
+        return
+    version = (int(m.group(1)), int(m.group(2)))
+    if not lo <= version <= hi:
+        _fail(f"--kernel-version {kernel_version}: only kernels {supported} are modelled")
+
+
 def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:
     """Run each ``"numactl ARGS -- PROG"`` (or ``"PROG ARGS"``) command on ``kernel``; returns their output."""
+    return [run.stdout + run.stderr for _, run in _after_runs(kernel, commands)]
+
+
+def _after_runs(kernel: Kernel, commands: list[str]) -> list[tuple[str, NumactlRun]]:
     from numasim.kernel.numactl import run_numactl
 
-    outputs = []
+    runs = []
     for text in commands:
-        argv = shlex.split(text)
+        try:
+            argv = shlex.split(text)
+        except ValueError as exc:
+            _fail(f"--after {text!r}: {exc}")
         if argv and argv[0] == "numactl":
             argv = argv[1:]
         if argv and argv[0] == "--":
@@ -90,9 +118,23 @@ def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:
         if "--" in argv:
             cut = argv.index("--")
             argv = argv[:cut] + argv[cut + 1 :]
-        run = run_numactl(kernel, argv, keep_alive=True)
-        outputs.append(run.stdout + run.stderr)
-    return outputs
+        runs.append((text, run_numactl(kernel, argv, keep_alive=True)))
+    return runs
+
+
+def _apply_after_checked(kernel: Kernel, commands: list[str]) -> None:
+    """Run the ``--after`` commands; the first that fails is reported (its stderr and exit status) and ends
+    the numasim command with that status: a view of a kernel the commands did not set up would mislead."""
+    oom_seen = len(kernel.oom_kills)
+    for text, run in _after_runs(kernel, commands):
+        if run.exit_code != 0:
+            for kill in kernel.oom_kills[oom_seen:]:
+                typer.echo(kill.log_line(), err=True)
+            if run.stderr:
+                typer.echo(run.stderr, nl=False, err=True)
+            typer.echo(f"numasim: error: --after {text!r} failed with exit status {run.exit_code}", err=True)
+            raise typer.Exit(run.exit_code)
+        oom_seen = len(kernel.oom_kills)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -101,10 +143,10 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _split_own(
-    args: list[str], own_values: set[str], own_flags: set[str]
+    args: list[str], own_values: set[str], own_flags: set[str], command: str = "numactl"
 ) -> tuple[dict[str, Any], list[str]]:
     if args[:1] in (["--help"], ["-h"]):
-        typer.echo(__doc__)
+        typer.echo(help_text(command), nl=False)
         raise typer.Exit(0)
     opts: dict[str, Any] = {}
     i = 0
@@ -163,8 +205,9 @@ def numactl_command(ctx: typer.Context) -> None:
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
     kernel = _kernel_from(opts)
-    apply_after(kernel, opts.get("--after", []))
+    _apply_after_checked(kernel, opts.get("--after", []))
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
+    oom_seen = len(kernel.oom_kills)
     run = run_numactl(kernel, argv, keep_alive=True)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
@@ -189,12 +232,18 @@ def numactl_command(ctx: typer.Context) -> None:
                 {"call": name, "args": args, "ret": res.ret, "errno": res.errno}
                 for name, args, res in run.syscalls
             ],
-            "oom_kills": [{"pid": o.pid, "comm": o.comm, "reason": o.reason} for o in kernel.oom_kills],
+            "oom_kills": [
+                {"pid": o.pid, "comm": o.comm, "reason": o.reason, "constraint": o.constraint,
+                 "nodemask": sorted(o.nodemask) if o.nodemask is not None else None, "log": o.log_line()}
+                for o in kernel.oom_kills
+            ],
         }
         typer.echo(json.dumps(report, indent=2))
         raise typer.Exit(run.exit_code)
     if run.stdout:
         typer.echo(run.stdout, nl=False)
+    for kill in kernel.oom_kills[oom_seen:]:  # the kernel log line dmesg shows, before the shell's "Killed"
+        typer.echo(kill.log_line(), err=True)
     if run.stderr:
         typer.echo(run.stderr, nl=False, err=True)
     if pids and run.command:
@@ -208,10 +257,9 @@ def numastat_command(ctx: typer.Context) -> None:
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import numastat_sources
 
-    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS)
+    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS, "numastat")
     kernel = _kernel_from(opts)
-    for text in apply_after(kernel, opts.get("--after", [])):
-        del text  # the commands' own output is not numastat's
+    _apply_after_checked(kernel, opts.get("--after", []))  # their own output is not numastat's
     res = run_numastat(argv, numastat_sources(kernel), numastat_width=os.environ.get("NUMASTAT_WIDTH"))
     typer.echo(res.stdout, nl=False)
     if res.stderr:
@@ -242,7 +290,7 @@ def zoneinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: Versio
     from numasim.kernel.procfs import format_zoneinfo, zone_views
 
     kernel = build_kernel(machine, kernel_version)
-    apply_after(kernel, after or [])
+    _apply_after_checked(kernel, after or [])
     typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
 
 
@@ -252,5 +300,94 @@ def buddyinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: Versi
     from numasim.kernel.procfs import format_buddyinfo, zone_views
 
     kernel = build_kernel(machine, kernel_version)
-    apply_after(kernel, after or [])
+    _apply_after_checked(kernel, after or [])
     typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
+
+
+_PROGRAM_HELP = {
+    "stress": "stress -m N --vm-bytes SIZE [--vm-keep] [-t SECS]: N workers that each allocate and touch SIZE",
+    "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
+    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement",
+    "printcpu": "print the cpu the program runs on (numactl's test helper)",
+    "numactl": "a nested numactl in the same process",
+    "true": "do nothing, exit 0",
+    "ls": "do nothing, exit 0 (stands for any short-lived program)",
+    "sleep": "do nothing, exit 0",
+    "nodemap": "numactl's test: the node of every cpu",
+    "move_pages": "move_pages [N]: numactl's test: query and move N pages round robin over the memory nodes",
+    "numademo": "numademo [-c] [-e] [-f] [-S] [-t] SIZE [TESTS]: every memory test under each policy (untimed)",
+    "lat_mem_rd": "lmbench lat_mem_rd: load latency per working-set size (timed)",
+    "dd": "GNU dd between /dev/zero, /dev/null and /dev/shm (tmpfs) (timed)",
+    "stream": "STREAM 5.10: copy/scale/add/triad bandwidth (timed)",
+    "mlc": "Intel mlc --latency_matrix ... --loaded_latency (timed)",
+    "ib_send_lat": "perftest ib_send_lat: RDMA send latency from this node's memory",
+    "ib_send_bw": "perftest ib_send_bw: RDMA send bandwidth from this node's memory",
+    "stride_lat": "source article 003's stride x working-set latency test (timed)",
+    "main": "the same test under the name article 003 runs it as (./main)",
+}
+"""One line per virtual program; a program missing here shows its docstring's first line."""
+
+
+def _program_lines() -> list[str]:
+    from numasim.kernel.programs import PROGRAMS
+    from numasim.tools.programs import TOOL_PROGRAMS
+
+    names = list(dict.fromkeys([*PROGRAMS, *TOOL_PROGRAMS]))
+    width = max(len(n) for n in names)
+    lines = []
+    for name in names:
+        impl = PROGRAMS.get(name) or TOOL_PROGRAMS.get(name)
+        doc = (getattr(impl, "__doc__", None) or "").strip().splitlines()
+        text = _PROGRAM_HELP.get(name) or (doc[0] if doc else "(no description)")
+        lines.append(f"  {name:<{width}}  {text}")
+    return lines
+
+
+_OWN_OPTIONS_HELP = """\
+numasim's options (before any numactl / numastat option):
+  --machine MACHINE       shipped machine name (see 'numasim topo list') or machine file (required)
+  --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
+  --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
+  --nominal               time them with the machine file's nominal numbers, on purpose
+  --after CMD             run "numactl ARGS -- PROG ARGS" first (repeatable; a failing one stops numasim)
+"""
+
+
+def help_text(command: str) -> str:
+    """The plain-text ``--help`` of ``numasim numactl`` or ``numasim numastat``."""
+    if command == "numastat":
+        from numasim.kernel.numastat import _USAGE
+
+        return (
+            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
+            "Run numastat on the simulated kernel (after the --after commands) and print what it prints.\n\n"
+            + _OWN_OPTIONS_HELP
+            + "  -h, --help              show this help\n\n"
+            + "numastat's options (numactl 2.0.19's numastat):\n"
+            + "".join(f"  {line}\n" for line in _USAGE.format(p="numastat").splitlines())
+        )
+    return (
+        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal] [--json]\n"
+        "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
+        "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
+        "the program's processes. The program's own exit status is passed through (137: OOM-killed).\n\n"
+        + _OWN_OPTIONS_HELP
+        + "  --json                  one JSON report: pages per node, page runs, numastat deltas, syscalls, OOM kills\n"
+        "  -h, --help              show this help\n\n"
+        "numactl's options (numactl 2.0.19; they act in order, as in numactl.c):\n"
+        "  -i, --interleave=NODES           interleave pages over NODES\n"
+        "  -w, --weighted-interleave=NODES  interleave weighted by the node weights (6.9+)\n"
+        "  -m, --membind=NODES              allocate only on NODES (with -b: NUMA balancing allowed)\n"
+        "  -p, --preferred=NODE             prefer NODE, fall back to others\n"
+        "  -P, --preferred-many=NODES       prefer NODES (5.15+)\n"
+        "  -l, --localalloc                 allocate on the node of the cpu that touches\n"
+        "  -N, --cpunodebind=NODES          run on the cpus of NODES\n"
+        "  -C, --physcpubind=CPUS           run on CPUS\n"
+        "  -a, --all                        parse lists against all nodes/cpus, not the cpuset\n"
+        "  -b, --balancing                  MPOL_F_NUMA_BALANCING with --membind\n"
+        "  -s, --show                       print the policy in force and exit\n"
+        "  -H, --hardware                   print the topology (numactl --hardware)\n"
+        "  --version                        print numactl's version\n"
+        "  NODES / CPUS: 0,2 or 0-3 or all; ! inverts, + is cpuset-relative\n\n"
+        "Virtual programs:\n" + "\n".join(_program_lines()) + "\n"
+    )

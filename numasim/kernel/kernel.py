@@ -107,11 +107,28 @@ class Placed:
 
 @dataclass(frozen=True)
 class OomKill:
-    """A task the OOM killer killed."""
+    """A task the OOM killer killed, with what ``dump_header``/``__oom_kill_process`` log about it."""
 
     pid: int
     comm: str
     reason: str
+    constraint: str = "CONSTRAINT_NONE"
+    """``CONSTRAINT_NONE``, ``CONSTRAINT_MEMORY_POLICY`` or ``CONSTRAINT_CPUSET`` (``constrained_alloc``)."""
+    nodemask: frozenset[int] | None = None
+    """The policy nodemask of a ``CONSTRAINT_MEMORY_POLICY`` OOM (the kernel logs ``(null)`` otherwise)."""
+    total_vm_kb: int = 0
+    rss_kb: int = 0
+    """The victim's mapped size and resident memory when it was chosen."""
+
+    def log_line(self) -> str:
+        """A short kernel-log line, as ``dmesg`` shows the kill (numasim has no uid, memcg or swap)."""
+        from numasim.topology.cpulist import format_cpulist
+
+        mask = format_cpulist(sorted(self.nodemask)) if self.nodemask is not None else "(null)"
+        return (
+            f"Out of memory: Killed process {self.pid} ({self.comm}) total-vm:{self.total_vm_kb}kB, "
+            f"rss:{self.rss_kb}kB, constraint={self.constraint}, nodemask={mask}"
+        )
 
 
 _DEFAULT = KernelMode("default")
@@ -243,9 +260,13 @@ class Kernel:
             del self.tasks[task.pid]
             self.exited.append(task)
 
-    def oom_kill(self, task: Task, reason: str) -> None:
+    def oom_kill(
+        self, task: Task, reason: str, constraint: str = "CONSTRAINT_NONE", nodemask: frozenset[int] | None = None
+    ) -> None:
         """Record an OOM kill of ``task``'s process, kill all its threads and reap its memory."""
-        self.oom_kills.append(OomKill(task.tgid, task.comm, reason))
+        total_vm_kb = sum(v.end - v.start for v in task.mm.vmas) // 1024
+        rss_kb = task.rss_pages * (PAGE_SIZE // 1024)
+        self.oom_kills.append(OomKill(task.tgid, task.comm, reason, constraint, nodemask, total_vm_kb, rss_kb))
         for t in [*self.threads_of(task), task]:
             if t.alive:
                 self.exit(t, "oom-kill")
@@ -265,6 +286,11 @@ class Kernel:
         the task found last (``select_bad_process`` replaces on equal points); tasks are scanned by pid.
         """
         memory = self.memory_nodes
+        constraint = "CONSTRAINT_NONE"
+        if nodemask is not None and not memory <= nodemask:
+            constraint = "CONSTRAINT_MEMORY_POLICY"
+        elif self.cpusets_enabled and not memory <= trigger.mems_allowed:
+            constraint = "CONSTRAINT_CPUSET"
         candidates = []
         processes: dict[int, Task] = {}
         for t in sorted(self.tasks.values(), key=lambda x: x.pid):
@@ -285,7 +311,8 @@ class Kernel:
             if points >= best:
                 victim, best = t, points
         if victim is not None:
-            self.oom_kill(victim, reason)
+            policy_mask = nodemask if constraint == "CONSTRAINT_MEMORY_POLICY" else None
+            self.oom_kill(victim, reason, constraint, policy_mask)
         return victim
 
     def sched_setaffinity(self, task: Task, cpus: Iterable[int]) -> SyscallResult:

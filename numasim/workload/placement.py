@@ -77,6 +77,11 @@ def _mode_args(spec: PolicySpec) -> tuple[int, list[int]]:
     return mode, list(spec.nodes)
 
 
+def _in(workload: Workload) -> str:
+    # errors about a workload file start with its name (the CLI reports them as one line)
+    return f"{workload.source}: " if workload.source else ""
+
+
 def _check(result: Any, what: str) -> None:
     if not result.ok:
         raise PolicyError(f"{what} failed with {result.errno}: {result.why}")
@@ -118,19 +123,21 @@ def thread_cpus(machine: Machine, workload: Workload) -> list[int]:
     for t in workload.threads:
         if t.cpu is not None:
             if t.cpu not in machine.cpu_to_node:
-                raise WorkloadError(f"threads[{t.id}].cpu = {t.cpu}: machine {machine.name} has no such cpu")
+                raise WorkloadError(f"{_in(workload)}threads[{t.id}].cpu = {t.cpu}: machine {machine.name} has no such cpu")
             out.append(t.cpu)
         elif t.node is not None:
             node = nodes.get(t.node)
             if node is None or not node.cpus:
-                raise WorkloadError(f"threads[{t.id}].node = {t.node}: machine {machine.name} has no cpus on that node")
+                raise WorkloadError(
+                    f"{_in(workload)}threads[{t.id}].node = {t.node}: machine {machine.name} has no cpus on that node"
+                )
             k = used_on_node.get(t.node, 0)
             used_on_node[t.node] = k + 1
             out.append(node.cpus[k % len(node.cpus)])
         elif t.cpus is not None:
             bad = [c for c in t.cpus if c not in machine.cpu_to_node]
             if bad:
-                raise WorkloadError(f"threads[{t.id}].cpus: machine {machine.name} has no cpu {bad[0]}")
+                raise WorkloadError(f"{_in(workload)}threads[{t.id}].cpus: machine {machine.name} has no cpu {bad[0]}")
             out.append(t.cpus[0])
         else:
             out.append(all_cpus[t.id % len(all_cpus)])
@@ -215,14 +222,14 @@ def place_workload(
                 kernel.mmap(task, r.size_bytes, addr=r.base)
             except MmapError as exc:
                 raise WorkloadError(
-                    f"allocations[{a.name}]: size_bytes = {a.size_bytes} ({format_size(a.size_bytes)}) is larger "
+                    f"{_in(workload)}allocations[{a.name}]: size_bytes = {a.size_bytes} ({format_size(a.size_bytes)}) is larger "
                     f"than the machine's memory ({exc.limit_bytes} bytes = {format_size(exc.limit_bytes)}; mmap fails "
                     f"with {exc.errno}, as with vm.overcommit_memory = 0)"
                 ) from None
             spec = a.policy_spec
             if spec.mode != "default":
                 mode, mask = _mode_args(spec)
-                _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"allocations[{a.name}]: mbind({a.policy})")
+                _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
             if a.prefault:
                 kernel.touch(task, r.base, r.size_bytes, cpu=cpus[workload.first_touch_thread(a.name)])
             else:
@@ -237,7 +244,7 @@ def place_workload(
                     counts[int(n)] = counts.get(int(n), 0) + int(c)
             by_allocation[a.name] = counts
             if not task.alive:
-                raise WorkloadError(f"allocations[{a.name}]: the OOM killer killed the workload ({a.size_bytes} bytes)")
+                raise WorkloadError(f"{_in(workload)}allocations[{a.name}]: the OOM killer killed the workload ({a.size_bytes} bytes)")
     pm = PageMap.from_arrays(
         np.concatenate(page_numbers) if page_numbers else np.zeros(0, dtype=np.uint64),
         np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),

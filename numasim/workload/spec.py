@@ -34,7 +34,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from numasim.errors import PolicyError, WorkloadError
 from numasim.topology.cpulist import parse_cpulist
@@ -263,6 +271,12 @@ class Workload(_Model):
     phases: list[Phase] = Field(default_factory=list)
     block_accesses: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
     """Accesses per round-robin block: threads take turns in blocks of this many accesses."""
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        """The file (or ``source`` name) the workload was read from, for error messages; None if built in code."""
+        return self._source
 
     @model_validator(mode="before")
     @classmethod
@@ -380,7 +394,9 @@ def workload_error(err: ValidationError, source: str) -> WorkloadError:
 def _from_data(data: dict[str, Any], source: str) -> Workload:
     data.pop("format", None)
     try:
-        return Workload.model_validate(data)
+        workload = Workload.model_validate(data)
+        workload._source = source  # errors found later (placement on a machine) name the file too
+        return workload
     except ValidationError as exc:
         raise workload_error(exc, source) from None
     except ValueError as exc:  # parse_size and friends outside pydantic's wrapping
