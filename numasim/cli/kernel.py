@@ -14,7 +14,9 @@ numactl's own option syntax (``-i 0,1``, ``--interleave=0,1``, ``-m``) clashes w
 numactl`` and ``numasim numastat`` take their arguments raw: numasim's options (``--machine``,
 ``--kernel-version``, ``--json``, ``--after``) come first, everything from the first other
 argument on belongs to numactl / numastat. (Typer drops a ``--`` separator; numactl stops at the program name
-anyway.)
+anyway.) Their ``--help`` is :func:`help_text`. A failing ``--after`` command (non-zero exit status) is reported
+with its stderr and ends the command with its status; an OOM kill prints the kernel's log line
+(:meth:`~numasim.kernel.kernel.OomKill.log_line`) before the shell's ``Killed``.
 """
 
 from __future__ import annotations
