@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from numasim.errors import NumasimError
 from numasim.kernel.errno import SyscallResult
+from numasim.kernel.kernel import MmapError
 from numasim.kernel.mempolicy import (
     MPOL_BIND,
     MPOL_DEFAULT,
@@ -229,7 +230,19 @@ def _stress(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     for _ in range(workers):
         child = _fork(kernel, task, "stress")
         run.pids.append(child.pid)
-        vma = kernel.mmap(child, vm_bytes + PAGE_SIZE_BYTES)
+        try:
+            vma = kernel.mmap(child, vm_bytes + PAGE_SIZE_BYTES)
+        except MmapError:
+            # stress's hogvm: malloc fails (overcommit heuristic), the worker returns 1, the parent reaps.
+            run.stderr += (
+                f"stress: FAIL: [{child.pid}] (494) hogvm malloc failed: Cannot allocate memory\n"
+                f"stress: FAIL: [{task.pid}] (394) <-- worker {child.pid} returned error 1\n"
+                f"stress: WARN: [{task.pid}] (396) now reaping child worker processes\n"
+                f"stress: FAIL: [{task.pid}] (451) failed run completed in 0s\n"
+            )
+            kernel.exit(child)
+            run.exit_code = 1
+            return run
         res = kernel.touch(child, vma.start, vma.end - vma.start)
         if res.oom_killed or not child.alive:
             run.stderr += (
@@ -293,7 +306,12 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.stderr += "mmap: Invalid argument\n"
         run.exit_code = 1
         return run
-    vma = kernel.mmap(task, length)
+    try:
+        vma = kernel.mmap(task, length)
+    except MmapError:
+        run.stderr += "mmap: Cannot allocate memory\n"  # memhog's err("mmap"): perror, exit 1
+        run.exit_code = 1
+        return run
     res = kernel.mbind(task, vma.start, length, mode, nodes)
     run.syscalls.append(("mbind", f"{length} bytes, mode {mode}, nodes {sorted(nodes)}", res))
     if not res.ok:
@@ -389,6 +407,10 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     length = pages * PAGE_SIZE_BYTES
     try:
         vma = kernel.mmap(task, length, addr=addr)
+    except MmapError:
+        run.stdout += f"mmap({pages} pages) = -1 ENOMEM (Cannot allocate memory)\n"
+        run.exit_code = 1
+        return run
     except NumasimError as exc:  # MAP_FIXED at a bad address: the kernel says EINVAL
         run.stdout += (
             f"mmap({pages} pages at {addr:#x}) = -1 EINVAL (Invalid argument)\n" if addr is not None else ""
