@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from numasim.calibrate.parsers.perftest import parse_perftest, parse_perftest_text
+from numasim.fileio import atomic_path
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -104,15 +103,11 @@ def figure(res: dict[str, Any], art: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{test}, mlx5_2 on node 0")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # never a half-written figure
+            fig.savefig(tmp, dpi=100, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from numasim.calibrate.parsers.dd import parse_dd_text
+from numasim.fileio import atomic_path
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration, tool_context
@@ -111,15 +110,11 @@ def figure(result: dict[str, Any], path: Path) -> None:
     ax.set_title("dd to/from /dev/shm on 2 x E5-2680 v2: cpu node 0 (local fitted, others predicted)")
     ax.legend()
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # never a half-written figure
+            fig.savefig(tmp, dpi=100, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:

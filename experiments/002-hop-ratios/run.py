@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ import numpy as np
 
 from numasim.calibrate.parsers.mlc import parse_mlc_text
 from numasim.engine import PageMap, ThreadSpec, simulate
+from numasim.fileio import atomic_path
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -107,15 +106,11 @@ def figure(res: dict[str, Any], path: Path) -> None:
     ax.set_title("Hop cost ratios, 4-socket Opteron (reads fitted, writes and bandwidth predicted)")
     ax.legend()
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # never a half-written figure
+            fig.savefig(tmp, dpi=100, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:

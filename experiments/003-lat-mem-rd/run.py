@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ import numpy as np
 
 from numasim.calibrate.parsers.lmbench import parse_lat_mem_rd_text
 from numasim.calibrate.parsers.stride_table import parse_stride_table_text
+from numasim.fileio import atomic_path
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -125,15 +124,11 @@ def figure(res: dict[str, Any], path: Path) -> None:
     ax.set_title("lat_mem_rd (grey: idle route latency)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # never a half-written figure
+            fig.savefig(tmp, dpi=100, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:
