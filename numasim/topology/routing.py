@@ -12,13 +12,14 @@ controller's read bandwidth and every link's bandwidth along the route.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
 
 from numasim.errors import TopologyError
-from numasim.topology.model import Machine, Vertex
+from numasim.topology.model import Machine, MemoryController, Vertex
 
 __all__ = ["graph", "Routing", "routing", "latency_table_ns", "bandwidth_table_gb_s", "hop_table"]
 
@@ -164,12 +165,10 @@ def _require_controllers(machine: Machine) -> None:
             )
 
 
-def latency_table_ns(machine: Machine, routes: Routing | None = None) -> np.ndarray:
-    """Idle latency (ns) from a cpu of node ``i`` (row) to memory of node ``j`` (column).
-
-    Columns of memoryless nodes are ``nan``; rows exist for every node (a cpu-less node has no initiator,
-    but its row is still defined as if an initiator sat there, which is what HMAT reports for it).
-    """
+def _initiator_target_table(
+    machine: Machine, routes: Routing | None, cell: Callable[[MemoryController, Routing, int, int], float]
+) -> np.ndarray:
+    # One value per (initiator i, memory node j); columns of memoryless nodes stay nan.
     _require_controllers(machine)
     r = routes or routing(machine)
     ids = machine.node_ids
@@ -179,8 +178,19 @@ def latency_table_ns(machine: Machine, routes: Routing | None = None) -> np.ndar
         if ctrl is None:
             continue
         for i, src in enumerate(ids):
-            out[i, j] = ctrl.latency_ns + r.path_latency_ns(src, dst)
+            out[i, j] = cell(ctrl, r, src, dst)
     return out
+
+
+def latency_table_ns(machine: Machine, routes: Routing | None = None) -> np.ndarray:
+    """Idle latency (ns) from a cpu of node ``i`` (row) to memory of node ``j`` (column).
+
+    Columns of memoryless nodes are ``nan``; rows exist for every node (a cpu-less node has no initiator,
+    but its row is still defined as if an initiator sat there, which is what HMAT reports for it).
+    """
+    return _initiator_target_table(
+        machine, routes, lambda ctrl, r, src, dst: ctrl.latency_ns + r.path_latency_ns(src, dst)
+    )
 
 
 def bandwidth_table_gb_s(machine: Machine, routes: Routing | None = None) -> np.ndarray:
@@ -189,17 +199,9 @@ def bandwidth_table_gb_s(machine: Machine, routes: Routing | None = None) -> np.
     Read data flows from the memory back to the reader, so the links counted are those of the route from
     ``j`` to ``i`` (what the engine charges and the calibration fits); the controller's read bandwidth caps it.
     """
-    _require_controllers(machine)
-    r = routes or routing(machine)
-    ids = machine.node_ids
-    out = np.full((len(ids), len(ids)), np.nan)
-    for j, dst in enumerate(ids):
-        ctrl = machine.nodes[j].controller
-        if ctrl is None:
-            continue
-        for i, src in enumerate(ids):
-            out[i, j] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(dst, src))
-    return out
+    return _initiator_target_table(
+        machine, routes, lambda ctrl, r, src, dst: min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(dst, src))
+    )
 
 
 def hop_table(machine: Machine, routes: Routing | None = None) -> np.ndarray:
