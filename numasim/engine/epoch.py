@@ -308,12 +308,12 @@ class EpochEngine:
         completion = issue + lat
         st = self.stats
         level, target, is_write, size_b = extra
-        agent, compute = w.agent, w.compute
+        agent, compute, rc = w.agent, w.compute, w.rc
         if not commit.all():
             c = np.flatnonzero(commit)
-            agent, compute, level, target = agent[c], compute[c], level[c], target[c]
+            agent, compute, level, target, rc = agent[c], compute[c], level[c], target[c], rc[c]
             is_write, size_b, lat = is_write[c], size_b[c], lat[c]
-        st.add(agent, self.initiator[agent], target, is_write, level, lat, size_b, compute)
+        st.add(agent, None, target, is_write, level, lat, size_b, compute, route_class=rc)
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n == 0:

@@ -173,6 +173,8 @@ class ExactEngine:
         heappop, heappush = heapq.heappop, heapq.heappush
         acc: list[float] = []
         acc_lo, acc_hi = 0.0, -1.0  # the bucket ``acc`` belongs to (none yet)
+        # The dispatcher's stop rule, as locals: it only changes while this generator is suspended.
+        stop_at, horizon, next_roll = self.stop_at, self.horizon, self.next_roll
         while True:
             block = self.feeder.take(a)
             if block is None:
@@ -182,6 +184,7 @@ class ExactEngine:
             classes = ((init_off + block.target.astype(np.int64)) * 2 + block.is_write).tolist()
             lat_out: list[float] = []
             lvl_out: list[int] = []
+            lat_append, lvl_append = lat_out.append, lvl_out.append
             for line, c, compute, pf in zip(
                 block.line.tolist(),
                 classes,
@@ -196,8 +199,9 @@ class ExactEngine:
                         ready = t_free
                 while inflight and inflight[0] <= ready:
                     heappop(inflight)
-                if ready >= self.stop_at and (ready > self.horizon or ready >= self.next_roll):
+                if ready >= stop_at and (ready > horizon or ready >= next_roll):
                     yield ready
+                    stop_at, horizon, next_roll = self.stop_at, self.horizon, self.next_roll
                 level = n_levels
                 # LRUCache.access inlined (the hot loop): each set a dict of its lines, least recent first.
                 for lv, sets, ways, data in cache_sets:
@@ -239,8 +243,8 @@ class ExactEngine:
                 last_issue = ready
                 if done > last_done:
                     last_done = done
-                lat_out.append(lat)
-                lvl_out.append(level)
+                lat_append(lat)
+                lvl_append(level)
             self.stats.add(
                 np.full(n, a, dtype=np.int64),
                 np.full(n, agent.initiator, dtype=np.int64),

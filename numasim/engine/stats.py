@@ -24,8 +24,13 @@ def hist_edges_ns() -> np.ndarray:
 
 
 def _bins(latency_ns: np.ndarray) -> np.ndarray:
-    x = (np.log10(np.maximum(latency_ns, 1e-3)) - _HIST_MIN_EXP) * HIST_BINS_PER_DECADE
-    return np.clip(x.astype(np.int64), 0, N_HIST - 1)
+    # float32 logarithm: twice as fast, and its ~1e-7 relative error only moves a latency within that of a
+    # bin edge (bins are 7 % wide) into the neighbouring bin. Clipped as a float, then cast (same bins).
+    x = np.log10(np.maximum(latency_ns.astype(np.float32), np.float32(1e-3)))
+    x -= np.float32(_HIST_MIN_EXP)
+    x *= np.float32(HIST_BINS_PER_DECADE)
+    np.clip(x, 0, N_HIST - 1, out=x)
+    return x.astype(np.int64)
 
 
 def percentile_from_hist(hist: np.ndarray, q: float) -> float:
@@ -121,20 +126,30 @@ class Stats:
     def add(
         self,
         agent: np.ndarray,
-        initiator: np.ndarray,
+        initiator: np.ndarray | None,
         target: np.ndarray,
         is_write: np.ndarray,
         level: np.ndarray,
         latency_ns: np.ndarray,
         size_bytes: np.ndarray,
         compute_ns: np.ndarray,
+        route_class: np.ndarray | None = None,
     ) -> None:
-        """Count a block of completed accesses (all arrays of one length)."""
+        """Count a block of completed accesses (all arrays of one length).
+
+        ``route_class``, if the caller has it, is ``(initiator * n_nodes + target) * 2 + is_write`` (int64);
+        ``initiator`` is then not read (may be None).
+        """
         if len(agent) == 0:
             return
         nn = self.n_nodes
-        pair = initiator.astype(np.int64) * nn + target
-        cls = pair * 2 + is_write
+        if route_class is None:
+            assert initiator is not None
+            pair = initiator.astype(np.int64) * nn + target
+            cls = pair * 2 + is_write
+        else:
+            cls = route_class
+            pair = cls >> 1
         size = self.n_init * nn * 2
         # One count per (route class, level) gives accesses, memory lines and level hits alike.
         nl = self.n_levels + 1

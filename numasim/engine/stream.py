@@ -98,13 +98,15 @@ def _prefetched(lines: np.ndarray, history: np.ndarray) -> np.ndarray:
         if lo >= 0:
             prev = allv[lo : lo + len(lines)]
             d = cur - prev
-            out |= (d == 1) | (d == -1)
+            np.abs(d, out=d)  # |d| == 1: the line just before or after
+            out |= d == 1
         else:
             k = -lo  # the first k requests have no request `lag` before them
             if k >= len(lines):
                 continue
             d = cur[k:] - allv[: len(lines) - k]
-            out[k:] |= (d == 1) | (d == -1)
+            np.abs(d, out=d)
+            out[k:] |= d == 1
     return out
 
 
