@@ -319,7 +319,18 @@ class EpochEngine:
             c = np.flatnonzero(commit)
             agent, compute, level, target, rc = agent[c], compute[c], level[c], target[c], rc[c]
             is_write, size_b, lat = is_write[c], size_b[c], lat[c]
-        st.add(agent, None, target, is_write, level, lat, size_b, compute, route_class=rc)
+        st.add(
+            agent,
+            None,
+            target,
+            is_write,
+            level,
+            lat,
+            size_b,
+            compute,
+            route_class=rc,
+            agent_runs=(ids_arr, n_commit),
+        )
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n == 0:

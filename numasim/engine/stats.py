@@ -134,11 +134,13 @@ class Stats:
         size_bytes: np.ndarray,
         compute_ns: np.ndarray,
         route_class: np.ndarray | None = None,
+        agent_runs: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Count a block of completed accesses (all arrays of one length).
 
         ``route_class``, if the caller has it, is ``(initiator * n_nodes + target) * 2 + is_write`` (int64);
-        ``initiator`` is then not read (may be None).
+        ``initiator`` is then not read (may be None). ``agent_runs`` = (agents, run lengths), if ``agent`` is
+        those agents in runs (each agent once), sums per agent over the runs instead of by ``bincount``.
         """
         if len(agent) == 0:
             return
@@ -166,6 +168,15 @@ class Stats:
         if self.hist is not None:
             flat = pair * N_HIST + _bins(latency_ns)
             self.hist += np.bincount(flat, minlength=self.hist.size).reshape(self.hist.shape)
+        if agent_runs is not None:
+            ids, lens = agent_runs
+            keep = lens > 0
+            ids, lens = ids[keep], lens[keep]
+            starts = np.r_[0, np.cumsum(lens)[:-1]]
+            self.agent_accesses[ids] += lens
+            self.agent_latency_ns[ids] += np.add.reduceat(latency_ns, starts)
+            self.agent_compute_ns[ids] += np.add.reduceat(compute_ns, starts, dtype=np.float64)
+            return
         na = len(self.agent_accesses)
         self.agent_accesses += np.bincount(agent, minlength=na)
         self.agent_latency_ns += np.bincount(agent, weights=latency_ns, minlength=na)
