@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from numasim.kernel.kernel import Kernel
 
-__all__ = ["FaultResult", "fault_range"]
+__all__ = ["FaultResult", "fault_range", "fault_pages_at"]
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,36 @@ def fault_range(
         return FaultResult()
     i0 = (lo - vma.start) >> PAGE_SHIFT
     i1 = (hi - vma.start + PAGE_SIZE - 1) >> PAGE_SHIFT
-    missing = np.flatnonzero(vma.nodes[i0:i1] < 0)
-    if missing.size == 0:
-        return FaultResult()
-    idx = i0 + missing
-    cpu = task.cpu if cpu is None else cpu
     page_hints: dict[str, np.ndarray] = {}
     for key, values in (hints or {}).items():
         arr = np.asarray(values)
         if arr.shape[0] != i1 - i0:
             raise ValueError(f"hint {key!r} has {arr.shape[0]} values for {i1 - i0} pages")
-        page_hints[key] = arr[missing]
+        page_hints[key] = arr
+    return fault_pages_at(kernel, task, vma, np.arange(i0, i1), cpu, page_hints)
+
+
+def fault_pages_at(
+    kernel: Kernel,
+    task: Task,
+    vma: VMA,
+    idx: np.ndarray,
+    cpu: int | None = None,
+    hints: Mapping[str, np.ndarray] | None = None,
+) -> FaultResult:
+    """Fault in the not-present pages among page indices ``idx`` of ``vma`` (ascending), touched first by ``cpu``.
+
+    ``hints`` hold one value per entry of ``idx``. This is the batch form every touch goes through: a set of
+    scattered pages first touched from one cpu is one allocator request, not one per page.
+    """
+    if not task.alive or idx.size == 0:
+        return FaultResult()
+    missing = np.flatnonzero(vma.nodes[idx] < 0)
+    if missing.size == 0:
+        return FaultResult()
+    idx = idx[missing]
+    cpu = task.cpu if cpu is None else cpu
+    page_hints = {key: np.asarray(arr)[missing] for key, arr in (hints or {}).items()}
     if vma.shm is not None and vma.placement is None:
         # shmem: the shared policy is looked up per page offset (mpol_shared_policy_lookup)
         ids = vma.shm.policy_id[vma.pgoff + idx]

@@ -50,7 +50,7 @@ from numasim.errors import PolicyError, WorkloadError
 from numasim.kernel import syscalls
 from numasim.kernel.cpuset import ROOT_CPUSET, Cpuset, rebind_task
 from numasim.kernel.errno import SyscallResult
-from numasim.kernel.fault import FaultResult, fault_range
+from numasim.kernel.fault import FaultResult, fault_pages_at, fault_range
 from numasim.kernel.mempolicy import (
     MPOL_BIND,
     MPOL_F_MOF,
@@ -430,6 +430,46 @@ class Kernel:
             result = result + fault_range(self, task, vma, addr, end, cpu, vma_hints)
             if not task.alive:
                 break
+        return result
+
+    def touch_pages(self, task: Task, addresses: np.ndarray, cpus: np.ndarray) -> FaultResult:
+        """First-touch faults for scattered pages: page ``addresses[i]`` touched first from ``cpus[i]``.
+
+        The batch form of :meth:`touch` for traces and generated workloads: one allocator request per
+        (mapping, cpu) instead of one per run of pages. Mappings are faulted in address order; within a
+        mapping, each cpu's pages as one batch, cpus in the order of their lowest page. A repeated address
+        keeps its first cpu. Raises ``WorkloadError`` for an unmapped address (a SIGSEGV in reality).
+        """
+        result = FaultResult()
+        addrs = np.asarray(addresses, dtype=np.uint64) & ~np.uint64(PAGE_SIZE - 1)
+        cpu_arr = np.asarray(cpus, dtype=np.int64)
+        if addrs.shape != cpu_arr.shape:
+            raise ValueError(f"touch_pages: {addrs.size} addresses but {cpu_arr.size} cpus")
+        if addrs.size == 0:
+            return result
+        addrs, first = np.unique(addrs, return_index=True)
+        cpu_arr = cpu_arr[first]
+        unknown = sorted(set(np.unique(cpu_arr).tolist()) - set(self.cpu_to_node))
+        if unknown:
+            raise WorkloadError(f"touch: no cpu {unknown[0]}")
+        vmas = task.mm.vmas
+        starts = np.array([v.start for v in vmas], dtype=np.uint64)
+        ends = np.array([v.end for v in vmas], dtype=np.uint64)
+        pos = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+        inside = (pos >= 0) & (addrs < ends[np.clip(pos, 0, None)]) if vmas else np.zeros(addrs.size, bool)
+        if not inside.all():
+            bad = int(addrs[np.flatnonzero(~inside)[0]])
+            raise WorkloadError(f"task {task.pid}: touch of {bad:#x} hits unmapped memory (SIGSEGV)")
+        cuts = np.flatnonzero(np.diff(pos)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, addrs.size], strict=True):
+            vma = vmas[int(np.asarray(pos)[lo])]
+            idx = ((addrs[lo:hi] - np.uint64(vma.start)) >> np.uint64(PAGE_SHIFT)).astype(np.int64)
+            seg_cpus = cpu_arr[lo:hi]
+            found, first_pos = np.unique(seg_cpus, return_index=True)
+            for cpu in found[np.argsort(first_pos)]:
+                result = result + fault_pages_at(self, task, vma, idx[seg_cpus == cpu], int(cpu))
+                if not task.alive:
+                    return result
         return result
 
     # --- placement ------------------------------------------------------------------------------------

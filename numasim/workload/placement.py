@@ -162,13 +162,12 @@ def thread_specs(machine: Machine, workload: Workload) -> list[ThreadSpec]:
 
 
 def _touch_runs(kernel: Kernel, task: Task, pages: np.ndarray, first: np.ndarray, cpu_of: Callable[[int], int]) -> None:
-    """Fault ``pages`` (sorted page numbers) from the cpu of the thread that touched each first; one ``touch``
-    per run of consecutive pages with the same thread (a loop over runs, not pages)."""
+    """Fault ``pages`` (page numbers) from the cpu of the thread that touched each first, in batches per mapping
+    and cpu (:meth:`Kernel.touch_pages`), never one kernel call per page."""
     if not len(pages):
         return
-    cut = np.flatnonzero((np.diff(pages.astype(np.int64)) != 1) | (np.diff(first) != 0)) + 1
-    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(pages)], strict=True):
-        kernel.touch(task, int(pages[lo]) * PAGE_SIZE_BYTES, int(hi - lo) * PAGE_SIZE_BYTES, cpu=cpu_of(int(first[lo])))
+    cpu_by_thread = np.array([cpu_of(t) for t in range(int(first.max()) + 1)], dtype=np.int64)
+    kernel.touch_pages(task, pages.astype(np.uint64) * np.uint64(PAGE_SIZE_BYTES), cpu_by_thread[first])
 
 
 def _record(vma_nodes: list[tuple[int, np.ndarray]], page_numbers: list[np.ndarray], nodes: list[np.ndarray]) -> int:
