@@ -1,12 +1,19 @@
-"""Exact mode: every request is an event on a SimPy clock; controllers and links are FIFO servers.
+"""Exact mode: every request is timed one by one in strict time order; controllers and links are FIFO servers.
 
 Every agent (thread or device transfer) walks its requests in program order with the rules of :mod:`timing`:
-it waits until the request may issue, looks the line up in its LRU caches (shared caches are shared objects,
-touched in simulated-time order), and sends a miss through the resources of its route class. Agents are
-coroutines run by one SimPy process in strict time order (ties by agent order) from a heap; the SimPy clock
-is advanced at every epoch boundary, so other SimPy processes interleave with the agents at epoch resolution
-and a request costs a heap operation rather than a SimPy event (the naive design, one SimPy event and one
-``simpy.Resource`` request per resource per access, is the baseline in ``benchmarks/bench_engine.py``).
+it waits until the request may issue, looks the line up in its LRU caches (an instance shared by several cpus
+is shared state, touched in simulated-time order), and sends a miss through the resources of its route class.
+Agents run in strict time order (ties by the order they were last scheduled in) from a heap; an agent runs on
+until another agent is due first or an epoch ends.
+
+That per-request loop and the dispatch between agents are one compiled kernel
+(:func:`~numasim.engine._exact_kernel.run_kernel`, numba) over flat numpy state: the agents' current blocks of
+requests, their in-flight completion times, the caches as tag/use-stamp arrays, the FIFO servers' next free
+times and the busy time of the open epoch buckets. The kernel returns to this module only at an epoch boundary,
+at the end of an agent's block and when its ring of open buckets must grow. SimPy is still the clock: the
+engine is one SimPy process, which advances the clock to every epoch boundary before the kernel runs past it,
+so other SimPy processes interleave with the agents at epoch resolution. (The naive design, one SimPy event and
+one ``simpy.Resource`` request per resource per access, is the baseline in ``benchmarks/bench_engine.py``.)
 
 Each resource is a FIFO server that starts one line every ``busy_ns`` (64 B / bandwidth, times
 ``write_cost_factor`` for writes): a request that finds it busy waits. Because the wait is known at issue time,
@@ -14,29 +21,36 @@ the completion needs no event of its own; only the issue does.
 
 Latency of a miss = idle route latency + FIFO waits + the loaded-latency curve of each resource at its
 utilisation over the previous epoch (a hardware counter's view: ``busy / epoch_ns``), times the prefetch factor.
+The curve delays are updated here, in numpy, at every epoch boundary (:meth:`ExactEngine._roll`).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Generator
 
 import numpy as np
 import simpy
 
+from . import _exact_kernel as K
 from .caches import LRUCache
 from .memsys import MemorySystem
 from .stats import Stats
-from .stream import Agent, Feeder
+from .stream import Agent, Block, Feeder
 from .timing import prefetch_factor
 
 __all__ = ["ExactEngine"]
 
 _EMA = 0.5
+_RING_ROWS = 64  # initial open epoch buckets held (a power of two; grown on demand)
 
 
 class ExactEngine:
-    """Runs the exact fidelity (see module docstring)."""
+    """Runs the exact fidelity (see module docstring).
+
+    ``caches[a]`` lists agent ``a``'s cache per level (the same object for agents that share an instance; empty
+    for devices). The objects give each instance's geometry and initial contents; the run keeps its own copy of
+    the cache state and does not update them.
+    """
 
     def __init__(
         self,
@@ -50,210 +64,248 @@ class ExactEngine:
         epoch_ns: float,
     ) -> None:
         self.ms, self.agents, self.feeder, self.stats = ms, agents, feeder, stats
-        self.caches = caches  # per agent: its cache instance per level (empty for devices)
-        self.level_lat = list(level_latency_ns)
         self.n_levels = len(level_latency_ns)
-        self.d = prefetch_distance_lines
         self.E = float(epoch_ns)
-        self.free = [0.0] * len(ms.resources)
-        base = ms.class_base_latency_ns()
+        n_res = len(ms.resources)
+        n_agents = len(agents)
+        self.free = np.zeros(n_res)
         # Per route class: idle latency and the (resource, busy_ns) pairs in the order the data crosses them.
-        self.class_base = [float(x) for x in base]
-        self.class_path = [
-            [(r, float(ms.busy_ns[c, r])) for r in ms.class_resources[c]] for c in range(ms.n_classes)
-        ]
+        self.class_base = np.asarray(ms.class_base_latency_ns(), dtype=np.float64).copy()
+        paths = [list(ms.class_resources[c]) for c in range(ms.n_classes)]
+        lens = np.array([len(p) for p in paths], dtype=np.int64)
+        self.path_start = np.r_[0, np.cumsum(lens)].astype(np.int64)
+        self.path_res = np.array([r for p in paths for r in p], dtype=np.int64)
+        self.path_busy = np.array(
+            [float(ms.busy_ns[c, r]) for c, p in enumerate(paths) for r in p], dtype=np.float64
+        )
+        # The paths padded to one width (-1 = none): class curve delays summed column by column, in path order.
+        width = int(lens.max()) if len(lens) else 0
+        self._path_pad = np.full((ms.n_classes, width), -1, dtype=np.int64)
+        for c, p in enumerate(paths):
+            self._path_pad[c, : len(p)] = p
         self.n_nodes = ms.n_nodes
         line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0)
         self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
-        self._ema = np.zeros(len(ms.resources))
+        self._ema = np.zeros(n_res)
         self._ema_bucket = -10
-        # Busy time per epoch bucket, charged to the bucket where the line is served (which may lie ahead).
-        self.busy_by_bucket: dict[int, list[float]] = {}
-        self.curve_now = [0.0] * len(ms.resources)
+        self.curve_now = np.zeros(n_res)
         # Per route class, the sum of the curve delays of its resources (in path order, as a miss adds them).
-        self.class_curve = [0.0] * ms.n_classes
+        self.class_curve = np.zeros(ms.n_classes)
         self.bucket = 0
         self.next_roll = self.E
-        self.horizon = np.inf
-        self.stop_at = np.inf
         self.completed = 0
+
+        # --- agents -------------------------------------------------------------------------------------
+        mlp = [1 if a.dependent else a.mlp for a in agents]
+        self.mlp = np.array(mlp, dtype=np.int64)
+        self.pff = np.array([prefetch_factor(m, prefetch_distance_lines) for m in mlp], dtype=np.float64)
+        self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
+        self.last_issue = np.array([a.start_ns for a in agents], dtype=np.float64)
+        self.last_done = self.last_issue.copy()
+        self.infl_off = np.r_[0, np.cumsum(self.mlp)[:-1]].astype(np.int64) if n_agents else np.zeros(0, np.int64)
+        self.infl = np.zeros(int(self.mlp.sum()))
+        self.infl_n = np.zeros(n_agents, dtype=np.int64)
+        self.acc_bk = np.zeros(n_agents, dtype=np.int64)
+        self.acc_lo = np.zeros(n_agents)
+        self.acc_hi = np.full(n_agents, -1.0)  # no bucket cached yet
+        self.init_off = np.array([a.initiator * self.n_nodes for a in agents], dtype=np.int64)
+
+        # --- caches: one global index per distinct LRUCache object ------------------------------------------
+        index: dict[int, int] = {}
+        objects: list[LRUCache] = []
+        self.instance = np.zeros((n_agents, max(self.n_levels, 1)), dtype=np.int64)
+        self.n_cache = np.array([len(c) for c in caches], dtype=np.int64)
+        for a, per_level in enumerate(caches):
+            for lv, cache in enumerate(per_level):
+                g = index.setdefault(id(cache), len(objects))
+                if g == len(objects):
+                    objects.append(cache)
+                self.instance[a, lv] = g
+        self.c_sets = np.array([c.sets for c in objects], dtype=np.int64)
+        self.c_ways = np.array([c.ways for c in objects], dtype=np.int64)
+        size = self.c_sets * self.c_ways
+        self.c_off = np.r_[0, np.cumsum(size)[:-1]].astype(np.int64) if len(objects) else np.zeros(0, np.int64)
+        self.tags = np.zeros(int(size.sum()), dtype=np.int64)  # zeros: untouched pages cost no memory
+        self.stamps = np.zeros(int(size.sum()), dtype=np.int64)
+        clock = 0
+        for g, cache in enumerate(objects):  # initial contents, least recently used first
+            for key, lines in enumerate(cache._data):
+                for w, ln in enumerate(lines or ()):
+                    clock += 1
+                    self.tags[self.c_off[g] + key * cache.ways + w] = ln
+                    self.stamps[self.c_off[g] + key * cache.ways + w] = clock
+        self.level_lat = np.array(level_latency_ns, dtype=np.float64)
+
+        # --- kernel state -----------------------------------------------------------------------------------
+        self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
+        self.st_f = np.zeros(K.N_STATE, dtype=np.float64)
+        first = [int(a.start_ns // self.E) for a in agents if a.start_ns < 0]
+        self.st_i[K.I_RING_LO] = min([0, *first])
+        rows = _RING_ROWS
+        while rows <= -self.st_i[K.I_RING_LO]:
+            rows *= 2
+        self.ring = np.zeros((rows, n_res))
+        self.touched = np.zeros(rows, dtype=np.bool_)
+        self.heap_t = np.zeros(n_agents)
+        self.heap_o = np.zeros(n_agents, dtype=np.int64)
+        self.heap_a = np.zeros(n_agents, dtype=np.int64)
+        # Request buffers: a slot per agent holding its current block.
+        self.pos = np.zeros(n_agents, dtype=np.int64)
+        self.end = np.zeros(n_agents, dtype=np.int64)
+        self._slot = np.zeros(n_agents, dtype=np.int64)
+        self._cap = np.zeros(n_agents, dtype=np.int64)
+        self._blocks: list[Block | None] = [None] * n_agents
+        self.line = np.zeros(0, dtype=np.int64)
+        self.cls = np.zeros(0, dtype=np.int64)
+        self.compute = np.zeros(0, dtype=np.float64)
+        self.prefetched = np.zeros(0, dtype=np.bool_)
+        self.lat_out = np.zeros(0, dtype=np.float64)
+        self.lvl_out = np.zeros(0, dtype=np.int64)
+
+    # --- epochs -------------------------------------------------------------------------------------------
+    def _close(self, below: int) -> np.ndarray:
+        """Report the charged buckets ``< below`` to the time series in ascending order; return the row of
+        bucket ``below - 1`` (zeros if it was not charged)."""
+        lo = int(self.st_i[K.I_RING_LO])
+        rows = len(self.ring)
+        last = np.zeros(self.ring.shape[1])
+        ks = np.arange(lo, min(below, lo + rows), dtype=np.int64)
+        rows_k = ks & (rows - 1)
+        for k, j in zip(ks[self.touched[rows_k]].tolist(), rows_k[self.touched[rows_k]].tolist(), strict=True):
+            row = self.ring[j].copy()
+            self.stats.series.add(np.array([k]), row[None, :])
+            if k == below - 1:
+                last = row
+        self.ring[rows_k] = 0.0
+        self.touched[rows_k] = False
+        return last
 
     def _roll(self, now: float) -> None:
         """Close the epoch buckets before ``now``: record their busy time, update the curve delays."""
         b = int(now // self.E)
         if b <= self.bucket:
             return
-        last = np.zeros(len(self.ms.resources))
-        for k in sorted(k for k in self.busy_by_bucket if k < b):
-            row = np.array(self.busy_by_bucket.pop(k))
-            self.stats.series.add(np.array([k]), row[None, :])
-            if k == b - 1:
-                last = row
-        # In place: every agent process holds this list.
+        last = self._close(b)
+        self.st_i[K.I_RING_LO] = b
         u_seen = np.clip((last - self.own_busy) / self.E, 0.0, 1.0)  # a request does not queue behind itself
         # Smoothed over epochs: a one-epoch-late counter would otherwise make load and delay chase each other.
         if b == self._ema_bucket + 1:
             u_seen = _EMA * self._ema + (1.0 - _EMA) * u_seen
         self._ema, self._ema_bucket = u_seen, b
-        curve_now = self.curve_now
-        curve_now[:] = [float(x) for x in self.ms.curve_delay_ns(u_seen)]
-        for c, path in enumerate(self.class_path):
-            extra = 0.0
-            for r, _ in path:
-                extra += curve_now[r]
-            self.class_curve[c] = extra
+        self.curve_now[:] = self.ms.curve_delay_ns(u_seen)
+        extra = np.zeros(len(self.class_curve))
+        for j in range(self._path_pad.shape[1]):  # in path order, as a miss adds them (+ 0.0 is exact)
+            col = self._path_pad[:, j]
+            extra += np.where(col >= 0, self.curve_now[col], 0.0)
+        self.class_curve[:] = extra
         self.bucket = b
         self.next_roll = (b + 1) * self.E
 
-    def flush(self) -> None:
-        for k in sorted(self.busy_by_bucket):
-            self.stats.series.add(np.array([k]), np.array(self.busy_by_bucket.pop(k))[None, :])
+    def _grow(self, need: int) -> None:
+        """Hold open buckets up to ``need`` in the ring."""
+        lo = int(self.st_i[K.I_RING_LO])
+        rows = len(self.ring)
+        new = rows * 2
+        while new < need - lo + 1:
+            new *= 2
+        ks = np.arange(lo, lo + rows, dtype=np.int64)
+        ring = np.zeros((new, self.ring.shape[1]))
+        touched = np.zeros(new, dtype=np.bool_)
+        ring[ks & (new - 1)] = self.ring[ks & (rows - 1)]
+        touched[ks & (new - 1)] = self.touched[ks & (rows - 1)]
+        self.ring, self.touched = ring, touched
 
-    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
-        """The SimPy process: dispatch agents in time order, advance the SimPy clock at every epoch boundary."""
-        heap: list[tuple[float, int, Generator[float, float, None]]] = []
-        order = 0
+    def flush(self) -> None:
+        lo = int(self.st_i[K.I_RING_LO])
+        self._close(lo + len(self.ring))
+
+    # --- blocks -------------------------------------------------------------------------------------------
+    def _next_block(self, a: int) -> None:
+        """Install agent ``a``'s next block, or record its finish if its stream has ended."""
+        block = self.feeder.take(a)
+        while block is not None and len(block) == 0:
+            block = self.feeder.take(a)
+        self._blocks[a] = block
+        if block is None:
+            lo, n = int(self.infl_off[a]), int(self.infl_n[a])
+            busy = max(self.infl[lo : lo + n].tolist()) if n else 0.0
+            self.stats.finish(a, max(float(self.last_done[a]), busy))
+            self.pos[a] = self.end[a]
+            return
+        n = len(block)
+        if n > self._cap[a]:  # a new, larger slot at the end of the buffers (the old one is left unused)
+            cap = max(n, 2 * int(self._cap[a]))
+            self._slot[a], self._cap[a] = len(self.line), cap
+
+            def grow(x: np.ndarray) -> np.ndarray:
+                return np.concatenate([x, np.zeros(cap, dtype=x.dtype)])
+
+            self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
+            self.prefetched, self.lat_out, self.lvl_out = (
+                grow(self.prefetched),
+                grow(self.lat_out),
+                grow(self.lvl_out),
+            )
+        s = int(self._slot[a])
+        self.line[s : s + n] = block.line
+        # route class of each request, should it miss: (initiator * n_nodes + target) * 2 + is_write
+        self.cls[s : s + n] = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
+        self.compute[s : s + n] = block.compute_ns
+        self.prefetched[s : s + n] = block.prefetched
+        self.pos[a], self.end[a] = s, s + n
+
+    def _count_block(self, a: int) -> None:
+        block = self._blocks[a]
+        assert block is not None
+        n, s = len(block), int(self._slot[a])
+        self.stats.add(
+            np.full(n, a, dtype=np.int64),
+            np.full(n, self.agents[a].initiator, dtype=np.int64),
+            block.target,
+            block.is_write,
+            self.lvl_out[s : s + n].copy(),
+            self.lat_out[s : s + n].copy(),
+            block.size_bytes,
+            block.compute_ns,
+        )
+        self.completed += n
+
+    # --- the process --------------------------------------------------------------------------------------
+    def _step(self) -> int:
+        """Run the kernel until it needs Python (see :mod:`_exact_kernel`)."""
+        self.st_f[K.F_NEXT_ROLL] = self.next_roll
+        return int(
+            K.run_kernel(
+                self.st_i, self.st_f, self.heap_t, self.heap_o, self.heap_a,
+                self.pos, self.end, self.last_issue, self.last_done, self.dependent, self.mlp, self.pff,
+                self.n_cache, self.instance, self.infl, self.infl_off, self.infl_n,
+                self.acc_bk, self.acc_lo, self.acc_hi,
+                self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.lvl_out,
+                self.c_sets, self.c_ways, self.c_off, self.tags, self.stamps, self.level_lat, self.n_levels,
+                self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
+                self.ring, self.touched, self.E,
+            )
+        )  # fmt: skip
+
+    def run(self, env: simpy.Environment) -> Generator[simpy.Event, None, None]:
+        """The SimPy process: run the kernel, advance the SimPy clock at every epoch boundary."""
         for agent in self.agents:
-            gen = self._agent(agent)
-            self.horizon = -np.inf  # make every agent stop at its first request
-            self.stop_at = -np.inf
-            t = next(gen, None)
-            if t is not None:
-                heap.append((t, order, gen))
-                order += 1
-        heapq.heapify(heap)
-        heappop, heapreplace = heapq.heappop, heapq.heapreplace
-        inf = float("inf")
-        while heap:
-            # The earliest agent stays on the heap while it runs and is replaced by its next time afterwards
-            # (one sift instead of a pop and a push); the others' earliest time is a child of the root.
-            t, _, gen = heap[0]
-            n = len(heap)
-            if n > 2:
-                horizon = heap[1][0]
-                if heap[2][0] < horizon:
-                    horizon = heap[2][0]
-            else:
-                horizon = heap[1][0] if n == 2 else inf
-            self.horizon = horizon
-            # an agent runs on until another agent is due or the epoch ends (ties go to the other agent)
-            next_roll = self.next_roll
-            self.stop_at = horizon if horizon < next_roll else next_roll
-            if t >= next_roll:
+            self._next_block(agent.index)
+        self.st_i[K.I_PHASE] = K.P_PRIME
+        while True:
+            status = self._step()
+            if status == K.DONE:
+                return
+            if status == K.ROLL:
+                t = float(self.st_f[K.F_T])
                 if t > env.now:
                     yield env.timeout(t - env.now)
                 self._roll(t)
-            try:
-                t_next = gen.send(t)
-            except StopIteration:
-                heappop(heap)
-                continue
-            heapreplace(heap, (t_next, order, gen))
-            order += 1
-
-    def _agent(self, agent: Agent) -> Generator[float, float, None]:
-        """One agent's requests in program order. Yields the time of its next request whenever another agent
-        (or an epoch boundary) comes first, and is resumed at that time; otherwise runs on without a stop."""
-        a = agent.index
-        mlp = 1 if agent.dependent else agent.mlp
-        pff = prefetch_factor(mlp, self.d)
-        cache_sets = [(lv, c.sets, c.ways, c._data) for lv, c in enumerate(self.caches[a])]
-        level_lat = self.level_lat
-        n_levels = self.n_levels
-        init_off = agent.initiator * self.n_nodes
-        free, class_path, class_base = self.free, self.class_path, self.class_base
-        class_curve = self.class_curve
-        by_bucket = self.busy_by_bucket
-        n_res = len(self.ms.resources)
-        epoch_ns = self.E
-        inflight: list[float] = []
-        last_issue = agent.start_ns
-        last_done = agent.start_ns
-        dependent = agent.dependent
-        heappop, heappush = heapq.heappop, heapq.heappush
-        acc: list[float] = []
-        acc_lo, acc_hi = 0.0, -1.0  # the bucket ``acc`` belongs to (none yet)
-        # The dispatcher's stop rule, as locals: it only changes while this generator is suspended.
-        stop_at, horizon, next_roll = self.stop_at, self.horizon, self.next_roll
-        while True:
-            block = self.feeder.take(a)
-            if block is None:
-                break
-            n = len(block)
-            # route class of each request, should it miss: (initiator * n_nodes + target) * 2 + is_write
-            classes = ((init_off + block.target.astype(np.int64)) * 2 + block.is_write).tolist()
-            lat_out: list[float] = []
-            lvl_out: list[int] = []
-            lat_append, lvl_append = lat_out.append, lvl_out.append
-            for line, c, compute, pf in zip(
-                block.line.tolist(),
-                classes,
-                block.compute_ns.tolist(),
-                block.prefetched.tolist(),
-                strict=True,
-            ):
-                ready = (last_done if dependent else last_issue) + compute
-                if len(inflight) >= mlp:
-                    t_free = heappop(inflight)
-                    if t_free > ready:
-                        ready = t_free
-                while inflight and inflight[0] <= ready:
-                    heappop(inflight)
-                if ready >= stop_at and (ready > horizon or ready >= next_roll):
-                    yield ready
-                    stop_at, horizon, next_roll = self.stop_at, self.horizon, self.next_roll
-                level = n_levels
-                # LRUCache.access inlined (the hot loop): each set a dict of its lines, least recent first.
-                for lv, sets, ways, data in cache_sets:
-                    key = line % sets
-                    ways_set = data[key]
-                    if ways_set is None:
-                        data[key] = {line: None}
-                    elif line in ways_set:
-                        del ways_set[line]  # most recently used goes last
-                        ways_set[line] = None
-                        level = lv
-                        break
-                    elif len(ways_set) < ways:
-                        ways_set[line] = None
-                    else:
-                        del ways_set[next(iter(ways_set))]  # evict the least recently used
-                        ways_set[line] = None
-                if level < n_levels:
-                    lat = level_lat[level]
-                else:
-                    t = ready
-                    for r, b in class_path[c]:
-                        f = free[r]
-                        if f > t:
-                            t = f
-                        free[r] = t + b
-                        if not acc_lo <= t < acc_hi:
-                            bk = int(t // epoch_ns)
-                            if bk not in by_bucket:
-                                by_bucket[bk] = [0.0] * n_res
-                            acc = by_bucket[bk]
-                            acc_lo, acc_hi = bk * epoch_ns, (bk + 1) * epoch_ns
-                        acc[r] += b
-                    lat = class_base[c] + (t - ready) + class_curve[c]
-                    if pf:
-                        lat *= pff
-                done = ready + lat
-                heappush(inflight, done)
-                last_issue = ready
-                if done > last_done:
-                    last_done = done
-                lat_append(lat)
-                lvl_append(level)
-            self.stats.add(
-                np.full(n, a, dtype=np.int64),
-                np.full(n, agent.initiator, dtype=np.int64),
-                block.target,
-                block.is_write,
-                np.array(lvl_out, dtype=np.int64),
-                np.array(lat_out),
-                block.size_bytes,
-                block.compute_ns,
-            )
-            self.completed += n
-        self.stats.finish(a, max(last_done, max(inflight) if inflight else 0.0))
+            elif status == K.BLOCK_DONE:
+                a = int(self.st_i[K.I_AGENT])
+                self._count_block(a)
+                self._next_block(a)
+            elif status == K.GROW:
+                self._grow(int(self.st_i[K.I_NEED]))
+            else:
+                raise RuntimeError(f"exact engine: bucket {int(self.st_i[K.I_NEED])} outside the open epochs")

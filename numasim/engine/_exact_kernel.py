@@ -1,0 +1,357 @@
+"""The compiled core of exact mode: agent dispatch and the per-request loop over flat numpy state (numba).
+
+:func:`run_kernel` does everything of :mod:`exact` that happens per request: it dispatches agents from a heap in
+``(time, order)`` order, walks the running agent's requests in program order (MLP-limited issue, LRU caches,
+FIFO servers, busy time per epoch bucket) until its next request is due after another agent's or at an epoch
+boundary, and repeats. It returns to Python, with its whole state in the arrays it was given, whenever Python
+must act; calling it again resumes exactly where it stopped:
+
+* ``ROLL``: the next dispatch time (``st_f[F_T]``) reached ``next_roll``; Python advances the SimPy clock, closes
+  epochs (``_roll``), stores the new ``next_roll`` and ``class_curve``, and resumes (the dispatch then runs);
+* ``BLOCK_DONE``: agent ``st_i[I_AGENT]`` finished its block; Python counts it, installs the next block (or,
+  at the end of the agent's stream, leaves ``pos == end``: the kernel then drops the agent from the heap);
+* ``GROW``: the busy ring must hold bucket ``st_i[I_NEED]``; Python enlarges it (nothing was changed for the
+  pending request yet);
+* ``DONE``: no agent is left; ``BAD_BUCKET`` is an internal error (a charge outside the ring).
+
+All times are float64 and every formula is evaluated in the same order as the pure-Python engine it replaced,
+so results are bit-identical to it (``tests/engine/test_exact_kernel.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "run_kernel",
+    "DONE",
+    "ROLL",
+    "BLOCK_DONE",
+    "GROW",
+    "BAD_BUCKET",
+    "P_PRIME",
+    "N_STATE",
+    "I_PHASE",
+    "I_AGENT",
+    "I_HEAP_N",
+    "I_ORDER",
+    "I_RING_LO",
+    "I_CLOCK",
+    "I_NEED",
+    "I_ROLLED",
+    "F_NEXT_ROLL",
+    "F_READY",
+    "F_HORIZON",
+    "F_T",
+]
+
+# return status
+DONE, ROLL, BLOCK_DONE, GROW, BAD_BUCKET = 0, 1, 2, 3, 4
+# phases (where a resumed call continues)
+P_PRIME, P_DISPATCH, P_PROCESS, P_NEXT = 0, 1, 2, 3
+# slots of the int64 state vector ``st_i``
+I_PHASE, I_AGENT, I_HEAP_N, I_ORDER, I_RING_LO, I_CLOCK, I_NEED, I_ROLLED = range(8)
+# slots of the float64 state vector ``st_f``
+F_NEXT_ROLL, F_READY, F_HORIZON, F_T = range(4)
+N_STATE = 8
+
+
+@njit(cache=True, inline="always")
+def _pop_min(h: np.ndarray, lo: int, n: int) -> float:
+    """Pop the least of the binary min-heap ``h[lo:lo+n]`` (the caller decrements its count)."""
+    top = h[lo]
+    n -= 1
+    x = h[lo + n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and h[lo + c + 1] < h[lo + c]:
+            c += 1
+        if h[lo + c] < x:
+            h[lo + i] = h[lo + c]
+            i = c
+        else:
+            break
+    if n > 0:
+        h[lo + i] = x
+    return top
+
+
+@njit(cache=True, inline="always")
+def _push(h: np.ndarray, lo: int, n: int, x: float) -> None:
+    """Push ``x`` onto the binary min-heap ``h[lo:lo+n]`` (the caller increments its count)."""
+    i = n
+    while i > 0:
+        p = (i - 1) // 2
+        if h[lo + p] > x:
+            h[lo + i] = h[lo + p]
+            i = p
+        else:
+            break
+    h[lo + i] = x
+
+
+@njit(cache=True)
+def _agent_sift_down(ht: np.ndarray, ho: np.ndarray, ha: np.ndarray, n: int, i: int) -> None:
+    """Restore the agent heap (ordered by (time, order)) below ``i``."""
+    t, o, a = ht[i], ho[i], ha[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and ho[c + 1] < ho[c])):
+            c += 1
+        if ht[c] < t or (ht[c] == t and ho[c] < o):
+            ht[i], ho[i], ha[i] = ht[c], ho[c], ha[c]
+            i = c
+        else:
+            break
+    ht[i], ho[i], ha[i] = t, o, a
+
+
+@njit(cache=True)
+def run_kernel(
+    st_i: np.ndarray,
+    st_f: np.ndarray,
+    heap_t: np.ndarray,
+    heap_o: np.ndarray,
+    heap_a: np.ndarray,
+    pos: np.ndarray,
+    end: np.ndarray,
+    last_issue: np.ndarray,
+    last_done: np.ndarray,
+    dependent: np.ndarray,
+    mlp: np.ndarray,
+    pff: np.ndarray,
+    n_cache: np.ndarray,
+    instance: np.ndarray,
+    infl: np.ndarray,
+    infl_off: np.ndarray,
+    infl_n: np.ndarray,
+    acc_bk: np.ndarray,
+    acc_lo: np.ndarray,
+    acc_hi: np.ndarray,
+    line: np.ndarray,
+    cls: np.ndarray,
+    compute: np.ndarray,
+    prefetched: np.ndarray,
+    lat_out: np.ndarray,
+    lvl_out: np.ndarray,
+    c_sets: np.ndarray,
+    c_ways: np.ndarray,
+    c_off: np.ndarray,
+    tags: np.ndarray,
+    stamps: np.ndarray,
+    level_lat: np.ndarray,
+    n_levels: int,
+    path_start: np.ndarray,
+    path_res: np.ndarray,
+    path_busy: np.ndarray,
+    class_base: np.ndarray,
+    class_curve: np.ndarray,
+    free: np.ndarray,
+    ring: np.ndarray,
+    touched: np.ndarray,
+    epoch_ns: float,
+) -> int:
+    """Run until Python must act (see module docstring); returns the status.
+
+    Per agent ``a``: its requests are ``line/cls/compute/prefetched[pos[a]:end[a]]`` (its latency and level
+    go to ``lat_out/lvl_out`` at the same index); its in-flight completion times are the binary min-heap
+    ``infl[infl_off[a] : infl_off[a] + infl_n[a]]`` (capacity ``mlp[a]``); ``instance[a, lv]`` is its cache
+    instance at level ``lv < n_cache[a]``, whose set ``s`` is ``tags/stamps[c_off[g] + s * c_ways[g] :][:c_ways[g]]``
+    (stamp 0 = empty way, else the global use counter at its last use: the least stamp is the LRU way).
+    ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
+    Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
+    ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
+    ``touched`` marks the buckets that were charged.
+    """
+    inf = np.inf
+    phase = st_i[I_PHASE]
+    a = st_i[I_AGENT]
+    hn = st_i[I_HEAP_N]
+    order = st_i[I_ORDER]
+    ring_lo = st_i[I_RING_LO]
+    clock = st_i[I_CLOCK]
+    rolled = st_i[I_ROLLED]
+    next_roll = st_f[F_NEXT_ROLL]
+    ready = st_f[F_READY]
+    horizon = st_f[F_HORIZON]
+    n_ring = ring.shape[0]
+    ring_mask = n_ring - 1
+    status = DONE
+
+    if phase == P_PRIME:
+        # Every live agent computes its first request's ready time and enters the heap in agent order.
+        for q in range(len(pos)):
+            if pos[q] < end[q]:
+                r0 = (last_done[q] if dependent[q] else last_issue[q]) + compute[pos[q]]
+                i = hn
+                hn += 1
+                while i > 0:  # sift up by (time, order)
+                    p = (i - 1) // 2
+                    if heap_t[p] > r0:  # orders increase: a tie keeps the parent above
+                        heap_t[i], heap_o[i], heap_a[i] = heap_t[p], heap_o[p], heap_a[p]
+                        i = p
+                    else:
+                        break
+                heap_t[i], heap_o[i], heap_a[i] = r0, order, q
+                order += 1
+        phase = P_DISPATCH
+
+    while True:
+        if phase == P_DISPATCH:
+            if hn == 0:
+                status = DONE
+                break
+            t = heap_t[0]
+            # the earliest other agent is a child of the root
+            if hn > 2:
+                horizon = heap_t[1]
+                if heap_t[2] < horizon:
+                    horizon = heap_t[2]
+            elif hn == 2:
+                horizon = heap_t[1]
+            else:
+                horizon = inf
+            if rolled == 0 and t >= next_roll:
+                rolled = 1
+                st_f[F_T] = t
+                status = ROLL
+                break
+            rolled = 0
+            a = heap_a[0]
+            ready = t
+            phase = P_PROCESS
+
+        if phase == P_PROCESS:
+            p = pos[a]
+            c = cls[p]
+            k0 = path_start[c]
+            k1 = path_start[c + 1]
+            # Would a miss charge a bucket beyond the ring? Ask for a larger ring before changing anything.
+            t_ub = ready
+            for k in range(k0, k1):
+                f = free[path_res[k]]
+                if f > t_ub:
+                    t_ub = f
+            bk_ub = int(t_ub // epoch_ns)
+            if bk_ub >= ring_lo + n_ring:
+                st_i[I_NEED] = bk_ub
+                status = GROW
+                break
+            ln = line[p]
+            level = n_levels
+            for lv in range(n_cache[a]):
+                g = instance[a, lv]
+                ways = c_ways[g]
+                base = c_off[g] + (ln % c_sets[g]) * ways
+                empty = -1
+                lru = base
+                hit = False
+                for w in range(base, base + ways):
+                    s = stamps[w]
+                    if s == 0:
+                        if empty < 0:
+                            empty = w
+                    elif tags[w] == ln:
+                        clock += 1
+                        stamps[w] = clock
+                        hit = True
+                        break
+                    elif s < stamps[lru]:  # (an empty way, if any, is used instead)
+                        lru = w
+                if hit:
+                    level = lv
+                    break
+                # a miss fills this level: an empty way, else the least recently used one
+                w = empty if empty >= 0 else lru
+                clock += 1
+                tags[w] = ln
+                stamps[w] = clock
+            if level < n_levels:
+                lat = level_lat[level]
+            else:
+                tt = ready
+                for k in range(k0, k1):
+                    r = path_res[k]
+                    b = path_busy[k]
+                    f = free[r]
+                    if f > tt:
+                        tt = f
+                    free[r] = tt + b
+                    if not (acc_lo[a] <= tt < acc_hi[a]):
+                        bk = int(tt // epoch_ns)
+                        if bk < ring_lo or bk >= ring_lo + n_ring:
+                            st_i[I_NEED] = bk
+                            status = BAD_BUCKET
+                            break
+                        acc_bk[a] = bk
+                        acc_lo[a] = bk * epoch_ns
+                        acc_hi[a] = (bk + 1) * epoch_ns
+                        touched[bk & ring_mask] = True
+                    bk = acc_bk[a]
+                    # a bucket closed since the agent cached it no longer counts (it was already reported)
+                    if bk >= ring_lo:
+                        ring[bk & ring_mask, r] += b
+                if status == BAD_BUCKET:
+                    break
+                lat = class_base[c] + (tt - ready) + class_curve[c]
+                if prefetched[p]:
+                    lat *= pff[a]
+            done = ready + lat
+            lo = infl_off[a]
+            _push(infl, lo, infl_n[a], done)
+            infl_n[a] += 1
+            last_issue[a] = ready
+            if done > last_done[a]:
+                last_done[a] = done
+            lat_out[p] = lat
+            lvl_out[p] = level
+            pos[a] = p + 1
+            phase = P_NEXT
+            if p + 1 >= end[a]:
+                status = BLOCK_DONE
+                break
+
+        if phase == P_NEXT:
+            p = pos[a]
+            if p >= end[a]:
+                # the agent's stream ended: drop it from the heap
+                hn -= 1
+                if hn > 0:
+                    heap_t[0], heap_o[0], heap_a[0] = heap_t[hn], heap_o[hn], heap_a[hn]
+                    _agent_sift_down(heap_t, heap_o, heap_a, hn, 0)
+                phase = P_DISPATCH
+                continue
+            ready = (last_done[a] if dependent[a] else last_issue[a]) + compute[p]
+            lo = infl_off[a]
+            if infl_n[a] >= mlp[a]:
+                t_free = _pop_min(infl, lo, infl_n[a])
+                infl_n[a] -= 1
+                if t_free > ready:
+                    ready = t_free
+            while infl_n[a] > 0 and infl[lo] <= ready:
+                _pop_min(infl, lo, infl_n[a])
+                infl_n[a] -= 1
+            if ready > horizon or ready >= next_roll:
+                # another agent is due first (ties go to it) or the epoch ends: back to the heap, re-ordered
+                heap_t[0], heap_o[0], heap_a[0] = ready, order, a
+                order += 1
+                _agent_sift_down(heap_t, heap_o, heap_a, hn, 0)
+                phase = P_DISPATCH
+            else:
+                phase = P_PROCESS
+
+    st_i[I_PHASE] = phase
+    st_i[I_AGENT] = a
+    st_i[I_HEAP_N] = hn
+    st_i[I_ORDER] = order
+    st_i[I_CLOCK] = clock
+    st_i[I_ROLLED] = rolled
+    st_f[F_READY] = ready
+    st_f[F_HORIZON] = horizon
+    return status
