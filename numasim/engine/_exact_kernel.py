@@ -143,8 +143,7 @@ def run_kernel(
     c_sets: np.ndarray,
     c_ways: np.ndarray,
     c_off: np.ndarray,
-    tags: np.ndarray,
-    stamps: np.ndarray,
+    ways_data: np.ndarray,
     level_lat: np.ndarray,
     n_levels: int,
     path_start: np.ndarray,
@@ -162,8 +161,10 @@ def run_kernel(
     Per agent ``a``: its requests are ``line/cls/compute/prefetched[pos[a]:end[a]]`` (its latency and level
     go to ``lat_out/lvl_out`` at the same index); its in-flight completion times are the binary min-heap
     ``infl[infl_off[a] : infl_off[a] + infl_n[a]]`` (capacity ``mlp[a]``); ``instance[a, lv]`` is its cache
-    instance at level ``lv < n_cache[a]``, whose set ``s`` is ``tags/stamps[c_off[g] + s * c_ways[g] :][:c_ways[g]]``
-    (stamp 0 = empty way, else the global use counter at its last use: the least stamp is the LRU way).
+    instance at level ``lv < n_cache[a]``, whose set ``s`` holds ways ``w = c_off[g] + s * c_ways[g] + (0 ..
+    c_ways[g] - 1)``: ``ways_data[2 w]`` is the way's line and ``ways_data[2 w + 1]`` its stamp (0 = empty, else
+    the global use counter at its last use: the least stamp is the LRU way; line and stamp side by side, so a
+    set is a few consecutive host cache lines).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
@@ -253,16 +254,16 @@ def run_kernel(
                 lru = base
                 hit = False
                 for w in range(base, base + ways):
-                    s = stamps[w]
+                    s = ways_data[2 * w + 1]
                     if s == 0:
                         if empty < 0:
                             empty = w
-                    elif tags[w] == ln:
+                    elif ways_data[2 * w] == ln:
                         clock += 1
-                        stamps[w] = clock
+                        ways_data[2 * w + 1] = clock
                         hit = True
                         break
-                    elif s < stamps[lru]:  # (an empty way, if any, is used instead)
+                    elif s < ways_data[2 * lru + 1]:  # (an empty way, if any, is used instead)
                         lru = w
                 if hit:
                     level = lv
@@ -270,8 +271,8 @@ def run_kernel(
                 # a miss fills this level: an empty way, else the least recently used one
                 w = empty if empty >= 0 else lru
                 clock += 1
-                tags[w] = ln
-                stamps[w] = clock
+                ways_data[2 * w] = ln
+                ways_data[2 * w + 1] = clock
             if level < n_levels:
                 lat = level_lat[level]
             else:

@@ -31,6 +31,8 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
+from numasim.calibrate.model import LoadedLatencyCurve
+
 from . import _exact_kernel as K
 from .caches import LRUCache
 from .memsys import MemorySystem
@@ -89,6 +91,14 @@ class ExactEngine:
         self._ema = np.zeros(n_res)
         self._ema_bucket = -10
         self.curve_now = np.zeros(n_res)
+        self._curve_key = b""  # the utilisation ``curve_now`` was computed at
+        groups: dict[tuple[tuple[float, ...], tuple[float, ...]], tuple[LoadedLatencyCurve, list[int]]] = {}
+        for r, res in enumerate(ms.resources):
+            if res.curve is not None:
+                shape = (tuple(res.curve.utilisation), tuple(res.curve.added_latency_ns))
+                groups.setdefault(shape, (res.curve, []))[1].append(r)
+        self._curves = [(curve, np.array(idx)) for curve, idx in groups.values()]
+        self._zeros = np.zeros(n_res)
         # Per route class, the sum of the curve delays of its resources (in path order, as a miss adds them).
         self.class_curve = np.zeros(ms.n_classes)
         self.bucket = 0
@@ -125,20 +135,23 @@ class ExactEngine:
         self.c_ways = np.array([c.ways for c in objects], dtype=np.int64)
         size = self.c_sets * self.c_ways
         self.c_off = np.r_[0, np.cumsum(size)[:-1]].astype(np.int64) if len(objects) else np.zeros(0, np.int64)
-        self.tags = np.zeros(int(size.sum()), dtype=np.int64)  # zeros: untouched pages cost no memory
-        self.stamps = np.zeros(int(size.sum()), dtype=np.int64)
+        # (line, stamp) per way; zeros: the pages of sets never touched cost no memory
+        self.ways_data = np.zeros(2 * int(size.sum()), dtype=np.int64)
         clock = 0
-        for g, cache in enumerate(objects):  # initial contents, least recently used first
+        for g, cache in enumerate(objects):  # initial contents (none, usually), least recently used first
+            if not any(cache._data):
+                continue
             for key, lines in enumerate(cache._data):
                 for w, ln in enumerate(lines or ()):
                     clock += 1
-                    self.tags[self.c_off[g] + key * cache.ways + w] = ln
-                    self.stamps[self.c_off[g] + key * cache.ways + w] = clock
+                    way = int(self.c_off[g]) + key * cache.ways + w
+                    self.ways_data[2 * way], self.ways_data[2 * way + 1] = ln, clock
         self.level_lat = np.array(level_latency_ns, dtype=np.float64)
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
         self.st_f = np.zeros(K.N_STATE, dtype=np.float64)
+        self.st_i[K.I_CLOCK] = clock
         first = [int(a.start_ns // self.E) for a in agents if a.start_ns < 0]
         self.st_i[K.I_RING_LO] = min([0, *first])
         rows = _RING_ROWS
@@ -155,6 +168,7 @@ class ExactEngine:
         self._slot = np.zeros(n_agents, dtype=np.int64)
         self._cap = np.zeros(n_agents, dtype=np.int64)
         self._blocks: list[Block | None] = [None] * n_agents
+        self._used = 0  # request buffer entries given to slots
         self.line = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
         self.compute = np.zeros(0, dtype=np.float64)
@@ -168,16 +182,23 @@ class ExactEngine:
         bucket ``below - 1`` (zeros if it was not charged)."""
         lo = int(self.st_i[K.I_RING_LO])
         rows = len(self.ring)
-        last = np.zeros(self.ring.shape[1])
-        ks = np.arange(lo, min(below, lo + rows), dtype=np.int64)
-        rows_k = ks & (rows - 1)
-        for k, j in zip(ks[self.touched[rows_k]].tolist(), rows_k[self.touched[rows_k]].tolist(), strict=True):
+        mask = rows - 1
+        hi = min(below, lo + rows)
+        if hi - lo <= 4:  # the usual case: one epoch ends
+            ks = [k for k in range(lo, hi) if self.touched[k & mask]]
+        else:
+            ring_rows = np.flatnonzero(self.touched)
+            charged = lo + ((ring_rows - lo) & mask)  # the bucket each charged row holds
+            ks = np.sort(charged[charged < below]).tolist()
+        last = self._zeros
+        for k in ks:
+            j = k & mask
             row = self.ring[j].copy()
             self.stats.series.add(np.array([k]), row[None, :])
+            self.ring[j] = 0.0
+            self.touched[j] = False
             if k == below - 1:
                 last = row
-        self.ring[rows_k] = 0.0
-        self.touched[rows_k] = False
         return last
 
     def _roll(self, now: float) -> None:
@@ -192,12 +213,17 @@ class ExactEngine:
         if b == self._ema_bucket + 1:
             u_seen = _EMA * self._ema + (1.0 - _EMA) * u_seen
         self._ema, self._ema_bucket = u_seen, b
-        self.curve_now[:] = self.ms.curve_delay_ns(u_seen)
-        extra = np.zeros(len(self.class_curve))
-        for j in range(self._path_pad.shape[1]):  # in path order, as a miss adds them (+ 0.0 is exact)
-            col = self._path_pad[:, j]
-            extra += np.where(col >= 0, self.curve_now[col], 0.0)
-        self.class_curve[:] = extra
+        key = u_seen.tobytes()
+        if key != self._curve_key:  # (often the same: an idle or steady machine)
+            self._curve_key = key
+            # MemorySystem.curve_delay_ns, one (elementwise) evaluation per distinct curve
+            for curve, idx in self._curves:
+                self.curve_now[idx] = curve.added_ns(u_seen[idx])
+            extra = np.zeros(len(self.class_curve))
+            for j in range(self._path_pad.shape[1]):  # in path order, as a miss adds them (+ 0.0 is exact)
+                col = self._path_pad[:, j]
+                extra += np.where(col >= 0, self.curve_now[col], 0.0)
+            self.class_curve[:] = extra
         self.bucket = b
         self.next_roll = (b + 1) * self.E
 
@@ -233,19 +259,21 @@ class ExactEngine:
             self.pos[a] = self.end[a]
             return
         n = len(block)
-        if n > self._cap[a]:  # a new, larger slot at the end of the buffers (the old one is left unused)
+        if n > self._cap[a]:  # a new, larger slot after the used part of the buffers (the old one is left)
             cap = max(n, 2 * int(self._cap[a]))
-            self._slot[a], self._cap[a] = len(self.line), cap
+            self._slot[a], self._cap[a] = self._used, cap
+            self._used += cap
+            if self._used > len(self.line):
+                size = max(self._used, 2 * len(self.line))
 
-            def grow(x: np.ndarray) -> np.ndarray:
-                return np.concatenate([x, np.zeros(cap, dtype=x.dtype)])
+                def grow(x: np.ndarray) -> np.ndarray:
+                    y = np.zeros(size, dtype=x.dtype)
+                    y[: len(x)] = x
+                    return y
 
-            self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
-            self.prefetched, self.lat_out, self.lvl_out = (
-                grow(self.prefetched),
-                grow(self.lat_out),
-                grow(self.lvl_out),
-            )
+                self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
+                self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
+                self.lvl_out = grow(self.lvl_out)
         s = int(self._slot[a])
         self.line[s : s + n] = block.line
         # route class of each request, should it miss: (initiator * n_nodes + target) * 2 + is_write
@@ -281,7 +309,7 @@ class ExactEngine:
                 self.n_cache, self.instance, self.infl, self.infl_off, self.infl_n,
                 self.acc_bk, self.acc_lo, self.acc_hi,
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.lvl_out,
-                self.c_sets, self.c_ways, self.c_off, self.tags, self.stamps, self.level_lat, self.n_levels,
+                self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.ring, self.touched, self.E,
             )
