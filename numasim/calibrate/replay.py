@@ -156,7 +156,9 @@ def replay_loaded_latency(
             pages.assign(base, np.full(region // _PAGE, node, dtype=np.int16))
             addrs = np.arange(base, base + lines * _LINE, _LINE, dtype=np.uint64)
             chunks.append(AccessChunk.build(addrs, thread=t, compute_ns=gap_ns))
-            threads.append(ThreadSpec(t, cpu=cpu))
+            # Phases spread over one gap, as independent loaders drift apart: started together, every loader
+            # would hit the controller in the same instant each gap, a burst the chase queues behind.
+            threads.append(ThreadSpec(t, cpu=cpu, start_ns=gap_ns * (t - 1) / len(loaders)))
             base += region
         res = simulate(
             machine, calibration, threads, [concat_chunks(chunks)], pages, mode=mode, seed=seed, record_latencies=False

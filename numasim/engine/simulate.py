@@ -215,7 +215,7 @@ def simulate(
         env.process(eng.process(env))
         env.run()
         eng.flush()
-        diagnostics = {"windows": float(eng.windows), "fixed_point_iterations": float(eng.iterations)}
+        diagnostics = {"windows": float(eng.windows), "epochs": float(eng.istate[0] + 1)}
     else:
         objects: dict[int, LRUCache] = {}
         for lv, spec in enumerate(levels):

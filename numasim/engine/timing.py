@@ -11,10 +11,7 @@
   ``outstanding_lines`` for a device). A **dependent** agent (pointer chase) issues access ``k``
   ``compute_ns[k]`` after access ``k-1`` completed.
 
-Exact mode applies these rules event by event. Epoch mode uses their fluid form per access:
-``cost_k = compute_k + latency_k`` (dependent) or ``max(compute_k, latency_k / M)`` (independent), the
-steady-state period of the exact rule for constant compute and latency; an agent's ``k``-th access issues at
-``start + sum(cost[:k]) + compute_k``.
+Both fidelities apply these rules request by request (see :mod:`exact` and :mod:`epoch`).
 """
 
 from __future__ import annotations

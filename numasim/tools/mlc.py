@@ -197,8 +197,10 @@ def _stream_threads(
             wr = np.zeros((n_groups, rpw + 1), dtype=bool)
             wr[:, -1] = True
             wr = wr.ravel()
-        specs.append(ThreadSpec(k, cpu=cpu))
         gap = compute_ns if isinstance(compute_ns, (int, float)) else compute_ns[k]
+        # Paced threads start spread over one gap, as independent threads drift apart: started together,
+        # they would all reach the controller in the same instant each gap (a burst the others queue behind).
+        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gap * k / len(cpus)))
         chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=gap))
     if extra is not None:
         specs.append(extra[0])
@@ -234,6 +236,10 @@ def _peak(ctx: ToolContext) -> dict[str, float]:
     return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES)[0] for label, rpw in MIXES}
 
 
+SATURATED_SHARE = 0.98
+"""Share of a controller's read bandwidth the load threads of mlc's saturated rows offer together."""
+
+
 def _load_gap_ns(delay_cycles: int) -> float:
     """Time between two line reads of one load thread at injection delay ``delay_cycles`` (ns, unsaturated)."""
     return (delay_cycles / CORE_GHZ + LOAD_ISSUE_NS) / LOAD_LINES_PER_DELAY
@@ -266,8 +272,11 @@ def _loaded(ctx: ToolContext, delays: Sequence[int]) -> list[tuple[int, float, f
         bw = 0.0
         if load_cpus:
             gap_ns = _load_gap_ns(d)
-            # a node whose threads together would exceed its controller's read bandwidth gets exactly that
-            gaps = {n: max(gap_ns, k * 64.0 / ctx.calibration.controller(n).read_bandwidth_gb_s)
+            # A node whose threads together would exceed its controller's read bandwidth gets just under it
+            # (SATURATED_SHARE), room left for the latency thread's own lines: offered beyond the bandwidth,
+            # the controller's queue would grow for as long as the run lasts, where the hardware's back-pressure
+            # holds it (the queueing it does is in the controller's loaded-latency curve).
+            gaps = {n: max(gap_ns, k * 64.0 / (SATURATED_SHARE * ctx.calibration.controller(n).read_bandwidth_gb_s))
                     for n, k in per_node.items()}
             gap_of = [gaps[n] for n in load_mems]
             lines_of = [max(16, int(duration_ns / g) + 1) for g in gap_of]

@@ -2,7 +2,10 @@
 
 Found while writing the teaching labs: STREAM triad interleaved over Drepper's 4-socket Opteron
 (seed-002-opteron-4s, 4 GB/s HyperTransport links, controllers only ~25-45 % busy) ran at half the exact
-mode's throughput in epoch mode, with the fixed point stopping at its iteration limit.
+mode's throughput in the first epoch engine (a per-window fixed point over fluid queues). The threads start in
+step on the same node and move from node to node as a convoy that breaks up over time; a fluid queue, which
+gives a burst's requests one wait, keeps the wrong convoys. Epoch mode now queues each miss at FIFO servers as
+exact mode does; these cases hold it to exact mode within 2 %.
 """
 
 from __future__ import annotations
@@ -26,20 +29,29 @@ phases = [{name = "triad", pattern = "stream_triad", passes = 1, split = true}]
 """
 
 
+def _threads(per_node: dict[int, int]) -> str:
+    return ", ".join(f"{{count = {c}, node = {n}}}" for n, c in per_node.items())
+
+
 @pytest.mark.parametrize(
-    "policy",
+    ("threads", "policy"),
     [
-        pytest.param(
-            "interleave:0-3",
-            marks=pytest.mark.xfail(strict=True, reason="epoch fixed point does not converge on saturated links"),
-        ),
-        "default",
+        ({0: 2, 1: 2, 2: 2, 3: 2}, "interleave:0-3"),
+        ({0: 2, 1: 2, 2: 2, 3: 2}, "default"),
+        ({0: 2, 1: 2, 2: 2, 3: 2}, "interleave:0-1"),
+        ({0: 1, 1: 1, 2: 1, 3: 1}, "interleave:0-3"),
+        ({0: 8}, "interleave:0-3"),
+        ({0: 2, 1: 2, 2: 2, 3: 2}, "bind:1"),
     ],
 )
-def test_epoch_agrees_with_exact_when_links_saturate(policy: str) -> None:
+def test_epoch_agrees_with_exact_when_links_saturate(threads: dict[int, int], policy: str) -> None:
     machine = load_machine("seed-002-opteron-4s")
     cal = resolve_calibration(machine)
-    workload = loads_workload(TRIAD)
+    workload = loads_workload(TRIAD.replace(_threads({0: 2, 1: 2, 2: 2, 3: 2}), _threads(threads)))
     exact = run_workload(machine, workload, cal, policy=policy, mode="exact").result
     epoch = run_workload(machine, workload, cal, policy=policy, mode="epoch").result
-    assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.05)
+    assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.02)
+    for a, b in zip(exact.nodes, epoch.nodes, strict=True):
+        assert a.accesses == b.accesses
+        if a.accesses:
+            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)

@@ -1,0 +1,313 @@
+"""The compiled inner loop of epoch mode (the model is described in :mod:`epoch`).
+
+One call advances simulated time epoch by epoch over one window of buffered requests, until the window is used
+up, or an agent whose stream goes on beyond the window runs out inside an epoch (that epoch is undone: the caller
+refills and calls again), or the series buffer is full. All state lives in the arrays passed in, so a call
+resumes exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["DONE", "REFILL", "SERIES_FULL", "curve_delay", "run_epochs"]
+
+DONE = 0
+REFILL = 1
+SERIES_FULL = 2
+
+# Integer state slots (``istate``).
+EPOCH = 0  # the current epoch
+EMA_EPOCH = 1  # the epoch whose utilisation the smoothed value ``ema`` last took in (-10: none)
+TOUCHED = 2  # 1 if the current epoch served any work
+
+
+@njit(cache=True)
+def curve_delay(u: float, n: int, xs: np.ndarray, ys: np.ndarray) -> float:  # pragma: no cover - compiled
+    """``LoadedLatencyCurve.added_ns`` for one value: linear interpolation, flat below the first point, the
+    last segment's slope beyond the last."""
+    if n == 0:
+        return 0.0
+    if u <= xs[0]:
+        return ys[0]
+    if u > xs[n - 1]:
+        return ys[n - 1] + (ys[n - 1] - ys[n - 2]) / (xs[n - 1] - xs[n - 2]) * (u - xs[n - 1])
+    k = 1
+    while xs[k] < u:
+        k += 1
+    x0, x1 = xs[k - 1], xs[k]
+    if x1 == x0:
+        return ys[k]
+    return ys[k - 1] + (ys[k] - ys[k - 1]) * (u - x0) / (x1 - x0)
+
+
+@njit(cache=True)
+def _close_epoch(
+    epoch: int,
+    epoch_ns: float,
+    epoch_busy: np.ndarray,
+    later_busy: np.ndarray,
+    own_busy: np.ndarray,
+    ema: np.ndarray,
+    curve_now: np.ndarray,
+    curve_n: np.ndarray,
+    curve_x: np.ndarray,
+    curve_y: np.ndarray,
+    istate: np.ndarray,
+    ser_idx: np.ndarray,
+    ser_rows: np.ndarray,
+    n_ser: int,
+    ema_weight: float,
+) -> int:  # pragma: no cover - compiled
+    """Record epoch ``epoch`` (if it served anything), take its utilisation into the curve delays (a hardware
+    counter read once per epoch, smoothed with the previous epoch's when consecutive) and open the next epoch
+    with the work queued into it."""
+    n_res = len(epoch_busy)
+    if istate[TOUCHED]:
+        ser_idx[n_ser] = epoch
+        for r in range(n_res):
+            ser_rows[n_ser, r] = epoch_busy[r]
+        n_ser += 1
+    smooth = istate[EMA_EPOCH] == epoch - 1
+    touched = 0
+    for r in range(n_res):
+        u = (epoch_busy[r] - own_busy[r]) / epoch_ns  # a request does not queue behind itself
+        u = min(max(u, 0.0), 1.0)
+        if smooth:
+            u = ema_weight * ema[r] + (1.0 - ema_weight) * u
+        ema[r] = u
+        curve_now[r] = curve_delay(u, curve_n[r], curve_x[r], curve_y[r])
+        # Work queued beyond this epoch is served from the next epoch's start on.
+        take = later_busy[r] if later_busy[r] < epoch_ns else epoch_ns
+        epoch_busy[r] = take
+        later_busy[r] -= take
+        if take > 0.0:
+            touched = 1
+    istate[EMA_EPOCH] = epoch
+    istate[TOUCHED] = touched
+    return n_ser
+
+
+@njit(cache=True)
+def _next_ready(
+    a: int,
+    p: int,
+    end: int,
+    compute: np.ndarray,
+    dep: np.ndarray,
+    mlp: np.ndarray,
+    last_issue: np.ndarray,
+    last_done: np.ndarray,
+    inflight: np.ndarray,
+    n_inflight: np.ndarray,
+) -> float:  # pragma: no cover - compiled
+    """When agent ``a`` may issue its request ``p`` (infinity when its window segment is used up): ``compute``
+    after its previous issue (after its previous completion when dependent), once one of its ``mlp`` slots is
+    free."""
+    if p >= end:
+        return np.inf
+    ready = (last_done[a] if dep[a] else last_issue[a]) + compute[p]
+    n = n_inflight[a]
+    if n >= mlp[a]:
+        earliest = inflight[a, 0]
+        for j in range(1, n):
+            if inflight[a, j] < earliest:
+                earliest = inflight[a, j]
+        if earliest > ready:
+            ready = earliest
+    return ready
+
+
+@njit(cache=True)
+def run_epochs(
+    agent_ids: np.ndarray,
+    seg_start: np.ndarray,
+    seg_end: np.ndarray,
+    truncated: np.ndarray,
+    level: np.ndarray,
+    prefetched: np.ndarray,
+    rc: np.ndarray,
+    compute: np.ndarray,
+    dep: np.ndarray,
+    mlp: np.ndarray,
+    pff: np.ndarray,
+    level_lat: np.ndarray,
+    class_base: np.ndarray,
+    path_ptr: np.ndarray,
+    path_res: np.ndarray,
+    path_busy: np.ndarray,
+    curve_n: np.ndarray,
+    curve_x: np.ndarray,
+    curve_y: np.ndarray,
+    own_busy: np.ndarray,
+    epoch_ns: float,
+    ema_weight: float,
+    last_issue: np.ndarray,
+    last_done: np.ndarray,
+    inflight: np.ndarray,
+    n_inflight: np.ndarray,
+    pos: np.ndarray,
+    done_max: np.ndarray,
+    free: np.ndarray,
+    epoch_busy: np.ndarray,
+    later_busy: np.ndarray,
+    ema: np.ndarray,
+    curve_now: np.ndarray,
+    istate: np.ndarray,
+    lat_out: np.ndarray,
+    ser_idx: np.ndarray,
+    ser_rows: np.ndarray,
+    drain: bool,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Advance over one window; returns (status, number of series rows written)."""
+    n_levels = len(level_lat) - 1
+    n_res = len(free)
+    nw = len(agent_ids)
+    m_max = inflight.shape[1]
+    snap_pos = np.empty(nw, dtype=np.int64)
+    snap_issue = np.empty(nw)
+    snap_last = np.empty(nw)
+    snap_done = np.empty(nw)
+    snap_n = np.empty(nw, dtype=np.int64)
+    snap_in = np.empty((nw, m_max))
+    snap_free = np.empty(n_res)
+    snap_busy = np.empty(n_res)
+    snap_later = np.empty(n_res)
+    ready_at = np.empty(nw)
+    n_ser = 0
+    ser_cap = len(ser_idx) - 2  # room for the closes of one epoch (a jump closes two)
+    while True:
+        epoch = istate[EPOCH]
+        s1 = (epoch + 1) * epoch_ns
+        snap_touched = istate[TOUCHED]
+        for r in range(n_res):
+            snap_free[r] = free[r]
+            snap_busy[r] = epoch_busy[r]
+            snap_later[r] = later_busy[r]
+        for k in range(nw):
+            a = agent_ids[k]
+            snap_pos[k] = pos[k]
+            snap_issue[k] = last_issue[a]
+            snap_last[k] = last_done[a]
+            snap_done[k] = done_max[k]
+            snap_n[k] = n_inflight[a]
+            for j in range(n_inflight[a]):
+                snap_in[k, j] = inflight[a, j]
+            ready_at[k] = _next_ready(
+                a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
+            )
+        # The epoch's requests in time order over all agents (ties: the lower agent).
+        refill = False
+        while True:
+            k = 0
+            ready = np.inf
+            for j in range(nw):
+                if ready_at[j] < ready:
+                    ready = ready_at[j]
+                    k = j
+            if ready >= s1:
+                break
+            a = agent_ids[k]
+            p = pos[k]
+            fly = inflight[a]
+            n_fly = n_inflight[a]
+            j = 0
+            while j < n_fly:  # completed by now: leaves the in-flight set
+                if fly[j] <= ready:
+                    n_fly -= 1
+                    fly[j] = fly[n_fly]
+                else:
+                    j += 1
+            lv = level[p]
+            if lv < n_levels:
+                lat = level_lat[lv]
+            else:
+                # FIFO servers along the route: the miss starts at each resource once the one before started
+                # it and the resource is free, and holds it for its line's busy time.
+                c = rc[p]
+                t = ready
+                extra = 0.0
+                for q in range(path_ptr[c], path_ptr[c + 1]):
+                    r = path_res[q]
+                    if free[r] > t:
+                        t = free[r]
+                    b = path_busy[q]
+                    free[r] = t + b
+                    extra += curve_now[r]
+                    # busy time to the epoch it is served in (the part past this epoch: to later ones)
+                    if t + b <= s1:
+                        epoch_busy[r] += b
+                    elif t >= s1:
+                        later_busy[r] += b
+                    else:
+                        epoch_busy[r] += s1 - t
+                        later_busy[r] += t + b - s1
+                istate[TOUCHED] = 1
+                lat = class_base[c] + (t - ready) + extra
+                if prefetched[p]:
+                    lat *= pff[a]
+            done = ready + lat
+            fly[n_fly] = done
+            n_inflight[a] = n_fly + 1
+            last_issue[a] = ready
+            if done > last_done[a]:
+                last_done[a] = done
+            if done > done_max[k]:
+                done_max[k] = done
+            lat_out[p] = lat
+            pos[k] = p + 1
+            if p + 1 == seg_end[k] and truncated[k]:
+                refill = True  # its stream goes on beyond the window
+                break
+            ready_at[k] = _next_ready(
+                a, p + 1, seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
+            )
+        if refill:
+            # Undo the epoch: every committed epoch must have seen all agents' requests.
+            istate[TOUCHED] = snap_touched
+            for r in range(n_res):
+                free[r] = snap_free[r]
+                epoch_busy[r] = snap_busy[r]
+                later_busy[r] = snap_later[r]
+            for k in range(nw):
+                a = agent_ids[k]
+                pos[k] = snap_pos[k]
+                last_issue[a] = snap_issue[k]
+                last_done[a] = snap_last[k]
+                done_max[k] = snap_done[k]
+                n_inflight[a] = snap_n[k]
+                for j in range(snap_n[k]):
+                    inflight[a, j] = snap_in[k, j]
+            return REFILL, n_ser
+        active = False
+        next_issue = np.inf
+        for k in range(nw):
+            if pos[k] < seg_end[k]:
+                active = True
+                if ready_at[k] < next_issue:
+                    next_issue = ready_at[k]
+        queued = False
+        for r in range(n_res):
+            if later_busy[r] > 0.0:
+                queued = True
+        if not active and not (drain and queued):
+            # Every agent of the window is done (when draining: every queue too). The epoch stays open for
+            # the next window.
+            return DONE, n_ser
+        nxt = epoch + 1
+        if active and not queued and next_issue >= s1 + epoch_ns:
+            nxt = int(next_issue // epoch_ns)  # nothing queued, nobody issues before then: jump
+        n_ser = _close_epoch(
+            epoch, epoch_ns, epoch_busy, later_busy, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
+            istate, ser_idx, ser_rows, n_ser, ema_weight,
+        )  # fmt: skip
+        if nxt > epoch + 1:
+            # Idle epochs jumped over: the counter reads zero in the one before ``nxt``.
+            n_ser = _close_epoch(
+                nxt - 1, epoch_ns, epoch_busy, later_busy, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
+                istate, ser_idx, ser_rows, n_ser, ema_weight,
+            )  # fmt: skip
+        istate[EPOCH] = nxt
+        if n_ser >= ser_cap:
+            return SERIES_FULL, n_ser
