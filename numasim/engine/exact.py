@@ -50,8 +50,8 @@ class ExactEngine:
     """Runs the exact fidelity (see module docstring).
 
     ``caches[a]`` lists agent ``a``'s cache per level (the same object for agents that share an instance; empty
-    for devices). The objects give each instance's geometry and initial contents; the run keeps its own copy of
-    the cache state and does not update them.
+    for devices). The objects, empty, give each instance's geometry; the run keeps the cache state in its own
+    arrays (the objects are not updated).
     """
 
     def __init__(
@@ -137,21 +137,13 @@ class ExactEngine:
         self.c_off = np.r_[0, np.cumsum(size)[:-1]].astype(np.int64) if len(objects) else np.zeros(0, np.int64)
         # (line, stamp) per way; zeros: the pages of sets never touched cost no memory
         self.ways_data = np.zeros(2 * int(size.sum()), dtype=np.int64)
-        clock = 0
-        for g, cache in enumerate(objects):  # initial contents (none, usually), least recently used first
-            if not any(cache._data):
-                continue
-            for key, lines in enumerate(cache._data):
-                for w, ln in enumerate(lines or ()):
-                    clock += 1
-                    way = int(self.c_off[g]) + key * cache.ways + w
-                    self.ways_data[2 * way], self.ways_data[2 * way + 1] = ln, clock
+        if any(any(cache._data) for cache in objects):
+            raise ValueError("ExactEngine: the caches must start empty")
         self.level_lat = np.array(level_latency_ns, dtype=np.float64)
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
         self.st_f = np.zeros(K.N_STATE, dtype=np.float64)
-        self.st_i[K.I_CLOCK] = clock
         first = [int(a.start_ns // self.E) for a in agents if a.start_ns < 0]
         self.st_i[K.I_RING_LO] = min([0, *first])
         rows = _RING_ROWS
