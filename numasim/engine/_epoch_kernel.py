@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["DONE", "REFILL", "SERIES_FULL", "curve_delay", "run_epochs"]
+__all__ = ["DONE", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
 
 DONE = 0
 REFILL = 1
@@ -89,7 +89,7 @@ def _close_epoch(
     return n_ser
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _next_ready(
     a: int,
     p: int,
@@ -108,18 +108,12 @@ def _next_ready(
     if p >= end:
         return np.inf
     ready = (last_done[a] if dep[a] else last_issue[a]) + compute[p]
-    n = n_inflight[a]
-    if n >= mlp[a]:
-        earliest = inflight[a, 0]
-        for j in range(1, n):
-            if inflight[a, j] < earliest:
-                earliest = inflight[a, j]
-        if earliest > ready:
-            ready = earliest
+    if n_inflight[a] >= mlp[a] and inflight[a, 0] > ready:
+        ready = inflight[a, 0]  # the earliest completion (the set is kept sorted)
     return ready
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_epochs(
     agent_ids: np.ndarray,
     seg_start: np.ndarray,
@@ -199,26 +193,27 @@ def run_epochs(
             )
         # The epoch's requests in time order over all agents (ties: the lower agent).
         refill = False
+        touched = istate[TOUCHED]
         while True:
             k = 0
             ready = np.inf
-            for j in range(nw):
-                if ready_at[j] < ready:
-                    ready = ready_at[j]
-                    k = j
+            for j in range(nw):  # branch-free: which agent is first is data, not a pattern
+                x = ready_at[j]
+                k = j if x < ready else k
+                ready = min(x, ready)
             if ready >= s1:
                 break
             a = agent_ids[k]
             p = pos[k]
-            fly = inflight[a]
             n_fly = n_inflight[a]
-            j = 0
-            while j < n_fly:  # completed by now: leaves the in-flight set
-                if fly[j] <= ready:
-                    n_fly -= 1
-                    fly[j] = fly[n_fly]
-                else:
-                    j += 1
+            # The in-flight set is kept sorted: what completed by now is a prefix, and leaves it.
+            gone = 0
+            while gone < n_fly and inflight[a, gone] <= ready:
+                gone += 1
+            if gone:
+                n_fly -= gone
+                for j in range(n_fly):
+                    inflight[a, j] = inflight[a, j + gone]
             lv = level[p]
             if lv < n_levels:
                 lat = level_lat[lv]
@@ -230,8 +225,7 @@ def run_epochs(
                 extra = 0.0
                 for q in range(path_ptr[c], path_ptr[c + 1]):
                     r = path_res[q]
-                    if free[r] > t:
-                        t = free[r]
+                    t = max(t, free[r])
                     b = path_busy[q]
                     free[r] = t + b
                     extra += curve_now[r]
@@ -243,12 +237,16 @@ def run_epochs(
                     else:
                         epoch_busy[r] += s1 - t
                         later_busy[r] += t + b - s1
-                istate[TOUCHED] = 1
+                touched = 1
                 lat = class_base[c] + (t - ready) + extra
                 if prefetched[p]:
                     lat *= pff[a]
             done = ready + lat
-            fly[n_fly] = done
+            j = n_fly
+            while j > 0 and inflight[a, j - 1] > done:
+                inflight[a, j] = inflight[a, j - 1]
+                j -= 1
+            inflight[a, j] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
             if done > last_done[a]:
@@ -263,6 +261,7 @@ def run_epochs(
             ready_at[k] = _next_ready(
                 a, p + 1, seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
             )
+        istate[TOUCHED] = touched
         if refill:
             # Undo the epoch: every committed epoch must have seen all agents' requests.
             istate[TOUCHED] = snap_touched
@@ -311,3 +310,65 @@ def run_epochs(
         istate[EPOCH] = nxt
         if n_ser >= ser_cap:
             return SERIES_FULL, n_ser
+
+
+@njit(cache=True, nogil=True)
+def accumulate_stats(
+    agent_ids: np.ndarray,
+    seg_start: np.ndarray,
+    n_commit: np.ndarray,
+    rc: np.ndarray,
+    level: np.ndarray,
+    lat: np.ndarray,
+    size_bytes: np.ndarray,
+    compute: np.ndarray,
+    n_levels: int,
+    n_nodes: int,
+    accesses: np.ndarray,
+    memory_lines: np.ndarray,
+    bytes_: np.ndarray,
+    latency_sum: np.ndarray,
+    level_hits: np.ndarray,
+    hist: np.ndarray,
+    record: bool,
+    hist_min_exp: float,
+    bins_per_decade: float,
+    agent_accesses: np.ndarray,
+    agent_latency: np.ndarray,
+    agent_compute: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """``Stats.add`` over the committed requests of a window (each agent's first ``n_commit``), in one pass.
+    The count arrays are the flat views of the :class:`Stats` arrays (route class = flat index)."""
+    n_hist = hist.shape[1]
+    lv_w = n_levels + 1
+    for k in range(len(agent_ids)):
+        a = agent_ids[k]
+        lat_sum = 0.0
+        comp_sum = 0.0
+        for p in range(seg_start[k], seg_start[k] + n_commit[k]):
+            c = rc[p]
+            pair = c >> 1
+            lv = level[p]
+            x = lat[p]
+            accesses[c] += 1
+            if lv == n_levels:
+                memory_lines[c] += 1
+            level_hits[(pair // n_nodes) * lv_w + lv] += 1
+            bytes_[c] += size_bytes[p]
+            latency_sum[pair] += x
+            if record:
+                # as ``stats._bins``: a float32 logarithm, clipped as a float, then truncated
+                v = np.float32(x)
+                if v < np.float32(1e-3):
+                    v = np.float32(1e-3)
+                b = (np.log10(v) - np.float32(hist_min_exp)) * np.float32(bins_per_decade)
+                if b < 0:
+                    b = np.float32(0)
+                if b > n_hist - 1:
+                    b = np.float32(n_hist - 1)
+                hist[pair, int(b)] += 1
+            lat_sum += x
+            comp_sum += compute[p]
+        agent_accesses[a] += n_commit[k]
+        agent_latency[a] += lat_sum
+        agent_compute[a] += comp_sum

@@ -34,9 +34,9 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from ._epoch_kernel import EPOCH, REFILL, SERIES_FULL, TOUCHED, run_epochs
+from ._epoch_kernel import EPOCH, REFILL, SERIES_FULL, TOUCHED, accumulate_stats, run_epochs
 from .memsys import MemorySystem
-from .stats import Stats
+from .stats import HIST_BINS_PER_DECADE, HIST_MIN_EXP, Stats
 from .stream import Agent, Feeder
 from .timing import prefetch_factor
 
@@ -143,17 +143,9 @@ class EpochEngine:
         ids_arr = np.array(ids, dtype=np.int64)
         truncated = self.feeder.buffered[ids_arr] > lens
         level = np.concatenate([b.level for b in blocks])  # type: ignore[misc]
-        target = np.concatenate([b.target for b in blocks])
-        is_write = np.concatenate([b.is_write for b in blocks])
+        rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
         compute = np.concatenate([b.compute_ns for b in blocks]).astype(np.float64, copy=False)
-        # route class (initiator * n_nodes + target) * 2 + is_write
-        rc = target.astype(np.int64)
-        rc *= 2
-        rc += is_write
-        rc += np.repeat(
-            np.array([self.agents[a].initiator for a in ids], dtype=np.int64) * (self.ms.n_nodes * 2), lens
-        )
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
         lat = np.zeros(len(rc))
@@ -165,30 +157,16 @@ class EpochEngine:
         if not n_commit.any():
             assert status == REFILL
             return False
-        if (n_commit == lens).all():
-            sel = None
-        else:
-            sel = np.concatenate(
-                [np.arange(s, p) for s, p in zip(seg_start.tolist(), pos.tolist(), strict=True)]
-            )
-        size_b = np.concatenate([b.size_bytes for b in blocks])
-        agent = np.repeat(ids_arr, n_commit)
-        if sel is not None:
-            target, is_write, level, lat, size_b, compute, rc = (
-                x[sel] for x in (target, is_write, level, lat, size_b, compute, rc)
-            )
-        self.stats.add(
-            agent,
-            None,
-            target,
-            is_write,
-            level.astype(np.int64),
-            lat,
-            size_b,
-            compute,
-            route_class=rc,
-            agent_runs=(ids_arr, n_commit),
-        )
+        st = self.stats
+        hist = st.hist if st.hist is not None else np.zeros((1, 1), dtype=np.int64)
+        accumulate_stats(
+            ids_arr, seg_start, n_commit, rc, level, lat, np.concatenate([b.size_bytes for b in blocks]), compute,
+            self.n_levels, self.ms.n_nodes,
+            st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
+            st.latency_sum_ns.reshape(-1), st.level_hits.reshape(-1), hist.reshape(-1, hist.shape[-1]),
+            st.hist is not None, HIST_MIN_EXP, float(HIST_BINS_PER_DECADE),
+            st.agent_accesses, st.agent_latency_ns, st.agent_compute_ns,
+        )  # fmt: skip
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n:

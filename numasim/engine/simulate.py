@@ -189,10 +189,40 @@ def simulate(
         cache_instances=instances if epoch else None,
         cache_capacity_lines=np.array([s.lines for s in levels], dtype=float) if epoch else None,
         progress=progress,
+        background=True,
+        class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
     )
+    try:
+        return _run_engine(
+            ms, calibration, agents, devices, pages, feeder, levels, instances, keys_by_level, threads,
+            engine_mode, seed, epoch_ns, window_accesses, record_latencies, n_levels,
+        )  # fmt: skip
+    finally:
+        feeder.close()
+
+
+def _run_engine(
+    ms: MemorySystem,
+    calibration: Calibration,
+    agents: list[Agent],
+    devices: Sequence[DeviceTransfer],
+    pages: PageMap,
+    feeder: Feeder,
+    levels: list,
+    instances: np.ndarray,
+    keys_by_level: list,
+    threads: Sequence[ThreadSpec],
+    engine_mode: EngineMode,
+    seed: int,
+    epoch_ns: float,
+    window_accesses: int,
+    record_latencies: bool,
+    n_levels: int,
+) -> SimulationResult:
+    epoch = engine_mode == EngineMode.EPOCH
     for a, d in zip(agents[len(threads) :], devices, strict=True):
         feeder.add_block(
-            a.index, feeder.device_block(d.address, d.size_bytes, d.direction == "write", n_levels)
+            a.index, feeder.device_block(d.address, d.size_bytes, d.direction == "write", n_levels, a.index)
         )
 
     stats = Stats(

@@ -13,21 +13,21 @@ import numpy as np
 __all__ = ["HIST_BINS_PER_DECADE", "hist_edges_ns", "Stats", "TimeSeries", "percentile_from_hist"]
 
 HIST_BINS_PER_DECADE = 32
-_HIST_MIN_EXP = -1.0
+HIST_MIN_EXP = -1.0
 _HIST_DECADES = 8
 N_HIST = HIST_BINS_PER_DECADE * _HIST_DECADES
 
 
 def hist_edges_ns() -> np.ndarray:
     """Edges of the latency histogram bins (``N_HIST + 1`` values, ns)."""
-    return np.asarray(10.0 ** (_HIST_MIN_EXP + np.arange(N_HIST + 1) / HIST_BINS_PER_DECADE))
+    return np.asarray(10.0 ** (HIST_MIN_EXP + np.arange(N_HIST + 1) / HIST_BINS_PER_DECADE))
 
 
 def _bins(latency_ns: np.ndarray) -> np.ndarray:
     # float32 logarithm: twice as fast, and its ~1e-7 relative error only moves a latency within that of a
     # bin edge (bins are 7 % wide) into the neighbouring bin. Clipped as a float, then cast (same bins).
     x = np.log10(np.maximum(latency_ns.astype(np.float32), np.float32(1e-3)))
-    x -= np.float32(_HIST_MIN_EXP)
+    x -= np.float32(HIST_MIN_EXP)
     x *= np.float32(HIST_BINS_PER_DECADE)
     np.clip(x, 0, N_HIST - 1, out=x)
     return x.astype(np.int64)

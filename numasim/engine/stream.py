@@ -13,6 +13,8 @@ up to that many streams interleaved (``a[i] = b[i] + c[i]`` is three).
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -56,6 +58,7 @@ class Block:
     compute_ns: np.ndarray  # float32 or float64, as the chunk gave it (widened exactly where used)
     prefetched: np.ndarray  # bool
     level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
+    route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -69,6 +72,7 @@ class Block:
             self.compute_ns[a:b],
             self.prefetched[a:b],
             None if self.level is None else self.level[a:b],
+            None if self.route_class is None else self.route_class[a:b],
         )
 
     @staticmethod
@@ -76,6 +80,7 @@ class Block:
         if len(blocks) == 1:
             return blocks[0]
         lv = [b.level for b in blocks]
+        rc = [b.route_class for b in blocks]
         return Block(
             np.concatenate([b.line for b in blocks]),
             np.concatenate([b.target for b in blocks]),
@@ -84,6 +89,7 @@ class Block:
             np.concatenate([b.compute_ns for b in blocks]),
             np.concatenate([b.prefetched for b in blocks]),
             None if any(x is None for x in lv) else np.concatenate(lv),  # type: ignore[arg-type]
+            None if any(x is None for x in rc) else np.concatenate(rc),  # type: ignore[arg-type]
         )
 
 
@@ -110,6 +116,13 @@ def _prefetched(lines: np.ndarray, history: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass
+class _Failure:
+    """An exception of the background thread, carried to the engine's thread."""
+
+    error: BaseException
+
+
 class Feeder:
     """Per-agent buffers filled lazily from the chunk stream (see module docstring)."""
 
@@ -124,8 +137,18 @@ class Feeder:
         cache_instances: np.ndarray | None = None,
         cache_capacity_lines: np.ndarray | None = None,
         progress: object = None,
+        background: bool = False,
+        class_base: np.ndarray | None = None,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
+        self._chunks = self._distributed()
+        # Distributing a chunk (page lookup, per-agent split, prefetch rule, reuse-distance estimate) is numpy
+        # work that releases the GIL; in the background it runs on another core while the engine times the
+        # chunk before. Same chunks, same order, same state: the same result as in the foreground.
+        self._background = background
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=2)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
         self.agents = agents
         self.pages = pages
         # Node index of each node id, narrowed (small per-request arrays move less memory).
@@ -149,6 +172,8 @@ class Feeder:
         self.cache_capacity = cache_capacity_lines
         self._cache_state = EpochCacheState.empty() if cache_capacity_lines is not None else None
         self._progress = progress
+        # Per agent, ``initiator * n_nodes * 2``: given, every block carries its requests' route classes.
+        self.class_base = class_base
         self.accesses_read = 0
 
     # --- input -------------------------------------------------------------------------------------------
@@ -161,23 +186,71 @@ class Feeder:
         """Read and distribute one more chunk; False when the stream is exhausted."""
         if self.exhausted:
             return False
-        try:
-            chunk = next(self._it)
-        except StopIteration:
+        item = self._next_distributed()
+        if item is None:
             self.exhausted = True
+            self.close()
             return False
-        for lo in range(0, len(chunk), _MAX_CHUNK):
-            part = chunk if len(chunk) <= _MAX_CHUNK else chunk.slice(lo, lo + _MAX_CHUNK)
-            self._distribute(part)
-        self.accesses_read += len(chunk)
+        n, blocks = item
+        for agent, block in blocks:
+            self.add_block(agent, block)
+        self.accesses_read += n
         if callable(self._progress):
             self._progress(self.accesses_read)
         return True
 
-    def _distribute(self, chunk: AccessChunk) -> None:
+    def _distributed(self) -> Iterator[tuple[int, list[tuple[int, Block]]]]:
+        """Each chunk of the stream, distributed: (its accesses, its agents' blocks in order)."""
+        for chunk in self._it:
+            blocks: list[tuple[int, Block]] = []
+            for lo in range(0, len(chunk), _MAX_CHUNK):
+                part = chunk if len(chunk) <= _MAX_CHUNK else chunk.slice(lo, lo + _MAX_CHUNK)
+                blocks += self._distribute(part)
+            yield len(chunk), blocks
+
+    def _next_distributed(self) -> tuple[int, list[tuple[int, Block]]] | None:
+        if not self._background:
+            return next(self._chunks, None)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="numasim-feeder", daemon=True)
+            self._thread.start()
+        item = self._queue.get()
+        if isinstance(item, _Failure):
+            self.exhausted = True
+            raise item.error  # raised where the foreground would have raised it: at this chunk
+        return item  # type: ignore[return-value]
+
+    def _work(self) -> None:
+        """The background thread: distribute chunks ahead, at most the queue's size, until stopped."""
+        try:
+            for item in self._chunks:
+                if not self._put(item):
+                    return
+            self._put(None)
+        except BaseException as error:  # handed to the engine's thread, which raises it
+            self._put(_Failure(error))
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def close(self) -> None:
+        """Stop the background thread (if any); the feeder reads nothing more."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+
+    def _distribute(self, chunk: AccessChunk) -> list[tuple[int, Block]]:
         n = len(chunk)
+        out: list[tuple[int, Block]] = []
         if n == 0:
-            return
+            return out
         tid = np.asarray(chunk.thread)
         lo, hi = int(tid.min()), int(tid.max())
         if self._dense is not None and lo >= 0 and hi < len(self._dense) and (self._dense[tid] >= 0).all():
@@ -233,6 +306,9 @@ class Feeder:
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order
             )
+        rc = None
+        if self.class_base is not None:
+            rc = self.class_base[agent] + target.astype(np.int64) * 2 + is_write
         counts = np.bincount(agent, minlength=len(self.agents))
         bounds = np.r_[0, np.cumsum(counts)]
         for a in np.flatnonzero(counts):
@@ -241,7 +317,7 @@ class Feeder:
             hist = self._history[a]
             pf = _prefetched(ln, hist)
             self._history[a] = np.concatenate([hist, ln])[-PREFETCH_STREAMS:]
-            self.add_block(
+            out.append((
                 int(a),
                 Block(
                     ln,
@@ -251,10 +327,14 @@ class Feeder:
                     compute[idx],
                     pf,
                     None if level is None else level[idx],
+                    None if rc is None else rc[idx],
                 ),
-            )
+            ))
+        return out
 
-    def device_block(self, address: int, size_bytes: int, is_write: bool, n_levels: int) -> Block:
+    def device_block(
+        self, address: int, size_bytes: int, is_write: bool, n_levels: int, agent: int = 0
+    ) -> Block:
         """The line requests of one DMA transfer (no caches, no prefetch: DMA goes to memory)."""
         if size_bytes <= 0:
             raise WorkloadError(f"DeviceTransfer.size_bytes = {size_bytes}: must be positive")
@@ -280,6 +360,7 @@ class Feeder:
             np.zeros(n),
             np.zeros(n, dtype=bool),
             np.full(n, n_levels, dtype=np.int8),
+            None if self.class_base is None else self.class_base[agent] + target.astype(np.int64) * 2 + int(is_write),
         )
 
     # --- output ------------------------------------------------------------------------------------------
