@@ -331,15 +331,16 @@ def accumulate_stats(
     level_hits: np.ndarray,
     hist: np.ndarray,
     record: bool,
-    hist_min_exp: float,
-    bins_per_decade: float,
+    lat32: np.ndarray,
+    bin_lo: np.ndarray,
+    bin_edge: np.ndarray,
     agent_accesses: np.ndarray,
     agent_latency: np.ndarray,
     agent_compute: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """``Stats.add`` over the committed requests of a window (each agent's first ``n_commit``), in one pass.
     The count arrays are the flat views of the :class:`Stats` arrays (route class = flat index)."""
-    n_hist = hist.shape[1]
+    lat32_bits = lat32.view(np.uint32)
     lv_w = n_levels + 1
     for k in range(len(agent_ids)):
         a = agent_ids[k]
@@ -357,16 +358,11 @@ def accumulate_stats(
             bytes_[c] += size_bytes[p]
             latency_sum[pair] += x
             if record:
-                # as ``stats._bins``: a float32 logarithm, clipped as a float, then truncated
-                v = np.float32(x)
-                if v < np.float32(1e-3):
-                    v = np.float32(1e-3)
-                b = (np.log10(v) - np.float32(hist_min_exp)) * np.float32(bins_per_decade)
-                if b < 0:
-                    b = np.float32(0)
-                if b > n_hist - 1:
-                    b = np.float32(n_hist - 1)
-                hist[pair, int(b)] += 1
+                # the bin by the float32's top 16 bits (``stats.bin_table``)
+                v = lat32[p]
+                key = np.int64(lat32_bits[p] >> np.uint32(16))
+                b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
+                hist[pair, b] += 1
             lat_sum += x
             comp_sum += compute[p]
         agent_accesses[a] += n_commit[k]

@@ -192,6 +192,7 @@ def estimate_levels(
     capacity_lines: np.ndarray,
     state: EpochCacheState,
     agent_order: np.ndarray | None = None,
+    agent_rank: np.ndarray | None = None,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -209,6 +210,8 @@ def estimate_levels(
         Carried tail of the previous chunk.
     agent_order : ndarray of int64, optional
         ``np.argsort(agent, kind="stable")`` if the caller has it already (it is computed otherwise).
+    agent_rank : ndarray of int32, optional
+        Each access's rank among its agent's accesses in this chunk, if the caller has it (with ``agent_order``).
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -245,11 +248,14 @@ def estimate_levels(
     # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
     # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
     # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
-    if agent_order is None:
-        agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
-    starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
-    rank_new = np.empty(n, dtype=np.int32)
-    rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
+    if agent_rank is not None:
+        rank_new = agent_rank + carry_counts.astype(np.int32)[agent]
+    else:
+        if agent_order is None:
+            agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
+        starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
+        rank_new = np.empty(n, dtype=np.int32)
+        rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
     rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
     same_agent = a_cur == a_prv
     own_gap = (rank[cur] - rank[prv]).astype(np.float64)

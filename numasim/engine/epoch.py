@@ -36,7 +36,7 @@ import simpy
 
 from ._epoch_kernel import EPOCH, REFILL, SERIES_FULL, TOUCHED, accumulate_stats, run_epochs
 from .memsys import MemorySystem
-from .stats import HIST_BINS_PER_DECADE, HIST_MIN_EXP, Stats
+from .stats import Stats, bin_table
 from .stream import Agent, Feeder
 from .timing import prefetch_factor
 
@@ -164,7 +164,7 @@ class EpochEngine:
             self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
             st.latency_sum_ns.reshape(-1), st.level_hits.reshape(-1), hist.reshape(-1, hist.shape[-1]),
-            st.hist is not None, HIST_MIN_EXP, float(HIST_BINS_PER_DECADE),
+            st.hist is not None, lat.astype(np.float32), *bin_table(),
             st.agent_accesses, st.agent_latency_ns, st.agent_compute_ns,
         )  # fmt: skip
         for k, a in enumerate(ids):

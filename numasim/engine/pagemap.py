@@ -115,6 +115,13 @@ class PageMap:
         index = self._offsets[safe] + (pages - self._starts[safe]).astype(np.int64)
         return self._flat[index]
 
+    def lookup_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """The arrays :meth:`lookup` searches: run starts and ends (page numbers), each run's offset into the
+        flat node array, that array, and the page shift (for compiled lookups)."""
+        if self._dirty:
+            self._build()
+        return self._starts, self._ends, self._offsets, self._flat, self._shift
+
     def pages_per_node(self, node_count: int) -> np.ndarray:
         """Resident pages per node id ``0..node_count-1``."""
         if self._dirty:

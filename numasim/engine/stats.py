@@ -8,6 +8,8 @@ of 10^8 accesses needs no more memory than one of 10^3; percentiles are read fro
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["HIST_BINS_PER_DECADE", "hist_edges_ns", "Stats", "TimeSeries", "percentile_from_hist"]
@@ -31,6 +33,27 @@ def _bins(latency_ns: np.ndarray) -> np.ndarray:
     x *= np.float32(HIST_BINS_PER_DECADE)
     np.clip(x, 0, N_HIST - 1, out=x)
     return x.astype(np.int64)
+
+
+@functools.cache
+def bin_table() -> tuple[np.ndarray, np.ndarray]:
+    """A table for binning float32 latencies by their top 16 bits (sign, exponent, 7 mantissa bits): the bin of
+    each cell's lower end, and the float32 edge inside the cell where the next bin starts (infinity if none).
+    A cell spans under 1 % and a bin 7 %, so one edge at most. Agrees with :func:`_bins` except within float32
+    rounding of an edge."""
+    lower = (np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(lower) & (lower >= 0)
+    lo = np.where(finite, lower, np.float32(0))
+    bin_lo = _bins(lo.astype(np.float64))
+    edges = hist_edges_ns().astype(np.float32)
+    nxt = np.minimum(bin_lo + 1, N_HIST)
+    edge = np.where(bin_lo + 1 < N_HIST, edges[nxt], np.float32(np.inf)).astype(np.float32)
+    upper = ((np.arange(1 << 16, dtype=np.uint64) + 1) << np.uint64(16)).astype(np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        inside = edge < np.where(np.isfinite(upper), upper, np.float32(np.inf))
+    edge = np.where(finite & inside, edge, np.float32(np.inf)).astype(np.float32)
+    return bin_lo.astype(np.int16), edge
 
 
 def percentile_from_hist(hist: np.ndarray, q: float) -> float:

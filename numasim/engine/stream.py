@@ -23,6 +23,7 @@ import numpy as np
 from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
+from ._feed_kernel import gather_blocks, group_by_agent, lookup_nodes
 from .caches import EpochCacheState, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
@@ -32,6 +33,8 @@ __all__ = ["PREFETCH_STREAMS", "Agent", "Block", "Feeder"]
 PREFETCH_STREAMS = 8
 _LINE_SHIFT = np.uint64(6)
 _MAX_CHUNK = 1 << 20
+_NO_LEVEL = np.zeros(0, dtype=np.int8)
+_NO_CLASS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -93,29 +96,6 @@ class Block:
         )
 
 
-def _prefetched(lines: np.ndarray, history: np.ndarray) -> np.ndarray:
-    """The prefetch rule, vectorised over one agent's requests (``history``: its previous requests' lines)."""
-    allv = np.concatenate([history, lines]).astype(np.int64)
-    h = len(history)
-    out = np.zeros(len(lines), dtype=bool)
-    cur = allv[h:]
-    for lag in range(1, PREFETCH_STREAMS + 1):
-        lo = h - lag
-        if lo >= 0:
-            prev = allv[lo : lo + len(lines)]
-            d = cur - prev
-            np.abs(d, out=d)  # |d| == 1: the line just before or after
-            out |= d == 1
-        else:
-            k = -lo  # the first k requests have no request `lag` before them
-            if k >= len(lines):
-                continue
-            d = cur[k:] - allv[: len(lines) - k]
-            np.abs(d, out=d)
-            out[k:] |= d == 1
-    return out
-
-
 @dataclass
 class _Failure:
     """An exception of the background thread, carried to the engine's thread."""
@@ -166,7 +146,9 @@ class Feeder:
             self._dense[self._tid_sorted] = self._tid_agent
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
-        self._history = [np.zeros(0, dtype=np.uint64) for _ in agents]
+        # Per agent, its last PREFETCH_STREAMS lines (a ring) and how many it has requested.
+        self._history = np.zeros((len(agents), PREFETCH_STREAMS), dtype=np.int64)
+        self._history_n = np.zeros(len(agents), dtype=np.int64)
         self.exhausted = False
         self.cache_instances = cache_instances  # (n_levels, n_agents) global instance index
         self.cache_capacity = cache_capacity_lines
@@ -271,9 +253,9 @@ class Feeder:
         if compute.dtype != np.float32:
             compute = compute.astype(np.float64, copy=False)
         is_write = np.asarray(chunk.is_write, dtype=bool)
-        node = self.pages.lookup(addr)  # names the first unmapped address
+        node = self._lookup(addr)
         first = addr >> _LINE_SHIFT
-        if ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
+        if int(size.max()) > 1 and ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
             last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
             span = (last - first).astype(np.int64) + 1
             rep = np.repeat(np.arange(n), span)
@@ -281,7 +263,7 @@ class Feeder:
             offset = np.arange(len(rep)) - starts[rep]
             is_first = offset == 0
             lines = first[rep] + offset.astype(np.uint64)
-            node = np.where(is_first, node[rep], self.pages.lookup(lines << _LINE_SHIFT))
+            node = np.where(is_first, node[rep], self._lookup(lines << _LINE_SHIFT))
             agent, is_write = agent[rep], is_write[rep]
             size = np.where(is_first, size[rep], 0)
             compute = np.where(is_first, compute[rep], 0.0)
@@ -293,10 +275,7 @@ class Feeder:
             raise WorkloadError(
                 f"address {int(lines[k]) << 6:#x} is on node {int(node[k])}, which has no memory on this machine"
             )
-        if len(self.agents) < 256:
-            order = np.argsort(agent.astype(np.uint8), kind="stable")
-        else:
-            order = np.argsort(agent, kind="stable")
+        order, rank, bounds = group_by_agent(agent.astype(np.int64, copy=False), len(self.agents))
         level = None
         if (
             self._cache_state is not None
@@ -304,33 +283,38 @@ class Feeder:
             and self.cache_capacity is not None
         ):
             level, self._cache_state = estimate_levels(
-                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order
+                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank
             )
-        rc = None
-        if self.class_base is not None:
-            rc = self.class_base[agent] + target.astype(np.int64) * 2 + is_write
-        counts = np.bincount(agent, minlength=len(self.agents))
-        bounds = np.r_[0, np.cumsum(counts)]
-        for a in np.flatnonzero(counts):
-            idx = order[bounds[a] : bounds[a + 1]]
-            ln = lines[idx]
-            hist = self._history[a]
-            pf = _prefetched(ln, hist)
-            self._history[a] = np.concatenate([hist, ln])[-PREFETCH_STREAMS:]
+        ln, tg, wr, sz, cp, pf, lv, rc = gather_blocks(
+            order, bounds, lines, target, is_write, size, compute,
+            _NO_LEVEL if level is None else level,
+            _NO_CLASS if self.class_base is None else self.class_base,
+            self._history, self._history_n,
+        )  # fmt: skip
+        for a in np.flatnonzero(np.diff(bounds)).tolist():
+            lo, hi = int(bounds[a]), int(bounds[a + 1])
             out.append((
-                int(a),
+                a,
                 Block(
-                    ln,
-                    target[idx],
-                    is_write[idx],
-                    size[idx],
-                    compute[idx],
-                    pf,
-                    None if level is None else level[idx],
-                    None if rc is None else rc[idx],
+                    ln[lo:hi],
+                    tg[lo:hi],
+                    wr[lo:hi],
+                    sz[lo:hi],
+                    cp[lo:hi],
+                    pf[lo:hi],
+                    None if level is None else lv[lo:hi],
+                    None if self.class_base is None else rc[lo:hi],
                 ),
             ))
         return out
+
+    def _lookup(self, addresses: np.ndarray) -> np.ndarray:
+        """Node of each address (``PageMap.lookup``, compiled); an unmapped one raises its error."""
+        starts, ends, offsets, flat, shift = self.pages.lookup_tables()
+        node, bad = lookup_nodes(addresses, starts, ends, offsets, flat, shift)
+        if bad >= 0:
+            return self.pages.lookup(addresses[bad : bad + 1])  # raises, naming the address
+        return node
 
     def device_block(
         self, address: int, size_bytes: int, is_write: bool, n_levels: int, agent: int = 0
