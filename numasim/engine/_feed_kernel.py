@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["gather_blocks", "group_by_agent", "lookup_nodes"]
+__all__ = ["PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "prefetch_flags"]
+
+PREFETCH_STREAMS = 8
+"""Requests of an agent the prefetch rule looks back over (see :mod:`stream`); a compile-time constant."""
 
 
 @njit(cache=True, nogil=True)
@@ -66,62 +69,52 @@ def group_by_agent(agent: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.nda
 
 
 @njit(cache=True, nogil=True)
-def gather_blocks(
-    order: np.ndarray,
-    bounds: np.ndarray,
-    lines: np.ndarray,
-    target: np.ndarray,
-    is_write: np.ndarray,
-    size: np.ndarray,
-    compute: np.ndarray,
-    level: np.ndarray,
-    class_base: np.ndarray,
-    history: np.ndarray,
-    history_n: np.ndarray,
-) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]:  # pragma: no cover - compiled
-    """The chunk's requests grouped by agent (``order``, ``bounds`` from :func:`group_by_agent`), with the
-    prefetch rule applied against each agent's last ``history.shape[1]`` lines (updated in place), and route
-    classes when ``class_base`` is given (empty: not wanted). ``level`` empty: no levels."""
-    n = len(order)
-    streams = history.shape[1]
-    line_o = np.empty(n, dtype=lines.dtype)
-    target_o = np.empty(n, dtype=target.dtype)
-    write_o = np.empty(n, dtype=is_write.dtype)
-    size_o = np.empty(n, dtype=size.dtype)
-    compute_o = np.empty(n, dtype=compute.dtype)
-    pf_o = np.zeros(n, dtype=np.bool_)
-    has_level = len(level) > 0
-    has_rc = len(class_base) > 0
-    level_o = np.empty(n if has_level else 0, dtype=level.dtype)
-    rc_o = np.empty(n if has_rc else 0, dtype=np.int64)
+def prefetch_flags(
+    lines: np.ndarray, bounds: np.ndarray, history: np.ndarray, history_n: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The prefetch rule over requests grouped by agent (``bounds``): a request is prefetched when the line just
+    before or after it is among its agent's last ``history.shape[1]`` requests (``history``: each agent's last
+    lines, oldest first, ``history_n`` of them valid; both updated in place)."""
+    streams = PREFETCH_STREAMS
+    out = np.zeros(len(lines), dtype=np.bool_)
     for a in range(len(bounds) - 1):
-        h = history[a]
-        hn = history_n[a]  # lines seen so far (the ring holds the last ``streams`` of them)
-        base = class_base[a] if has_rc else 0
-        for j in range(bounds[a], bounds[a + 1]):
-            i = order[j]
-            ln = lines[i]
-            line_o[j] = ln
-            target_o[j] = target[i]
-            write_o[j] = is_write[i]
-            size_o[j] = size[i]
-            compute_o[j] = compute[i]
-            if has_level:
-                level_o[j] = level[i]
-            if has_rc:
-                rc_o[j] = base + np.int64(target[i]) * 2 + np.int64(is_write[i])
-            # prefetched: the line just before or after it among the agent's last ``streams`` requests
-            x = np.int64(ln)
-            seen = hn if hn < streams else streams
+        lo, hi = bounds[a], bounds[a + 1]
+        if hi == lo:
+            continue
+        hn = min(history_n[a], streams)
+        # the first requests of the group look back into the history
+        head = min(hi, lo + streams)
+        for j in range(lo, head):
+            x = np.int64(lines[j])
             pf = False
-            for s in range(seen):
-                d = x - h[s]
+            for s in range(1, streams + 1):
+                k = j - s
+                if k >= lo:
+                    d = x - np.int64(lines[k])
+                elif k - lo + hn >= 0:
+                    d = x - history[a, streams + (k - lo)]
+                else:
+                    continue
                 if d == 1 or d == -1:
                     pf = True
-            pf_o[j] = pf
-            h[hn % streams] = x
-            hn += 1
-        history_n[a] = hn
-    return line_o, target_o, write_o, size_o, compute_o, pf_o, level_o, rc_o
+            out[j] = pf
+        # the rest only within the group: a fixed trip count, branch-free, so the compiler vectorises it
+        for j in range(head, hi):
+            x = np.int64(lines[j])
+            pf = False
+            for s in range(1, PREFETCH_STREAMS + 1):
+                d = x - np.int64(lines[j - s])
+                pf |= (d == 1) | (d == -1)
+            out[j] = pf
+        # the history keeps the last ``streams`` lines, oldest first
+        n = hi - lo
+        if n >= streams:
+            for s in range(streams):
+                history[a, s] = np.int64(lines[hi - streams + s])
+        else:
+            for s in range(streams - n):
+                history[a, s] = history[a, s + n]
+            for s in range(n):
+                history[a, streams - n + s] = np.int64(lines[lo + s])
+        history_n[a] = history_n[a] + n
+    return out

@@ -31,6 +31,8 @@ a SimPy process: SimPy stays the clock, advanced after every window.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import simpy
 
@@ -111,21 +113,40 @@ class EpochEngine:
         self.ser_idx = np.zeros(_SERIES_ROWS, dtype=np.int64)
         self.ser_rows = np.zeros((_SERIES_ROWS, n_res))
         self.windows = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
 
     # --- the SimPy process ---------------------------------------------------------------------------------
     def process(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
         per_agent = max(256, self.window_accesses // max(1, len(self.agents)))
-        while True:
-            self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
-            progressed = self._window(per_agent)
-            if progressed is None:
-                break
-            if not progressed:
-                per_agent *= 2  # an agent runs out within one epoch: give every agent more per window
-            now = float(self.istate[EPOCH]) * self.E
-            if now > env.now:
-                yield env.timeout(now - env.now)
-        self._drain()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numasim-stats")
+        try:
+            while True:
+                self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
+                progressed = self._window(per_agent)
+                if progressed is None:
+                    break
+                if not progressed:
+                    per_agent *= 2  # an agent runs out within one epoch: give every agent more per window
+                now = float(self.istate[EPOCH]) * self.E
+                if now > env.now:
+                    yield env.timeout(now - env.now)
+            self._drain()
+            self._wait(0)
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _submit(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        self._wait(2)  # at most two windows behind: bounded memory
+        if self._pool is None:  # outside ``process`` (a test driving windows by hand): run it here
+            fn(*args)
+            return
+        self._pending.append(self._pool.submit(fn, *args))
+
+    def _wait(self, keep: int) -> None:
+        while len(self._pending) > keep:
+            self._pending.pop(0).result()  # raises what the job raised
 
     # --- one window ------------------------------------------------------------------------------------------
     def _window(self, per_agent: int) -> bool | None:
@@ -159,7 +180,10 @@ class EpochEngine:
             return False
         st = self.stats
         hist = st.hist if st.hist is not None else np.zeros((1, 1), dtype=np.int64)
-        accumulate_stats(
+        # Counting the window's requests needs nothing the next window changes (its arrays are its own, the
+        # counters are touched by nothing else until the end), so it runs on the stats thread meanwhile.
+        self._submit(
+            accumulate_stats,
             ids_arr, seg_start, n_commit, rc, level, lat, np.concatenate([b.size_bytes for b in blocks]), compute,
             self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),

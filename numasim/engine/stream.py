@@ -23,18 +23,15 @@ import numpy as np
 from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
-from ._feed_kernel import gather_blocks, group_by_agent, lookup_nodes
+from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, prefetch_flags
 from .caches import EpochCacheState, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
 
 __all__ = ["PREFETCH_STREAMS", "Agent", "Block", "Feeder"]
 
-PREFETCH_STREAMS = 8
 _LINE_SHIFT = np.uint64(6)
 _MAX_CHUNK = 1 << 20
-_NO_LEVEL = np.zeros(0, dtype=np.int8)
-_NO_CLASS = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -146,7 +143,7 @@ class Feeder:
             self._dense[self._tid_sorted] = self._tid_agent
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
-        # Per agent, its last PREFETCH_STREAMS lines (a ring) and how many it has requested.
+        # Per agent, its last PREFETCH_STREAMS lines (oldest first) and how many it has requested.
         self._history = np.zeros((len(agents), PREFETCH_STREAMS), dtype=np.int64)
         self._history_n = np.zeros(len(agents), dtype=np.int64)
         self.exhausted = False
@@ -285,12 +282,15 @@ class Feeder:
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank
             )
-        ln, tg, wr, sz, cp, pf, lv, rc = gather_blocks(
-            order, bounds, lines, target, is_write, size, compute,
-            _NO_LEVEL if level is None else level,
-            _NO_CLASS if self.class_base is None else self.class_base,
-            self._history, self._history_n,
-        )  # fmt: skip
+        ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
+        lv = None if level is None else level[order]
+        pf = prefetch_flags(ln, bounds, self._history, self._history_n)
+        rc = None
+        if self.class_base is not None:
+            rc = np.repeat(self.class_base, np.diff(bounds))
+            rc += tg
+            rc += tg
+            rc += wr
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
             out.append((
@@ -302,8 +302,8 @@ class Feeder:
                     sz[lo:hi],
                     cp[lo:hi],
                     pf[lo:hi],
-                    None if level is None else lv[lo:hi],
-                    None if self.class_base is None else rc[lo:hi],
+                    None if lv is None else lv[lo:hi],
+                    None if rc is None else rc[lo:hi],
                 ),
             ))
         return out
