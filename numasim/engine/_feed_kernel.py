@@ -118,3 +118,33 @@ def prefetch_flags(
                 history[a, streams - n + s] = np.int64(lines[lo + s])
         history_n[a] = history_n[a] + n
     return out
+
+
+@njit(cache=True, nogil=True)
+def reuse_keys(lines: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover - compiled
+    """``line << shift | index`` for each access: sorted, equal lines become neighbours in stream order."""
+    key = np.empty(len(lines), dtype=np.uint64)
+    s = np.uint64(shift)
+    for i in range(len(lines)):
+        key[i] = (np.uint64(lines[i]) << s) | np.uint64(i)
+    return key
+
+
+@njit(cache=True, nogil=True)
+def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """From sorted :func:`reuse_keys`: each access whose line occurred before (``cur``) and that previous
+    occurrence (``prv``), in key order."""
+    low = np.uint64((1 << shift) - 1)
+    n = 0
+    for i in range(1, len(key)):
+        if (key[i] ^ key[i - 1]) <= low:
+            n += 1
+    cur = np.empty(n, dtype=np.int64)
+    prv = np.empty(n, dtype=np.int64)
+    n = 0
+    for i in range(1, len(key)):
+        if (key[i] ^ key[i - 1]) <= low:
+            cur[n] = np.int64(key[i] & low)
+            prv[n] = np.int64(key[i - 1] & low)
+            n += 1
+    return cur, prv

@@ -28,6 +28,8 @@ import numpy as np
 from numasim.calibrate.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
+from ._feed_kernel import reuse_keys, reuse_pairs
+
 __all__ = [
     "CacheLevelSpec",
     "cache_levels",
@@ -224,14 +226,10 @@ def estimate_levels(
     shift = max(1, int(m).bit_length())
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
     if m and int(all_lines.max()) < (1 << (63 - shift)):
-        key = all_lines << np.uint64(shift)
-        key |= np.arange(m, dtype=np.uint64)
+        key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
-        low = np.uint64((1 << shift) - 1)
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
-        pair = np.flatnonzero((key[1:] ^ key[:-1]) <= low)
-        cur = (key[pair + 1] & low).astype(np.int64)
-        prv = (key[pair] & low).astype(np.int64)
+        cur, prv = reuse_pairs(key, shift)
     else:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
