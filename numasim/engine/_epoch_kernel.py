@@ -331,7 +331,6 @@ def accumulate_stats(
     level_hits: np.ndarray,
     hist: np.ndarray,
     record: bool,
-    lat32: np.ndarray,
     bin_lo: np.ndarray,
     bin_edge: np.ndarray,
     agent_accesses: np.ndarray,
@@ -340,7 +339,8 @@ def accumulate_stats(
 ) -> None:  # pragma: no cover - compiled
     """``Stats.add`` over the committed requests of a window (each agent's first ``n_commit``), in one pass.
     The count arrays are the flat views of the :class:`Stats` arrays (route class = flat index)."""
-    lat32_bits = lat32.view(np.uint32)
+    as32 = np.empty(1, dtype=np.float32)  # a float32 and its bits
+    bits32 = as32.view(np.uint32)
     lv_w = n_levels + 1
     for k in range(len(agent_ids)):
         a = agent_ids[k]
@@ -359,8 +359,9 @@ def accumulate_stats(
             latency_sum[pair] += x
             if record:
                 # the bin by the float32's top 16 bits (``stats.bin_table``)
-                v = lat32[p]
-                key = np.int64(lat32_bits[p] >> np.uint32(16))
+                as32[0] = x
+                v = as32[0]
+                key = np.int64(bits32[0] >> np.uint32(16))
                 b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
                 hist[pair, b] += 1
             lat_sum += x

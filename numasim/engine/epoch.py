@@ -166,7 +166,7 @@ class EpochEngine:
         level = np.concatenate([b.level for b in blocks])  # type: ignore[misc]
         rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
-        compute = np.concatenate([b.compute_ns for b in blocks]).astype(np.float64, copy=False)
+        compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
         lat = np.zeros(len(rc))
@@ -188,7 +188,7 @@ class EpochEngine:
             self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
             st.latency_sum_ns.reshape(-1), st.level_hits.reshape(-1), hist.reshape(-1, hist.shape[-1]),
-            st.hist is not None, lat.astype(np.float32), *bin_table(),
+            st.hist is not None, *bin_table(),
             st.agent_accesses, st.agent_latency_ns, st.agent_compute_ns,
         )  # fmt: skip
         for k, a in enumerate(ids):

@@ -364,7 +364,13 @@ class Feeder:
         if not buf:
             raise ValueError(f"agent {agent} has nothing buffered")
         if len(buf) > 1 and len(buf[0]) < n:
-            self.buffers[agent] = buf = [Block.concat(buf)]
+            # Join whole blocks until the first holds ``n`` (later windows slice it without copying); not the
+            # whole buffer, which may hold chunks read ahead.
+            k, have = 0, 0
+            while k < len(buf) and have < n:
+                have += len(buf[k])
+                k += 1
+            self.buffers[agent] = buf = [Block.concat(buf[:k]), *buf[k:]]
         return buf[0].slice(0, n)
 
     def consume(self, agent: int, n: int) -> None:
