@@ -62,7 +62,7 @@ class EpochEngine:
         level_latency_ns: np.ndarray,
         prefetch_distance_lines: int,
         epoch_ns: float,
-        window_accesses: int = 1 << 17,
+        window_accesses: int = 1 << 19,
     ) -> None:
         self.ms, self.agents, self.feeder, self.stats = ms, agents, feeder, stats
         self.level_lat = np.r_[np.asarray(level_latency_ns, dtype=float), 0.0]

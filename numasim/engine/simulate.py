@@ -103,7 +103,7 @@ def simulate(
     progress: Callable[[int], None] | None = None,
     record_latencies: bool = True,
     *,
-    window_accesses: int = 1 << 17,
+    window_accesses: int = 1 << 19,
 ) -> SimulationResult:
     """Time a stream of memory accesses on ``machine`` under ``calibration``.
 
@@ -132,7 +132,8 @@ def simulate(
     record_latencies : bool
         Keep latency histograms (percentiles); False keeps only means.
     window_accesses : int
-        Epoch mode: requests timed together per fixed-point window (speed/memory trade-off only).
+        Epoch mode: buffered requests of all agents timed per call of the compiled loop (speed/memory
+        trade-off only: results do not depend on it).
 
     Examples
     --------

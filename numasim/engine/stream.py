@@ -349,10 +349,13 @@ class Feeder:
 
     # --- output ------------------------------------------------------------------------------------------
     def fill(self, want: int, max_buffered: int) -> None:
-        """Pull chunks until every thread agent holds ``want`` requests, ``max_buffered`` are held, or the end."""
+        """Pull chunks until every thread agent holds more than ``want`` requests, ``max_buffered`` are held, or
+        the end. More than: a window takes ``want`` of each agent, and an agent the window takes everything of
+        counts as finished (until the end of the stream, that is only so for a thread whose accesses stopped
+        while ``max_buffered`` filled up with the others')."""
         threads = np.array([a.thread_id is not None for a in self.agents])
         while not self.exhausted:
-            if not threads.any() or (self.buffered[threads] >= want).all():
+            if not threads.any() or (self.buffered[threads] > want).all():
                 return
             if self.buffered.sum() >= max_buffered:
                 return

@@ -105,3 +105,23 @@ def test_agreement_at_a_saturation_knee() -> None:
             assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.08)
     link = next(r for r in ex.resources if r.name == "1->0")
     assert link.utilisation_mean > 0.95
+
+
+def test_epoch_results_do_not_depend_on_the_window() -> None:
+    """The window (how many buffered requests one call of the compiled loop takes) is a speed/memory trade-off:
+    an epoch is committed only once every agent's requests in it were seen, whatever the window."""
+    m = seed000_machine(caches=True)
+    cal = calibration(m)
+    pm = interleaved_pages([0, 1, 2, 3], 1 << 13)
+    specs = [ThreadSpec(t, cpu=3 * t) for t in range(8)]
+    runs = [
+        simulate(
+            m, cal, specs, stream("rand", 60_000, 8, (1 << 13) * PAGE, compute_ns=2.0, seed=5), pm,
+            mode="epoch", window_accesses=w,
+        )
+        for w in (1 << 11, 1 << 14, 1 << 20)
+    ]  # fmt: skip
+    for r in runs[1:]:
+        assert r.run_time_ns == runs[0].run_time_ns
+        assert [t.finish_ns for t in r.threads] == [t.finish_ns for t in runs[0].threads]
+        assert [n.accesses for n in r.nodes] == [n.accesses for n in runs[0].nodes]
