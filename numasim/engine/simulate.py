@@ -124,7 +124,8 @@ def simulate(
     seed : int
         Recorded in the result. The timing model itself is deterministic, so equal inputs give equal results.
     epoch_ns : float
-        Epoch length: the resolution of queueing in epoch mode and of utilisation-over-time in both.
+        Epoch length: how often the loaded-latency curves read utilisation, and the resolution of
+        utilisation over time (both modes).
     devices : list of DeviceTransfer
         DMA transfers by devices (e.g. a NIC's send reads host memory across its attach link).
     progress : callable, optional
