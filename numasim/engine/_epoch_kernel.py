@@ -258,9 +258,15 @@ def run_epochs(
             if p + 1 == seg_end[k] and truncated[k]:
                 refill = True  # its stream goes on beyond the window
                 break
-            ready_at[k] = _next_ready(
-                a, p + 1, seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
-            )
+            # the agent's next issue time: ``_next_ready`` written out (a call in this loop, even inlined, costs
+            # a reference count per array argument: a third of the loop's time)
+            if p + 1 >= seg_end[k]:
+                nr = np.inf
+            else:
+                nr = (last_done[a] if dep[a] else last_issue[a]) + compute[p + 1]
+                if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
+                    nr = inflight[a, 0]
+            ready_at[k] = nr
         istate[TOUCHED] = touched
         if refill:
             # Undo the epoch: every committed epoch must have seen all agents' requests.
