@@ -40,7 +40,16 @@ def lookup_nodes(
                 return out, i
             out[i] = flat[np.int64(page - lo0)]
             continue
-        r = np.searchsorted(run_starts, page, side="right") - 1
+        # the last run starting at or before the page (a bisection written out: a call per access would cost
+        # reference counts on its array argument)
+        lo, hi = 0, n_runs
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if run_starts[mid] <= page:
+                lo = mid + 1
+            else:
+                hi = mid
+        r = lo - 1
         if r < 0 or page >= run_ends[r]:
             return out, i
         out[i] = flat[run_offsets[r] + np.int64(page - run_starts[r])]
