@@ -43,8 +43,8 @@ SPECS: dict[str, dict[str, object]] = {
         "fit_on": None,
         "heldout": "mlc",
         "other_mlc": SKX,
-        "explain": "No target is missed (the loaded-latency table is predicted within 4.1 % by the engine and "
-        "6.5 % in closed form with the curve shape fitted on the 8180 table). Caveats: the 2-node latency fit is exactly determined (4 cells, 4 "
+        "explain": "No target is missed (the loaded-latency table is predicted within {cross_engine:.1f} % by the engine "
+        "and {cross_closed:.1f} % in closed form with the curve shape fitted on the 8180 table). Caveats: the 2-node latency fit is exactly determined (4 cells, 4 "
         "parameters: 2 controllers, 2 link directions), so its analytic in-sample residual is zero by construction; "
         "the engine replay differs by the loaded-latency curve charging the pointer chase's own traffic. The "
         "leave-one-cell-out check is the informative one: a removed remote cell is predicted from the other "
@@ -60,13 +60,13 @@ SPECS: dict[str, dict[str, object]] = {
         "heldout": "mlc",
         "other_mlc": IVY,
         "explain": "One target is missed: the loaded-latency table replayed through the engine with the curve "
-        "shape fitted on the Ivy Bridge table (11.5 % MAPE; the same curve in closed form: 9.1 %). The error sits "
-        "in the 6 saturated rows (mlc injection delays 0-100, 215-217 GB/s): 23 % there against 6.2 % on the 13 "
-        "rows below saturation. At saturation latency is set by how many misses mlc's threads keep in flight "
+        "shape fitted on the Ivy Bridge table ({cross_engine:.1f} % MAPE; the same curve in closed form: "
+        "{cross_closed:.1f} %). The error sits in the {n_sat} saturated rows (mlc injection delays {sat_delays}, "
+        "{sat_gb_s} GB/s): {sat_mape:.0f} % there against {unsat_mape:.1f} % on the {n_unsat} rows below saturation. At saturation latency is set by how many misses mlc's threads keep in flight "
         "(Little's law: 953 lines on this machine), not by a shape that transfers between machines: Ivy Bridge "
         "saturates at 2.1 x idle, Skylake at 2.5 x; and the engine cannot offer more than the controllers' "
         "capacity, so the rows mlc reports slightly above the fitted peak are replayed at it. Fitting the curve "
-        "on this machine's own table (the shipped calibration) brings the engine replay to 2.1 %. Also: the "
+        "on this machine's own table (the shipped calibration) brings the engine replay to {own_engine:.1f} %. Also: the "
         "firmware SLIT (21) disagrees with the measured ratio (131.1 / 81.4 = 1.61, i.e. 16): see the warnings.",
         "about": "2x Xeon Platinum 8180; Intel mlc v3.5 separate runs, FD.io CSIT calibration data (shared/data/mlc).",
     },
@@ -226,6 +226,9 @@ def run(name: str) -> dict[str, object]:
     figures += [p.name for p in plot_report(insample, out, prefix="fit-")]
     # held-out
     held = ValidationReport(machine=name, calibration_id=cal.id)
+    facts: dict[str, object] = {
+        "own_engine": next((float(r["mape_pct"]) for r in rows if r["check"] == "fit: loaded_latency" and r["method"] == "engine"), float("nan"))  # type: ignore[arg-type]
+    }
     if spec["heldout"] == "mlc":
         meas = ms[0]
         held.tables.append(_loo(machine, meas, "latency"))
@@ -241,6 +244,16 @@ def run(name: str) -> dict[str, object]:
         cross_analytic = validate(machine, shaped, ms, ["loaded_latency"], method="analytic").tables[0]
         held.tables.append(cross)
         held.tables.append(cross_analytic)
+        # numbers the explanation quotes: saturated rows are those within 3 % of the table's top bandwidth
+        bw = np.array([float(c.col.split()[0]) for c in cross.cells])
+        err = np.array([abs(c.error_pct) for c in cross.cells])
+        sat = bw >= 0.97 * bw.max()
+        delays = sorted(int(c.row) for c, x in zip(cross.cells, sat, strict=True) if x)
+        facts.update(
+            cross_engine=cross.mape_pct, cross_closed=cross_analytic.mape_pct, n_sat=int(sat.sum()),
+            n_unsat=int((~sat).sum()), sat_mape=float(err[sat].mean()), unsat_mape=float(err[~sat].mean()),
+            sat_delays=f"{delays[0]}-{delays[-1]}", sat_gb_s=f"{bw[sat].min() / 1000:.0f}-{bw[sat].max() / 1000:.0f}",
+        )
         default_ll = validate(machine, no_curve, ms, ["loaded_latency"], method="auto").tables[0]
         notes.append(
             f"loaded-latency curve shape fitted on the other machine's mlc table ({Path(str(spec['other_mlc'])).name}): "
@@ -291,7 +304,8 @@ def run(name: str) -> dict[str, object]:
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     tmp.replace(out / "summary.json")
-    _readme(out, spec, summary, cal)
+    # the explanation quotes this run's numbers
+    _readme(out, {**spec, "explain": str(spec.get("explain") or "").format(**facts)}, summary, cal)
     return summary
 
 
