@@ -174,20 +174,19 @@ def run_epochs(
     while True:
         epoch = istate[EPOCH]
         s1 = (epoch + 1) * epoch_ns
+        # What the epoch changes, kept so that it can be undone.
         snap_touched = istate[TOUCHED]
-        for r in range(n_res):
-            snap_free[r] = free[r]
-            snap_busy[r] = epoch_busy[r]
-            snap_later[r] = later_busy[r]
+        snap_free[:] = free
+        snap_busy[:] = epoch_busy
+        snap_later[:] = later_busy
+        snap_pos[:] = pos
+        snap_done[:] = done_max
+        snap_issue[:] = last_issue[agent_ids]
+        snap_last[:] = last_done[agent_ids]
+        snap_n[:] = n_inflight[agent_ids]
         for k in range(nw):
             a = agent_ids[k]
-            snap_pos[k] = pos[k]
-            snap_issue[k] = last_issue[a]
-            snap_last[k] = last_done[a]
-            snap_done[k] = done_max[k]
-            snap_n[k] = n_inflight[a]
-            for j in range(n_inflight[a]):
-                snap_in[k, j] = inflight[a, j]
+            snap_in[k, : n_inflight[a]] = inflight[a, : n_inflight[a]]
             ready_at[k] = _next_ready(
                 a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
             )
@@ -271,19 +270,16 @@ def run_epochs(
         if refill:
             # Undo the epoch: every committed epoch must have seen all agents' requests.
             istate[TOUCHED] = snap_touched
-            for r in range(n_res):
-                free[r] = snap_free[r]
-                epoch_busy[r] = snap_busy[r]
-                later_busy[r] = snap_later[r]
+            free[:] = snap_free
+            epoch_busy[:] = snap_busy
+            later_busy[:] = snap_later
+            pos[:] = snap_pos
+            done_max[:] = snap_done
+            last_issue[agent_ids] = snap_issue
+            last_done[agent_ids] = snap_last
+            n_inflight[agent_ids] = snap_n
             for k in range(nw):
-                a = agent_ids[k]
-                pos[k] = snap_pos[k]
-                last_issue[a] = snap_issue[k]
-                last_done[a] = snap_last[k]
-                done_max[k] = snap_done[k]
-                n_inflight[a] = snap_n[k]
-                for j in range(snap_n[k]):
-                    inflight[a, j] = snap_in[k, j]
+                inflight[agent_ids[k], : snap_n[k]] = snap_in[k, : snap_n[k]]
             return REFILL, n_ser
         active = False
         next_issue = np.inf

@@ -171,7 +171,7 @@ class EpochEngine:
         done_max = np.zeros(len(ids))
         lat = np.zeros(len(rc))
         status = self._run(
-            ids_arr, seg_start, seg_end, truncated, level, prefetched, rc, compute, pos, done_max, lat
+            (ids_arr, seg_start, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat
         )
         self.windows += 1
         n_commit = pos - seg_start
@@ -198,31 +198,12 @@ class EpochEngine:
                 self.feeder.consume(a, n)
         return True
 
-    def _run(
-        self,
-        ids,
-        seg_start,
-        seg_end,
-        truncated,
-        level,
-        prefetched,
-        rc,
-        compute,
-        pos,
-        done_max,
-        lat,
-        drain=False,
-    ):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat, drain=False):  # type: ignore[no-untyped-def]
+        """Call the compiled loop on ``window`` (agents, segment starts and ends, truncated, level, prefetched,
+        route class, compute) until it stops for another reason than a full series buffer."""
         while True:
-            status, n_ser = run_epochs(
-                ids,
-                seg_start,
-                seg_end,
-                truncated,
-                level,
-                prefetched,
-                rc,
-                compute,
+            status, n_ser = run_epochs(  # type: ignore[call-arg]
+                *window,
                 self.dep,
                 self.mlp,
                 self.pff,
@@ -262,20 +243,8 @@ class EpochEngine:
     def _drain(self) -> None:
         """Serve what is still queued after the last request (the resources stay busy after it issued)."""
         e64 = np.zeros(0, dtype=np.int64)
-        self._run(
-            e64,
-            e64,
-            e64,
-            np.zeros(0, dtype=bool),
-            np.zeros(0, dtype=np.int8),
-            np.zeros(0, dtype=bool),
-            e64,
-            np.zeros(0),
-            e64.copy(),
-            np.zeros(0),
-            np.zeros(0),
-            drain=True,
-        )
+        none = (e64, e64, e64, np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, bool), e64, np.zeros(0))
+        self._run(none, e64.copy(), np.zeros(0), np.zeros(0), drain=True)
 
     def flush(self) -> None:
         """Record the open epoch in the time series."""
