@@ -37,8 +37,7 @@ def test_exact_and_epoch_agree(case: tuple) -> None:
     cal = calibration(m)
     pages = 1 << 13
     pm = interleaved_pages(nodes, pages) if kind == "rand" else spread_pages(nodes, pages // len(nodes))
-    # Threads spread over the machine's cpus (node 0 first). Near a resource's saturation knee the two modes part
-    # by a few % (exact FIFO queueing is stochastic, the epoch fluid model is not): these cases stay off it.
+    # Threads spread over the machine's cpus (node 0 first).
     cpus = [t * len(m.cpus) // threads for t in range(threads)]
     specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
     n = 40_000
@@ -87,8 +86,9 @@ def test_agreement_when_threads_come_one_after_another_in_the_stream() -> None:
 
 
 def test_agreement_at_a_saturation_knee() -> None:
-    """8 threads of node 0 reading nodes 1 and 3: the die link 1 -> 0 runs at 96-97 %. The totals agree within
-    2 %; per-node latency within 8 % (exact FIFO queueing is stochastic, the epoch capacity wait is fluid)."""
+    """8 threads of node 0 reading nodes 1 and 3: the die link 1 -> 0 runs at 96-97 %. Both modes queue every
+    miss at the same FIFO servers, so even at the knee the totals and per-node latency agree within 2 % (the
+    first epoch engine, with fluid queues, needed 8 % here)."""
     m = seed000_machine(caches=False)
     cal = calibration(m)
     pm = interleaved_pages([1, 3], 1 << 13)
@@ -102,7 +102,7 @@ def test_agreement_at_a_saturation_knee() -> None:
     assert ep.run_time_ns == pytest.approx(ex.run_time_ns, rel=0.02)
     for a, b in zip(ex.nodes, ep.nodes, strict=True):
         if a.accesses:
-            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.08)
+            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
     link = next(r for r in ex.resources if r.name == "1->0")
     assert link.utilisation_mean > 0.95
 
