@@ -70,10 +70,12 @@ class Placement:
         return {n: int(counts[n]) for n in self.kernel.machine.node_ids}
 
 
-def _mode_args(spec: PolicySpec) -> tuple[int, list[int]]:
+def _mode_args(spec: PolicySpec, machine: Machine) -> tuple[int, list[int]]:
     mode = _MODES[spec.mode]
     for f in spec.flags:
         mode |= _FLAGS[f]
+    if spec.all_nodes:  # numactl's "all": every node with memory
+        return mode, [n.id for n in machine.nodes if n.has_memory]
     return mode, list(spec.nodes)
 
 
@@ -106,7 +108,7 @@ def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
             raise PolicyError(f"--policy {policy!r}: {syntax_error}; nor a plug-in policy ({exc}). Known: {known}") from None
         kernel.set_placement(task, plugin)
         return str(getattr(plugin, "name", policy))
-    mode, nodes = _mode_args(spec)
+    mode, nodes = _mode_args(spec, kernel.machine)
     _check(kernel.set_mempolicy(task, mode, nodes), f"set_mempolicy({policy})")
     return str(spec)
 
@@ -227,7 +229,7 @@ def place_workload(
                 ) from None
             spec = a.policy_spec
             if spec.mode != "default":
-                mode, mask = _mode_args(spec)
+                mode, mask = _mode_args(spec, kernel.machine)
                 _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
             if a.prefault:
                 kernel.touch(task, r.base, r.size_bytes, cpu=cpus[workload.first_touch_thread(a.name)])

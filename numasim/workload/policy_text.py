@@ -2,7 +2,8 @@
 
 Mode names follow ``numactl`` and the kernel's ``MPOL_*`` constants (``include/uapi/linux/mempolicy.h``):
 ``default``, ``local``, ``bind``, ``preferred``, ``preferred_many``, ``interleave``, ``weighted_interleave``.
-Nodes use the kernel list format (``"0-3,8"``). Flags are ``static`` (``MPOL_F_STATIC_NODES``), ``relative``
+Nodes use the kernel list format (``"0-3,8"``), or ``all`` as numactl takes it (every node with memory, resolved
+on the machine the workload runs on). Flags are ``static`` (``MPOL_F_STATIC_NODES``), ``relative``
 (``MPOL_F_RELATIVE_NODES``) and ``balancing`` (``MPOL_F_NUMA_BALANCING``), joined with ``,`` or ``+``.
 
 This module only checks the *syntax* and the node/flag combinations that are errors whatever the machine is;
@@ -34,11 +35,13 @@ class PolicySpec:
     mode: str
     nodes: tuple[int, ...] = ()
     flags: tuple[str, ...] = ()
+    all_nodes: bool = False
+    """``all``: every node with memory of the machine (``nodes`` is then empty)."""
 
     def __str__(self) -> str:
         text = self.mode
-        if self.nodes or self.flags:
-            text += ":" + format_cpulist(list(self.nodes))
+        if self.nodes or self.flags or self.all_nodes:
+            text += ":" + ("all" if self.all_nodes else format_cpulist(list(self.nodes)))
         if self.flags:
             text += ":" + ",".join(self.flags)
         return text
@@ -50,11 +53,13 @@ def parse_policy(text: str) -> PolicySpec:
     Examples
     --------
     >>> parse_policy("interleave:0-3")
-    PolicySpec(mode='interleave', nodes=(0, 1, 2, 3), flags=())
+    PolicySpec(mode='interleave', nodes=(0, 1, 2, 3), flags=(), all_nodes=False)
     >>> str(parse_policy("bind:1:static"))
     'bind:1:static'
     >>> parse_policy("preferred:")   # an empty preferred mask means local allocation, as in the kernel
-    PolicySpec(mode='local', nodes=(), flags=())
+    PolicySpec(mode='local', nodes=(), flags=(), all_nodes=False)
+    >>> str(parse_policy("interleave:all"))
+    'interleave:all'
     """
     parts = text.strip().split(":")
     if len(parts) > 3:
@@ -64,7 +69,8 @@ def parse_policy(text: str) -> PolicySpec:
     if mode not in POLICY_MODES:
         raise PolicyError(f"policy {text!r}: unknown mode {parts[0]!r} (expected one of {', '.join(POLICY_MODES)})")
     nodes: list[int] = []
-    if len(parts) >= 2 and parts[1].strip():
+    all_nodes = len(parts) >= 2 and parts[1].strip().lower() == "all"
+    if len(parts) >= 2 and parts[1].strip() and not all_nodes:
         try:
             nodes = parse_cpulist(parts[1])
         except ValueError as exc:
@@ -80,14 +86,14 @@ def parse_policy(text: str) -> PolicySpec:
     if "static" in flags and "relative" in flags:
         # sanitize_mpol_flags: both mode flags together -> EINVAL
         raise PolicyError(f"policy {text!r}: flags static and relative exclude each other")
-    if mode in _NO_NODES and nodes:
+    if mode in _NO_NODES and (nodes or all_nodes):
         raise PolicyError(f"policy {text!r}: mode {mode} takes no nodes")
-    if mode == "preferred" and not nodes:
+    if mode == "preferred" and not nodes and not all_nodes:
         if flags and set(flags) & {"static", "relative"}:
             raise PolicyError(f"policy {text!r}: preferred with an empty node list cannot take {flags}")
         mode = "local"
-    if mode in _NEEDS_NODES and not nodes:
+    if mode in _NEEDS_NODES and not nodes and not all_nodes:
         raise PolicyError(f"policy {text!r}: mode {mode} needs a node list, e.g. {mode}:0-1")
     if "balancing" in flags and mode not in ("bind", "preferred_many"):
         raise PolicyError(f"policy {text!r}: flag balancing only applies to bind and preferred_many")
-    return PolicySpec(mode=mode, nodes=tuple(nodes), flags=tuple(flags))
+    return PolicySpec(mode=mode, nodes=tuple(nodes), flags=tuple(flags), all_nodes=all_nodes)

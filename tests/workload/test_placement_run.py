@@ -78,6 +78,24 @@ def test_place_workload_policies_and_first_touch() -> None:
     assert bound.policy == "bind:1"
 
 
+def test_all_nodes_as_numactl_takes_it() -> None:
+    """``interleave:all`` (numactl's ``--interleave=all``): every node with memory, here a CXL expander too."""
+    from numasim.topology.io import load_machine
+    from numasim.workload.policy_text import parse_policy
+
+    assert str(parse_policy("interleave:all")) == "interleave:all"
+    assert parse_policy("bind:ALL").all_nodes and parse_policy("bind:all").nodes == ()
+    with pytest.raises(PolicyError, match="takes no nodes"):
+        parse_policy("local:all")
+    assert place_workload(M, W, policy="interleave:all").pages_by_allocation["a"] == {0: 128, 1: 128}
+    cxl = load_machine("xeon-2s-cxl")
+    memory_nodes = [n.id for n in cxl.nodes if n.has_memory]
+    assert len(memory_nodes) > len([n for n in cxl.nodes if n.cpus])  # a cpu-less memory node
+    w = loads_workload('threads = [{id = 0, node = 0}]\nallocations = [{name = "a", size_bytes = "3M", policy = "interleave:all"}]')
+    spread = place_workload(cxl, w).pages_by_allocation["a"]
+    assert sorted(spread) == memory_nodes and max(spread.values()) - min(spread.values()) <= 1
+
+
 def test_bad_policies() -> None:
     with pytest.raises(PolicyError, match="EINVAL"):
         place_workload(M, W, policy="bind:7")
