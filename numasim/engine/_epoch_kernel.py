@@ -2,8 +2,12 @@
 
 One call advances simulated time epoch by epoch over one window of buffered requests, until the window is used
 up, or an agent whose stream goes on beyond the window runs out inside an epoch (that epoch is undone: the caller
-refills and calls again), or the series buffer is full. All state lives in the arrays passed in, so a call
+refills and calls again), or the series buffer is nearly full. All state lives in the arrays passed in, so a call
 resumes exactly where the last one stopped.
+
+Busy time goes to the epoch bucket in which each line's service starts (a ring of ``RING`` buckets from the last
+roll on), and the loaded-latency curves are updated when the first request of a new epoch is dispatched ("a
+roll"), from the bucket before it: exact mode's rules, so that without caches the two modes agree exactly.
 """
 
 from __future__ import annotations
@@ -11,16 +15,22 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["DONE", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
+__all__ = ["DONE", "EPOCH", "LOW", "REFILL", "RING", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
 
 DONE = 0
 REFILL = 1
 SERIES_FULL = 2
 
+RING = 256
+"""Epoch buckets kept ahead of the last roll (a line served further ahead is charged to the last of them)."""
+
 # Integer state slots (``istate``).
-EPOCH = 0  # the current epoch
-EMA_EPOCH = 1  # the epoch whose utilisation the smoothed value ``ema`` last took in (-10: none)
-TOUCHED = 2  # 1 if the current epoch served any work
+EPOCH = 0  # the epoch being dispatched
+EMA_EPOCH = 1  # the bucket of the last roll (exact mode's ``_ema_bucket``; -10: none)
+ROLLED = 2  # the bucket rolls have reached (exact mode's ``bucket``, from 0)
+CURRENT = 3  # the agent issuing now (-1: none), as exact mode's dispatcher runs one agent until another is due
+TURN = 4  # the next turn stamp: an agent that stops being current queues behind those that stopped before
+LOW = 5  # the first bucket not yet recorded (the ring holds buckets LOW .. LOW + RING - 1)
 
 
 @njit(cache=True)
@@ -43,11 +53,11 @@ def curve_delay(u: float, n: int, xs: np.ndarray, ys: np.ndarray) -> float:  # p
 
 
 @njit(cache=True)
-def _close_epoch(
-    epoch: int,
+def _roll(
+    now: float,
     epoch_ns: float,
-    epoch_busy: np.ndarray,
-    later_busy: np.ndarray,
+    ring: np.ndarray,
+    ring_touched: np.ndarray,
     own_busy: np.ndarray,
     ema: np.ndarray,
     curve_now: np.ndarray,
@@ -60,32 +70,37 @@ def _close_epoch(
     n_ser: int,
     ema_weight: float,
 ) -> int:  # pragma: no cover - compiled
-    """Record epoch ``epoch`` (if it served anything), take its utilisation into the curve delays (a hardware
-    counter read once per epoch, smoothed with the previous epoch's when consecutive) and open the next epoch
-    with the work queued into it."""
-    n_res = len(epoch_busy)
-    if istate[TOUCHED]:
-        ser_idx[n_ser] = epoch
-        for r in range(n_res):
-            ser_rows[n_ser, r] = epoch_busy[r]
-        n_ser += 1
-    smooth = istate[EMA_EPOCH] == epoch - 1
-    touched = 0
+    """Exact mode's ``_roll`` at a dispatch at ``now``: record the buckets before ``now``'s, and set each
+    resource's curve delay from the bucket just before it (a hardware counter read once per epoch), smoothed with
+    the last roll's when the two are consecutive."""
+    b = int(now // epoch_ns)
+    if b <= istate[ROLLED]:
+        return n_ser
+    n_res = ring.shape[1]
+    last = np.zeros(n_res)
+    for k in range(istate[LOW], b):
+        if k - istate[LOW] >= RING:
+            break  # the rest of the jump holds no charges
+        row = k % RING
+        if ring_touched[row]:
+            ser_idx[n_ser] = k
+            ser_rows[n_ser, :] = ring[row, :]
+            n_ser += 1
+            if k == b - 1:
+                last[:] = ring[row, :]
+            ring[row, :] = 0.0
+            ring_touched[row] = False
+    istate[LOW] = max(istate[LOW], b)
+    smooth = b == istate[EMA_EPOCH] + 1
     for r in range(n_res):
-        u = (epoch_busy[r] - own_busy[r]) / epoch_ns  # a request does not queue behind itself
+        u = (last[r] - own_busy[r]) / epoch_ns  # a request does not queue behind itself
         u = min(max(u, 0.0), 1.0)
         if smooth:
             u = ema_weight * ema[r] + (1.0 - ema_weight) * u
         ema[r] = u
         curve_now[r] = curve_delay(u, curve_n[r], curve_x[r], curve_y[r])
-        # Work queued beyond this epoch is served from the next epoch's start on.
-        take = later_busy[r] if later_busy[r] < epoch_ns else epoch_ns
-        epoch_busy[r] = take
-        later_busy[r] -= take
-        if take > 0.0:
-            touched = 1
-    istate[EMA_EPOCH] = epoch
-    istate[TOUCHED] = touched
+    istate[EMA_EPOCH] = b
+    istate[ROLLED] = b
     return n_ser
 
 
@@ -143,16 +158,19 @@ def run_epochs(
     n_inflight: np.ndarray,
     pos: np.ndarray,
     done_max: np.ndarray,
+    turn: np.ndarray,
+    bucket_of: np.ndarray,
+    bucket_lo: np.ndarray,
+    bucket_hi: np.ndarray,
     free: np.ndarray,
-    epoch_busy: np.ndarray,
-    later_busy: np.ndarray,
+    ring: np.ndarray,
+    ring_touched: np.ndarray,
     ema: np.ndarray,
     curve_now: np.ndarray,
     istate: np.ndarray,
     lat_out: np.ndarray,
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
-    drain: bool,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Advance over one window; returns (status, number of series rows written)."""
     n_levels = len(level_lat) - 1
@@ -165,43 +183,103 @@ def run_epochs(
     snap_done = np.empty(nw)
     snap_n = np.empty(nw, dtype=np.int64)
     snap_in = np.empty((nw, m_max))
+    snap_turn = np.empty(nw, dtype=np.int64)
+    snap_bucket = np.empty(nw, dtype=np.int64)
+    snap_lo = np.empty(nw)
+    snap_hi = np.empty(nw)
     snap_free = np.empty(n_res)
-    snap_busy = np.empty(n_res)
-    snap_later = np.empty(n_res)
     ready_at = np.empty(nw)
+    turn_w = turn[agent_ids]  # each window agent's turn stamp (written back when the call returns)
+    path_len = 1
+    for c in range(len(path_ptr) - 1):
+        path_len = max(path_len, path_ptr[c + 1] - path_ptr[c])
+    # The epoch's busy charges (bucket, resource, ns), added to the ring when the epoch is committed: nothing
+    # during the epoch reads them (a roll reads the buckets before the epoch's own).
+    log_bucket = np.empty(0, dtype=np.int64)
+    log_res = np.empty(0, dtype=np.int64)
+    log_ns = np.empty(0)
     n_ser = 0
-    ser_cap = len(ser_idx) - 2  # room for the closes of one epoch (a jump closes two)
     while True:
+        if n_ser + RING + 1 > len(ser_idx):
+            turn[agent_ids] = turn_w
+            return SERIES_FULL, n_ser  # a roll may record up to RING buckets
         epoch = istate[EPOCH]
         s1 = (epoch + 1) * epoch_ns
-        # What the epoch changes, kept so that it can be undone.
-        snap_touched = istate[TOUCHED]
+        # What the epoch changes, kept so that it can be undone. The log holds a charge per resource of every
+        # request the window has left (allocated here, not in the loop: an array that may be replaced inside the
+        # loop costs reference counting on every access).
+        n_log = 0
+        need = 0
+        for k in range(nw):
+            need += seg_end[k] - pos[k]
+        need *= path_len
+        if len(log_ns) < need:
+            log_bucket = np.empty(need, dtype=np.int64)
+            log_res = np.empty(need, dtype=np.int64)
+            log_ns = np.empty(need)
         snap_free[:] = free
-        snap_busy[:] = epoch_busy
-        snap_later[:] = later_busy
+        snap_current, snap_turn_next = istate[CURRENT], istate[TURN]
         snap_pos[:] = pos
         snap_done[:] = done_max
         snap_issue[:] = last_issue[agent_ids]
         snap_last[:] = last_done[agent_ids]
         snap_n[:] = n_inflight[agent_ids]
+        snap_turn[:] = turn_w
+        snap_bucket[:] = bucket_of[agent_ids]
+        snap_lo[:] = bucket_lo[agent_ids]
+        snap_hi[:] = bucket_hi[agent_ids]
         for k in range(nw):
             a = agent_ids[k]
             snap_in[k, : n_inflight[a]] = inflight[a, : n_inflight[a]]
             ready_at[k] = _next_ready(
                 a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
             )
-        # The epoch's requests in time order over all agents (ties: the lower agent).
+        # Exact mode rolls at the first dispatch at or after the next epoch boundary: here, before the epoch's
+        # first request (the epoch visited is the one of the earliest request due, so one is dispatched in it).
+        due = np.inf
+        for k in range(nw):
+            due = min(due, ready_at[k])
+        if due < s1 and due >= (istate[ROLLED] + 1) * epoch_ns:
+            n_ser = _roll(
+                due, epoch_ns, ring, ring_touched, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
+                istate, ser_idx, ser_rows, n_ser, ema_weight,
+            )  # fmt: skip
+        # Exact mode's dispatch: the current agent goes on while no other is due before it (a tie goes to it);
+        # otherwise it stops and queues for a turn, and the agent due first (the first queued, on a tie) goes on.
+        # The current agent holds turn -1 (it wins every tie); stopping, it takes the next turn stamp.
+        kc = -1
+        for j in range(nw):
+            if agent_ids[j] == istate[CURRENT]:
+                kc = j
+                turn_w[j] = -1
         refill = False
-        touched = istate[TOUCHED]
         while True:
             k = 0
             ready = np.inf
-            for j in range(nw):  # branch-free: which agent is first is data, not a pattern
+            for j in range(nw):  # branch-free: which agent is due first is data, not a pattern
                 x = ready_at[j]
                 k = j if x < ready else k
                 ready = min(x, ready)
-            if ready >= s1:
-                break
+            ties = 0
+            for j in range(nw):
+                ties += ready_at[j] == ready
+            if ties > 1 and ready < np.inf:
+                # agents due at the same time (rare but for identical agents): the current, else the first queued
+                first_turn = turn_w[k]
+                for j in range(nw):
+                    if ready_at[j] == ready and turn_w[j] < first_turn:
+                        k, first_turn = j, turn_w[j]
+            if k != kc or ready >= s1:
+                if kc >= 0:  # the current agent stops
+                    turn_w[kc] = istate[TURN]
+                    istate[TURN] += 1
+                    kc = -1
+                    istate[CURRENT] = -1
+                if ready >= s1:
+                    break
+                kc = k
+                turn_w[k] = -1
+                istate[CURRENT] = agent_ids[k]
             a = agent_ids[k]
             p = pos[k]
             n_fly = n_inflight[a]
@@ -228,15 +306,17 @@ def run_epochs(
                     b = path_busy[q]
                     free[r] = t + b
                     extra += curve_now[r]
-                    # busy time to the epoch it is served in (the part past this epoch: to later ones)
-                    if t + b <= s1:
-                        epoch_busy[r] += b
-                    elif t >= s1:
-                        later_busy[r] += b
-                    else:
-                        epoch_busy[r] += s1 - t
-                        later_busy[r] += t + b - s1
-                touched = 1
+                    # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
+                    # of its last charge and its bounds, and divides only when the time falls outside them
+                    if not (bucket_lo[a] <= t < bucket_hi[a]):
+                        bk = int(t // epoch_ns)
+                        bucket_of[a] = bk
+                        bucket_lo[a] = bk * epoch_ns
+                        bucket_hi[a] = (bk + 1) * epoch_ns
+                    log_bucket[n_log] = bucket_of[a]
+                    log_res[n_log] = r
+                    log_ns[n_log] = b
+                    n_log += 1
                 lat = class_base[c] + (t - ready) + extra
                 if prefetched[p]:
                     lat *= pff[a]
@@ -266,52 +346,36 @@ def run_epochs(
                 if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
                     nr = inflight[a, 0]
             ready_at[k] = nr
-        istate[TOUCHED] = touched
         if refill:
             # Undo the epoch: every committed epoch must have seen all agents' requests.
-            istate[TOUCHED] = snap_touched
             free[:] = snap_free
-            epoch_busy[:] = snap_busy
-            later_busy[:] = snap_later
+            istate[CURRENT], istate[TURN] = snap_current, snap_turn_next
             pos[:] = snap_pos
             done_max[:] = snap_done
             last_issue[agent_ids] = snap_issue
             last_done[agent_ids] = snap_last
             n_inflight[agent_ids] = snap_n
+            turn_w[:] = snap_turn
+            turn[agent_ids] = turn_w
+            bucket_of[agent_ids] = snap_bucket
+            bucket_lo[agent_ids] = snap_lo
+            bucket_hi[agent_ids] = snap_hi
             for k in range(nw):
                 inflight[agent_ids[k], : snap_n[k]] = snap_in[k, : snap_n[k]]
             return REFILL, n_ser
-        active = False
+        # Commit the epoch's busy charges (the ring's last bucket takes those further ahead).
+        for i in range(n_log):
+            row = min(log_bucket[i], istate[LOW] + RING - 1) % RING
+            ring[row, log_res[i]] += log_ns[i]
+            ring_touched[row] = True
         next_issue = np.inf
         for k in range(nw):
-            if pos[k] < seg_end[k]:
-                active = True
-                if ready_at[k] < next_issue:
-                    next_issue = ready_at[k]
-        queued = False
-        for r in range(n_res):
-            if later_busy[r] > 0.0:
-                queued = True
-        if not active and not (drain and queued):
-            # Every agent of the window is done (when draining: every queue too). The epoch stays open for
-            # the next window.
-            return DONE, n_ser
-        nxt = epoch + 1
-        if active and not queued and next_issue >= s1 + epoch_ns:
-            nxt = int(next_issue // epoch_ns)  # nothing queued, nobody issues before then: jump
-        n_ser = _close_epoch(
-            epoch, epoch_ns, epoch_busy, later_busy, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
-            istate, ser_idx, ser_rows, n_ser, ema_weight,
-        )  # fmt: skip
-        if nxt > epoch + 1:
-            # Idle epochs jumped over: the counter reads zero in the one before ``nxt``.
-            n_ser = _close_epoch(
-                nxt - 1, epoch_ns, epoch_busy, later_busy, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
-                istate, ser_idx, ser_rows, n_ser, ema_weight,
-            )  # fmt: skip
-        istate[EPOCH] = nxt
-        if n_ser >= ser_cap:
-            return SERIES_FULL, n_ser
+            if ready_at[k] < next_issue:
+                next_issue = ready_at[k]
+        if next_issue == np.inf:
+            turn[agent_ids] = turn_w
+            return DONE, n_ser  # every agent of the window is done; the epoch stays open for the next window
+        istate[EPOCH] = max(epoch + 1, int(next_issue // epoch_ns))  # idle epochs are skipped
 
 
 @njit(cache=True, nogil=True)

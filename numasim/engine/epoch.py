@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import simpy
 
-from ._epoch_kernel import EPOCH, REFILL, SERIES_FULL, TOUCHED, accumulate_stats, run_epochs
+from ._epoch_kernel import EPOCH, LOW, REFILL, RING, SERIES_FULL, accumulate_stats, run_epochs
 from .memsys import MemorySystem
 from .stats import Stats, bin_table
 from .stream import Agent, Feeder
@@ -100,16 +100,24 @@ class EpochEngine:
                 self.curve_y[r, :k] = res.curve.added_latency_ns
         line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0) if n_res else np.zeros(0)
         self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
-        # The queues' state, carried from window to window: when each resource is next free, its busy time in
-        # the open epoch and queued beyond it.
+        # The queues' state, carried from window to window: when each resource is next free, and its busy time
+        # per epoch bucket not yet recorded (a ring of RING buckets).
         self.free = np.zeros(n_res)
-        self.epoch_busy = np.zeros(n_res)
-        self.later_busy = np.zeros(n_res)
+        self.ring = np.zeros((RING, n_res))
+        self.ring_touched = np.zeros(RING, dtype=bool)
         self.ema = np.zeros(n_res)
         self.curve_now = (
             np.array([float(x) for x in ms.curve_delay_ns(np.zeros(n_res))]) if n_res else self.ema
         )
-        self.istate = np.array([int(self.last_issue.min() // self.E) if len(agents) else 0, -10, 0], np.int64)
+        # epoch, bucket of the last roll, bucket rolled to, current agent, next turn stamp, first bucket not
+        # recorded (``_epoch_kernel``); buckets start at 0 as in exact mode, or earlier for negative start times
+        first = int(self.last_issue.min() // self.E) if len(agents) else 0
+        self.istate = np.array([first, -10, 0, -1, len(agents), min(first, 0)], np.int64)
+        self.turn = np.arange(len(agents), dtype=np.int64)  # agents first queue in their order, as in exact mode
+        # per agent, the epoch bucket of its last busy charge and that bucket's bounds (none yet)
+        self.bucket_of = np.zeros(len(agents), dtype=np.int64)
+        self.bucket_lo = np.zeros(len(agents))
+        self.bucket_hi = np.full(len(agents), -1.0)
         self.ser_idx = np.zeros(_SERIES_ROWS, dtype=np.int64)
         self.ser_rows = np.zeros((_SERIES_ROWS, n_res))
         self.windows = 0
@@ -131,7 +139,6 @@ class EpochEngine:
                 now = float(self.istate[EPOCH]) * self.E
                 if now > env.now:
                     yield env.timeout(now - env.now)
-            self._drain()
             self._wait(0)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -169,7 +176,7 @@ class EpochEngine:
         compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
-        lat = np.zeros(len(rc))
+        lat = np.empty(len(rc))  # written by the kernel for every request it commits
         status = self._run(
             (ids_arr, seg_start, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat
         )
@@ -198,7 +205,7 @@ class EpochEngine:
                 self.feeder.consume(a, n)
         return True
 
-    def _run(self, window: tuple, pos, done_max, lat, drain=False):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment starts and ends, truncated, level, prefetched,
         route class, compute) until it stops for another reason than a full series buffer."""
         while True:
@@ -224,31 +231,31 @@ class EpochEngine:
                 self.n_inflight,
                 pos,
                 done_max,
+                self.turn,
+                self.bucket_of,
+                self.bucket_lo,
+                self.bucket_hi,
                 self.free,
-                self.epoch_busy,
-                self.later_busy,
+                self.ring,
+                self.ring_touched,
                 self.ema,
                 self.curve_now,
                 self.istate,
                 lat,
                 self.ser_idx,
                 self.ser_rows,
-                drain,
             )
             if n_ser:
                 self.stats.series.add(self.ser_idx[:n_ser].copy(), self.ser_rows[:n_ser].copy())
             if status != SERIES_FULL:
                 return status
 
-    def _drain(self) -> None:
-        """Serve what is still queued after the last request (the resources stay busy after it issued)."""
-        e64 = np.zeros(0, dtype=np.int64)
-        none = (e64, e64, e64, np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, bool), e64, np.zeros(0))
-        self._run(none, e64.copy(), np.zeros(0), np.zeros(0), drain=True)
-
     def flush(self) -> None:
-        """Record the open epoch in the time series."""
-        if self.istate[TOUCHED]:
-            self.stats.series.add(np.array([int(self.istate[EPOCH])]), self.epoch_busy[None, :].copy())
-            self.epoch_busy[:] = 0.0
-            self.istate[TOUCHED] = 0
+        """Record the buckets not recorded yet (the queues' last work) in the time series."""
+        low = int(self.istate[LOW])
+        buckets = [k for k in range(low, low + RING) if self.ring_touched[k % RING]]
+        if buckets:
+            rows = np.array([k % RING for k in buckets])
+            self.stats.series.add(np.array(buckets), self.ring[rows].copy())
+            self.ring[rows] = 0.0
+            self.ring_touched[rows] = False

@@ -69,9 +69,9 @@ class DdCosts:
     numbers match; remote and interleaved runs are then predictions (experiments/001-dd-bandwidth).
     """
 
-    write_page_ns: float = 1361.7
+    write_page_ns: float = 1381.3
     """Per page written to tmpfs: shmem_write_begin (folio allocation, page-cache insert), copy loop."""
-    read_page_ns: float = 628.1
+    read_page_ns: float = 637.3
     """Per page read from tmpfs: filemap lookup, copy_to_user loop."""
 
 
