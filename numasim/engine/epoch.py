@@ -6,22 +6,22 @@ simulating every LRU set, each chunk of the stream gets its cache levels from th
 (:mod:`_epoch_kernel`), one epoch of ``epoch_ns`` at a time:
 
 1. every agent issues by the rules of :mod:`timing` (``compute`` after its previous issue, or after its
-   previous completion when dependent, and a free slot among its MLP in flight); the epoch's requests are taken
-   in time order over all agents;
+   previous completion when dependent, and a free slot among its MLP in flight); requests go in time order over
+   all agents, in exact mode's dispatch order (the agent issuing goes on while no other is due first; ties go
+   to it, then to the agent that stopped first);
 2. a hit costs its level's latency and uses no resource; a miss goes through the FIFO servers of its route
    class (controller and links: each starts one line every ``busy_ns``), waits where one is busy, and costs the
    idle route latency plus that wait plus the resources' loaded-latency curve delays (times the prefetch factor
-   when the prefetcher covers it). Busy time is charged to the epoch the line is served in, so utilisation
-   never exceeds 100 % in an epoch;
-3. at the epoch's end, every resource's utilisation (its own line left out) is smoothed with the previous
-   epoch's and sets its curve delay for the next epoch: a hardware counter read once per epoch.
+   when the prefetcher covers it). Busy time goes to the epoch bucket its service starts in;
+3. when the first request of a new epoch issues, every resource's utilisation in the bucket before (its own line
+   left out) is smoothed with the previous one and sets its curve delay: a hardware counter read once per epoch.
 
-These are exact mode's queueing and issue rules, so the two fidelities differ only in the cache model (and in
-nothing when no access hits a cache). An aggregated form (fluid queues per epoch or per short step, solved by a
-fixed point or causally) was this module's first design; it parted from exact mode by 25-90 % when threads
-move in convoys (source 002's interleaved STREAM: a fluid queue gives a whole burst one wait, so the burst's
-completions stay in step) and bought no speed once the loop was compiled. Idle stretches (no queue, nobody
-issuing) are jumped over.
+These are exact mode's rules, to the order of floating-point operations, so the two fidelities differ only in
+the cache model: where no access hits a cache their results are identical. An aggregated form (fluid queues per
+epoch or per short step, solved by a fixed point or causally) was this module's first design; it parted from
+exact mode by 25-90 % when threads move in convoys (source 002's interleaved STREAM: a fluid queue gives a whole
+burst one wait, so the burst's completions stay in step) and bought no speed once the loop was compiled. Idle
+stretches (nobody issuing) are jumped over.
 
 Requests come in *windows* (up to ``window_accesses`` buffered requests of every agent). When an agent whose
 stream goes on beyond the window runs out inside an epoch, that epoch is undone, the window committed up to its
