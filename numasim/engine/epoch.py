@@ -158,14 +158,18 @@ class EpochEngine:
     # --- one window ------------------------------------------------------------------------------------------
     def _window(self, per_agent: int) -> bool | None:
         """Time one window; None when no agent has anything left, else whether any request was committed."""
-        blocks, ids = [], []
+        # Each agent's next requests as the slices of its buffered blocks they lie in (no joining: the window's
+        # arrays below are the only copy).
+        blocks, ids, counts = [], [], []
         for a in range(len(self.agents)):
             if self.feeder.buffered[a] > 0:
-                blocks.append(self.feeder.peek(a, per_agent))
+                pieces = self.feeder.peek_pieces(a, per_agent)
+                blocks += pieces
                 ids.append(a)
+                counts.append(sum(len(b) for b in pieces))
         if not blocks:
             return None
-        lens = np.array([len(b) for b in blocks], dtype=np.int64)
+        lens = np.array(counts, dtype=np.int64)
         seg_start = np.r_[0, np.cumsum(lens)[:-1]].astype(np.int64)
         seg_end = seg_start + lens
         ids_arr = np.array(ids, dtype=np.int64)

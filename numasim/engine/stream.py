@@ -75,23 +75,6 @@ class Block:
             None if self.route_class is None else self.route_class[a:b],
         )
 
-    @staticmethod
-    def concat(blocks: list[Block]) -> Block:
-        if len(blocks) == 1:
-            return blocks[0]
-        lv = [b.level for b in blocks]
-        rc = [b.route_class for b in blocks]
-        return Block(
-            np.concatenate([b.line for b in blocks]),
-            np.concatenate([b.target for b in blocks]),
-            np.concatenate([b.is_write for b in blocks]),
-            np.concatenate([b.size_bytes for b in blocks]),
-            np.concatenate([b.compute_ns for b in blocks]),
-            np.concatenate([b.prefetched for b in blocks]),
-            None if any(x is None for x in lv) else np.concatenate(lv),  # type: ignore[arg-type]
-            None if any(x is None for x in rc) else np.concatenate(rc),  # type: ignore[arg-type]
-        )
-
 
 @dataclass
 class _Failure:
@@ -361,20 +344,18 @@ class Feeder:
                 return
             self.pull()
 
-    def peek(self, agent: int, n: int) -> Block:
-        """Up to ``n`` buffered requests of ``agent`` without consuming them."""
-        buf = self.buffers[agent]
-        if not buf:
+    def peek_pieces(self, agent: int, n: int) -> list[Block]:
+        """Up to ``n`` buffered requests of ``agent`` as slices of its buffered blocks, in order, without
+        consuming or joining them."""
+        out: list[Block] = []
+        for block in self.buffers[agent]:
+            if n <= 0:
+                break
+            out.append(block if len(block) <= n else block.slice(0, n))
+            n -= len(out[-1])
+        if not out:
             raise ValueError(f"agent {agent} has nothing buffered")
-        if len(buf) > 1 and len(buf[0]) < n:
-            # Join whole blocks until the first holds ``n`` (later windows slice it without copying); not the
-            # whole buffer, which may hold chunks read ahead.
-            k, have = 0, 0
-            while k < len(buf) and have < n:
-                have += len(buf[k])
-                k += 1
-            self.buffers[agent] = buf = [Block.concat(buf[:k]), *buf[k:]]
-        return buf[0].slice(0, n)
+        return out
 
     def consume(self, agent: int, n: int) -> None:
         buf = self.buffers[agent]
