@@ -5,8 +5,8 @@ up, or an agent whose stream goes on beyond the window runs out inside an epoch 
 refills and calls again), or the series buffer is nearly full. All state lives in the arrays passed in, so a call
 resumes exactly where the last one stopped.
 
-Busy time goes to the epoch bucket in which each line's service starts (a ring of ``RING`` buckets from the last
-roll on), and the loaded-latency curves are updated when the first request of a new epoch is dispatched ("a
+Busy time goes to the epoch bucket in which each line's service starts (a ring of buckets from the first one not
+recorded yet on, grown by the caller when a line is served beyond it), and the loaded-latency curves are updated when the first request of a new epoch is dispatched ("a
 roll"), from the bucket before it: exact mode's rules, so that without caches the two modes agree exactly.
 """
 
@@ -15,14 +15,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["DONE", "EPOCH", "LOW", "REFILL", "RING", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
+__all__ = ["DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
 
 DONE = 0
 REFILL = 1
 SERIES_FULL = 2
+GROW = 3  # a line is served beyond the ring: the caller grows it (``istate[NEED]`` buckets) and calls again
 
-RING = 256
-"""Epoch buckets kept ahead of the last roll (a line served further ahead is charged to the last of them)."""
 
 # Integer state slots (``istate``).
 EPOCH = 0  # the epoch being dispatched
@@ -30,7 +29,8 @@ EMA_EPOCH = 1  # the bucket of the last roll (exact mode's ``_ema_bucket``; -10:
 ROLLED = 2  # the bucket rolls have reached (exact mode's ``bucket``, from 0)
 CURRENT = 3  # the agent issuing now (-1: none), as exact mode's dispatcher runs one agent until another is due
 TURN = 4  # the next turn stamp: an agent that stops being current queues behind those that stopped before
-LOW = 5  # the first bucket not yet recorded (the ring holds buckets LOW .. LOW + RING - 1)
+LOW = 5  # the first bucket not yet recorded (the ring's rows hold buckets LOW .. LOW + rows - 1)
+NEED = 6  # with GROW: the ring rows needed
 
 
 @njit(cache=True)
@@ -76,12 +76,12 @@ def _roll(
     b = int(now // epoch_ns)
     if b <= istate[ROLLED]:
         return n_ser
-    n_res = ring.shape[1]
+    n_rows, n_res = ring.shape
     last = np.zeros(n_res)
     for k in range(istate[LOW], b):
-        if k - istate[LOW] >= RING:
+        if k - istate[LOW] >= n_rows:
             break  # the rest of the jump holds no charges
-        row = k % RING
+        row = k % n_rows
         if ring_touched[row]:
             ser_idx[n_ser] = k
             ser_rows[n_ser, :] = ring[row, :]
@@ -131,7 +131,6 @@ def _next_ready(
 @njit(cache=True, nogil=True)
 def run_epochs(
     agent_ids: np.ndarray,
-    seg_start: np.ndarray,
     seg_end: np.ndarray,
     truncated: np.ndarray,
     level: np.ndarray,
@@ -200,9 +199,9 @@ def run_epochs(
     log_ns = np.empty(0)
     n_ser = 0
     while True:
-        if n_ser + RING + 1 > len(ser_idx):
+        if n_ser + len(ring) + 1 > len(ser_idx):
             turn[agent_ids] = turn_w
-            return SERIES_FULL, n_ser  # a roll may record up to RING buckets
+            return SERIES_FULL, n_ser  # a roll may record a row per ring bucket
         epoch = istate[EPOCH]
         s1 = (epoch + 1) * epoch_ns
         # What the epoch changes, kept so that it can be undone. The log holds a charge per resource of every
@@ -346,8 +345,23 @@ def run_epochs(
                 if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
                     nr = inflight[a, 0]
             ready_at[k] = nr
-        if refill:
-            # Undo the epoch: every committed epoch must have seen all agents' requests.
+        # Commit the epoch's busy charges, unless one lies beyond the ring: then undo the epoch and let the
+        # caller grow the ring (exact mode's ring grows the same way).
+        grow = False
+        if not refill:
+            top = istate[LOW]
+            for i in range(n_log):
+                top = max(top, log_bucket[i])
+            grow = top - istate[LOW] >= len(ring)
+            istate[NEED] = top - istate[LOW] + 1
+        if not refill and not grow:
+            for i in range(n_log):
+                row = log_bucket[i] % len(ring)
+                ring[row, log_res[i]] += log_ns[i]
+                ring_touched[row] = True
+        if refill or grow:
+            # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges
+            # must fit the ring). A roll at the epoch's start stays: the retry starts with the same request.
             free[:] = snap_free
             istate[CURRENT], istate[TURN] = snap_current, snap_turn_next
             pos[:] = snap_pos
@@ -362,12 +376,7 @@ def run_epochs(
             bucket_hi[agent_ids] = snap_hi
             for k in range(nw):
                 inflight[agent_ids[k], : snap_n[k]] = snap_in[k, : snap_n[k]]
-            return REFILL, n_ser
-        # Commit the epoch's busy charges (the ring's last bucket takes those further ahead).
-        for i in range(n_log):
-            row = min(log_bucket[i], istate[LOW] + RING - 1) % RING
-            ring[row, log_res[i]] += log_ns[i]
-            ring_touched[row] = True
+            return (GROW if grow else REFILL), n_ser
         next_issue = np.inf
         for k in range(nw):
             if ready_at[k] < next_issue:

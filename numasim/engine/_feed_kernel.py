@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "prefetch_flags"]
+__all__ = ["PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "prefetch_flags", "reuse_keys", "reuse_pairs"]
 
 PREFETCH_STREAMS = 8
 """Requests of an agent the prefetch rule looks back over (see :mod:`stream`); a compile-time constant."""

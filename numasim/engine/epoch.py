@@ -19,7 +19,7 @@ simulating every LRU set, each chunk of the stream gets its cache levels from th
 These are exact mode's rules, to the order of floating-point operations, so the two fidelities differ only in
 the cache model: where no access hits a cache their results are identical. An aggregated form (fluid queues per
 epoch or per short step, solved by a fixed point or causally) was this module's first design; it parted from
-exact mode by 25-90 % when threads move in convoys (source 002's interleaved STREAM: a fluid queue gives a whole
+exact mode by 25 % to 1.9x when threads move in convoys (source 002's interleaved STREAM: a fluid queue gives a whole
 burst one wait, so the burst's completions stay in step) and bought no speed once the loop was compiled. Idle
 stretches (nobody issuing) are jumped over.
 
@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import simpy
 
-from ._epoch_kernel import EPOCH, LOW, REFILL, RING, SERIES_FULL, accumulate_stats, run_epochs
+from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .memsys import MemorySystem
 from .stats import Stats, bin_table
 from .stream import Agent, Feeder
@@ -48,6 +48,7 @@ EMA_WEIGHT = 0.5
 """Weight of the previous epoch's utilisation in the smoothed value the curves read (as in exact mode)."""
 
 _SERIES_ROWS = 4096
+_RING_ROWS = 256
 
 
 class EpochEngine:
@@ -101,18 +102,19 @@ class EpochEngine:
         line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0) if n_res else np.zeros(0)
         self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
         # The queues' state, carried from window to window: when each resource is next free, and its busy time
-        # per epoch bucket not yet recorded (a ring of RING buckets).
-        self.free = np.zeros(n_res)
-        self.ring = np.zeros((RING, n_res))
-        self.ring_touched = np.zeros(RING, dtype=bool)
+        # per epoch bucket not yet recorded (a ring of buckets, grown when a line is served beyond it).
+        self.free = np.full(n_res, -np.inf)  # idle since ever: a thread may start at a negative time
+        self.ring = np.zeros((_RING_ROWS, n_res))
+        self.ring_touched = np.zeros(_RING_ROWS, dtype=bool)
         self.ema = np.zeros(n_res)
-        self.curve_now = (
-            np.array([float(x) for x in ms.curve_delay_ns(np.zeros(n_res))]) if n_res else self.ema
-        )
+        self.curve_now = np.zeros(n_res)  # no delay before the first roll, as in exact mode
         # epoch, bucket of the last roll, bucket rolled to, current agent, next turn stamp, first bucket not
         # recorded (``_epoch_kernel``); buckets start at 0 as in exact mode, or earlier for negative start times
         first = int(self.last_issue.min() // self.E) if len(agents) else 0
-        self.istate = np.array([first, -10, 0, -1, len(agents), min(first, 0)], np.int64)
+        self.istate = np.array([first, -10, 0, -1, len(agents), min(first, 0), 0], np.int64)
+        # Agents whose buffer a window took all of while the stream went on (the feeder's buffer was full): they
+        # counted as finished, and resume, if the stream has more of them, at the epoch reached by then.
+        self.stalled = np.zeros(len(agents), dtype=bool)
         self.turn = np.arange(len(agents), dtype=np.int64)  # agents first queue in their order, as in exact mode
         # per agent, the epoch bucket of its last busy charge and that bucket's bounds (none yet)
         self.bucket_of = np.zeros(len(agents), dtype=np.int64)
@@ -174,6 +176,12 @@ class EpochEngine:
         seg_end = seg_start + lens
         ids_arr = np.array(ids, dtype=np.int64)
         truncated = self.feeder.buffered[ids_arr] > lens
+        back = ids_arr[self.stalled[ids_arr]]
+        if len(back):
+            now = float(self.istate[EPOCH]) * self.E
+            self.last_issue[back] = np.maximum(self.last_issue[back], now)
+            self.last_done[back] = np.maximum(self.last_done[back], now)
+            self.stalled[back] = False
         level = np.concatenate([b.level for b in blocks])  # type: ignore[misc]
         rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
@@ -182,10 +190,12 @@ class EpochEngine:
         done_max = np.zeros(len(ids))
         lat = np.empty(len(rc))  # written by the kernel for every request it commits
         status = self._run(
-            (ids_arr, seg_start, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat
         )
         self.windows += 1
         n_commit = pos - seg_start
+        if not self.feeder.exhausted:
+            self.stalled[ids_arr[~truncated & (pos == seg_end)]] = True
         if not n_commit.any():
             assert status == REFILL
             return False
@@ -210,8 +220,8 @@ class EpochEngine:
         return True
 
     def _run(self, window: tuple, pos, done_max, lat):  # type: ignore[no-untyped-def]
-        """Call the compiled loop on ``window`` (agents, segment starts and ends, truncated, level, prefetched,
-        route class, compute) until it stops for another reason than a full series buffer."""
+        """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
+        compute) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
             status, n_ser = run_epochs(  # type: ignore[call-arg]
                 *window,
@@ -251,15 +261,28 @@ class EpochEngine:
             )
             if n_ser:
                 self.stats.series.add(self.ser_idx[:n_ser].copy(), self.ser_rows[:n_ser].copy())
-            if status != SERIES_FULL:
+            if status == GROW:
+                self._grow_ring(int(self.istate[NEED]))
+            elif status != SERIES_FULL:
                 return status
+
+    def _grow_ring(self, rows: int) -> None:
+        """At least ``rows`` ring rows (a power of two), each bucket moved to its row in the larger ring."""
+        n = len(self.ring)
+        size = 1 << max(rows - 1, 1).bit_length()
+        ring, touched = np.zeros((size, self.ring.shape[1])), np.zeros(size, dtype=bool)
+        for k in range(int(self.istate[LOW]), int(self.istate[LOW]) + n):
+            ring[k % size], touched[k % size] = self.ring[k % n], self.ring_touched[k % n]
+        self.ring, self.ring_touched = ring, touched
+        self.ser_idx = np.zeros(max(len(self.ser_idx), 2 * size), dtype=np.int64)
+        self.ser_rows = np.zeros((len(self.ser_idx), self.ring.shape[1]))
 
     def flush(self) -> None:
         """Record the buckets not recorded yet (the queues' last work) in the time series."""
-        low = int(self.istate[LOW])
-        buckets = [k for k in range(low, low + RING) if self.ring_touched[k % RING]]
+        low, n = int(self.istate[LOW]), len(self.ring)
+        buckets = [k for k in range(low, low + n) if self.ring_touched[k % n]]
         if buckets:
-            rows = np.array([k % RING for k in buckets])
+            rows = np.array([k % n for k in buckets])
             self.stats.series.add(np.array(buckets), self.ring[rows].copy())
             self.ring[rows] = 0.0
             self.ring_touched[rows] = False

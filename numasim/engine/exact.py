@@ -70,7 +70,7 @@ class ExactEngine:
         self.E = float(epoch_ns)
         n_res = len(ms.resources)
         n_agents = len(agents)
-        self.free = np.zeros(n_res)
+        self.free = np.full(n_res, -np.inf)  # idle since ever: a thread may start at a negative time
         # Per route class: idle latency and the (resource, busy_ns) pairs in the order the data crosses them.
         self.class_base = np.asarray(ms.class_base_latency_ns(), dtype=np.float64).copy()
         paths = [list(ms.class_resources[c]) for c in range(ms.n_classes)]

@@ -173,7 +173,7 @@ class SimulationResult:
     node_ids: list[int] = field(default_factory=list)
     initiator_names: list[str] = field(default_factory=list)
     diagnostics: dict[str, float] = field(default_factory=dict)
-    """Solver statistics (epoch windows, fixed-point iterations); not part of ``to_dict``."""
+    """Engine statistics (epoch mode: windows timed, the last epoch reached); not part of ``to_dict``."""
 
     _TABLES = ("nodes", "initiators", "matrix", "resources", "threads", "devices", "cache_levels")
 

@@ -134,7 +134,7 @@ def simulate(
         Keep latency histograms (percentiles); False keeps only means.
     window_accesses : int
         Epoch mode: buffered requests of all agents timed per call of the compiled loop (speed/memory
-        trade-off only: results do not depend on it).
+        trade-off: timing does not depend on it; sums of latencies may differ in their last bits).
 
     Examples
     --------
@@ -187,7 +187,6 @@ def simulate(
         agents,
         pages,
         node_index_lookup,
-        ms.node_ids,
         cache_instances=instances if epoch else None,
         cache_capacity_lines=np.array([s.lines for s in levels], dtype=float) if epoch else None,
         progress=progress,
@@ -247,7 +246,7 @@ def _run_engine(
         env.process(eng.process(env))
         env.run()
         eng.flush()
-        diagnostics = {"windows": float(eng.windows), "epochs": float(eng.istate[0] + 1)}
+        diagnostics = {"windows": float(eng.windows), "last_epoch": float(eng.istate[0])}
     else:
         objects: dict[int, LRUCache] = {}
         for lv, spec in enumerate(levels):

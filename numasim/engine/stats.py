@@ -86,9 +86,11 @@ class TimeSeries:
         return self.epoch_ns * self.factor
 
     def add(self, epoch_index: np.ndarray, busy_ns: np.ndarray) -> None:
-        """Add ``busy_ns[k]`` (one row per resource vector) to the bucket of ``epoch_index[k]``."""
+        """Add ``busy_ns[k]`` (one row per resource vector) to the bucket of ``epoch_index[k]``; work before time 0
+        (threads may start at negative times) counts in the first bucket, where the run's time axis starts."""
         if len(epoch_index) == 0:
             return
+        epoch_index = np.maximum(np.asarray(epoch_index), 0)
         top = int(epoch_index.max())
         while top // self.factor >= self.max_points:
             self._coarsen()

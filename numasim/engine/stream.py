@@ -92,7 +92,6 @@ class Feeder:
         agents: list[Agent],
         pages: PageMap,
         node_index: np.ndarray,
-        node_ids: list[int],
         *,
         cache_instances: np.ndarray | None = None,
         cache_capacity_lines: np.ndarray | None = None,
@@ -113,7 +112,6 @@ class Feeder:
         self.pages = pages
         # Node index of each node id, narrowed (small per-request arrays move less memory).
         self.node_index = node_index.astype(np.int16)
-        self.node_ids = node_ids
         thread_agents = [a for a in agents if a.thread_id is not None]
         ids = np.array([a.thread_id for a in thread_agents], dtype=np.int64)
         order = np.argsort(ids, kind="stable")
@@ -205,7 +203,9 @@ class Feeder:
         """Stop the background thread (if any); the feeder reads nothing more."""
         if self._thread is not None:
             self._stop.set()
-            self._thread.join()
+            # Bounded: a thread blocked in the caller's iterator (a pipe, a socket) is left behind (it is a
+            # daemon and stops at its next chunk) rather than hanging the caller or hiding its error.
+            self._thread.join(timeout=10.0)
             self._thread = None
 
     def _distribute(self, chunk: AccessChunk) -> list[tuple[int, Block]]:
