@@ -82,12 +82,7 @@ class EpochEngine:
         self.pff = np.array([prefetch_factor(int(m), prefetch_distance_lines) for m in mlp])
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
         # Route class paths as CSR: the resources a miss of each class crosses and its work at each.
-        lens = np.array([len(p) for p in ms.class_resources], dtype=np.int64)
-        self.path_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
-        self.path_res = np.array([r for p in ms.class_resources for r in p], dtype=np.int64)
-        self.path_busy = np.array(
-            [float(ms.busy_ns[c, r]) for c, p in enumerate(ms.class_resources) for r in p], dtype=float
-        )
+        self.path_ptr, self.path_res, self.path_busy = ms.class_paths()
         # Loaded-latency curves as padded tables.
         width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
         self.curve_n = np.zeros(n_res, dtype=np.int64)
@@ -99,8 +94,7 @@ class EpochEngine:
                 self.curve_n[r] = k
                 self.curve_x[r, :k] = res.curve.utilisation
                 self.curve_y[r, :k] = res.curve.added_latency_ns
-        line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0) if n_res else np.zeros(0)
-        self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
+        self.own_busy = ms.own_line_busy_ns()
         # The queues' state, carried from window to window: when each resource is next free, and its busy time
         # per epoch bucket not yet recorded (a ring of buckets, grown when a line is served beyond it).
         self.free = np.full(n_res, -np.inf)  # idle since ever: a thread may start at a negative time

@@ -75,19 +75,14 @@ class ExactEngine:
         self.class_base = np.asarray(ms.class_base_latency_ns(), dtype=np.float64).copy()
         paths = [list(ms.class_resources[c]) for c in range(ms.n_classes)]
         lens = np.array([len(p) for p in paths], dtype=np.int64)
-        self.path_start = np.r_[0, np.cumsum(lens)].astype(np.int64)
-        self.path_res = np.array([r for p in paths for r in p], dtype=np.int64)
-        self.path_busy = np.array(
-            [float(ms.busy_ns[c, r]) for c, p in enumerate(paths) for r in p], dtype=np.float64
-        )
+        self.path_start, self.path_res, self.path_busy = ms.class_paths()
         # The paths padded to one width (-1 = none): class curve delays summed column by column, in path order.
         width = int(lens.max()) if len(lens) else 0
         self._path_pad = np.full((ms.n_classes, width), -1, dtype=np.int64)
         for c, p in enumerate(paths):
             self._path_pad[c, : len(p)] = p
         self.n_nodes = ms.n_nodes
-        line_busy = np.where(ms.busy_ns > 0, ms.busy_ns, np.inf).min(axis=0)
-        self.own_busy = np.where(np.isfinite(line_busy), line_busy, 0.0)
+        self.own_busy = ms.own_line_busy_ns()
         self._ema = np.zeros(n_res)
         self._ema_bucket = -10
         self.curve_now = np.zeros(n_res)

@@ -104,6 +104,23 @@ class MemorySystem:
         out[1::2] *= self.write_cost_factor
         return out
 
+    def class_paths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Route classes' resources in the order a miss crosses them, as CSR: (start of each class's run, with
+        one end entry; resource; busy ns of one line there). Both engines' compiled loops walk these."""
+        lens = np.array([len(p) for p in self.class_resources], dtype=np.int64)
+        start = np.r_[0, np.cumsum(lens)].astype(np.int64)
+        res = np.array([r for p in self.class_resources for r in p], dtype=np.int64)
+        busy = np.array([float(self.busy_ns[c, r]) for c, p in enumerate(self.class_resources) for r in p], dtype=float)
+        return start, res, busy
+
+    def own_line_busy_ns(self) -> np.ndarray:
+        """Per resource, one line's busy time (the least over classes): what a request's own line adds to the
+        utilisation it sees, left out so that a request does not queue behind itself."""
+        if not len(self.resources):
+            return np.zeros(0)
+        line_busy = np.where(self.busy_ns > 0, self.busy_ns, np.inf).min(axis=0)
+        return np.where(np.isfinite(line_busy), line_busy, 0.0)
+
     def curve_delay_ns(self, utilisation: np.ndarray) -> np.ndarray:
         """Loaded-latency added delay per resource; ``utilisation`` has the resources on the last axis."""
         u = np.asarray(utilisation, dtype=float)
