@@ -21,7 +21,7 @@ from pathlib import Path
 
 from numasim.errors import OutputError
 
-__all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes", "check_output_path", "output_error"]
+__all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes", "check_output_path", "output_error", "save_figure"]
 
 
 def _umask() -> int:
@@ -163,3 +163,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def save_figure(fig: object, path: str | Path, *, dpi: int = 110, close: bool = True, **savefig: object) -> None:
+    """Write a matplotlib figure to ``path`` atomically (the format from the suffix), then close it (pyplot keeps
+    every open figure otherwise)."""
+    target = Path(path)
+    try:
+        with atomic_path(target) as tmp:  # never a half-written figure
+            fig.savefig(tmp, format=target.suffix.lower()[1:] or "png", dpi=dpi, **savefig)  # type: ignore[attr-defined]
+    finally:
+        if close:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)  # type: ignore[arg-type]

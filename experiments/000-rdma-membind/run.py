@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from numasim.calibrate.parsers.perftest import parse_perftest, parse_perftest_text
-from numasim.fileio import atomic_path
+from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -103,11 +103,7 @@ def figure(res: dict[str, Any], art: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{test}, mlx5_2 on node 0")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:  # never a half-written figure
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from numasim.calibrate.parsers.dd import parse_dd_text
-from numasim.fileio import atomic_path
+from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration, tool_context
@@ -110,11 +110,7 @@ def figure(result: dict[str, Any], path: Path) -> None:
     ax.set_title("dd to/from /dev/shm on 2 x E5-2680 v2: cpu node 0 (local fitted, others predicted)")
     ax.legend()
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:  # never a half-written figure
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from numasim.calibrate.parsers.mlc import parse_mlc_text
 from numasim.engine import PageMap, ThreadSpec, simulate
-from numasim.fileio import atomic_path
+from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -106,11 +106,7 @@ def figure(res: dict[str, Any], path: Path) -> None:
     ax.set_title("Hop cost ratios, 4-socket Opteron (reads fitted, writes and bandwidth predicted)")
     ax.legend()
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:  # never a half-written figure
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

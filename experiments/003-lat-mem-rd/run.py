@@ -25,7 +25,7 @@ import numpy as np
 
 from numasim.calibrate.parsers.lmbench import parse_lat_mem_rd_text
 from numasim.calibrate.parsers.stride_table import parse_stride_table_text
-from numasim.fileio import atomic_path
+from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
 from numasim.tools.context import bind_calibration, tool_calibration
@@ -124,11 +124,7 @@ def figure(res: dict[str, Any], path: Path) -> None:
     ax.set_title("lat_mem_rd (grey: idle route latency)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:  # never a half-written figure
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

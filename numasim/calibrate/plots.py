@@ -8,14 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from numasim.calibrate.validate import TableValidation, ValidationReport
+from numasim.fileio import save_figure
 
 __all__ = ["plot_table", "plot_report"]
-
-
-def _save(fig: object, path: Path) -> None:
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")  # type: ignore[attr-defined]
-    tmp.replace(path)
 
 
 def _matrix(t: TableValidation) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
@@ -86,8 +81,7 @@ def plot_table(t: TableValidation, path: str | Path, title: str = "") -> Path:
         ax.set_xlabel(f"measured ({unit})")
         ax.set_ylabel(f"simulated ({unit})")
         ax.set_title(title or f"{t.table}: MAPE {t.mape_pct:.2f} %")
-    _save(fig, p)
-    plt.close(fig)
+    save_figure(fig, p, bbox_inches="tight")
     return p
 
 

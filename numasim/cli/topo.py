@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from numasim.fileio import atomic_path
+from numasim.fileio import save_figure
 from numasim.topology.model import Machine
 from numasim.units import format_size
 
@@ -65,10 +65,6 @@ def _check_figure_output(path: Path, force: bool) -> None:
     _check_output(path, force)
 
 
-def _save_figure(fig: object, path: Path) -> None:
-    # Draw into a temporary file beside the target, then rename: never a half-written figure.
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lower()[1:], dpi=110)  # type: ignore[attr-defined]
 
 
 def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:
@@ -157,7 +153,7 @@ def draw_cmd(
         raise typer.BadParameter(f"{layout!r}: expected kamada-kawai or spring", param_hint="'--layout'")
     _check_figure_output(output, force)
     m = _load(machine)
-    _save_figure(draw_topology(m, kind=layout, seed=seed), output)
+    save_figure(draw_topology(m, kind=layout, seed=seed), output)
     typer.echo(f"wrote {output}")
 
 
@@ -185,7 +181,7 @@ def distances_cmd(
     if output is not None:
         from numasim.topology.plots import slit_heatmap
 
-        _save_figure(slit_heatmap(m, which="timing" if timing else "firmware"), output)
+        save_figure(slit_heatmap(m, which="timing" if timing else "firmware"), output)
         typer.echo(f"wrote {output}")
 
 
