@@ -37,9 +37,9 @@ import numpy as np
 import pytest
 import simpy
 
-from numasim.calibrate.model import Calibration, load_calibration, nominal_calibration
 from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.engine.memsys import build_memory_system
+from numasim.timing.model import Calibration, load_calibration, nominal_calibration
 from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 

@@ -3,14 +3,6 @@
 The public API is listed explicitly in ``__all__``; importing numasim has no side effects.
 """
 
-from numasim.calibrate.model import (
-    Calibration,
-    apply_calibration,
-    load_calibration,
-    nominal_calibration,
-    save_calibration,
-)
-from numasim.calibrate.resolve import resolve_calibration
 from numasim.engine import DeviceTransfer, EngineMode, PageMap, SimulationResult, ThreadSpec, simulate
 from numasim.errors import (
     CalibrationError,
@@ -32,6 +24,14 @@ from numasim.kernel import (
     load_policy,
     register_policy,
 )
+from numasim.timing.model import (
+    Calibration,
+    apply_calibration,
+    load_calibration,
+    nominal_calibration,
+    save_calibration,
+)
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology import (
     CacheLevel,
     Device,

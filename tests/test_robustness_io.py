@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from numasim.calibrate.measurements import load_measurements
-from numasim.calibrate.model import load_calibration
 from numasim.calibrate.parsers.numastat import parse_numastat
 from numasim.cli import main
 from numasim.errors import CalibrationError, FormatError, OutputError, TopologyError
 from numasim.fileio import atomic_path, atomic_write_text, check_output_path
+from numasim.timing.model import load_calibration
 from numasim.topology.builders import glueless
 from numasim.topology.io import load_machine
 from numasim.topology.io.hwloc import read_hwloc_xml

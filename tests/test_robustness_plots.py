@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numasim.calibrate.model import nominal_calibration
 from numasim.cli import main
 from numasim.report.run_report import PLOT_FILES, _plain_log_axis, save_run_plots
+from numasim.timing.model import nominal_calibration
 from numasim.topology.io import load_machine
 from numasim.workload.run import RunOutcome, run_workload
 from numasim.workload.spec import loads_workload

@@ -24,7 +24,8 @@ from numasim.calibrate.parsers.perftest import parse_perftest, parse_perftest_te
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
-from numasim.tools.context import bind_calibration, tool_calibration
+from numasim.timing import resolve_calibration
+from numasim.tools.context import bind_calibration
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +55,7 @@ def reproduce() -> dict[str, Any]:
     for opts in CASES.values():
         for test in ("ib_send_lat", "ib_send_bw"):
             kernel = Kernel(m)
-            bind_calibration(kernel, tool_calibration(m))
+            bind_calibration(kernel, resolve_calibration(m))
             run = run_numactl(kernel, [*opts, test, *PERFTEST_ARGS])
             if run.exit_code:
                 raise RuntimeError(run.stderr)

@@ -28,7 +28,8 @@ from numasim.calibrate.parsers.dd import parse_dd_text
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
-from numasim.tools.context import bind_calibration, tool_calibration, tool_context
+from numasim.timing import resolve_calibration
+from numasim.tools.context import bind_calibration, tool_context
 from numasim.tools.dd import DEFAULT_DD_COSTS, DdCosts, dd, tmpfs_file
 from numasim.topology.io import load_machine
 
@@ -54,7 +55,7 @@ CASES = {
 def fit_costs(count: int = 1024, iterations: int = 3) -> DdCosts:
     """Per-page dd costs that make the two *local* runs take the article's times (fixed-point iteration)."""
     m = load_machine(MACHINE)
-    cal = tool_calibration(m)
+    cal = resolve_calibration(m)
     target_w = ARTICLE_SECONDS["local_write"][1] / (ARTICLE_SECONDS["local_write"][0] / 4096) * 1e9
     target_r = ARTICLE_SECONDS["local_read"][1] / (ARTICLE_SECONDS["local_read"][0] / 4096) * 1e9
     costs = DdCosts(1200.0, 600.0)
@@ -73,7 +74,7 @@ def reproduce(count: int = 1024) -> dict[str, Any]:
     """Run the six dd commands under the virtual numactl (default dd costs); GB/s and the texts."""
     m = load_machine(MACHINE)
     kernel = Kernel(m)
-    bind_calibration(kernel, tool_calibration(m))
+    bind_calibration(kernel, resolve_calibration(m))
     out: dict[str, Any] = {"gb_s": {}, "text": {}, "file_pages_per_node": {}}
     for case, (opts, path, bs) in CASES.items():
         for direction, operands in (

@@ -31,7 +31,8 @@ from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
-from numasim.tools.context import bind_calibration, tool_calibration
+from numasim.timing import resolve_calibration
+from numasim.tools.context import bind_calibration
 from numasim.topology.io import load_machine
 from numasim.topology.routing import hop_table
 from numasim.workload.access import AccessChunk
@@ -61,7 +62,7 @@ def _store_cost_ns(machine: Any, cal: Any, mem: int, seed: int = 0) -> float:
 
 def reproduce() -> dict[str, Any]:
     m = load_machine(MACHINE)
-    cal = tool_calibration(m)
+    cal = resolve_calibration(m)
     hops = hop_table(m)
     row0 = {n: int(hops[m.index_of(0)][m.index_of(n)]) for n in m.node_ids}
     by_hops = {h: min(n for n, k in row0.items() if k == h) for h in sorted(set(row0.values()))}

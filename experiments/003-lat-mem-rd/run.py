@@ -28,7 +28,8 @@ from numasim.calibrate.parsers.stride_table import parse_stride_table_text
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
-from numasim.tools.context import bind_calibration, tool_calibration
+from numasim.timing import resolve_calibration
+from numasim.tools.context import bind_calibration
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ def reproduce(lat_size_mb: int = 128, strides: tuple[int, ...] = (64, 256), with
     out: dict[str, Any] = {"table": {}, "table_text": "", "lat_mem_rd": {}, "lat_text": {}}
     for case, mem in MEMBIND.items():
         kernel = Kernel(m)
-        bind_calibration(kernel, tool_calibration(m))
+        bind_calibration(kernel, resolve_calibration(m))
         opts = ["--cpubind=0", f"--membind={mem}"]
         if with_table:
             run = run_numactl(kernel, [*opts, "./main"])
@@ -83,7 +84,7 @@ def route_latency_ns() -> dict[str, float]:
     from numasim.engine import build_memory_system
 
     m = load_machine(MACHINE)
-    ms = build_memory_system(m, tool_calibration(m))
+    ms = build_memory_system(m, resolve_calibration(m))
     return {case: float(ms.base_latency_ns[0, ms.node_ids.index(mem)]) for case, mem in MEMBIND.items()}
 
 

@@ -22,13 +22,13 @@ import numpy as np
 
 from numasim.calibrate.curves import fit_curve_shape
 from numasim.calibrate.measurements import Measurement, load_measurements
-from numasim.calibrate.model import Calibration, save_calibration, shaped_curve
 from numasim.calibrate.parsers import MlcResult, NodeMatrix
 from numasim.calibrate.pipeline import calibrate
 from numasim.calibrate.plots import plot_report, plot_table
 from numasim.calibrate.predict import predict_bandwidth_matrix, predict_latency_matrix
 from numasim.calibrate.result import CellResidual
 from numasim.calibrate.validate import TableValidation, ValidationReport, validate
+from numasim.timing.model import Calibration, save_calibration, shaped_curve
 from numasim.topology.io import load_machine
 
 ROOT = Path(__file__).resolve().parents[2]

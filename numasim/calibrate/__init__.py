@@ -56,7 +56,9 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
-        return getattr(importlib.import_module(f"numasim.calibrate.{_WHERE[name]}"), name)
+        where = _WHERE[name]
+        package = "numasim.timing" if where in ("model", "resolve") else "numasim.calibrate"
+        return getattr(importlib.import_module(f"{package}.{where}"), name)
     raise AttributeError(f"module 'numasim.calibrate' has no attribute {name!r}")
 
 

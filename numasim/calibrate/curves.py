@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from numasim.calibrate.model import CacheTiming, LoadedLatencyCurve
 from numasim.calibrate.result import CellResidual, FitResult, FittedParameter
 from numasim.errors import CalibrationError
+from numasim.timing.model import CacheTiming, LoadedLatencyCurve
 from numasim.topology.model import CacheScope
 
 __all__ = ["fit_loaded_latency_curve", "fit_curve_shape", "fit_cache_levels", "isotonic_increasing"]
@@ -184,7 +184,7 @@ def fit_cache_levels(
 def fit_curve_shape(
     bandwidth_gb_s: np.ndarray, latency_ns: np.ndarray, *, idle_latency_ns: float, peak_gb_s: float
 ) -> tuple[tuple[float, float, float], FitResult]:
-    """Fit ``(a, b, cap)`` of :func:`numasim.calibrate.model.shaped_curve` to one loaded-latency table.
+    """Fit ``(a, b, cap)`` of :func:`numasim.timing.model.shaped_curve` to one loaded-latency table.
 
     The shape is machine-independent once latency is divided by idle latency and bandwidth by peak, so a
     shape fitted on one machine can predict another's table (that is how :data:`DEFAULT_CURVE_SHAPE` was made).

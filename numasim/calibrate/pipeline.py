@@ -28,18 +28,6 @@ import numpy as np
 from numasim.calibrate.curves import fit_cache_levels, fit_loaded_latency_curve
 from numasim.calibrate.fit import fit_bandwidth, fit_latency, slit_warnings
 from numasim.calibrate.measurements import Measurement
-from numasim.calibrate.model import (
-    CacheTiming,
-    Calibration,
-    ControllerTiming,
-    CoreTiming,
-    DeviceTiming,
-    LinkTiming,
-    Provenance,
-    RelayTiming,
-    SourceFile,
-    default_curve,
-)
 from numasim.calibrate.parsers import (
     HmatResult,
     HopRatioResult,
@@ -52,6 +40,18 @@ from numasim.calibrate.parsers import (
 )
 from numasim.calibrate.result import FitResult, FittedParameter
 from numasim.errors import CalibrationError
+from numasim.timing.model import (
+    CacheTiming,
+    Calibration,
+    ControllerTiming,
+    CoreTiming,
+    DeviceTiming,
+    LinkTiming,
+    Provenance,
+    RelayTiming,
+    SourceFile,
+    default_curve,
+)
 from numasim.topology.builders import (
     DEFAULT_CONTROLLER_BANDWIDTH_GB_S,
     DEFAULT_CONTROLLER_LATENCY_NS,

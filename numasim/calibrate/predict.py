@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from numasim.calibrate.fit import READ_FRACTION
-from numasim.calibrate.model import Calibration, apply_calibration, default_curve
 from numasim.calibrate.parsers import NodeMatrix
+from numasim.timing.model import Calibration, apply_calibration, default_curve
 from numasim.topology.model import Machine
 from numasim.topology.routing import latency_table_ns, routing
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from numasim.calibrate.model import Calibration
 from numasim.calibrate.parsers import NodeMatrix
 from numasim.errors import CalibrationError
+from numasim.timing.model import Calibration
 from numasim.topology.model import Machine
 
 __all__ = ["replay_latency_matrix", "replay_bandwidth_matrix", "replay_loaded_latency", "engine_available"]

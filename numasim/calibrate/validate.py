@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from numasim.calibrate.measurements import Measurement
-from numasim.calibrate.model import Calibration, apply_calibration
 from numasim.calibrate.parsers import (
     HmatResult,
     HopRatioResult,
@@ -36,6 +35,7 @@ from numasim.calibrate.predict import (
 )
 from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.errors import CalibrationError
+from numasim.timing.model import Calibration, apply_calibration
 from numasim.topology.model import Machine
 
 __all__ = [

@@ -62,9 +62,9 @@ def calibrate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
-    from numasim.calibrate.model import save_calibration
     from numasim.calibrate.pipeline import calibrate
     from numasim.calibrate.text import fit_report_json, format_fit_report
+    from numasim.timing.model import save_calibration
 
     m = _load_machine(machine)
     ms = load_measurements(list(files), format)
@@ -101,9 +101,9 @@ def validate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
-    from numasim.calibrate.resolve import resolve_calibration
     from numasim.calibrate.text import format_validation, validation_json
     from numasim.calibrate.validate import validate
+    from numasim.timing.resolve import resolve_calibration
 
     m = _load_machine(machine)
     machine_path = Path(machine) if Path(machine).exists() else None

@@ -41,8 +41,8 @@ def demo(
     machine_name: str = typer.Option(DEMO_MACHINE, "--machine", help="Shipped machine name or machine file."),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulation (stored in every result)."),
 ) -> None:
-    from numasim.calibrate.resolve import resolve_calibration
     from numasim.report.run_report import format_comparison, format_table, node_cost_rows
+    from numasim.timing.resolve import resolve_calibration
     from numasim.topology.io import load_machine
     from numasim.workload.run import run_workload
     from numasim.workload.spec import loads_workload

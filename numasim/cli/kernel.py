@@ -187,12 +187,12 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     if calibrations or opts.get("--nominal"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
         # option they use the one the machine names, and fail clearly if it names none.
+        from numasim.timing.resolve import resolve_calibration
         from numasim.tools import bind_calibration
-        from numasim.workload.run import resolve_calibration
 
         path = machines[-1] if Path(machines[-1]).exists() else None
         cal = resolve_calibration(
-            kernel.machine, calibration=calibrations[-1] if calibrations else None,
+            kernel.machine, calibrations[-1] if calibrations else None,
             nominal=bool(opts.get("--nominal")), machine_path=path,
         )
         bind_calibration(kernel, cal)

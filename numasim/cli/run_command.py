@@ -75,9 +75,10 @@ def run(
         write_csv_tables,
         write_result_json,
     )
+    from numasim.timing.resolve import resolve_calibration
     from numasim.topology.cpulist import parse_cpulist
     from numasim.topology.io import load_machine
-    from numasim.workload.run import compare_policies, resolve_calibration, run_trace, run_workload
+    from numasim.workload.run import compare_policies, run_trace, run_workload
     from numasim.workload.spec import load_workload
 
     if (workload is None) == (trace is None):
@@ -90,7 +91,7 @@ def run(
             check_output_path(dest, is_dir=is_dir)
     m = load_machine(machine)
     machine_path = machine if Path(machine).exists() else None
-    cal = resolve_calibration(m, calibration=calibration, nominal=nominal, machine_path=machine_path)
+    cal = resolve_calibration(m, calibration, nominal=nominal, machine_path=machine_path)
     if nominal:
         typer.echo(f"note: timing with nominal calibration {cal.id} (the machine file's own numbers, not fitted)", err=True)
 

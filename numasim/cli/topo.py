@@ -188,8 +188,8 @@ def distances_cmd(
 @topo_app.command("latency")
 def latency_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP)) -> None:
     """Initiator x target idle latency (ns), bottleneck bandwidth (GB/s) and hop counts."""
-    from numasim.calibrate.model import apply_calibration
-    from numasim.calibrate.resolve import resolve_calibration
+    from numasim.timing.model import apply_calibration
+    from numasim.timing.resolve import resolve_calibration
     from numasim.topology.routing import bandwidth_table_gb_s, hop_table, latency_table_ns, routing
 
     m = _load(machine)

@@ -1,7 +1,7 @@
 """The engine: discrete-event simulation of memory accesses through caches, links and memory controllers.
 
 Two fidelities over one timing model (:mod:`numasim.engine.timing`), one set of parameters (a
-:class:`~numasim.calibrate.model.Calibration`), one entry point (:func:`simulate`):
+:class:`~numasim.timing.model.Calibration`), one entry point (:func:`simulate`):
 
 * ``exact`` (:mod:`~numasim.engine.exact`): every request in strict time order on a SimPy clock; LRU
   set-associative caches; controllers and link directions are FIFO servers. For teaching and small traces.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numasim.calibrate.model import Calibration
+from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
 from ._feed_kernel import reuse_keys, reuse_pairs

@@ -31,7 +31,7 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from numasim.calibrate.model import LoadedLatencyCurve
+from numasim.timing.model import LoadedLatencyCurve
 
 from . import _exact_kernel as K
 from .caches import LRUCache

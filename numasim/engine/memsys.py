@@ -1,10 +1,10 @@
 """The timed memory system: which queueing resources each access crosses, and what it costs when idle.
 
-Built once per simulation from a machine and its :class:`~numasim.calibrate.model.Calibration`:
+Built once per simulation from a machine and its :class:`~numasim.timing.model.Calibration`:
 
 * **resources**: one memory controller per memory node, one per *direction* of every link (and switch link),
   and the attach link of every device in each direction. Each has a capacity (bytes per ns; 1 GB/s is exactly
-  1 byte/ns) and optionally a :class:`~numasim.calibrate.model.LoadedLatencyCurve`.
+  1 byte/ns) and optionally a :class:`~numasim.timing.model.LoadedLatencyCurve`.
 * **route classes**: one per (initiator, target memory node, read/write). Initiators are the NUMA nodes (by
   index) and then the devices. A class has an idle latency (controller latency of the target plus the link
   latencies along the route, plus the attach latency for a device) and, per resource, the busy time one 64-byte
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numasim.calibrate.model import Calibration, LoadedLatencyCurve, apply_calibration
 from numasim.errors import CalibrationError, WorkloadError
+from numasim.timing.model import Calibration, LoadedLatencyCurve, apply_calibration
 from numasim.topology.model import Machine, Vertex
 from numasim.topology.routing import Routing, routing
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import simpy
 
-from numasim.calibrate.model import Calibration
 from numasim.errors import WorkloadError
+from numasim.timing.model import Calibration
 from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
@@ -140,7 +140,7 @@ def simulate(
     --------
     >>> import numpy as np
     >>> from numasim.topology.builders import glueless
-    >>> from numasim.calibrate.model import nominal_calibration
+    >>> from numasim.timing.model import nominal_calibration
     >>> from numasim.workload.access import AccessChunk
     >>> m = glueless(2)
     >>> pm = PageMap(); pm.assign(0, np.array([1], dtype=np.int16))

@@ -20,7 +20,6 @@ from numasim.tools.context import (
     ToolContext,
     bind_calibration,
     kernel_calibration,
-    tool_calibration,
     tool_context,
 )
 from numasim.tools.programs import TOOL_PROGRAMS, find_program
@@ -28,7 +27,7 @@ from numasim.tools.programs import TOOL_PROGRAMS, find_program
 __all__ = [
     "ToolContext",
     "tool_context",
-    "tool_calibration",
+
     "bind_calibration",
     "kernel_calibration",
     "TOOL_PROGRAMS",

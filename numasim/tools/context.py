@@ -5,10 +5,9 @@ A virtual tool behaves like the real binary started by a shell (possibly under `
 simulated kernel (:mod:`numasim.kernel`); their pages become the engine's :class:`~numasim.engine.PageMap`;
 the engine (:func:`numasim.engine.simulate`) times the tool's accesses.
 
-Calibration rule (never silently nominal): an explicit :class:`~numasim.calibrate.model.Calibration` (or file)
-wins; else the calibration the machine file names (:func:`numasim.calibrate.resolve.resolve_calibration`); else
-the shipped ``topologies/<machine>.cal.json``; else a :class:`~numasim.errors.CalibrationError` that says how to
-make one. Pass ``nominal_calibration(machine)`` explicitly to time with the machine file's own numbers.
+Calibration rule (never silently nominal): the calibration bound to the kernel (:func:`bind_calibration`,
+what ``numasim numactl --calibration F|--nominal`` does), else :func:`numasim.timing.resolve.resolve_calibration`,
+the one set of rules every timing result depends on.
 """
 
 from __future__ import annotations
@@ -16,23 +15,21 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from numasim.calibrate.model import Calibration, load_calibration
-from numasim.calibrate.resolve import how_to_calibrate, resolve_calibration
 from numasim.engine.pagemap import PageMap
 from numasim.errors import CalibrationError, PolicyError, WorkloadError
 from numasim.kernel import mempolicy as mp
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.task import VMA, Task
+from numasim.timing.model import Calibration
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
 from numasim.units import PAGE_SIZE_BYTES
 
 __all__ = [
     "ToolContext",
-    "tool_calibration",
     "bind_calibration",
     "kernel_calibration",
     "tool_context",
@@ -41,30 +38,6 @@ __all__ = [
 ]
 
 _BOUND: weakref.WeakKeyDictionary[Kernel, Calibration] = weakref.WeakKeyDictionary()
-
-
-def tool_calibration(machine: Machine, explicit: str | Path | Calibration | None = None) -> Calibration:
-    """The calibration a tool times ``machine`` with (rules in the module docstring).
-
-    Examples
-    --------
-    >>> from numasim.topology.io import load_machine
-    >>> tool_calibration(load_machine("seed-003-2node")).machine
-    'seed-003-2node'
-    """
-    if explicit is not None or machine.calibration:
-        return resolve_calibration(machine, explicit)
-    from numasim.topology.library import shipped_dir
-
-    shipped = shipped_dir() / f"{machine.name}.cal.json"
-    if shipped.is_file():
-        cal = load_calibration(shipped)
-        if cal.machine == machine.name:
-            return cal
-    raise CalibrationError(
-        f"machine {machine.name} names no calibration and none is shipped as {shipped.name}; "
-        f"{how_to_calibrate(machine)}; or pass numasim.calibrate.model.nominal_calibration(machine) on purpose"
-    )
 
 
 def bind_calibration(kernel: Kernel, calibration: Calibration) -> None:
@@ -77,9 +50,9 @@ def bind_calibration(kernel: Kernel, calibration: Calibration) -> None:
 
 
 def kernel_calibration(kernel: Kernel) -> Calibration:
-    """The calibration bound to ``kernel`` by :func:`bind_calibration`, else :func:`tool_calibration`."""
+    """The calibration bound to ``kernel`` by :func:`bind_calibration`, else the one its machine names."""
     cal = _BOUND.get(kernel)
-    return cal if cal is not None else tool_calibration(kernel.machine)
+    return cal if cal is not None else resolve_calibration(kernel.machine)
 
 
 @dataclass
@@ -132,7 +105,7 @@ def tool_context(
     --------
     >>> from numasim.topology.io import load_machine
     >>> m = load_machine("seed-003-2node")
-    >>> ctx = tool_context(m, tool_calibration(m), cpunodebind=[0], membind=[1])
+    >>> ctx = tool_context(m, resolve_calibration(m), cpunodebind=[0], membind=[1])
     >>> ctx.node, ctx.task.mempolicy.mode
     (0, 2)
     """

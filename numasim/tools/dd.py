@@ -210,9 +210,10 @@ def dd(ctx: ToolContext, argv: Sequence[str], costs: DdCosts = DEFAULT_DD_COSTS)
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-001-e5-2680v2")
-    >>> ctx = tool_context(m, tool_calibration(m), cpunodebind=[0], membind=[0])
+    >>> ctx = tool_context(m, resolve_calibration(m), cpunodebind=[0], membind=[0])
     >>> w = dd(ctx, ["if=/dev/zero", "of=/dev/shm/x", "bs=1M", "count=64"])
     >>> w.bytes_copied, w.file_pages_per_node
     (67108864, {0: 16384})

@@ -100,9 +100,10 @@ def lat_mem_rd(ctx: ToolContext, size: int | str, strides: list[int] | None = No
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-003-2node")
-    >>> r = lat_mem_rd(tool_context(m, tool_calibration(m)), "8K", [64])
+    >>> r = lat_mem_rd(tool_context(m, resolve_calibration(m)), "8K", [64])
     >>> r.size_bytes[:3], round(r.latency_ns[64][0], 2)
     ([512, 1024, 2048], 1.7)
     """

@@ -314,9 +314,10 @@ def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJE
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-001-e5-2680v2")
-    >>> r = mlc(tool_context(m, tool_calibration(m)), ["--latency_matrix"])
+    >>> r = mlc(tool_context(m, resolve_calibration(m)), ["--latency_matrix"])
     >>> [round(float(x)) for x in r.latency_ns[0]]  # the measured matrix: 61.7 115.1
     [62, 115]
     """

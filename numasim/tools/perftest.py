@@ -120,9 +120,10 @@ def ib_send(ctx: ToolContext, test: str, argv: Sequence[str] = (), model: Perfte
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-000-4node")
-    >>> r = ib_send(tool_context(m, tool_calibration(m), membind=[1]), "ib_send_bw", ["-s", "8M"])
+    >>> r = ib_send(tool_context(m, resolve_calibration(m), membind=[1]), "ib_send_bw", ["-s", "8M"])
     >>> r.size_bytes, round(r.bandwidth_gbit_s[0])
     ([8388608], 131)
     """

@@ -57,9 +57,10 @@ def stream(ctx: ToolContext, threads: int = 1, array_elements: int = DEFAULT_ARR
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-001-e5-2680v2")
-    >>> r = stream(tool_context(m, tool_calibration(m), cpunodebind=[0]), threads=2, array_elements=200_000)
+    >>> r = stream(tool_context(m, resolve_calibration(m), cpunodebind=[0]), threads=2, array_elements=200_000)
     >>> sorted(r.best_rate_mb_s) == sorted(KERNELS), r.pages_per_node
     (True, {0: 1173})
     """

@@ -80,9 +80,10 @@ def stride_table(
     Examples
     --------
     >>> from numasim.topology.io import load_machine
-    >>> from numasim.tools.context import tool_context, tool_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-003-2node")
-    >>> r = stride_table(tool_context(m, tool_calibration(m), cpunodebind=[0], membind=[0]), ("2k",), ("s64",))
+    >>> r = stride_table(tool_context(m, resolve_calibration(m), cpunodebind=[0], membind=[0]), ("2k",), ("s64",))
     >>> round(r.latency_ns["s64"][0], 2)  # in L1: the loop's own time
     1.25
     """

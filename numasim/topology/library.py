@@ -41,7 +41,7 @@ class ShippedMachine:
     calibration: str = ""
     """The calibration file the machine names (``calibration = "..."``), ``""`` if it names none."""
     calibration_exists: bool = False
-    """Whether that file is next to the machine file (where :mod:`numasim.calibrate.resolve` looks first)."""
+    """Whether that file is next to the machine file (where :mod:`numasim.timing.resolve` looks first)."""
 
 
 def shipped_dir() -> Path:

@@ -259,6 +259,10 @@ class Machine(_Model):
     caches: list[CacheLevel] = Field(default_factory=list)
     routes: list[Route] = Field(default_factory=list)
     firmware_slit: list[list[int]] | None = None
+    cpu_model: str | None = None
+    """The processor as the OS names it (``/proc/cpuinfo``'s "model name", lscpu's "Model name", hwloc's
+    ``CPUModel``), e.g. ``"Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz"``: the key into the platform catalog
+    (:mod:`numasim.timing.catalog`) for timing priors. ``None`` when the source did not say."""
     calibration: str | None = None
     """Name or path of the calibration file that timing results on this machine depend on."""
 

@@ -4,7 +4,7 @@
 :class:`RunOutcome` (the engine's :class:`~numasim.engine.result.SimulationResult` plus the placement and the
 inputs that produced it). :func:`compare_policies` runs one workload under several policies and tabulates run
 time, per-node bandwidth and the remote share. A timing result always names its calibration: these functions
-take one explicitly (:func:`resolve_calibration` finds the machine's own, or builds the nominal one only when
+take one explicitly (:func:`numasim.timing.resolve.resolve_calibration` finds the machine's own, or builds the nominal one only when
 asked to).
 """
 
@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numasim.calibrate.model import Calibration, nominal_calibration
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
-from numasim.errors import CalibrationError, WorkloadError
+from numasim.errors import WorkloadError
+from numasim.timing.model import Calibration
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
 from numasim.workload.generate import generate, total_accesses
 from numasim.workload.placement import Placement, place_trace, place_workload, thread_specs
@@ -27,7 +28,7 @@ from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace
 from numasim.workload.trace.npz import read_npz_header
 
-__all__ = ["RunOutcome", "resolve_calibration", "run_workload", "run_trace", "compare_policies", "trace_threads"]
+__all__ = ["run_workload", "run_trace", "compare_policies", "trace_threads"]
 
 
 @dataclass
@@ -72,25 +73,6 @@ class RunOutcome:
             "wall_s": self.wall_s,
             "result": self.result.to_dict(),
         }
-
-
-def resolve_calibration(
-    machine: Machine,
-    *,
-    calibration: str | Path | None = None,
-    nominal: bool = False,
-    machine_path: str | Path | None = None,
-) -> Calibration:
-    """The calibration to time ``machine`` with: the nominal one only when ``nominal`` is asked for, else the
-    dependency rules of :func:`numasim.calibrate.resolve.resolve_calibration` (the file given, or the one the
-    machine names; never a silent fallback)."""
-    if calibration is not None and nominal:
-        raise CalibrationError("give either a calibration file or --nominal, not both")
-    if nominal:
-        return nominal_calibration(machine, notes="requested explicitly (--nominal)")
-    from numasim.calibrate.resolve import resolve_calibration as resolve_by_rules
-
-    return resolve_by_rules(machine, calibration, machine_path=machine_path)
 
 
 def run_workload(

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from numasim.calibrate.model import load_calibration
 from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
 from numasim.calibrate.probe import copy_node_tree, probe
 from numasim.cli import main
+from numasim.timing.model import load_calibration
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
 SKX = DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"

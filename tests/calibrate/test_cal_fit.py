@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from numasim.calibrate.curves import fit_cache_levels, fit_curve_shape, fit_loaded_latency_curve
 from numasim.calibrate.fit import READ_FRACTION, fit_bandwidth, fit_latency, fit_peak_mix, slit_warnings
-from numasim.calibrate.model import shaped_curve
 from numasim.calibrate.parsers import NodeMatrix
+from numasim.timing.model import shaped_curve
 from numasim.topology.builders import glueless, hypercube
 from numasim.topology.model import Machine, MemoryController
 from numasim.topology.routing import bandwidth_table_gb_s, latency_table_ns, routing

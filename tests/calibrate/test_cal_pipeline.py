@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from numasim.calibrate.measurements import load_measurements
-from numasim.calibrate.model import load_calibration, save_calibration
 from numasim.calibrate.pipeline import calibrate
-from numasim.calibrate.resolve import resolve_calibration
 from numasim.calibrate.validate import validate
 from numasim.errors import CalibrationError
+from numasim.timing.model import load_calibration, save_calibration
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology.io import load_machine
 from numasim.topology.io.toml_format import save_machine_toml
 

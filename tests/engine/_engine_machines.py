@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from numasim.calibrate.model import Calibration, CoreTiming, nominal_calibration
 from numasim.engine import PageMap
+from numasim.timing.model import Calibration, CoreTiming, nominal_calibration
 from numasim.topology.builders import glueless
 from numasim.topology.model import (
     CacheLevel,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from _engine_machines import LINE, PAGE, calibration, seed000_machine, spread_pages, stream
 
-from numasim.calibrate.model import apply_calibration
 from numasim.engine import ThreadSpec, simulate
+from numasim.timing.model import apply_calibration
 from numasim.topology.routing import latency_table_ns
 from numasim.workload.access import AccessChunk
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numasim.calibrate.resolve import resolve_calibration
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology.io import load_machine
 from numasim.workload.run import run_workload
 from numasim.workload.spec import loads_workload
@@ -64,7 +64,7 @@ def test_epoch_and_exact_are_identical_without_caches() -> None:
     the last bit: here an interleaved STREAM triad over the 8-socket Opteron, whose convoys are chaotic enough
     that any difference in order or timing shows (the first epoch engine was 4-20 % off on it)."""
     machine = load_machine("opteron-865-8s")
-    from numasim.calibrate.model import nominal_calibration
+    from numasim.timing.model import nominal_calibration
 
     cal = nominal_calibration(machine)
     threads = ", ".join(f"{{count = 1, node = {n}}}" for n in range(8))

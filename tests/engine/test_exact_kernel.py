@@ -32,9 +32,9 @@ from _engine_machines import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.calibrate.model import load_calibration, nominal_calibration
 from numasim.engine import DeviceTransfer, PageMap, SimulationResult, ThreadSpec, simulate
 from numasim.engine.caches import LRUCache, cache_levels
+from numasim.timing.model import load_calibration, nominal_calibration
 from numasim.topology.builders import glueless
 from numasim.topology.io.toml_format import load_machine_toml
 from numasim.workload.access import AccessChunk

@@ -9,8 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from numasim.calibrate.model import Calibration
-from numasim.tools.context import tool_calibration
+from numasim.timing import resolve_calibration
+from numasim.timing.model import Calibration
 from numasim.topology.io import load_machine
 from numasim.topology.model import Machine
 
@@ -20,19 +20,19 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def seed001() -> tuple[Machine, Calibration]:
     m = load_machine("seed-001-e5-2680v2")
-    return m, tool_calibration(m)
+    return m, resolve_calibration(m)
 
 
 @pytest.fixture(scope="session")
 def seed003() -> tuple[Machine, Calibration]:
     m = load_machine("seed-003-2node")
-    return m, tool_calibration(m)
+    return m, resolve_calibration(m)
 
 
 @pytest.fixture(scope="session")
 def seed000() -> tuple[Machine, Calibration]:
     m = load_machine("seed-000-4node")
-    return m, tool_calibration(m)
+    return m, resolve_calibration(m)
 
 
 def _load(name: str) -> ModuleType:

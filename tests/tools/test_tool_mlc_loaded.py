@@ -10,7 +10,8 @@ import pytest
 
 from numasim.calibrate.parsers.mlc import parse_mlc
 from numasim.calibrate.replay import replay_loaded_latency
-from numasim.tools.context import tool_calibration, tool_context
+from numasim.timing import resolve_calibration
+from numasim.tools.context import tool_context
 from numasim.tools.mlc import mlc
 from numasim.topology.io import load_machine
 
@@ -21,7 +22,7 @@ DELAYS = (0, 100, 1000, 20000)
 @pytest.fixture(scope="module")
 def e5_run():
     m = load_machine("seed-001-e5-2680v2")
-    cal = tool_calibration(m)
+    cal = resolve_calibration(m)
     real = parse_mlc(DATA / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md").loaded_latency[0]
     sim = mlc(tool_context(m, cal), ["--loaded_latency"], delays=DELAYS)
     return m, cal, real, sim
@@ -69,7 +70,7 @@ def test_skylake_table_is_followed_at_saturation_and_at_large_delays() -> None:
     # the other shipped mlc table: 111 load threads at 2.5 GHz (the injection-delay model was fitted on both)
     m = load_machine("skylake-8180-2s")
     real = parse_mlc(DATA / "fdio-csit-2s-skylake-plat8180.md").loaded_latency[0]
-    sim = mlc(tool_context(m, tool_calibration(m)), ["--loaded_latency"], delays=(0, 300, 1000, 20000))
+    sim = mlc(tool_context(m, resolve_calibration(m)), ["--loaded_latency"], delays=(0, 300, 1000, 20000))
     for d, lat_ns, bw_mb_s in sim.loaded:
         real_lat, real_bw = _real_row(real, d)
         assert abs(lat_ns - real_lat) / real_lat < 0.15, (d, lat_ns, real_lat)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from numasim.calibrate.parsers.mlc import parse_mlc, parse_mlc_text
-from numasim.tools.context import tool_calibration, tool_context
+from numasim.timing import resolve_calibration
+from numasim.tools.context import tool_context
 from numasim.tools.mlc import format_mlc, mlc
 from numasim.topology.io import load_machine
 
@@ -25,7 +26,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc"
 def test_virtual_mlc_matches_the_real_run_it_was_calibrated_on(machine: str, page: str, rel: float) -> None:
     real = parse_mlc(DATA / page)
     m = load_machine(machine)
-    sim = parse_mlc_text(format_mlc(mlc(tool_context(m, tool_calibration(m)), ["--latency_matrix",
+    sim = parse_mlc_text(format_mlc(mlc(tool_context(m, resolve_calibration(m)), ["--latency_matrix",
                                                                               "--bandwidth_matrix"])))
     for a, b in ((real.latency_matrix, sim.latency_matrix), (real.bandwidth_matrix, sim.bandwidth_matrix)):
         assert a is not None and b is not None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from numasim.calibrate.model import nominal_calibration
 from numasim.calibrate.parsers.lmbench import parse_lat_mem_rd_text
 from numasim.cli import main
 from numasim.errors import CalibrationError
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.numactl import run_numactl
-from numasim.tools import TOOL_PROGRAMS, bind_calibration, find_program, kernel_calibration, tool_calibration
+from numasim.timing import resolve_calibration
+from numasim.timing.model import nominal_calibration
+from numasim.tools import TOOL_PROGRAMS, bind_calibration, find_program, kernel_calibration
 from numasim.topology.builders import glueless
 
 
@@ -24,7 +25,7 @@ def test_calibration_is_never_silently_nominal() -> None:
     m = glueless(2)
     k = Kernel(m)
     with pytest.raises(CalibrationError, match="names no calibration"):
-        tool_calibration(m)
+        resolve_calibration(m)
     run = run_numactl(k, ["--membind=1", "lat_mem_rd", "1", "64"])
     assert run.exit_code == 1 and run.stderr.startswith("lat_mem_rd: numasim: machine glueless-2s-full")
     bind_calibration(k, nominal_calibration(m))  # on purpose

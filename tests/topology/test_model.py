@@ -102,7 +102,7 @@ def test_relay_latency_is_paid_only_by_routes_through_the_node() -> None:
 
 
 def test_calibration_carries_relays_and_keeps_ids_without_them() -> None:
-    from numasim.calibrate.model import apply_calibration, nominal_calibration
+    from numasim.timing.model import apply_calibration, nominal_calibration
 
     plain = nominal_calibration(hypercube(2))
     assert plain.relays == []

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numasim.calibrate.model import nominal_calibration, save_calibration
 from numasim.errors import CalibrationError, PolicyError, WorkloadError
+from numasim.timing.model import nominal_calibration, save_calibration
+from numasim.timing.resolve import resolve_calibration
 from numasim.topology.builders import glueless
 from numasim.workload.access import AccessChunk
 from numasim.workload.layout import layout
 from numasim.workload.placement import place_trace, place_workload, thread_cpus, thread_specs
-from numasim.workload.run import compare_policies, resolve_calibration, run_trace, run_workload
+from numasim.workload.run import compare_policies, run_trace, run_workload
 from numasim.workload.spec import loads_workload
 from numasim.workload.trace import write_trace
 
@@ -122,14 +123,14 @@ def test_resolve_calibration(tmp_path: Path) -> None:
         resolve_calibration(M)
     assert resolve_calibration(M, nominal=True).provenance.method == "nominal"
     save_calibration(nominal_calibration(M), tmp_path / "cal.json")
-    assert resolve_calibration(M, calibration=tmp_path / "cal.json").machine == M.name
+    assert resolve_calibration(M, tmp_path / "cal.json").machine == M.name
     named = M.model_copy(update={"calibration": "cal.json"})
     assert resolve_calibration(named, machine_path=tmp_path / "m.toml").machine == M.name
     with pytest.raises(CalibrationError, match="names calibration .missing.json."):
         resolve_calibration(M.model_copy(update={"calibration": "missing.json"}))
     other = glueless(2, name="other")
     with pytest.raises(CalibrationError, match="is for machine"):
-        resolve_calibration(other, calibration=tmp_path / "cal.json")
+        resolve_calibration(other, tmp_path / "cal.json")
 
 
 def test_run_workload_and_to_dict() -> None:
@@ -187,3 +188,9 @@ def test_exact_mode_runs_the_same_accesses() -> None:
     exact = run_workload(M, small, cal, mode="exact")
     assert exact.mode == "exact" and exact.result.accesses == epoch.result.accesses
     assert exact.placement.pages_per_node() == epoch.placement.pages_per_node()
+
+
+def test_resolve_calibration_nominal_excludes_a_file(tmp_path: Path) -> None:
+    save_calibration(nominal_calibration(M), tmp_path / "cal.json")
+    with pytest.raises(CalibrationError, match="not both"):
+        resolve_calibration(M, tmp_path / "cal.json", nominal=True)

@@ -1,18 +1,23 @@
 """Which calibration a machine's timing depends on: the dependency rules.
 
 1. An explicit calibration (``--calibration cal.json``) wins; it must be for the same machine name.
+   ``--nominal`` (``nominal=True``) asks for the machine file's own numbers on purpose; it and an explicit
+   calibration exclude each other.
 2. Otherwise the machine file names its calibration (``calibration = "seed-001-e5-2680v2.cal.json"`` in its
    TOML); a relative name is looked up next to the machine file, then among the shipped topologies.
 3. Otherwise it is an error that says how to make one. Timing is never silently nominal: use
-   :func:`numasim.calibrate.model.nominal_calibration` on purpose for that.
+   :func:`numasim.timing.model.nominal_calibration` on purpose for that.
+
+These are the only rules: the command line, the workload runner and the virtual tools all call
+:func:`resolve_calibration`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from numasim.calibrate.model import Calibration, load_calibration
 from numasim.errors import CalibrationError
+from numasim.timing.model import Calibration, load_calibration, nominal_calibration
 from numasim.topology.model import Machine
 
 __all__ = ["resolve_calibration", "calibration_candidates", "how_to_calibrate"]
@@ -45,7 +50,11 @@ def calibration_candidates(machine: Machine, machine_path: str | Path | None = N
 
 
 def resolve_calibration(
-    machine: Machine, explicit: str | Path | Calibration | None = None, *, machine_path: str | Path | None = None
+    machine: Machine,
+    explicit: str | Path | Calibration | None = None,
+    *,
+    nominal: bool = False,
+    machine_path: str | Path | None = None,
 ) -> Calibration:
     """The calibration timing results on ``machine`` depend on (rules in the module docstring).
 
@@ -58,6 +67,10 @@ def resolve_calibration(
     ...     print(str(e).split(";")[0])
     machine glueless-2s-full names no calibration
     """
+    if nominal:
+        if explicit is not None:
+            raise CalibrationError("give either a calibration or --nominal, not both")
+        return nominal_calibration(machine, notes="requested explicitly (--nominal)")
     if isinstance(explicit, Calibration):
         cal = explicit
         where = "the given calibration"

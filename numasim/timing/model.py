@@ -35,6 +35,7 @@ __all__ = [
     "DeviceTiming",
     "RelayTiming",
     "CoreTiming",
+    "PriorParameter",
     "Calibration",
     "default_curve",
     "shaped_curve",
@@ -62,16 +63,43 @@ class SourceFile(_Model):
     sections: list[str] = Field(default_factory=list)
 
 
-class Provenance(_Model):
-    """Where a calibration's numbers come from and how good the fit was."""
+class PriorParameter(_Model):
+    """A timing parameter that no measurement constrained: its value is a prior, and says where it came from.
 
-    method: Literal["fit", "nominal", "manual"]
+    A calibration fitted on some tables keeps every parameter those tables cannot pin down at its prior (the
+    platform catalog's value, or the machine file's nominal one) and lists it here, so a result that depends on
+    it says so instead of passing a guess off as a fit.
+    """
+
+    parameter: str
+    """Keyed like the uncertainty dict: ``"links[0->1].bandwidth_gb_s"``, ``"core.core_clock_ghz"``."""
+    value: float
+    unit: str = ""
+    source: str
+    """Where the prior comes from: a catalog entry and its public source, or ``"machine file (nominal)"``."""
+    why: str = ""
+    """Why no measurement constrained it, e.g. "not constrained by the latency and peak tables"."""
+
+
+class Provenance(_Model):
+    """Where a calibration's numbers come from and how good the fit was.
+
+    ``method`` says what kind of calibration it is: ``"fit"`` (fitted to measurements, unconstrained parameters
+    listed in ``priors``), ``"catalog"`` (no measurement at all: every number is a platform-catalog prior),
+    ``"nominal"`` (the machine file's own numbers, on purpose) or ``"manual"``.
+    """
+
+    method: Literal["fit", "catalog", "nominal", "manual"]
     machine: str
     created: str = Field(default_factory=lambda: _dt.date.today().isoformat())
     numasim_version: str = "0.1.0"
     sources: list[SourceFile] = Field(default_factory=list)
     fit_quality: dict[str, float] = Field(default_factory=dict)
     """Named figures of merit, e.g. ``{"latency_matrix_mape_pct": 1.2}``."""
+    priors: list[PriorParameter] = Field(default_factory=list)
+    """Parameters no measurement constrained, kept at their prior (see :class:`PriorParameter`)."""
+    platform: str | None = None
+    """The platform-catalog entry the priors came from (``numasim catalog show NAME``), if any."""
     notes: str = ""
 
 
@@ -204,6 +232,9 @@ class CoreTiming(_Model):
     """How far ahead the stream prefetcher runs on a detected sequential stream."""
     write_cost_factor: Annotated[float, Field(gt=0)] = 1.0
     """Extra cost of a write relative to a read on the same route (read-for-ownership + writeback)."""
+    core_clock_ghz: PositiveFloat | None = None
+    """The cores' clock (GHz) while running memory-bound code, used where a tool counts in core cycles (mlc's
+    injection delay, its "core clocks" line). ``None``: unknown; such a tool then says it assumed one."""
 
 
 class Calibration(_Model):
@@ -242,6 +273,9 @@ class Calibration(_Model):
         if not body.get("relays"):
             # Calibrations written before relays existed keep their ids.
             body.pop("relays", None)
+        if body.get("core", {}).get("core_clock_ghz") is None:
+            # ... and so do those written before the core clock existed.
+            body.get("core", {}).pop("core_clock_ghz", None)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
         return f"{self.machine}-{digest}"
 
