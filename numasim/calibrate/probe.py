@@ -2,7 +2,8 @@
 
 1. Copies the ``/sys/devices/system/node`` tree (regular files of each ``nodeN``, HMAT ``access*/initiators``
    attributes, symlinked initiators recorded as empty directories) under ``DIR/sys/devices/system/node``.
-2. Saves ``numactl --hardware`` output when numactl exists.
+2. Saves ``numactl --hardware`` output when numactl exists, and ``lscpu`` as ``lscpu.txt`` (the processor
+   name, the platform catalog's key, which ``numasim topo import`` of the tree picks up).
 3. Measures idle latency and read bandwidth per (cpu node, memory node) pair with
    :mod:`numasim.calibrate.probe_kernel`: in a ``numactl --cpunodebind=I --membind=J`` subprocess when
    numactl exists, else in this process pinned with ``os.sched_setaffinity`` (local memory by first touch,
@@ -92,6 +93,29 @@ def _kernel_subprocess(cpu_node: int, mem_node: int, size: int, repeats: int, st
     return dict(json.loads(out.stdout))
 
 
+def _save_cpu_model(out: Path, notes: list[str]) -> None:
+    """Save ``lscpu`` (else /proc/cpuinfo's first model name) as ``lscpu.txt``: the processor's name is the key
+    into the platform catalog, and ``numasim topo import`` of the copied sysfs tree finds it there."""
+    lscpu = shutil.which("lscpu")
+    text = ""
+    if lscpu:
+        try:
+            text = subprocess.run([lscpu], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            notes.append(f"lscpu failed: {exc}")
+    if "model name" not in text.lower():
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                line = next((ln for ln in f if ln.lower().startswith("model name")), "")
+            text = line
+        except OSError:
+            text = ""
+    if text:
+        (out / "lscpu.txt").write_text(text)
+    else:
+        notes.append("no lscpu or /proc/cpuinfo model name: the processor is not named (pass --cpu to topo import)")
+
+
 def probe(
     out_dir: str | Path,
     *,
@@ -109,6 +133,7 @@ def probe(
     if not nodes:
         nodes = [0]
         notes.append(f"{sys_node} not found: treated as a single node 0")
+    _save_cpu_model(out, notes)
     numactl = shutil.which("numactl") if use_numactl is not False else None
     if numactl:
         try:

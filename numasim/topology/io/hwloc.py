@@ -38,6 +38,7 @@ from xml.sax.saxutils import quoteattr
 
 from numasim.errors import FormatError, TopologyError
 from numasim.fileio import atomic_write_text
+from numasim.topology.io.cpumodel import cpu_model_from_hwloc
 from numasim.topology.model import LOCAL_DISTANCE, Machine, MemoryController, MemoryKind, Node
 from numasim.units import GiB
 
@@ -409,6 +410,9 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
                 )
             updated.append(node)
         machine = machine.model_copy(update={"nodes": updated})
+    cpu_model = cpu_model_from_hwloc(root)
+    if cpu_model:
+        machine = machine.model_copy(update={"cpu_model": cpu_model})
     return machine
 
 
@@ -465,6 +469,8 @@ def write_hwloc_xml(machine: Machine) -> str:
     for s in sockets:
         members = [n for n in machine.nodes if n.socket == s]
         lines.append(obj("Package", s, sorted(c for n in members for c in n.cpus), indent=4) + ">")
+        if machine.cpu_model:
+            lines.append(f'      <info name="CPUModel" value={quoteattr(machine.cpu_model)}/>')
         dies = sorted({n.die for n in members if n.die is not None})
         lines.extend(line for n in members if n.die is None for line in group_of(n, 6))
         for d in dies:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from numasim.errors import FormatError, TopologyError
 from numasim.topology.cpulist import format_cpulist, parse_cpulist
+from numasim.topology.io.cpumodel import cpu_model_near
 from numasim.topology.model import Machine, MemoryController, Node
 from numasim.units import KiB
 
@@ -227,6 +228,9 @@ def read_sysfs_node_tree(path: str | Path, name: str | None = None) -> Machine:
                 ]
             }
         )
+    cpu_model = cpu_model_near(root)
+    if cpu_model:
+        machine = machine.model_copy(update={"cpu_model": cpu_model})
     return machine
 
 
