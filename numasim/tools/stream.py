@@ -15,6 +15,7 @@ simulation takes the same time: avg = min = max.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,8 +52,16 @@ class StreamResult:
     pages_per_node: dict[int, int] = field(default_factory=dict)
 
 
-def stream(ctx: ToolContext, threads: int = 1, array_elements: int = DEFAULT_ARRAY_ELEMENTS) -> StreamResult:
+def stream(
+    ctx: ToolContext,
+    threads: int = 1,
+    array_elements: int = DEFAULT_ARRAY_ELEMENTS,
+    kernels: Sequence[str] = KERNELS,
+) -> StreamResult:
     """Run the virtual STREAM with ``threads`` OpenMP threads (``OMP_NUM_THREADS``) in ``ctx``.
+
+    ``kernels`` times only those of :data:`KERNELS` (validation that compares one kernel need not pay for four);
+    the result then holds only those.
 
     Examples
     --------
@@ -66,6 +75,9 @@ def stream(ctx: ToolContext, threads: int = 1, array_elements: int = DEFAULT_ARR
     """
     if threads < 1:
         raise WorkloadError(f"STREAM: OMP_NUM_THREADS = {threads}: must be at least 1")
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown or not kernels:
+        raise WorkloadError(f"STREAM: kernels = {list(kernels)}: expected some of {', '.join(KERNELS)}")
     if array_elements < threads * 8:
         raise WorkloadError(f"STREAM: array size {array_elements} is too small for {threads} threads")
     cpus = ctx.cpus(threads)
@@ -86,7 +98,7 @@ def stream(ctx: ToolContext, threads: int = 1, array_elements: int = DEFAULT_ARR
     pm = page_map(arrays.values())
     specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
     best, avg, mn, mx = {}, {}, {}, {}
-    for kernel in KERNELS:
+    for kernel in kernels:
         chunks = []
         block_lines = []
         for t in range(threads):

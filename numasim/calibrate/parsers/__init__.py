@@ -20,6 +20,7 @@ from numasim.calibrate.parsers.external import (
 )
 from numasim.calibrate.parsers.hmat import HmatResult, looks_like_hmat, parse_hmat
 from numasim.calibrate.parsers.hop_ratios import HopRatioResult, looks_like_hop_ratios, parse_hop_ratios
+from numasim.calibrate.parsers.kerncraft import KerncraftResult, looks_like_kerncraft, parse_kerncraft
 from numasim.calibrate.parsers.lmbench import LatMemRdResult, looks_like_lat_mem_rd, parse_lat_mem_rd
 from numasim.calibrate.parsers.mlc import LoadedLatencyTable, MlcResult, looks_like_mlc, parse_mlc
 from numasim.calibrate.parsers.numa_maps import NumaMapsResult, looks_like_numa_maps, parse_numa_maps
@@ -51,6 +52,7 @@ __all__ = [
     "ProbeResult",
     "PerftestResult",
     "HopRatioResult",
+    "KerncraftResult",
 ]
 
 _PARSERS: dict[str, Any] = {
@@ -67,6 +69,7 @@ _PARSERS: dict[str, Any] = {
     "numactl": parse_numactl_hardware,
     "hwloc": parse_hwloc,
     "hmat": parse_hmat,
+    "kerncraft": parse_kerncraft,
 }
 FORMATS = tuple(_PARSERS)
 """Names accepted by ``--format`` and :func:`parse_measurement`."""
@@ -74,6 +77,7 @@ FORMATS = tuple(_PARSERS)
 # Order matters: the most specific signature first (an mlc page may quote a numactl line; a probe is JSON).
 _TEXT_CHECKS = (
     ("probe", looks_like_probe),
+    ("kerncraft", looks_like_kerncraft),
     ("hop_ratios", looks_like_hop_ratios),
     ("hwloc", looks_like_hwloc),
     ("mlc", looks_like_mlc),

@@ -1,0 +1,163 @@
+"""kerncraft machine files: likwid-bench streaming bandwidth versus active cores, with the machine's layout.
+
+A kerncraft machine file (YAML, RRZE-HPC/kerncraft ``examples/machine-files``) describes one processor
+(``model name``, ``clock``, ``sockets``, ``cores per socket``, ``NUMA domains per socket``, ``cores per NUMA
+domain``, the cache hierarchy) and under ``benchmarks: measurements:`` likwid-bench results: for each
+working-set level (L1, L2, L3, MEM) and threads per core (1, 2), the bandwidth of each kernel (copy, daxpy,
+load, triad, update) on 1, 2, ... cores of one socket, cores filled in order (the first NUMA domain first),
+memory local to each thread. These are local-memory measurements: they show how a domain's and a socket's
+controller bandwidth saturates as cores are added, and what one core alone reaches (its outstanding-miss limit).
+
+likwid-bench counts the bytes its kernel names (copy: one read and one write stream, 16 B per element) and not
+the write-allocate read a store miss adds, as STREAM does.
+
+Examples
+--------
+>>> text = '''model name: Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz
+... clock: 2.4 GHz
+... sockets: 2
+... cores per socket: 20
+... threads per core: 2
+... NUMA domains per socket: 2
+... cores per NUMA domain: 10
+... benchmarks:
+...   measurements:
+...     MEM:
+...       1:
+...         cores: [1, 2]
+...         results:
+...           copy: [15.52 GB/s, 27.71 GB/s]
+... '''
+>>> r = parse_kerncraft_text(text)
+>>> r.model_name, r.numa_domains_per_socket, r.scaling["MEM"]["copy"].bandwidth_gb_s.tolist()
+('Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz', 2, [15.52, 27.71])
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from numasim.calibrate.parsers._text import read_source
+from numasim.errors import FormatError
+
+__all__ = ["KerncraftResult", "BandwidthScaling", "parse_kerncraft", "parse_kerncraft_text", "looks_like_kerncraft"]
+
+_QUANTITY_RE = re.compile(r"^\s*([-+0-9.eE]+)\s*([kMG]?)(B/s|B|Hz)?\s*$")
+_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+@dataclass(frozen=True)
+class BandwidthScaling:
+    """One kernel at one working-set level: bandwidth (GB/s, 10**9 B/s) on ``cores[k]`` active cores."""
+
+    kernel: str
+    level: str
+    cores: np.ndarray
+    bandwidth_gb_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class KerncraftResult:
+    """A kerncraft machine file: the layout and the 1-thread-per-core bandwidth scaling per level and kernel."""
+
+    source: str
+    model_name: str
+    clock_ghz: float | None
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    numa_domains_per_socket: int
+    cores_per_numa_domain: int
+    scaling: dict[str, dict[str, BandwidthScaling]] = field(default_factory=dict)
+    """``scaling[level][kernel]`` with one thread per core (levels ``L1``, ``L2``, ``L3``, ``MEM``)."""
+
+
+def looks_like_kerncraft(text: str) -> bool:
+    return "kerncraft version" in text or ("cores per NUMA domain:" in text and "benchmarks:" in text)
+
+
+def _quantity(value: Any, unit: str, source: str, where: str) -> float:
+    """``'15.52 GB/s'`` -> 15.52e9 (in ``unit``'s base: B/s, B or Hz); plain numbers are taken as they are."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = _QUANTITY_RE.match(str(value))
+    if not m or (m.group(3) and m.group(3) != unit):
+        raise FormatError(source, f"{where}: expected a quantity in {unit}, got {value!r}")
+    return float(m.group(1)) * _SCALE[m.group(2)]
+
+
+def _int(doc: dict[str, Any], key: str, source: str) -> int:
+    v = doc.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        raise FormatError(source, f"{key!r}: expected a positive integer, got {v!r}")
+    return v
+
+
+def _core_counts(values: list[Any], source: str, where: str) -> np.ndarray:
+    """The ``cores:`` list. One file in the wild lost a comma at a YAML line break (``38\n 39`` reads as the
+    string ``'38 39'``): whitespace-separated integers are split back, anything else is an error."""
+    out: list[int] = []
+    for v in values:
+        parts = str(v).split()
+        if not parts or not all(p.isdigit() for p in parts):
+            raise FormatError(source, f"{where}: expected core counts, got {v!r}")
+        out += [int(p) for p in parts]
+    return np.asarray(out, dtype=np.int64)
+
+
+def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
+    """Parse a kerncraft machine file (YAML)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise FormatError(
+            source, f"not valid YAML: {getattr(exc, 'problem', exc)}", None if line is None else line + 1
+        ) from None
+    if not isinstance(doc, dict) or "model name" not in doc:
+        raise FormatError(source, "no 'model name:' key: not a kerncraft machine file")
+    if not doc["model name"] or not str(doc["model name"]).strip():
+        raise FormatError(source, "'model name' is empty: the file does not name its processor")
+    clock = doc.get("clock")
+    clock_ghz = _quantity(clock, "Hz", source, "clock") / 1e9 if clock is not None else None
+    scaling: dict[str, dict[str, BandwidthScaling]] = {}
+    measurements = (doc.get("benchmarks") or {}).get("measurements") or {}
+    if not isinstance(measurements, dict):
+        raise FormatError(source, "benchmarks.measurements: expected a mapping of levels")
+    for level, by_threads in measurements.items():
+        one = (by_threads or {}).get(1) if isinstance(by_threads, dict) else None
+        if not one:
+            continue
+        results = one.get("results") or {}
+        cores = _core_counts(one.get("cores") or [], source, f"benchmarks.measurements.{level}.1.cores")
+        for kernel, values in results.items():
+            where = f"benchmarks.measurements.{level}.1.results.{kernel}"
+            if not isinstance(values, list) or len(values) != len(cores):
+                raise FormatError(source, f"{where}: expected {len(cores)} values (one per cores entry)")
+            bw = np.array([_quantity(v, "B/s", source, where) / 1e9 for v in values])
+            if (bw <= 0).any():
+                raise FormatError(source, f"{where}: bandwidth must be positive")
+            scaling.setdefault(str(level), {})[str(kernel)] = BandwidthScaling(str(kernel), str(level), cores, bw)
+    return KerncraftResult(
+        source=source,
+        model_name=" ".join(str(doc["model name"]).split()),
+        clock_ghz=clock_ghz,
+        sockets=_int(doc, "sockets", source),
+        cores_per_socket=_int(doc, "cores per socket", source),
+        threads_per_core=_int(doc, "threads per core", source),
+        numa_domains_per_socket=_int(doc, "NUMA domains per socket", source),
+        cores_per_numa_domain=_int(doc, "cores per NUMA domain", source),
+        scaling=scaling,
+    )
+
+
+def parse_kerncraft(path: str | Path) -> KerncraftResult:
+    source, text = read_source(path)
+    return parse_kerncraft_text(text, source)

@@ -1,0 +1,183 @@
+"""Bandwidth scaling with active cores: kerncraft's likwid-bench measurements replayed with the virtual STREAM.
+
+A kerncraft machine file (:mod:`numasim.calibrate.parsers.kerncraft`) says how local memory bandwidth grows as
+cores of one socket are added, the first NUMA domain filled first. Two things a timing model must get right
+show in it: one core alone is limited by the misses it can keep in flight (Little's law: outstanding lines x
+64 B / latency), and a domain or socket saturates at its channels' bandwidth. Neither is in an mlc latency
+matrix, so this is a prediction test for calibrations made without it (catalog priors, or a fit on mlc).
+
+The replay runs the very tool a user runs: the virtual STREAM (:func:`numasim.tools.stream.stream`), its
+``Copy`` kernel (one read and one write stream, 16 B counted per element, as likwid-bench's ``copy`` counts),
+OpenMP threads pinned to the first ``n`` cores of socket 0 (one thread per core, as the measurements'
+one-thread-per-core series), arrays first touched by their threads, so each domain's threads use its memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from numasim.calibrate.parsers.kerncraft import BandwidthScaling, KerncraftResult
+from numasim.errors import CalibrationError
+from numasim.timing.model import Calibration
+from numasim.topology.model import Machine
+from numasim.units import GiB
+
+__all__ = ["ScalingComparison", "kerncraft_machine", "replay_bandwidth_scaling", "compare_scaling"]
+
+
+@dataclass(frozen=True)
+class ScalingComparison:
+    """Measured and simulated bandwidth (GB/s) at each active-core count, with the errors that matter."""
+
+    kernel: str
+    cores: np.ndarray
+    measured_gb_s: np.ndarray
+    simulated_gb_s: np.ndarray
+    calibration_id: str
+
+    @property
+    def error_pct(self) -> np.ndarray:
+        return 100.0 * (self.simulated_gb_s - self.measured_gb_s) / self.measured_gb_s
+
+    @property
+    def mape_pct(self) -> float:
+        return float(np.mean(np.abs(self.error_pct)))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kernel": self.kernel,
+            "calibration": self.calibration_id,
+            "cores": self.cores.tolist(),
+            "measured_gb_s": [round(float(x), 3) for x in self.measured_gb_s],
+            "simulated_gb_s": [round(float(x), 3) for x in self.simulated_gb_s],
+            "mape_pct": round(self.mape_pct, 2),
+        }
+
+
+def kerncraft_machine(result: KerncraftResult, *, memory_bytes_per_node: int = 48 * GiB) -> Machine:
+    """The machine a kerncraft file describes: its sockets split into its NUMA domains, its cpu model named.
+
+    Memory sizes are not in the file: ``memory_bytes_per_node`` only has to hold the benchmark's arrays. Link and
+    controller numbers are the builder's nominal ones: time it with a calibration (a catalog one for a
+    prediction).
+
+    Examples
+    --------
+    >>> from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
+    >>> r = parse_kerncraft_text('''model name: AMD EPYC 7452 32-Core Processor
+    ... sockets: 1
+    ... cores per socket: 32
+    ... threads per core: 2
+    ... NUMA domains per socket: 4
+    ... cores per NUMA domain: 8
+    ... ''')
+    >>> m = kerncraft_machine(r)
+    >>> len(m.nodes), len(m.nodes[0].cpus), m.cpu_model
+    (4, 16, 'AMD EPYC 7452 32-Core Processor')
+    """
+    from numasim.topology.builders import multi_die
+
+    domains = result.numa_domains_per_socket
+    if domains * result.cores_per_numa_domain != result.cores_per_socket:
+        raise CalibrationError(
+            f"{result.source}: {domains} NUMA domains x {result.cores_per_numa_domain} cores != "
+            f"{result.cores_per_socket} cores per socket"
+        )
+    amd = "AMD" in result.model_name.upper()
+    mode = f"NPS{domains}" if amd else f"SNC{domains}"
+    try:
+        machine = multi_die(
+            result.sockets,
+            mode,
+            cores_per_socket=result.cores_per_socket,
+            threads_per_core=result.threads_per_core,
+            memory_bytes=memory_bytes_per_node,
+            name=_name(result),
+        )
+    except ValueError as exc:
+        raise CalibrationError(f"{result.source}: cannot build its machine: {exc}") from None
+    return machine.model_copy(
+        update={
+            "cpu_model": result.model_name,
+            "description": f"layout of the kerncraft machine file {result.source} ({mode}); nominal timing",
+            "source": result.source,
+        }
+    )
+
+
+def _name(result: KerncraftResult) -> str:
+    words = "".join(c if c.isalnum() else "-" for c in result.model_name.lower()).split("-")
+    return "kerncraft-" + "-".join(w for w in words if w and w not in ("r", "tm", "cpu", "processor", "intel"))[:40]
+
+
+def _socket0_cores(machine: Machine, threads_per_core: int) -> list[int]:
+    """Socket 0's cores in fill order: node by node, the first hardware thread of each core. Linux numbers
+    every core's first thread before any second one, so a node's lowest ``1 / threads_per_core`` of cpus."""
+    nodes = [n for n in machine.nodes if n.socket in (0, None) and n.cpus]
+    if not nodes:
+        raise CalibrationError(f"{machine.name}: socket 0 has no cpus")
+    return [c for n in nodes for c in n.cpus[: max(len(n.cpus) // threads_per_core, 1)]]
+
+
+def replay_bandwidth_scaling(
+    machine: Machine,
+    calibration: Calibration,
+    core_counts: Sequence[int],
+    *,
+    threads_per_core: int = 1,
+    kernel: str = "Copy",
+    array_elements_per_thread: int = 200_000,
+    seed: int = 0,
+) -> np.ndarray:
+    """Virtual STREAM ``kernel`` bandwidth (GB/s) on the first ``n`` cores of socket 0, for each ``n``.
+
+    ``threads_per_core`` is how many cpus Linux shows per core (the machine file does not say), so that one
+    thread runs per core.
+    """
+    from numasim.tools.context import tool_context
+    from numasim.tools.stream import stream
+
+    cores = _socket0_cores(machine, threads_per_core)
+    out = []
+    for n in core_counts:
+        if not 1 <= n <= len(cores):
+            raise CalibrationError(f"core count {n}: socket 0 of {machine.name} has {len(cores)} cores")
+        ctx = tool_context(machine, calibration, physcpubind=cores[:n], seed=seed)
+        r = stream(ctx, threads=n, array_elements=array_elements_per_thread * n, kernels=(kernel,))
+        out.append(r.best_rate_mb_s[kernel] / 1000.0)
+    return np.array(out)
+
+
+def compare_scaling(
+    machine: Machine,
+    calibration: Calibration,
+    scaling: BandwidthScaling,
+    *,
+    threads_per_core: int = 1,
+    core_counts: Sequence[int] | None = None,
+    seed: int = 0,
+) -> ScalingComparison:
+    """Replay ``scaling``'s kernel (``copy`` -> STREAM Copy) at the measured core counts (or a subset)."""
+    if scaling.kernel != "copy":
+        raise CalibrationError(
+            f"kernel {scaling.kernel!r}: only likwid-bench's copy has a STREAM counterpart with the same byte count"
+        )
+    measured_cores = scaling.cores.tolist()
+    wanted = list(core_counts) if core_counts is not None else measured_cores
+    missing = [n for n in wanted if n not in measured_cores]
+    if missing:
+        raise CalibrationError(f"core counts {missing} were not measured (measured: {measured_cores})")
+    idx = [measured_cores.index(n) for n in wanted]
+    sim = replay_bandwidth_scaling(
+        machine, calibration, wanted, threads_per_core=threads_per_core, kernel="Copy", seed=seed
+    )
+    return ScalingComparison(
+        kernel=scaling.kernel,
+        cores=np.array(wanted),
+        measured_gb_s=scaling.bandwidth_gb_s[idx],
+        simulated_gb_s=sim,
+        calibration_id=calibration.id,
+    )

@@ -1,0 +1,65 @@
+"""kerncraft machine files (likwid-bench bandwidth vs cores) and their replay with the virtual STREAM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
+from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
+from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
+from numasim.errors import FormatError
+from numasim.timing.model import nominal_calibration
+
+KERNCRAFT = Path(__file__).resolve().parents[3] / "shared" / "data" / "kerncraft"
+needs_data = pytest.mark.skipif(not KERNCRAFT.is_dir(), reason="shared/data is not beside this checkout")
+
+
+@needs_data
+def test_every_shipped_file_parses_or_is_refused_by_name() -> None:
+    parsed = {}
+    for f in sorted(KERNCRAFT.glob("*.yml")):
+        assert detect_measurement_format(f) == "kerncraft"
+        if f.name.startswith("ARMv8"):
+            with pytest.raises(FormatError, match="'model name' is empty"):
+                parse_measurement(f)
+            continue
+        parsed[f.name] = parse_measurement(f)
+    spr = parsed["SapphireRapids_Platinum-8470.yml"]
+    # the file's MEM cores list lost a comma ("38\n 39"): split back, 52 counts for 52 values
+    assert spr.scaling["MEM"]["copy"].cores.tolist() == list(range(1, 53))
+    skx = parsed["SkylakeSP_Gold-6148_SNC.yml"]
+    assert (skx.sockets, skx.numa_domains_per_socket, skx.cores_per_numa_domain) == (2, 2, 10)
+    assert skx.clock_ghz == pytest.approx(2.4)
+    assert skx.scaling["MEM"]["load"].bandwidth_gb_s[-1] == pytest.approx(131.34)
+
+
+def test_garbage_is_refused_with_the_field() -> None:
+    base = "model name: X\nsockets: 1\ncores per socket: 2\nthreads per core: 1\nNUMA domains per socket: 1\n"
+    base += "cores per NUMA domain: 2\n"
+    with pytest.raises(FormatError, match="cores per socket"):
+        parse_kerncraft_text(base.replace("cores per socket: 2", "cores per socket: two"))
+    bad = base + "benchmarks:\n  measurements:\n    MEM:\n      1:\n        cores: [1, 2]\n        results:\n"
+    with pytest.raises(FormatError, match="expected 2 values"):
+        parse_kerncraft_text(bad + "          copy: [1 GB/s]\n")
+    with pytest.raises(FormatError, match="quantity in B/s"):
+        parse_kerncraft_text(bad + "          copy: [1 GB/s, 2 ns]\n")
+    with pytest.raises(FormatError, match="not valid YAML"):
+        parse_kerncraft_text("model name: [unclosed\n")
+
+
+@needs_data
+def test_replay_runs_the_virtual_stream_and_respects_physics() -> None:
+    r = parse_measurement(KERNCRAFT / "SkylakeSP_Gold-6148_SNC.yml")
+    m = kerncraft_machine(r)
+    assert [len(n.cpus) for n in m.nodes] == [20, 20, 20, 20] and m.cpu_model == r.model_name
+    cal = nominal_calibration(m)
+    c = compare_scaling(m, cal, r.scaling["MEM"]["copy"], threads_per_core=2, core_counts=[1, 10, 20])
+    assert c.cores.tolist() == [1, 10, 20]
+    # more cores never lower the socket's bandwidth; the socket never beats its controllers' peak
+    assert np.all(np.diff(c.simulated_gb_s) >= -1e-9)
+    socket_peak = sum(n.controller.read_bandwidth_gb_s for n in m.nodes if n.socket == 0 and n.controller)
+    assert c.simulated_gb_s[-1] <= socket_peak * 1.0001
+    assert c.to_dict()["calibration"] == cal.id
