@@ -431,8 +431,8 @@ def calibrate(
 
 
 def _fit_devices(machine, perftests, devices, link_bw, report, mark):  # type: ignore[no-untyped-def]
-    """Attach bandwidth from the device's local-memory bandwidth test; the remote test pins the first link of
-    the route from the memory node to the device's node (the one only that traffic must cross)."""
+    """Attach bandwidth from the device's local-memory bandwidth test; a remote test below it gives the device's
+    own DMA path to that node (:attr:`DeviceTiming.dma_read_bandwidth_gb_s`), never a link cpu reads share."""
     r = routing(machine)
     by_name = {d.name: d for d in devices}
     dev_nodes = {d.name: d.node for d in machine.devices}
@@ -456,16 +456,19 @@ def _fit_devices(machine, perftests, devices, link_bw, report, mark):  # type: i
                     f"{t.test} with no --membind: buffers on the device's node {node} (the test ran there)"
                 )
             else:
-                edges = r.edges(t.mem_node, node)
-                if not edges:
+                if not r.edges(t.mem_node, node):
                     continue
-                e = edges[0]
-                link_bw = dict(link_bw)
-                link_bw[e] = gb_s
-                report.parameters.append(FittedParameter(f"links[{e[0]}->{e[1]}].bandwidth_gb_s", gb_s, "GB/s"))
+                dev = by_name[name]
+                by_name[name] = dev.model_copy(
+                    update={"dma_read_bandwidth_gb_s": {**dev.dma_read_bandwidth_gb_s, int(t.mem_node): gb_s}}
+                )
+                report.parameters.append(
+                    FittedParameter(f"devices[{name}].dma_read_bandwidth_gb_s[{t.mem_node}]", gb_s, "GB/s")
+                )
                 report.assumptions.append(
-                    f"{t.test} --membind={t.mem_node}: DMA bound by link {e[0]}->{e[1]} (first link of the route "
-                    f"{t.mem_node}->{node}); the other links of the route keep their values"
+                    f"{t.test} --membind={t.mem_node}: DMA bound on the device's own path to node {t.mem_node}'s "
+                    f"memory (root port, IIO, its requests' die crossing), which cpu traffic does not take; the "
+                    f"links of the route {t.mem_node}->{node} keep their values"
                 )
             mark(k, "device_bandwidth")
     report.warnings.append(

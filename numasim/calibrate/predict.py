@@ -116,4 +116,7 @@ def predict_device_bandwidth_gb_s(machine: Machine, calibration: Calibration, de
         raise CalibrationError(f"calibration {calibration.id} / machine {machine.name} has no device {device!r}")
     r = routing(m)
     path_bw = r.path_bandwidth_gb_s(mem_node, node)
-    return float(min(dev.attach_bandwidth_gb_s, path_bw, calibration.controller(mem_node).read_bandwidth_gb_s))
+    own_path = dev.dma_read_bandwidth_gb_s.get(mem_node, float("inf"))
+    return float(
+        min(dev.attach_bandwidth_gb_s, own_path, path_bw, calibration.controller(mem_node).read_bandwidth_gb_s)
+    )

@@ -3,7 +3,7 @@
 * ``numasim kernel zonelists MACHINE`` -- the kernel's boot log lines ``Fallback order for Node N: ...``;
 * ``numasim kernel zoneinfo|buddyinfo MACHINE [--after "numactl ARGS -- PROG ARGS"]...`` -- /proc views, after
   running the given commands;
-* ``numasim numactl --machine MACHINE [--kernel-version V] [--calibration F | --nominal] [--json] [NUMACTL OPTIONS]
+* ``numasim numactl --machine MACHINE [--kernel-version V] [--calibration F | --nominal | --catalog] [--json] [NUMACTL OPTIONS]
   -- PROGRAM [ARGS]`` --
   runs numactl and its program, then prints what ``numastat -p`` shows for the program's processes
   (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]``, numastat deltas and
@@ -175,7 +175,7 @@ def _split_own(
 
 
 _OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration"}
-_OWN_FLAGS = {"--nominal"}
+_OWN_FLAGS = {"--nominal", "--catalog"}
 
 
 def _kernel_from(opts: dict[str, Any]) -> Kernel:
@@ -184,7 +184,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
     kernel = build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
     calibrations: list[str] = opts.get("--calibration") or []
-    if calibrations or opts.get("--nominal"):
+    if calibrations or opts.get("--nominal") or opts.get("--catalog"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
         # option they use the one the machine names, and fail clearly if it names none.
         from numasim.timing.resolve import resolve_calibration
@@ -193,7 +193,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         path = machines[-1] if Path(machines[-1]).exists() else None
         cal = resolve_calibration(
             kernel.machine, calibrations[-1] if calibrations else None,
-            nominal=bool(opts.get("--nominal")), machine_path=path,
+            nominal=bool(opts.get("--nominal")), catalog=bool(opts.get("--catalog")), machine_path=path,
         )
         bind_calibration(kernel, cal)
     return kernel
@@ -351,6 +351,7 @@ numasim's options (before any numactl / numastat option):
   --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
+  --catalog               time them with the platform catalog's priors for the machine's cpu model
   --after CMD             run "numactl ARGS -- PROG ARGS" first (repeatable; a failing one stops numasim)
 """
 
@@ -369,7 +370,7 @@ def help_text(command: str) -> str:
             + "".join(f"  {line}\n" for line in _USAGE.format(p="numastat").splitlines())
         )
     return (
-        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal] [--json]\n"
+        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal | --catalog] [--json]\n"
         "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
         "the program's processes. The program's own exit status is passed through (137: OOM-killed).\n\n"

@@ -59,6 +59,9 @@ def run(
     seed: int = typer.Option(0, help="Seed of the workload's random streams (stored in the result)."),
     calibration: Path | None = typer.Option(None, help="Calibration JSON (default: the one the machine names)."),
     nominal: bool = typer.Option(False, "--nominal", help="Time with the machine file's own nominal numbers (explicit)."),
+    catalog: bool = typer.Option(
+        False, "--catalog", help="Time with the platform catalog's priors for the machine's cpu model (no measurement)."
+    ),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the full result as JSON (atomic)."),
     csv_dir: Path | None = typer.Option(None, "--csv", help="Write the result tables as CSV files into DIR."),
     plots_dir: Path | None = typer.Option(None, "--plots", help="Write PNG figures into DIR."),
@@ -91,9 +94,15 @@ def run(
             check_output_path(dest, is_dir=is_dir)
     m = load_machine(machine)
     machine_path = machine if Path(machine).exists() else None
-    cal = resolve_calibration(m, calibration, nominal=nominal, machine_path=machine_path)
+    cal = resolve_calibration(m, calibration, nominal=nominal, catalog=catalog, machine_path=machine_path)
     if nominal:
         typer.echo(f"note: timing with nominal calibration {cal.id} (the machine file's own numbers, not fitted)", err=True)
+    if catalog:
+        typer.echo(
+            f"note: timing with catalog calibration {cal.id} (platform {cal.provenance.platform}: priors only, "
+            "no measurement of this machine)",
+            err=True,
+        )
 
     if compare:
         if workload is None:

@@ -199,6 +199,7 @@ def build_memory_system(
     attach_latency: list[float] = [0.0] * len(ids)
     attach_in: list[int | None] = [None] * len(ids)  # device -> node direction (device writes)
     attach_out: list[int | None] = [None] * len(ids)  # node -> device direction (device reads)
+    dma_path: list[dict[int, int]] = [{} for _ in ids]  # device's own read path from a node's memory (DeviceTiming)
     for name in used_devices:
         if name not in machine_devices:
             raise WorkloadError(
@@ -216,6 +217,16 @@ def build_memory_system(
         resources.append(Resource(f"{name}->{dev.node}", "attach", bw, None, src=name, dst=dev.node))
         attach_out.append(len(resources))
         resources.append(Resource(f"{dev.node}->{name}", "attach", bw, None, src=dev.node, dst=name))
+        paths: dict[int, int] = {}
+        for mem_node, dma_bw in sorted((dt.dma_read_bandwidth_gb_s if dt is not None else {}).items()):
+            if mem_node not in ids:
+                raise CalibrationError(
+                    f"calibration {calibration.id}: devices[{name}].dma_read_bandwidth_gb_s names node {mem_node}, "
+                    f"which {machine.name} does not have"
+                )
+            paths[mem_node] = len(resources)
+            resources.append(Resource(f"{name}~{mem_node}", "attach", dma_bw, None, src=name, dst=mem_node))
+        dma_path.append(paths)
 
     n_init, n_nodes, n_res = len(initiator_names), len(ids), len(resources)
     base = np.full((n_init, n_nodes), np.nan)
@@ -238,6 +249,8 @@ def build_memory_system(
                     a = attach_in[i] if is_write else attach_out[i]
                     assert a is not None
                     path = [a, *path] if is_write else [*path, a]
+                    if not is_write and dst in dma_path[i]:
+                        path = [*path, dma_path[i][dst]]
                 for r in path:
                     busy[c, r] += factor * LINE_BYTES / resources[r].capacity_bytes_per_ns
                 cap = write_cap[dst] if is_write else resources[ctrl_of[dst]].capacity_bytes_per_ns

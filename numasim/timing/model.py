@@ -216,11 +216,17 @@ class RelayTiming(_Model):
 
 
 class DeviceTiming(_Model):
-    """A device's attach link (e.g. a NIC's PCIe link to its node)."""
+    """A device's attach link (e.g. a NIC's PCIe link to its node), and its own path to other nodes' memory."""
 
     name: str
     attach_latency_ns: PositiveFloat
     attach_bandwidth_gb_s: PositiveFloat
+    dma_read_bandwidth_gb_s: dict[int, PositiveFloat] = Field(default_factory=dict)
+    """DMA read bandwidth from memory of the listed nodes (data toward the device: a NIC's send) where it was
+    measured below the attach link's (``ib_send_bw --membind=1`` on a NIC of node 0). What limits it is on the
+    device's own path (the PCIe root port and IIO, the die crossing of its read requests, how many are in
+    flight), which cpu traffic does not take: a resource only the device's DMA reads cross, not a cap on a link
+    every core's reads share. Its writes (a receive) were not measured apart and keep the route's links."""
 
 
 class CoreTiming(_Model):
@@ -273,6 +279,9 @@ class Calibration(_Model):
         if not body.get("relays"):
             # Calibrations written before relays existed keep their ids.
             body.pop("relays", None)
+        for dev in body.get("devices", []):
+            if not dev.get("dma_read_bandwidth_gb_s"):
+                dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
         if body.get("core", {}).get("core_clock_ghz") is None:
             # ... and so do those written before the core clock existed.
             body.get("core", {}).pop("core_clock_ghz", None)

@@ -1,8 +1,9 @@
 """Which calibration a machine's timing depends on: the dependency rules.
 
 1. An explicit calibration (``--calibration cal.json``) wins; it must be for the same machine name.
-   ``--nominal`` (``nominal=True``) asks for the machine file's own numbers on purpose; it and an explicit
-   calibration exclude each other.
+   ``--nominal`` (``nominal=True``) asks for the machine file's own numbers on purpose, ``--catalog``
+   (``catalog=True``) for the platform catalog's priors of the machine's processor (no measurement at all,
+   :func:`numasim.timing.catalog.catalog_calibration`); the three exclude each other.
 2. Otherwise the machine file names its calibration (``calibration = "seed-001-e5-2680v2.cal.json"`` in its
    TOML); a relative name is looked up next to the machine file, then among the shipped topologies.
 3. Otherwise it is an error that says how to make one. Timing is never silently nominal: use
@@ -54,6 +55,7 @@ def resolve_calibration(
     explicit: str | Path | Calibration | None = None,
     *,
     nominal: bool = False,
+    catalog: bool = False,
     machine_path: str | Path | None = None,
 ) -> Calibration:
     """The calibration timing results on ``machine`` depend on (rules in the module docstring).
@@ -67,10 +69,16 @@ def resolve_calibration(
     ...     print(str(e).split(";")[0])
     machine glueless-2s-full names no calibration
     """
+    chosen = [what for what, on in (("a calibration", explicit is not None), ("--nominal", nominal),
+                                     ("--catalog", catalog)) if on]
+    if len(chosen) > 1:
+        raise CalibrationError(f"give one of a calibration, --nominal or --catalog, not {' and '.join(chosen)}")
     if nominal:
-        if explicit is not None:
-            raise CalibrationError("give either a calibration or --nominal, not both")
         return nominal_calibration(machine, notes="requested explicitly (--nominal)")
+    if catalog:
+        from numasim.timing.catalog import catalog_calibration
+
+        return catalog_calibration(machine)
     if isinstance(explicit, Calibration):
         cal = explicit
         where = "the given calibration"

@@ -202,3 +202,24 @@ def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> N
         load_measurements([empty])
     with pytest.raises(FormatError, match="unknown measurement format"):
         load_measurements([tmp_path / "notes.txt"])
+
+
+def test_remote_dma_limit_stays_on_the_device_path() -> None:
+    """seed-000's NIC reaches 133 Gb/s from node 1's memory: that limit is the device's own path, not a link
+    every core's reads of node 1 share (issue 9: it used to cap cpu reads of node 1 at 16.7 GB/s)."""
+    from numasim.engine.memsys import build_memory_system
+    from numasim.engine.spec import DeviceTransfer
+    from numasim.timing.model import apply_calibration
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+    from numasim.topology.routing import bandwidth_table_gb_s
+
+    m = load_machine("seed-000-4node")
+    cal = resolve_calibration(m)
+    dev = cal.devices[0]
+    assert dev.dma_read_bandwidth_gb_s == {1: pytest.approx(133.29 / 8, rel=1e-3)}
+    table = bandwidth_table_gb_s(apply_calibration(m, cal))
+    assert table[0][1] > 40.0  # cpu reads of node 1 from node 0: the on-die link, not the NIC's limit
+    ms = build_memory_system(m, cal, devices=[DeviceTransfer("mlx5_2", "read", 0, 1 << 20)])
+    own = [r for r in ms.resources if r.name == "mlx5_2~1"]
+    assert len(own) == 1 and own[0].capacity_bytes_per_ns == pytest.approx(dev.dma_read_bandwidth_gb_s[1])

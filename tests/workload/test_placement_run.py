@@ -192,5 +192,7 @@ def test_exact_mode_runs_the_same_accesses() -> None:
 
 def test_resolve_calibration_nominal_excludes_a_file(tmp_path: Path) -> None:
     save_calibration(nominal_calibration(M), tmp_path / "cal.json")
-    with pytest.raises(CalibrationError, match="not both"):
+    with pytest.raises(CalibrationError, match="not a calibration and --nominal"):
         resolve_calibration(M, tmp_path / "cal.json", nominal=True)
+    with pytest.raises(CalibrationError, match="not --nominal and --catalog"):
+        resolve_calibration(M, nominal=True, catalog=True)
