@@ -179,6 +179,10 @@ def check_request(machine: Machine, target: ClusterMode) -> ClusterMode:
         raise TopologyError(flag, target.label, "Haswell-EP/Broadwell-EP Xeons split a socket by Cluster-on-Die: use --cod")
     if target.family == "cod" and (cod is False or current.family == "snc" and current.per_socket > 2):
         raise TopologyError(flag, target.label, f"Cluster-on-Die exists on Haswell-EP/Broadwell-EP only ({machine.cpu_model})")
+    if vendor is None and cod is None and current.per_socket in _ALLOWED[target.family]:
+        # Nothing says whose processor it is (no cpu_model, no telling link kinds): read the current mode in
+        # the family asked for, so an NPS1 file without links goes to NPS4 as NPS, not as "SNC off".
+        current = ClusterMode(target.family, current.per_socket)
     if target.per_socket == current.per_socket:
         raise TopologyError(flag, target.label, f"{machine.name} is already in {current.label}")
     return current

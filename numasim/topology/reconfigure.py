@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numasim.errors import TopologyError
-from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, check_request, vendor_of
+from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, check_request
 from numasim.topology.model import (
     LOCAL_DISTANCE,
     Device,
@@ -116,8 +116,9 @@ def split_cpus(cpus: Sequence[int], k: int, *, interleaved: bool, threads_per_co
 
     Examples
     --------
-    >>> split_cpus(list(range(0, 24)) + list(range(48, 72)), 2, interleaved=False)[0][:3], len(_[0])
-    ([0, 1, 2], 24)
+    >>> halves = split_cpus(list(range(0, 24)) + list(range(48, 72)), 2, interleaved=False)
+    >>> halves[0][:3], halves[0][12:15], len(halves[0])
+    ([0, 1, 2], [48, 49, 50], 24)
     >>> split_cpus(list(range(64)), 4, interleaved=False, threads_per_core=2)[1][:2]
     [8, 9]
     >>> split_cpus(list(range(0, 16, 2)), 2, interleaved=True)
@@ -152,6 +153,12 @@ _MODE_SUFFIX = re.compile(r"-(snc[1-4]|snc-off|nps[124]|cod|cod-off|cod-on)$", r
 
 def _new_name(name: str, target: ClusterMode) -> str:
     return f"{_MODE_SUFFIX.sub('', name)}-{target.suffix}"
+
+
+def _first_description(machine: Machine) -> str:
+    # A machine reconfigured twice keeps the original description once, not nested.
+    head, sep, rest = machine.description.partition(" Before: ")
+    return rest if sep and " by numasim topo reconfigure " in head else machine.description
 
 
 def _vertex_sockets(machine: Machine) -> dict[Vertex, int]:
@@ -314,9 +321,9 @@ def reconfigure(
     nodes.sort(key=lambda n: n.id)
 
     # --- links -----------------------------------------------------------------------------------------
-    vendor = vendor_of(machine)
-    hub_kind = LinkKind.INFINITY_FABRIC if vendor == "amd" else LinkKind.ON_DIE
-    suffix = "iod" if vendor == "amd" else ("ring" if target.family == "cod" else "mesh")
+    amd = target.family == "nps"
+    hub_kind = LinkKind.INFINITY_FABRIC if amd else LinkKind.ON_DIE
+    suffix = "iod" if amd else ("ring" if target.family == "cod" else "mesh")
     hub = {s: (f"socket{s}-{suffix}" if k > 1 else new_id[(s, 0)]) for s in sockets}
     links: list[Link] = []
     switches: list[Switch] = []
@@ -367,7 +374,7 @@ def reconfigure(
         description=(
             f"{machine.name} reconfigured from {source.label} to {target.label} by numasim topo reconfigure "
             f"(same cores, channels and links; timing carried by the channel-interleave rule)."
-            + (f" Before: {machine.description}" if machine.description else "")
+            + (f" Before: {_first_description(machine)}" if machine.description else "")
         ),
         source=machine.source,
         nodes=nodes,
