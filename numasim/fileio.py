@@ -16,12 +16,12 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from numasim.errors import OutputError
 
-__all__ = ["atomic_path", "atomic_write_text", "atomic_write_bytes", "check_output_path", "output_error", "save_figure"]
+__all__ = ["atomic_path", "atomic_write_text", "atomic_write_texts", "atomic_write_bytes", "check_output_path", "output_error", "save_figure"]
 
 
 def _umask() -> int:
@@ -157,6 +157,66 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_texts(files: dict[Path, str]) -> None:
+    """Write several files as one: either all of them are replaced or none is.
+
+    Each text goes to a temporary file beside its target first; only when every one is written are they
+    renamed into place. Should a rename fail half way, the targets already replaced get their old content (or
+    absence) back, so a machine file never names a calibration that was not written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> atomic_write_texts({d / "m.toml": "name = 'm'\\n", d / "m.cal.json": "{}\\n"})
+    >>> sorted(p.name for p in d.iterdir())
+    ['m.cal.json', 'm.toml']
+    """
+    with ExitStack() as stack:
+        temps = {target: stack.enter_context(_temp_beside(Path(target))) for target in files}
+        for target, text in files.items():
+            temps[target].write_text(text, encoding="utf-8")
+        done: list[tuple[Path, Path | None]] = []
+        try:
+            for target, tmp in temps.items():
+                backup = None
+                if Path(target).exists():
+                    backup = stack.enter_context(_temp_beside(Path(target)))
+                    os.replace(target, backup)
+                done.append((Path(target), backup))
+                _chmod_like(tmp, backup)
+                os.replace(tmp, target)
+        except OSError as exc:
+            for target, backup in reversed(done):
+                if backup is not None and backup.exists():
+                    os.replace(backup, target)
+                elif target.exists():
+                    target.unlink()
+            raise output_error(done[-1][0] if done else next(iter(files)), exc) from None
+
+
+@contextmanager
+def _temp_beside(target: Path) -> Iterator[Path]:
+    """An empty temporary file in ``target``'s directory, removed on exit if still there."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise output_error(target, exc) from None
+    try:
+        yield Path(tmp)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _chmod_like(tmp: Path, old: Path | None) -> None:
+    # The mode open(path, "w") would give: the replaced file's, else 0o666 & ~umask (not mkstemp's 0600).
+    mode = stat.S_IMODE(os.stat(old).st_mode) if old is not None else 0o666 & ~_umask()
+    os.chmod(tmp, mode)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

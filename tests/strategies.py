@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from numasim.topology.model import Link, Machine, Node
 
-__all__ = ["slit_tables", "small_machines", "kernel_configs"]
+__all__ = ["slit_tables", "small_machines", "kernel_configs", "multi_die_machines"]
 
 PAGE = 4096
 
@@ -73,3 +73,31 @@ def kernel_configs(draw: st.DrawFn, machine: Machine | None = None) -> dict[str,
     if draw(st.booleans()):
         kwargs["min_free_kbytes"] = draw(st.integers(128, 4096))
     return kwargs
+
+
+@st.composite
+def multi_die_machines(draw: st.DrawFn) -> tuple[Machine, int]:
+    """A :func:`~numasim.topology.builders.multi_die` machine with random timing, and its threads per core.
+
+    Socket-to-socket latency stays above the on-die latency, as on real parts (UPI/xGMI hops cost several
+    times a mesh or IO-die crossing), so every mode of the same hardware has positive link latencies.
+    """
+    from numasim.topology.builders import multi_die
+
+    mode = draw(st.sampled_from(["SNC1", "SNC2", "SNC3", "SNC4", "NPS1", "NPS2", "NPS4"]))
+    threads = draw(st.integers(1, 2))
+    die_ns = draw(st.floats(2.0, 30.0))
+    machine = multi_die(
+        draw(st.integers(1, 3)),
+        mode,
+        cores_per_socket=draw(st.sampled_from([12, 24, 36])),
+        threads_per_core=threads,
+        memory_bytes=draw(st.integers(1, 64)) * 2**30,
+        controller_latency_ns=draw(st.floats(60.0, 140.0)),
+        socket_bandwidth_gb_s=draw(st.floats(20.0, 400.0)),
+        die_latency_ns=die_ns,
+        die_bandwidth_gb_s=draw(st.floats(20.0, 200.0)),
+        socket_link_latency_ns=die_ns + draw(st.floats(20.0, 150.0)),
+        socket_link_bandwidth_gb_s=draw(st.floats(10.0, 100.0)),
+    )
+    return machine, threads

@@ -21,7 +21,7 @@ __all__ = ["register", "topo_app"]
 
 topo_app = typer.Typer(
     name="topo",
-    help="Inspect machines: list, show, hardware (numactl --hardware), import, draw, distances, latency.",
+    help="Inspect machines: list, show, hardware (numactl --hardware), import, draw, distances, latency, reconfigure.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -63,7 +63,6 @@ def _check_figure_output(path: Path, force: bool) -> None:
             param_hint="'-o' / '--output'",
         )
     _check_output(path, force)
-
 
 
 
@@ -216,3 +215,93 @@ def latency_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACH
     cpuless = [n.id for n in m.nodes if not n.has_cpus]
     if cpuless:
         typer.echo(f"\nnode(s) {', '.join(map(str, cpuless))} have no cpus: their rows are what a device there would see")
+
+
+def _requested_mode(snc: str | None, nps: str | None, cod: str | None) -> tuple[str, str]:
+    given = [(family, value) for family, value in (("snc", snc), ("nps", nps), ("cod", cod)) if value is not None]
+    if len(given) != 1:
+        raise typer.BadParameter("give exactly one of --snc off|2|3|4, --nps 1|2|4, --cod on|off", param_hint="'--snc'")
+    return given[0]
+
+
+@topo_app.command("reconfigure")
+def reconfigure_cmd(
+    machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
+    output: Path = typer.Option(..., "-o", "--output", help="The machine in the new mode (.toml)."),
+    snc: str | None = typer.Option(None, "--snc", help="Intel sub-NUMA clustering: off, 2, 3 or 4."),
+    nps: str | None = typer.Option(None, "--nps", help="AMD nodes per socket: 1, 2 or 4."),
+    cod: str | None = typer.Option(None, "--cod", help="Cluster-on-Die (Haswell-EP/Broadwell-EP): on or off."),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Calibration to carry across (default: the one the machine names, if any)."
+    ),
+    calibration_out: Path | None = typer.Option(
+        None, "--calibration-out", help="Where the transferred calibration goes (default: OUTPUT with .cal.json)."
+    ),
+    die_latency_ns: float | None = typer.Option(
+        None, "--die-latency-ns", help="Splitting: near-to-far on-die latency (ns), a prior when the source has none."
+    ),
+    die_bandwidth_gb_s: float | None = typer.Option(
+        None, "--die-bandwidth-gb-s", help="Splitting: bandwidth of a cluster's on-die link (GB/s), likewise."
+    ),
+    prior_source: str = typer.Option("", "--prior-source", help="Where the on-die numbers come from (recorded)."),
+    threads_per_core: int | None = typer.Option(
+        None, "--threads-per-core", min=1, help="Splitting one socket whose cpus are one run of numbers."
+    ),
+    channels_per_socket: int | None = typer.Option(
+        None, "--channels-per-socket", min=1, help="Check that the DRAM channels divide among the new nodes."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace the outputs if they exist."),
+) -> None:
+    """The same hardware in another SNC/NPS/CoD mode, with its calibration carried across.
+
+    Writes the machine (naming its new calibration) and the transferred calibration together: both or neither.
+    Without a calibration (none given, none named by the machine) only the machine is written, its nominal
+    numbers carried by the same rules.
+    """
+    import os
+
+    from numasim.fileio import atomic_write_texts
+    from numasim.timing.model import nominal_calibration
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.timing.transfer import transfer_calibration
+    from numasim.topology.cluster_mode import parse_mode
+    from numasim.topology.io.toml_format import dumps_machine
+
+    family, value = _requested_mode(snc, nps, cod)
+    target = parse_mode(family, value)
+    if output.suffix.lower() != ".toml":
+        raise typer.BadParameter(f"{output}: the machine is written as TOML; name it .toml", param_hint="'-o' / '--output'")
+    _check_output(output, force)
+    m = _load(machine)
+    machine_path = machine if Path(machine).exists() else None
+    timed_by_cal = calibration is not None or m.calibration is not None
+    cal = resolve_calibration(m, calibration, machine_path=machine_path) if timed_by_cal else nominal_calibration(m)
+    moved = transfer_calibration(
+        m, cal, target, die_latency_ns=die_latency_ns, die_bandwidth_gb_s=die_bandwidth_gb_s,
+        prior_source=prior_source, threads_per_core=threads_per_core, channels_per_socket=channels_per_socket,
+    )
+    rc = moved.reconfiguration
+    files: dict[Path, str] = {}
+    if timed_by_cal:
+        cal_path = calibration_out or output.with_name(output.name[: -len(output.suffix)] + ".cal.json")
+        if cal_path.resolve() == output.resolve():
+            raise typer.BadParameter("the calibration cannot overwrite the machine", param_hint="'--calibration-out'")
+        _check_output(cal_path, force)
+        name = os.path.relpath(cal_path.resolve(), output.resolve().parent)
+        # The machine file keeps the structure with the transferred numbers; it names its calibration.
+        files[output] = dumps_machine(moved.machine.model_copy(update={"calibration": name}))
+        files[cal_path] = moved.calibration.model_dump_json(indent=2) + "\n"
+    else:
+        files[output] = dumps_machine(moved.machine.model_copy(update={"calibration": None}))
+    atomic_write_texts(files)
+    new = moved.machine
+    typer.echo(
+        f"wrote {output}: {new.name}, {rc.source_mode.label} -> {rc.target_mode.label}, "
+        f"{len(new.nodes)} nodes, {len(new.cpus)} cpus"
+    )
+    if timed_by_cal:
+        typer.echo(f"wrote {cal_path}: calibration {moved.calibration.id} (transferred from {cal.id})")
+    else:
+        typer.echo("no calibration to carry: the machine's nominal numbers were transferred (uncalibrated)")
+    for prior in moved.calibration.provenance.priors[len(cal.provenance.priors):]:
+        typer.echo(f"prior: {prior.parameter} = {prior.value:g} {prior.unit} ({prior.source})")

@@ -2,7 +2,8 @@
 
 :mod:`numasim.timing.model` holds the :class:`~numasim.timing.model.Calibration` (controllers, links, caches,
 core limits, loaded-latency curves, with provenance); :mod:`numasim.timing.resolve` the one set of rules that
-decides which calibration a machine's timing depends on. Fitting and validation (:mod:`numasim.calibrate`),
+decides which calibration a machine's timing depends on; :mod:`numasim.timing.transfer` carries a calibration
+across an SNC/CoD/NPS mode change. Fitting and validation (:mod:`numasim.calibrate`),
 which replay the engine, sit above it; the engine (:mod:`numasim.engine`) reads it.
 """
 
@@ -21,6 +22,7 @@ from numasim.timing.model import (
     save_calibration,
 )
 from numasim.timing.resolve import resolve_calibration
+from numasim.timing.transfer import TransferredCalibration, transfer_calibration
 
 __all__ = [
     "CacheTiming",
@@ -36,4 +38,6 @@ __all__ = [
     "nominal_calibration",
     "resolve_calibration",
     "save_calibration",
+    "TransferredCalibration",
+    "transfer_calibration",
 ]

@@ -10,6 +10,7 @@ from numasim.topology.builders import (
     with_cxl_expander,
     with_device,
 )
+from numasim.topology.cluster_mode import ClusterMode, detect_mode
 from numasim.topology.cpulist import format_cpulist, parse_cpulist
 from numasim.topology.distances import slit, slit_from_latency, timing_distances
 from numasim.topology.infer import from_distance_matrix
@@ -41,6 +42,7 @@ from numasim.topology.model import (
     Route,
     Switch,
 )
+from numasim.topology.reconfigure import Reconfiguration, reconfigure
 from numasim.topology.render import render_tree
 from numasim.topology.routing import (
     Routing,
@@ -52,6 +54,10 @@ from numasim.topology.routing import (
 )
 
 __all__ = [
+    "ClusterMode",
+    "detect_mode",
+    "Reconfiguration",
+    "reconfigure",
     "CacheLevel",
     "CacheScope",
     "Device",
