@@ -119,10 +119,10 @@ def _show_text(found: CatalogMatch) -> list[str]:
         mark = "*" if found.sku is not None and s.model == found.sku.model else " "
         lines.append(f" {mark}{s.model}: {_fields(s, ('sources', 'model'))} [{', '.join(s.sources)}]")
     lines.append("sources:")
-    for s in p.source_list:
-        where = f" <{s.url}>" if s.url else ""
-        lines.append(f"  [{s.id}] {s.title}{where}")
-        lines.append(f"      gave: {s.gave}")
+    for ref in p.source_list:
+        where = f" <{ref.url}>" if ref.url else ""
+        lines.append(f"  [{ref.id}] {ref.title}{where}")
+        lines.append(f"      gave: {ref.gave}")
     if p.notes:
         lines.append(f"notes: {p.notes}")
     return lines

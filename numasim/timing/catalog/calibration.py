@@ -30,7 +30,7 @@ from numasim.timing.model import (
     RelayTiming,
     default_curve,
 )
-from numasim.topology.model import CacheScope, Link, LinkKind, Machine, MemoryKind, Vertex
+from numasim.topology.model import CacheScope, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
 __all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures"]
