@@ -1,0 +1,171 @@
+"""``numasim catalog``: the platform catalog of processor generations (caches, channels, links, core limits,
+public measurements, SKUs), each number with its public source; and calibrations made of its priors alone.
+
+``catalog list`` tabulates the platforms, ``catalog show NAME|CPU-STRING`` prints one with every field and
+its source, ``catalog calibrate MACHINE`` writes a ``method="catalog"`` calibration for a machine that was
+never measured (every parameter listed as a prior), which ``--calibration`` then uses like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from numasim.timing.catalog import CatalogMatch, Platform, load_catalog, match_cpu
+
+__all__ = ["register", "catalog_app"]
+
+catalog_app = typer.Typer(
+    name="catalog",
+    help="Processor platforms with what the timing model needs (list, show) and catalog-only calibrations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``catalog`` command group to ``app`` (once, however often it is called)."""
+    if any(group.name == "catalog" for group in app.registered_groups):
+        return
+    app.add_typer(catalog_app, name="catalog")
+
+
+def _memory(p: Platform) -> str:
+    return f"{p.memory.ddr}-{p.memory.max_mt_s}"
+
+
+def _links(p: Platform) -> str:
+    ic = p.interconnect
+    return f"{ic.links_per_socket}x {ic.kind} {ic.gt_s:g} GT/s"
+
+
+@catalog_app.command("list")
+def list_cmd(
+    vendor: Annotated[str | None, typer.Option("--vendor", help="Only this vendor: intel or amd.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """One line per platform: name, vendor, years, SKUs, channels per socket, DDR, socket links."""
+    if vendor is not None and vendor not in ("intel", "amd"):
+        raise typer.BadParameter(f"{vendor!r}: expected intel or amd", param_hint="'--vendor'")
+    platforms = [p for p in load_catalog() if vendor is None or p.vendor == vendor]
+    if as_json:
+        rows = [
+            {
+                "name": p.name, "vendor": p.vendor, "title": p.title, "years": list(p.years), "skus": len(p.skus),
+                "channels_per_socket": p.memory.channels_per_socket, "ddr": _memory(p),
+                "links": {"kind": p.interconnect.kind, "per_socket": p.interconnect.links_per_socket,
+                          "gt_s": p.interconnect.gt_s},
+            }
+            for p in platforms
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    header = ("name", "vendor", "years", "SKUs", "channels", "DDR", "links")
+    rows_t = [
+        (p.name, p.vendor, f"{p.years[0]}-{p.years[1]}" if p.years[0] != p.years[1] else str(p.years[0]),
+         str(len(p.skus)), str(p.memory.channels_per_socket), _memory(p), _links(p))
+        for p in platforms
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows_t]) for i in range(len(header))]
+    for r in [header, *rows_t]:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _fields(obj: Any, skip: tuple[str, ...] = ("sources",)) -> str:
+    data = obj.model_dump(exclude_none=True, exclude=set(skip))
+    return ", ".join(f"{k} = {v}" for k, v in data.items() if v not in ("", [], {}))
+
+
+def _show_text(found: CatalogMatch) -> list[str]:
+    p = found.platform
+    lines = [f"{p.name}: {p.title}", f"  vendor {p.vendor}, microarchitecture {p.microarchitecture}, "
+             f"{p.years[0]}-{p.years[1]}, up to {p.max_cores_per_socket} cores x {p.threads_per_core} threads per socket"]
+    if found.sku is not None:
+        lines.append(f"  matched {found.query!r} -> SKU {found.sku.model}")
+    elif found.how == "pattern":
+        lines.append(f"  matched {found.query!r} by model pattern; this SKU is not listed")
+
+    def src(ids: list[str]) -> str:
+        return f"    source: {', '.join(ids)}" if ids else "    source: -"
+
+    lines.append("caches:")
+    for c in p.caches:
+        lines += [f"  {c.level}: {_fields(c, ('sources', 'level'))}", src(c.sources)]
+    lines += ["memory:", f"  {_fields(p.memory)}", src(p.memory.sources)]
+    if p.numa_modes:
+        lines.append("NUMA modes:")
+        for m in p.numa_modes:
+            lines += [f"  {_fields(m)}", src(m.sources)]
+    lines += ["interconnect:", f"  {_fields(p.interconnect)}", src(p.interconnect.sources)]
+    lines.append("core limits:")
+    core = _fields(p.core)
+    lines += [f"  {core}" if core else "  no public figure (numasim's default is used)", src(p.core.sources)]
+    lines.append("idle DRAM latency:")
+    if p.latency is None:
+        lines.append("  no public measurement in this entry (a catalog calibration borrows another platform's, and says so)")
+    else:
+        lines += [f"  {_fields(p.latency)}", src(p.latency.sources)]
+    lines.append("bandwidth efficiency:")
+    if p.efficiency is None:
+        lines.append("  no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)")
+    else:
+        lines += [f"  {_fields(p.efficiency)}", src(p.efficiency.sources)]
+    lines.append(f"SKUs ({len(p.skus)}):")
+    for s in p.skus:
+        mark = "*" if found.sku is not None and s.model == found.sku.model else " "
+        lines.append(f" {mark}{s.model}: {_fields(s, ('sources', 'model'))} [{', '.join(s.sources)}]")
+    lines.append("sources:")
+    for ref in p.source_list:
+        where = f" <{ref.url}>" if ref.url else ""
+        lines.append(f"  [{ref.id}] {ref.title}{where}")
+        lines.append(f"      gave: {ref.gave}")
+    if p.notes:
+        lines.append(f"notes: {p.notes}")
+    return lines
+
+
+@catalog_app.command("show")
+def show_cmd(
+    name: Annotated[str, typer.Argument(help="A catalog name (intel-skylake-sp), a model (Gold 6240) or a CPU string.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the entry as JSON.")] = False,
+) -> None:
+    """Every field of one platform with its source; a CPU string also marks its SKU."""
+    found = match_cpu(name)
+    if as_json:
+        data = found.platform.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["matched"] = {"query": found.query, "how": found.how, "sku": found.sku.model if found.sku else None}
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for line in _show_text(found):
+        typer.echo(line)
+
+
+@catalog_app.command("calibrate")
+def calibrate_cmd(
+    machine: Annotated[str, typer.Argument(help="A shipped machine's name or a machine file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
+    sku: Annotated[
+        str | None, typer.Option("--sku", help="The processor (default: the machine's cpu_model), e.g. 'Gold 6240'.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
+) -> None:
+    """Write a calibration made of catalog priors only (method "catalog"), for a machine never measured."""
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.timing.model import save_calibration
+    from numasim.topology.io import load_machine
+
+    if output.exists() and not force:
+        raise typer.BadParameter(f"{output} exists; add --force to replace it", param_hint="'-o' / '--output'")
+    m = load_machine(machine)
+    cal = catalog_calibration(m, sku=sku)
+    save_calibration(cal, output)
+    p = cal.provenance
+    typer.echo(f"catalog calibration {cal.id} of {m.name} from {p.platform} (priors only, no measurement)")
+    typer.echo(f"  {len(p.priors)} parameters, each listed as a prior with its source (see the JSON)")
+    for c in cal.controllers:
+        typer.echo(f"  node {c.node}: local latency {c.latency_ns:.1f} ns, read {c.read_bandwidth_gb_s:.1f} GB/s")
+    typer.echo(f"wrote {output}")

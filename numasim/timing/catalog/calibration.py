@@ -1,0 +1,450 @@
+"""A calibration made of platform-catalog priors only: timing a machine nothing was measured on.
+
+:func:`catalog_calibration` turns a machine's structure plus its processor's catalog entry into a complete
+:class:`~numasim.timing.model.Calibration` with ``provenance.method = "catalog"``. Every parameter it sets is
+listed in ``provenance.priors`` with its value, unit, source and ``why="catalog prior: no measurement"``; a
+number the catalog has no public figure for is taken from the next source in a fixed order (another platform's
+measurement, the catalog-wide median, the machine file's nominal value, numasim's default) and its prior says
+which. Such a calibration is a starting point and a what-if, never evidence: the fit is what checks it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+from numasim.errors import CalibrationError
+from numasim.timing.catalog.loader import load_catalog
+from numasim.timing.catalog.match import CatalogMatch, match_cpu
+from numasim.timing.catalog.model import Platform, Sku
+from numasim.timing.model import (
+    CacheTiming,
+    Calibration,
+    ControllerTiming,
+    CoreTiming,
+    DeviceTiming,
+    LinkTiming,
+    PriorParameter,
+    Provenance,
+    RelayTiming,
+    default_curve,
+)
+from numasim.topology.model import CacheScope, LinkKind, Machine, MemoryKind, Vertex
+from numasim.units import KiB, MiB
+
+__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures"]
+
+WHY = "catalog prior: no measurement"
+BYTES_PER_TRANSFER = 8
+"""A DDR channel is 64 bits wide: 8 bytes per transfer, so peak GB/s = MT/s x 8 / 1000."""
+_FALLBACK_LOCAL_LINK_NS = 1.0
+"""Floor for a socket link whose share of (remote - local) the intra-socket hops already use up."""
+
+
+@dataclass(frozen=True)
+class CatalogFigures:
+    """The figures of one platform/SKU the derivation uses, each with where it came from."""
+
+    platform: Platform
+    sku: Sku
+    channels_per_socket: int
+    mt_s: int
+    read_factor: float
+    read_factor_source: str
+    write_factor: float | None
+    links_to_sockets: int
+    link_bandwidth_gb_s: float
+    local_ns: float
+    local_source: str
+    remote_minus_local_ns: float
+    remote_source: str
+
+    @property
+    def socket_peak_gb_s(self) -> float:
+        return self.channels_per_socket * self.mt_s * BYTES_PER_TRANSFER / 1000.0
+
+
+def _nearest(platform: Platform, candidates: list[Platform]) -> Platform | None:
+    # Never the platform itself: a platform copied without its measurement borrows someone else's (the
+    # leave-one-out check in tests/timing relies on this).
+    candidates = [p for p in candidates if p.name != platform.name]
+    same = [p for p in candidates if p.vendor == platform.vendor] or candidates
+    if not same:
+        return None
+    return min(same, key=lambda p: (abs(p.years[0] - platform.years[0]), p.years[0], p.name))
+
+
+def catalog_figures(platform: Platform, sku: Sku) -> CatalogFigures:
+    """Resolve the SKU's figures, falling back (and saying so) where the platform has no public figure."""
+    catalog = load_catalog()
+    cite = platform.cite
+    if platform.efficiency is not None:
+        factor = platform.efficiency.read_factor
+        factor_src = f"{platform.name} efficiency: {platform.efficiency.derivation} [{cite(platform.efficiency.sources)}]"
+        write_factor = platform.efficiency.write_factor
+    else:
+        measured = [p.efficiency.read_factor for p in catalog if p.efficiency is not None]
+        factor = statistics.median(measured)
+        factor_src = (
+            f"median of the catalog's {len(measured)} measured read efficiencies ({platform.name} has none)"
+        )
+        write_factor = None
+    if platform.latency is not None:
+        local = platform.latency.local_ns
+        local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]"
+    else:
+        donor = _nearest(platform, [p for p in catalog if p.latency is not None])
+        if donor is None or donor.latency is None:  # pragma: no cover - the shipped catalog has some
+            raise CalibrationError(f"no platform in the catalog has an idle-latency measurement to borrow for {platform.name}")
+        local = donor.latency.local_ns
+        local_src = (
+            f"borrowed from {donor.name} ({donor.latency.measured_on}): {platform.name} has no public "
+            "idle-latency measurement"
+        )
+    with_remote = [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None]
+    if platform.latency is not None and platform.latency.remote_ns is not None:
+        delta = platform.latency.remote_ns - platform.latency.local_ns
+        remote_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]"
+    else:
+        donor = _nearest(platform, with_remote)
+        if donor is None or donor.latency is None or donor.latency.remote_ns is None:  # pragma: no cover
+            raise CalibrationError(f"no platform in the catalog has a remote-latency measurement to borrow for {platform.name}")
+        delta = donor.latency.remote_ns - donor.latency.local_ns
+        remote_src = (
+            f"remote - local borrowed from {donor.name} ({donor.latency.measured_on}): {platform.name} has no "
+            "public remote-latency measurement"
+        )
+    ic = platform.interconnect
+    links = sku.links or ic.links_per_socket
+    to_sockets = min(links, ic.links_to_sockets) if ic.links_to_sockets is not None else links
+    gt_s = sku.link_gt_s or ic.gt_s
+    return CatalogFigures(
+        platform=platform,
+        sku=sku,
+        channels_per_socket=sku.channels or platform.memory.channels_per_socket,
+        mt_s=sku.max_mt_s or platform.memory.max_mt_s,
+        read_factor=factor,
+        read_factor_source=factor_src,
+        write_factor=write_factor,
+        links_to_sockets=to_sockets,
+        link_bandwidth_gb_s=ic.bandwidth_gb_s * gt_s / ic.gt_s,
+        local_ns=local,
+        local_source=local_src,
+        remote_minus_local_ns=delta,
+        remote_source=remote_src,
+    )
+
+
+def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
+    spec = sku if sku is not None else machine.cpu_model
+    if not spec:
+        raise CalibrationError(
+            f"machine {machine.name} names no cpu_model; pass the processor (sku=..., --sku) to time it from "
+            "the platform catalog (`numasim catalog list`)"
+        )
+    found = match_cpu(spec)
+    if found.sku is None:
+        models = ", ".join(s.model for s in found.platform.skus)
+        raise CalibrationError(
+            f"{spec!r} names platform {found.platform.name} but no SKU of it; the catalog needs the SKU for its "
+            f"clock and L3 (listed: {models})"
+        )
+    return found
+
+
+def _socket_of(machine: Machine) -> dict[int, int]:
+    """Socket of every node that has one; without any socket numbers, each cpu node is its own socket."""
+    if any(n.socket is not None for n in machine.nodes):
+        return {n.id: n.socket for n in machine.nodes if n.socket is not None}
+    return {n.id: n.id for n in machine.nodes if n.has_cpus}
+
+
+def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration:
+    """A complete calibration of ``machine`` from its processor's platform-catalog entry alone.
+
+    ``sku`` is anything :func:`~numasim.timing.catalog.match_cpu` reads (a CPU string, "Gold 6240", "8180");
+    ``None`` uses ``machine.cpu_model``; neither is an error. The derivation, per parameter:
+
+    * **controllers** (memory nodes): read bandwidth = the node's share of its socket's channels (channels per
+      socket / DRAM nodes of that socket: SNC, CoD and NPS split them evenly) x MT/s x 8 B x the platform's
+      measured read efficiency (else the catalog-wide median of measured efficiencies); write bandwidth the
+      same with the write factor when the catalog has one, else equal to read; idle latency = the platform's
+      measured local latency (else the nearest platform's of the same vendor, said so); loaded-latency curve
+      = :func:`~numasim.timing.model.default_curve`. A CXL or other non-DRAM memory node is an error naming it
+      (no catalog entry has a public CXL figure yet).
+    * **socket-to-socket links**: each direction carries (links joining that pair of sockets) x per-link
+      bandwidth, shared among the machine's links between the pair; the links joining a pair are the SKU's
+      socket links divided among the socket's neighbour sockets (2 sockets: all of them, a 4-socket glueless
+      with 3 links: one per pair). Latency = (remote - local prior) minus the intra-socket hops on the route,
+      split over the route's socket-to-socket hops.
+    * **links inside a socket** (mesh, I/O die, sibling dies) and anything the catalog cannot classify: the
+      catalog's die-to-die bandwidth when it has one, otherwise the machine file's nominal numbers; latency
+      always the machine file's. Relays and devices likewise come from the machine file.
+    * **caches**: the platform's levels; L1d/L2 per core, the L3 as one socket-wide cache of the SKU's L3
+      (on parts whose L3 is split among core complexes this is an assumption, said in the notes); latency =
+      cycles / the SKU's base clock; a level without a cycle count keeps the machine file's latency.
+    * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default),
+      ``core_clock_ghz`` = the SKU's base clock (turbo is not modelled).
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> cal = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
+    >>> cal.provenance.method, cal.provenance.platform
+    ('catalog', 'intel-cascade-lake-sp')
+    >>> round(cal.controllers[0].read_bandwidth_gb_s, 1), cal.core.core_clock_ghz
+    (125.2, 2.6)
+    """
+    found = _resolve(machine, sku)
+    assert found.sku is not None
+    fig = catalog_figures(found.platform, found.sku)
+    platform, chosen = fig.platform, fig.sku
+    here = f"catalog {platform.name} / {chosen.model}"
+    priors: list[PriorParameter] = []
+    notes: list[str] = []
+
+    def prior(parameter: str, value: float, unit: str, source: str) -> None:
+        priors.append(PriorParameter(parameter=parameter, value=float(value), unit=unit, source=source, why=WHY))
+
+    socket_of = _socket_of(machine)
+    dram_of_socket: dict[int, list[int]] = defaultdict(list)
+    for n in machine.nodes:
+        if not n.has_memory:
+            continue
+        if n.memory_kind is not MemoryKind.DRAM:
+            raise CalibrationError(
+                f"node {n.id} of {machine.name} is {n.memory_kind.value} memory; the platform catalog "
+                f"({platform.name}) has no public figure for it: calibrate this node from measurements"
+            )
+        if n.id not in socket_of:
+            raise CalibrationError(
+                f"node {n.id} of {machine.name} has memory but neither cpus nor a socket, so the catalog cannot "
+                "tell whose channels it owns; set its socket in the machine file"
+            )
+        dram_of_socket[socket_of[n.id]].append(n.id)
+
+    mem_src = f"{here}: {platform.memory.ddr}-{fig.mt_s}, {fig.channels_per_socket} channels per socket [{platform.cite(platform.memory.sources)}]"
+    controllers = []
+    for n in machine.nodes:
+        if not n.has_memory:
+            continue
+        share = len(dram_of_socket[socket_of[n.id]])
+        channels = fig.channels_per_socket / share
+        peak = channels * fig.mt_s * BYTES_PER_TRANSFER / 1000.0
+        read = peak * fig.read_factor
+        write = peak * fig.write_factor if fig.write_factor is not None else read
+        controllers.append(
+            ControllerTiming(
+                node=n.id,
+                latency_ns=fig.local_ns,
+                read_bandwidth_gb_s=read,
+                write_bandwidth_gb_s=write,
+                curve=default_curve(fig.local_ns),
+            )
+        )
+        key = f"controllers[{n.id}]"
+        prior(f"{key}.read_bandwidth_gb_s", read, "GB/s",
+              f"{channels:g} channels ({fig.channels_per_socket} per socket / {share} memory nodes) x {fig.mt_s} MT/s x 8 B "
+              f"x efficiency {fig.read_factor:.3f}; {mem_src}; efficiency: {fig.read_factor_source}")
+        prior(f"{key}.write_bandwidth_gb_s", write, "GB/s",
+              "read peak x the write factor" if fig.write_factor is not None
+              else "equal to read bandwidth: the catalog has no write efficiency for this platform")
+        prior(f"{key}.latency_ns", fig.local_ns, "ns", fig.local_source)
+    notes.append("loaded-latency curves: numasim's default_curve shape (fitted on other machines), scaled by the idle latency")
+
+    links, link_priors = _links(machine, fig, socket_of, here)
+    priors += link_priors
+    caches, cache_priors, cache_notes = _caches(machine, fig, here)
+    priors += cache_priors
+    notes += cache_notes
+
+    fb = platform.core.l1d_fill_buffers
+    core = CoreTiming(
+        max_outstanding_misses=fb if fb is not None else CoreTiming().max_outstanding_misses,
+        core_clock_ghz=chosen.base_ghz,
+    )
+    prior("core.max_outstanding_misses", core.max_outstanding_misses, "misses",
+          f"{here}: L1D fill buffers [{platform.cite(platform.core.sources)}]" if fb is not None
+          else "numasim default (CoreTiming): the catalog has no fill-buffer count for this platform")
+    prior("core.core_clock_ghz", chosen.base_ghz, "GHz",
+          f"{here}: base clock (turbo not modelled) [{platform.cite(chosen.sources)}]")
+    prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines", "numasim default (CoreTiming): no catalog figure")
+    prior("core.write_cost_factor", core.write_cost_factor, "", "numasim default (CoreTiming): no catalog figure")
+
+    devices = [
+        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
+        for d in machine.devices
+    ]
+    for d in devices:
+        prior(f"devices[{d.name}].attach_latency_ns", d.attach_latency_ns, "ns", "machine file (nominal): no catalog figure")
+        prior(f"devices[{d.name}].attach_bandwidth_gb_s", d.attach_bandwidth_gb_s, "GB/s", "machine file (nominal): no catalog figure")
+    relays = [RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in machine.nodes if n.relay_latency_ns > 0]
+    for r in relays:
+        prior(f"relays[{r.node}].latency_ns", r.latency_ns, "ns", "machine file (nominal): no catalog figure")
+    if not any(n.socket is not None for n in machine.nodes):
+        notes.append("the machine names no sockets: each node with cpus is taken as one socket")
+
+    return Calibration(
+        machine=machine.name,
+        controllers=controllers,
+        links=links,
+        caches=caches,
+        devices=devices,
+        relays=relays,
+        core=core,
+        provenance=Provenance(
+            method="catalog",
+            machine=machine.name,
+            platform=platform.name,
+            priors=priors,
+            notes=(
+                f"platform-catalog priors only, no measurement ({platform.name}, SKU {chosen.model}); a what-if "
+                "starting point, not a fit. " + "; ".join(notes)
+            ),
+        ),
+    )
+
+
+def _vertex_sockets(machine: Machine, socket_of: dict[int, int]) -> dict[Vertex, set[int]]:
+    out: dict[Vertex, set[int]] = {n.id: ({socket_of[n.id]} if n.id in socket_of else set()) for n in machine.nodes}
+    for s in machine.switches:
+        out[s.name] = set()
+    for link in machine.links:
+        for here, there in ((link.a, link.b), (link.b, link.a)):
+            if isinstance(here, str) and not isinstance(there, str):
+                out[here] |= out[there]
+    return out
+
+
+def _links(
+    machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str
+) -> tuple[list[LinkTiming], list[PriorParameter]]:
+    platform = fig.platform
+    ic = platform.interconnect
+    sockets = _vertex_sockets(machine, socket_of)
+    pair_of: dict[int, tuple[int, int]] = {}
+    for i, link in enumerate(machine.links):
+        sa, sb = sockets[link.a], sockets[link.b]
+        if len(sa) == 1 and len(sb) == 1 and sa != sb and link.kind is not LinkKind.CXL:
+            a, b = sorted((next(iter(sa)), next(iter(sb))))
+            pair_of[i] = (a, b)
+    neighbours: dict[int, set[int]] = defaultdict(set)
+    per_pair: dict[tuple[int, int], int] = defaultdict(int)
+    for a, b in pair_of.values():
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+        per_pair[(a, b)] += 1
+
+    def links_between(a: int, b: int) -> int:
+        return max(1, min(fig.links_to_sockets // len(neighbours[a]), fig.links_to_sockets // len(neighbours[b])))
+
+    # First pass: bandwidths, and latencies of everything that is not a socket link (needed for routes).
+    bw: dict[int, float] = {}
+    lat: dict[int, float] = {}
+    priors: list[PriorParameter] = []
+    src_ic = f"{here}: {ic.kind} {ic.bandwidth_gb_s:g} GB/s per link at {ic.gt_s:g} GT/s ({ic.derivation}) [{platform.cite(ic.sources)}]"
+    for i, link in enumerate(machine.links):
+        if i in pair_of:
+            a, b = pair_of[i]
+            n_links = links_between(a, b)
+            bw[i] = n_links * fig.link_bandwidth_gb_s / per_pair[(a, b)]
+            priors.append(PriorParameter(
+                parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", why=WHY,
+                source=f"{n_links} link(s) between sockets {a} and {b} x {fig.link_bandwidth_gb_s:g} GB/s"
+                + (f", shared by the machine's {per_pair[(a, b)]} links between them" if per_pair[(a, b)] > 1 else "")
+                + f"; {src_ic}",
+            ))
+            continue
+        inside = len(sockets[link.a] | sockets[link.b]) == 1 and link.kind is not LinkKind.CXL
+        if inside and ic.die_to_die_bandwidth_gb_s is not None:
+            bw[i] = ic.die_to_die_bandwidth_gb_s
+            bw_src = f"{here}: die-to-die bandwidth [{platform.cite(ic.sources)}]"
+        else:
+            bw[i] = link.bandwidth_gb_s
+            bw_src = "machine file (nominal): the catalog has no figure for " + (
+                "links inside a socket" if inside else f"this {link.kind.value} link"
+            )
+        lat[i] = link.latency_ns
+        priors.append(PriorParameter(parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", source=bw_src, why=WHY))
+        priors.append(PriorParameter(parameter=f"links[{link.a}<->{link.b}].latency_ns", value=lat[i], unit="ns",
+                                     source="machine file (nominal): no catalog figure", why=WHY))
+    # Second pass: a socket link's latency is what is left of (remote - local) after the intra-socket hops.
+    if pair_of:
+        from numasim.topology.routing import routing
+
+        probe = machine.model_copy(update={"links": [
+            link.model_copy(update={"latency_ns": lat.get(i, 1.0), "latency_ns_reverse": None})
+            for i, link in enumerate(machine.links)
+        ]})
+        r = routing(probe)
+        socket_edges = {(machine.links[i].a, machine.links[i].b) for i in pair_of}
+        socket_edges |= {(b, a) for a, b in socket_edges}
+        by_pair: dict[tuple[int, int], float] = {}
+        for (a, b) in per_pair:
+            src = next((n.id for n in machine.nodes if n.has_cpus and socket_of.get(n.id) == a), None)
+            dst = next((n.id for n in machine.nodes if n.has_memory and socket_of.get(n.id) == b), None)
+            if src is None or dst is None:
+                by_pair[(a, b)] = fig.remote_minus_local_ns
+                continue
+            edges = r.edges(src, dst)
+            hops = sum(1 for e in edges if e in socket_edges) or 1
+            intra = r.path_latency_ns(src, dst) - sum(1.0 for e in edges if e in socket_edges)
+            by_pair[(a, b)] = max((fig.remote_minus_local_ns - intra) / hops, _FALLBACK_LOCAL_LINK_NS)
+        for i, (a, b) in pair_of.items():
+            lat[i] = by_pair[(a, b)]
+            link = machine.links[i]
+            priors.append(PriorParameter(
+                parameter=f"links[{link.a}<->{link.b}].latency_ns", value=lat[i], unit="ns", why=WHY,
+                source=f"(remote - local) {fig.remote_minus_local_ns:.1f} ns less the intra-socket hops, over the "
+                f"route's socket hops; {fig.remote_source}",
+            ))
+    out: list[LinkTiming] = []
+    for i, link in enumerate(machine.links):
+        out.append(LinkTiming(src=link.a, dst=link.b, latency_ns=lat[i], bandwidth_gb_s=bw[i]))
+        out.append(LinkTiming(src=link.b, dst=link.a, latency_ns=lat[i], bandwidth_gb_s=bw[i]))
+    return out, priors
+
+
+_SCOPES = {"core": CacheScope.CORE, "module": CacheScope.CORE, "ccx": CacheScope.DIE, "die": CacheScope.DIE,
+           "socket": CacheScope.SOCKET}
+
+
+def _caches(machine: Machine, fig: CatalogFigures, here: str) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
+    platform, sku = fig.platform, fig.sku
+    nominal = {c.name.lower(): c for c in machine.caches}
+    out: list[CacheTiming] = []
+    priors: list[PriorParameter] = []
+    notes: list[str] = []
+    for spec in platform.caches:
+        src = f"{here} [{platform.cite(spec.sources)}]"
+        if spec.level == "L3" and sku.l3_mib is not None:
+            size = round(sku.l3_mib * MiB)
+            scope = CacheScope.SOCKET
+            size_src = f"{here}: the SKU's L3 [{platform.cite(sku.sources)}]"
+            if spec.scope != "socket":
+                notes.append(f"the L3 is split per {spec.scope} on this platform; modelled as one socket-wide cache of the SKU's total (assumption)")
+        elif spec.size_kib is not None:
+            size = round(spec.size_kib * KiB)
+            scope = _SCOPES[spec.scope]
+            size_src = src
+            if spec.scope == "module":
+                notes.append(f"{spec.level} is shared by a two-core module; modelled per core (assumption)")
+        else:
+            notes.append(f"{spec.level}: the catalog has no size for this SKU; level left out")
+            continue
+        name = "L1d" if spec.level == "L1d" else spec.level
+        if spec.latency_cycles is not None:
+            latency = spec.latency_cycles / sku.base_ghz
+            lat_src = f"{spec.latency_cycles:g} cycles / {sku.base_ghz:g} GHz base clock; {src}"
+        elif name.lower() in nominal or (name == "L1d" and "l1" in nominal):
+            latency = nominal.get(name.lower(), nominal.get("l1")).latency_ns  # type: ignore[union-attr]
+            lat_src = "machine file (nominal): the catalog has no cycle count for this level"
+        else:
+            notes.append(f"{spec.level}: neither the catalog nor the machine file gives a latency; level left out")
+            continue
+        index = len(out)
+        out.append(CacheTiming(name=name, size_bytes=size, latency_ns=latency, scope=scope))
+        priors.append(PriorParameter(parameter=f"caches[{index}].size_bytes", value=size, unit="bytes", source=size_src, why=WHY))
+        priors.append(PriorParameter(parameter=f"caches[{index}].latency_ns", value=latency, unit="ns", source=lat_src, why=WHY))
+    return out, priors, notes

@@ -1,0 +1,254 @@
+"""The platform catalog's data model: one :class:`Platform` per processor generation, with its SKUs and sources.
+
+Every numeric field of an entry traces to the entry's ``sources`` (a :class:`Source` has an ``id`` the groups
+of fields cite in their own ``sources`` list). Fields whose value no public source gave are left out (``None``)
+rather than guessed; :func:`numasim.timing.catalog.catalog_calibration` says what it used in their place.
+
+Units are in the names: ``*_bytes``, ``*_ghz``, ``*_gt_s`` (gigatransfers per second), ``*_gb_s`` (decimal
+gigabytes per second), ``*_ns``, ``latency_cycles`` (core clock cycles), ``max_mt_s`` (DRAM megatransfers
+per second).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Source",
+    "CacheSpec",
+    "MemorySpec",
+    "NumaMode",
+    "LinkSpec",
+    "CoreLimits",
+    "LatencyPrior",
+    "EfficiencyPrior",
+    "Sku",
+    "Platform",
+]
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Source(_Model):
+    """A public document an entry's numbers come from: what it is, where, and what it gave."""
+
+    id: Annotated[str, Field(min_length=1)]
+    title: Annotated[str, Field(min_length=1)]
+    url: str = ""
+    """A URL, or a document number (Intel and AMD datasheets have ids) when there is no stable URL."""
+    gave: Annotated[str, Field(min_length=1)]
+    """Which figures of the entry this source supports."""
+
+
+class _Sourced(_Model):
+    sources: list[str] = Field(default_factory=list)
+    """Ids of the entry's :class:`Source` records these numbers come from."""
+
+
+class CacheSpec(_Sourced):
+    """One cache level: size of one instance, associativity, load-to-use latency, and which cpus share it."""
+
+    level: Literal["L1d", "L2", "L3"]
+    size_kib: PositiveFloat | None = None
+    """Size of one instance in KiB (vendors' "KB"); for the L3 the SKU's ``l3_mib`` wins when given."""
+    associativity: PositiveInt | None = None
+    latency_cycles: PositiveFloat | None = None
+    """Load-to-use latency of a hit, in core clock cycles (None: no public figure)."""
+    scope: Literal["core", "module", "ccx", "die", "socket"]
+    """Which cpus share one instance: a core (and its SMT threads), a Bulldozer module, an AMD core complex
+    (CCX/CCD), a die of a multi-die package, or the whole socket."""
+
+
+class MemorySpec(_Sourced):
+    """DRAM attached to one socket."""
+
+    ddr: Literal["DDR", "DDR2", "DDR3", "DDR4", "DDR5"]
+    max_mt_s: PositiveInt
+    """The fastest DRAM the platform supports (the SKU may be slower: ``Sku.max_mt_s``)."""
+    channels_per_socket: PositiveInt
+    dies_per_socket: PositiveInt = 1
+    channels_per_die: PositiveInt | None = None
+    """Channels wired to each die, for packages whose dies each own memory (Magny-Cours, Naples)."""
+    note: str = ""
+
+
+class NumaMode(_Sourced):
+    """A BIOS setting that splits a socket into NUMA nodes, and how it splits the channels."""
+
+    name: Annotated[str, Field(min_length=1)]
+    """``"SNC2"``, ``"CoD"``, ``"NPS4"``, ... (``"none"``: one node per socket)."""
+    nodes_per_socket: PositiveInt
+    channels_per_node: PositiveFloat
+    note: str = ""
+
+
+class LinkSpec(_Sourced):
+    """The socket-to-socket interconnect (and, optionally, what joins the dies or clusters inside a socket)."""
+
+    kind: Literal["qpi", "upi", "hypertransport", "infinity-fabric"]
+    links_per_socket: PositiveInt
+    gt_s: PositiveFloat
+    """Transfer rate of one link, gigatransfers per second."""
+    bandwidth_gb_s: PositiveFloat
+    """Data bandwidth of one link, per direction (GB/s)."""
+    derivation: Annotated[str, Field(min_length=1)]
+    """How ``bandwidth_gb_s`` follows from ``gt_s`` (lanes, bytes per transfer, what is counted)."""
+    links_to_sockets: PositiveInt | None = None
+    """How many of ``links_per_socket`` join other sockets (None: all; Nehalem-EP sends one to the I/O hub)."""
+    wiring: str = ""
+    """How the links join sockets on the usual boards (all between the pair on 2 sockets, one per pair ...)."""
+    die_to_die_bandwidth_gb_s: PositiveFloat | None = None
+    """Per direction, between two dies (or clusters) of one package, when public."""
+
+
+class CoreLimits(_Sourced):
+    """Per-core memory-level parallelism: how many misses one core can have in flight."""
+
+    l1d_fill_buffers: PositiveInt | None = None
+    """Intel line fill buffers / AMD L1 miss address buffers: outstanding L1D misses per core."""
+    l2_outstanding_misses: PositiveInt | None = None
+    """Intel L2 superqueue entries / AMD L2 miss buffers: outstanding L2 misses per core."""
+
+
+class LatencyPrior(_Sourced):
+    """Idle DRAM latency measured on a public machine of this platform (not a datasheet figure)."""
+
+    local_ns: PositiveFloat
+    remote_ns: PositiveFloat | None = None
+    """One socket-to-socket hop away; None when the source measured only local memory."""
+    measured_on: Annotated[str, Field(min_length=1)]
+    """The machine and tool, e.g. "2x Xeon Platinum 8180, Intel MLC v3.5 idle latency matrix"."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.remote_ns is not None and self.remote_ns <= self.local_ns:
+            raise ValueError(f"remote_ns = {self.remote_ns}: must exceed local_ns = {self.local_ns}")
+        return self
+
+
+class EfficiencyPrior(_Sourced):
+    """Sustained over peak DRAM bandwidth, from a public streaming-bandwidth measurement."""
+
+    read_factor: Annotated[float, Field(gt=0, le=1)]
+    """Measured all-core read bandwidth of one socket / (channels x MT/s x 8 B)."""
+    write_factor: Annotated[float, Field(gt=0, le=1)] | None = None
+    derivation: Annotated[str, Field(min_length=1)]
+    """The measured number, the peak it is divided by, and what was assumed about the installed DIMMs."""
+
+
+class Sku(_Sourced):
+    """One processor model of a platform; fields left out take the platform's value."""
+
+    model: Annotated[str, Field(min_length=1)]
+    """As the vendor writes it, with the brand: ``"Xeon Gold 6240"``, ``"Xeon E5-2680 v2"``, ``"EPYC 7452"``."""
+    cores: PositiveInt
+    threads: PositiveInt
+    base_ghz: PositiveFloat
+    all_core_turbo_ghz: PositiveFloat | None = None
+    l3_mib: PositiveFloat | None = None
+    """Total L3 of one socket in MiB (vendors' "MB")."""
+    channels: PositiveInt | None = None
+    max_mt_s: PositiveInt | None = None
+    links: PositiveInt | None = None
+    """Socket-to-socket links this SKU enables (Xeon Scalable: 2 or 3 UPI)."""
+    link_gt_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.threads < self.cores:
+            raise ValueError(f"sku {self.model}: threads = {self.threads} < cores = {self.cores}")
+        return self
+
+
+class Platform(_Sourced):
+    """One processor generation: what the timing model needs, each group of numbers with its public sources."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+    """The catalog key, e.g. ``"intel-skylake-sp"``."""
+    vendor: Literal["intel", "amd"]
+    title: Annotated[str, Field(min_length=1)]
+    """Marketing family, e.g. "Xeon Scalable (1st gen), Skylake-SP"."""
+    microarchitecture: Annotated[str, Field(min_length=1)]
+    years: tuple[int, int]
+    """First and last year of launches (the same year twice for a single launch)."""
+    max_cores_per_socket: PositiveInt
+    threads_per_core: PositiveInt
+    caches: list[CacheSpec]
+    memory: MemorySpec
+    numa_modes: list[NumaMode] = Field(default_factory=list)
+    interconnect: LinkSpec
+    core: CoreLimits = Field(default_factory=CoreLimits)
+    latency: LatencyPrior | None = None
+    """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
+    efficiency: EfficiencyPrior | None = None
+    model_patterns: list[str] = Field(default_factory=list)
+    """Regular expressions over the normalised model key (``"E5-2680 V2"``, ``"GOLD 6240"``) that recognise
+    SKUs of this platform the catalog does not list."""
+    source_list: list[Source] = Field(alias="source", default_factory=list)
+    skus: list[Sku]
+    notes: str = ""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        first, last = self.years
+        if not 1990 <= first <= last <= 2100:
+            raise ValueError(f"years = {self.years}: expected (first, last) with first <= last")
+        ids = [s.id for s in self.source_list]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"source: duplicate id in {ids}")
+        known = set(ids)
+        groups: list[tuple[str, _Sourced]] = [("platform", self), ("memory", self.memory),
+                                              ("interconnect", self.interconnect), ("core", self.core)]
+        groups += [(f"caches[{c.level}]", c) for c in self.caches]
+        groups += [(f"numa_modes[{m.name}]", m) for m in self.numa_modes]
+        groups += [(f"skus[{s.model}]", s) for s in self.skus]
+        if self.latency is not None:
+            groups.append(("latency", self.latency))
+        if self.efficiency is not None:
+            groups.append(("efficiency", self.efficiency))
+        for where, group in groups:
+            missing = [s for s in group.sources if s not in known]
+            if missing:
+                raise ValueError(f"{where}.sources: {missing} are not ids of this platform's sources {sorted(known)}")
+            has_numbers = any(
+                isinstance(v, int | float) and not isinstance(v, bool) and k != "years"
+                for k, v in group.__dict__.items()
+            )
+            if has_numbers and not group.sources and where != "platform":
+                raise ValueError(f"{where}: numbers without sources")
+        if not self.skus:
+            raise ValueError("skus: a platform needs at least one SKU")
+        models = [s.model for s in self.skus]
+        if len(set(models)) != len(models):
+            raise ValueError(f"skus: duplicate model in {models}")
+        levels = [c.level for c in self.caches]
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"caches: duplicate level in {levels}")
+        return self
+
+    def source(self, source_id: str) -> Source:
+        """The source record with id ``source_id``."""
+        for s in self.source_list:
+            if s.id == source_id:
+                return s
+        raise KeyError(f"platform {self.name} has no source {source_id!r}")
+
+    def cite(self, ids: list[str]) -> str:
+        """One line naming the sources behind a group of numbers: ``"title (url)"; ...``."""
+        parts = []
+        for i in ids:
+            s = self.source(i)
+            parts.append(f"{s.title} ({s.url})" if s.url else s.title)
+        return "; ".join(parts)
+
+    def cache(self, level: str) -> CacheSpec | None:
+        return next((c for c in self.caches if c.level == level), None)

@@ -1,0 +1,172 @@
+"""catalog_calibration: a complete, labelled calibration from the catalog alone, checked against measured runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numasim.calibrate.parsers.mlc import parse_mlc
+from numasim.calibrate.predict import predict_bandwidth_matrix, predict_latency_matrix
+from numasim.errors import CalibrationError
+from numasim.timing.catalog import catalog_calibration, catalog_figures, get_platform, match_cpu
+from numasim.timing.catalog.calibration import WHY
+from numasim.timing.model import Calibration, load_calibration, save_calibration
+from numasim.topology.builders import glueless, multi_die, with_cxl_expander
+from numasim.topology.io import load_machine
+from numasim.topology.routing import latency_table_ns
+
+MLC = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc"
+MEASURED = [
+    ("skylake-8180-2s", "fdio-csit-2s-skylake-plat8180.md"),
+    ("seed-001-e5-2680v2", "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"),
+]
+
+
+def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred - meas) / meas) * 100)
+
+
+def _prior_keys(cal: Calibration) -> set[str]:
+    return {p.parameter for p in cal.provenance.priors}
+
+
+def test_labelled_catalog_calibration_lists_every_parameter() -> None:
+    m = multi_die(2, "SNC2", cores_per_socket=8)
+    cal = catalog_calibration(m, sku="Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz")
+    prov = cal.provenance
+    assert (prov.method, prov.platform) == ("catalog", "intel-cascade-lake-sp")
+    assert all(p.why == WHY and p.source for p in prov.priors)
+    keys = _prior_keys(cal)
+    for c in cal.controllers:
+        assert {f"controllers[{c.node}].{f}" for f in ("read_bandwidth_gb_s", "write_bandwidth_gb_s", "latency_ns")} <= keys
+    for link in m.links:
+        assert {f"links[{link.a}<->{link.b}].bandwidth_gb_s", f"links[{link.a}<->{link.b}].latency_ns"} <= keys
+    for i in range(len(cal.caches)):
+        assert {f"caches[{i}].size_bytes", f"caches[{i}].latency_ns"} <= keys
+    assert {"core.max_outstanding_misses", "core.core_clock_ghz", "core.prefetch_distance_lines",
+            "core.write_cost_factor"} <= keys
+    # every value the calibration holds is the value its prior states
+    by_key = {p.parameter: p.value for p in prov.priors}
+    assert by_key["core.core_clock_ghz"] == cal.core.core_clock_ghz == 2.6
+    assert by_key["controllers[0].read_bandwidth_gb_s"] == cal.controllers[0].read_bandwidth_gb_s
+
+
+def test_snc_nodes_share_their_sockets_channels() -> None:
+    cal = catalog_calibration(multi_die(2, "SNC2", cores_per_socket=8), sku="Gold 6240")
+    eff = get_platform("intel-cascade-lake-sp").efficiency
+    assert eff is not None
+    # 6 channels / 2 clusters x 2933 MT/s x 8 B x the measured efficiency
+    expected = 3 * 2933 * 8 / 1000 * eff.read_factor
+    assert [c.read_bandwidth_gb_s for c in cal.controllers] == pytest.approx([expected] * 4)
+
+
+@pytest.mark.parametrize(
+    ("sockets", "sku", "per_link_gb_s"),
+    [
+        (2, "Platinum 8180", 3 * 20.8),  # 2 sockets: all 3 UPI links join the pair
+        (2, "Silver 4108", 2 * 19.2),  # 2 UPI links at 9.6 GT/s
+        (2, "Xeon X5570", 12.8),  # Nehalem-EP: one QPI to the peer, one to the I/O hub
+        (4, "E7-4870", 12.8),  # 4-socket glueless: one of 3 socket links per pair
+        (4, "Platinum 8180", 20.8),
+    ],
+)
+def test_socket_links_per_pair(sockets: int, sku: str, per_link_gb_s: float) -> None:
+    cal = catalog_calibration(glueless(sockets), sku=sku)
+    assert {round(lt.bandwidth_gb_s, 6) for lt in cal.links} == {round(per_link_gb_s, 6)}
+
+
+def test_idle_latency_is_the_local_and_remote_prior() -> None:
+    m = glueless(2)
+    cal = catalog_calibration(m, sku="Platinum 8180")
+    lat = get_platform("intel-skylake-sp").latency
+    assert lat is not None and lat.remote_ns is not None
+    from numasim.timing.model import apply_calibration
+
+    table = latency_table_ns(apply_calibration(m, cal))
+    assert table == pytest.approx(np.array([[lat.local_ns, lat.remote_ns], [lat.remote_ns, lat.local_ns]]))
+
+
+def test_multi_hop_routes_split_the_remote_latency_over_socket_hops() -> None:
+    m = multi_die(2, "SNC2", cores_per_socket=8)
+    cal = catalog_calibration(m, sku="Platinum 8180")
+    from numasim.timing.model import apply_calibration
+
+    table = latency_table_ns(apply_calibration(m, cal))
+    lat = get_platform("intel-skylake-sp").latency
+    assert lat is not None and lat.remote_ns is not None
+    # node 0 (socket 0) -> node 2 (socket 1): the remote prior, mesh hops included
+    assert table[0, 2] == pytest.approx(lat.remote_ns)
+
+
+def test_missing_figures_are_borrowed_and_said_so() -> None:
+    cal = catalog_calibration(glueless(2), sku="EPYC 9654")
+    sources = {p.parameter: p.source for p in cal.provenance.priors}
+    assert "borrowed from amd-epyc-rome" in sources["controllers[0].latency_ns"]
+    assert "median of the catalog" in sources["controllers[0].read_bandwidth_gb_s"]
+    assert "numasim default" in sources["core.max_outstanding_misses"]
+
+
+def test_cache_latency_is_cycles_at_the_base_clock() -> None:
+    cal = catalog_calibration(glueless(2), sku="EPYC 7452")
+    l2 = next(c for c in cal.caches if c.name == "L2")
+    assert l2.latency_ns == pytest.approx(13 / 2.35)
+    l3 = next(c for c in cal.caches if c.name == "L3")
+    assert l3.size_bytes == 128 * 2**20
+    assert "socket-wide" in cal.provenance.notes
+
+
+def test_cxl_node_without_a_catalog_figure_is_an_error_naming_it() -> None:
+    m = with_cxl_expander(glueless(2), 0, 64 * 2**30)
+    with pytest.raises(CalibrationError, match=r"node 2 of .* is cxl memory"):
+        catalog_calibration(m, sku="Platinum 8480+")
+
+
+def test_no_cpu_model_and_no_sku_is_an_error() -> None:
+    with pytest.raises(CalibrationError, match="names no cpu_model"):
+        catalog_calibration(glueless(2))
+
+
+def test_a_platform_without_its_sku_is_an_error_listing_skus() -> None:
+    with pytest.raises(CalibrationError, match=r"no SKU of it.*Xeon E5-2699 v4"):
+        catalog_calibration(glueless(2), sku="E5-2699A v4")
+
+
+def test_machine_cpu_model_is_used_and_the_calibration_round_trips(tmp_path: Path) -> None:
+    m = load_machine("skylake-8180-2s")
+    cal = catalog_calibration(m)
+    assert cal.provenance.platform == "intel-skylake-sp" and cal.machine == m.name
+    save_calibration(cal, tmp_path / "c.json")
+    assert load_calibration(tmp_path / "c.json") == cal
+    assert catalog_calibration(m) == cal.model_copy(update={"provenance": catalog_calibration(m).provenance})
+
+
+@pytest.mark.parametrize(("machine", "page"), MEASURED)
+def test_catalog_only_against_the_measured_runs(machine: str, page: str) -> None:
+    """Catalog-only prediction vs the two measured mlc runs (generous bounds: a prior, not a fit).
+
+    Bandwidth is out of sample: channels and DDR speed from the vendor, efficiency the median of the kerncraft
+    factors of other CPUs, socket links from the link rate. Latency is in sample here (these two runs are the
+    platforms' latency priors), so the leave-one-out check below borrows the other platform's instead.
+    """
+    m = load_machine(machine)
+    cal = catalog_calibration(m)
+    run = parse_mlc(MLC / page)
+    lat = predict_latency_matrix(m, cal, run.latency_matrix)
+    bw = predict_bandwidth_matrix(m, cal, run.bandwidth_matrix)
+    assert _mape(bw.values, run.bandwidth_matrix.values) < 35.0
+    assert _mape(lat.values, run.latency_matrix.values) < 5.0  # in sample
+
+
+@pytest.mark.parametrize(("machine", "page"), MEASURED)
+def test_leave_one_out_latency(machine: str, page: str) -> None:
+    m = load_machine(machine)
+    found = match_cpu(m.cpu_model or "")
+    assert found.sku is not None
+    fig = catalog_figures(found.platform.model_copy(update={"latency": None}), found.sku)
+    assert "borrowed" in fig.local_source
+    local, remote = fig.local_ns, fig.local_ns + fig.remote_minus_local_ns
+    meas = parse_mlc(MLC / page).latency_matrix.values
+    pred = np.array([[local, remote], [remote, local]])
+    assert _mape(pred, meas) < 35.0
