@@ -127,14 +127,33 @@ def import_cmd(
     source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML or TOML."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write (.toml; .xml hwloc; .txt numactl)."),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+    cpu: str | None = typer.Option(
+        None, "--cpu", help="The processor (\"Intel Xeon Gold 6240\", lscpu's Model name): timing numbers from the "
+        "platform catalog. Picked up from hwloc XML, or lscpu.txt beside a sysfs tree, when not given."
+    ),
 ) -> None:
-    """Read a machine in any known format and write it as our TOML (or another format, by suffix)."""
+    """Read a machine in any known format and write it as our TOML (or another format, by suffix).
+
+    When the processor is known (``--cpu``, or named by the source), links, controllers, caches and core limits
+    come from the platform catalog instead of the importer's placeholders."""
+    from numasim.errors import NumasimError
+    from numasim.timing.catalog import catalog_machine
     from numasim.topology.io import save_machine
 
     _check_output(output, force)
     machine = _load(source)
+    how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
+    if cpu is not None:
+        machine = catalog_machine(machine, cpu)  # the user asked: an unknown processor is an error
+        how = f"timing from the platform catalog for {cpu!r}"
+    elif machine.cpu_model:
+        try:
+            machine = catalog_machine(machine)
+            how = f"timing from the platform catalog for {machine.cpu_model!r} (named by {Path(source).name})"
+        except NumasimError as exc:
+            how = f"nominal placeholder timing: {machine.cpu_model!r} is not usable from the catalog ({exc})"
     save_machine(machine, output)
-    typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus")
+    typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus; {how}")
 
 
 @topo_app.command("draw")

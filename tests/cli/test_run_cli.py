@@ -96,3 +96,25 @@ def test_run_uses_the_machines_named_calibration(workload: Path, capsys: pytest.
     assert "nominal calibration" not in captured.err
     line = next(x for x in captured.out.splitlines() if x.startswith("calibration"))
     assert "seed-003-2node" in line and "(nominal)" not in line
+
+
+def test_run_with_catalog_priors(workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--catalog: timed with the platform catalog's priors for the machine's cpu (no measurement), said so."""
+    code = main(["run", "-m", "skylake-8180-2s", "-w", str(workload), "--catalog", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "(catalog)" in captured.out and "catalog calibration" in captured.err
+    assert "intel-skylake-sp" in captured.err
+    code = main(["run", "-m", "seed-003-2node", "-w", str(workload), "--catalog", "--nominal"])
+    assert code == 2 and "not --nominal and --catalog" in capsys.readouterr().err
+    # a machine that names no processor: the catalog cannot be asked, and the error says how to name one
+    code = main(["run", "-m", "seed-003-2node", "-w", str(workload), "--catalog"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cpu" in err.lower()
+
+
+def test_numactl_with_catalog_priors(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["numactl", "--machine", "seed-001-e5-2680v2", "--catalog", "--membind=1", "--",
+                 "lat_mem_rd", "64", "64"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err

@@ -166,3 +166,34 @@ def test_latency_tables_match_mlc(capsys: pytest.CaptureFixture[str]) -> None:
 def test_latency_marks_cpuless_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "latency", "xeon-2s-cxl")
     assert code == 0 and "node(s) 2 have no cpus" in out
+
+
+def test_import_with_cpu_takes_catalog_timing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`topo import box.txt --cpu MODEL`: links, controllers and caches from the platform catalog (issue 9)."""
+    source = tmp_path / "numactl.txt"
+    source.write_text(ARTICLE_001_HARDWARE)
+    plain, catalog = tmp_path / "plain.toml", tmp_path / "catalog.toml"
+    assert _run(capsys, "import", str(source), "-o", str(plain))[0] == 0
+    code, out, _ = _run(capsys, "import", str(source), "-o", str(catalog), "--cpu", "Intel Xeon E5-2680 v2")
+    assert code == 0 and "platform catalog" in out
+    p, c = load_machine_toml(plain), load_machine_toml(catalog)
+    assert p.cpu_model is None and c.cpu_model == "Intel Xeon E5-2680 v2"
+    # Ivy Bridge-EP: 4 x DDR3-1866 channels per socket -> 59.7 GB/s peak; the placeholder knows nothing of it
+    bw = c.nodes[0].controller.read_bandwidth_gb_s
+    assert bw != p.nodes[0].controller.read_bandwidth_gb_s and 40.0 < bw <= 4 * 1.866 * 8
+    assert [x.name for x in c.caches][:2] == ["L1d", "L2"] and "catalog" in c.description
+    code, _, err = _run(capsys, "import", str(source), "-o", str(tmp_path / "x.toml"), "--cpu", "Xeon Foo 9999")
+    assert code == 2 and "not in the platform catalog" in err and not (tmp_path / "x.toml").exists()
+
+
+@pytest.mark.skipif(not HWLOC.exists(), reason="shared data not beside the checkout")
+def test_import_picks_the_cpu_from_hwloc(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    r740 = HWLOC.parent / "dell-r740-2s-gold6230-snc2-optane2lm.xml"
+    code, out, _ = _run(capsys, "import", str(r740), "-o", str(tmp_path / "r740.toml"))
+    assert code == 0 and "Gold 6230" in out and "platform catalog" in out
+    m = load_machine_toml(tmp_path / "r740.toml")
+    assert m.cpu_model == "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz"
+    # an Itanium box names a cpu the catalog does not hold: kept nominal, and said so
+    code, out, _ = _run(capsys, "import", str(HWLOC.parent / "ia64-madison-8n.from-sysfs.xml"), "-o",
+                        str(tmp_path / "ia64.toml"))
+    assert code == 0 and "nominal placeholder timing" in out

@@ -15,6 +15,7 @@ True
 """
 
 from numasim.timing.catalog.calibration import CatalogFigures, catalog_calibration, catalog_figures
+from numasim.timing.catalog.machine import catalog_machine
 from numasim.timing.catalog.loader import get_platform, load_catalog, parse_platform_toml, platform_names
 from numasim.timing.catalog.match import CatalogMatch, match_cpu, model_key
 from numasim.timing.catalog.model import (
@@ -45,6 +46,7 @@ __all__ = [
     "Source",
     "catalog_calibration",
     "catalog_figures",
+    "catalog_machine",
     "get_platform",
     "load_catalog",
     "match_cpu",
