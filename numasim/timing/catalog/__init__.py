@@ -15,8 +15,8 @@ True
 """
 
 from numasim.timing.catalog.calibration import CatalogFigures, catalog_calibration, catalog_figures
-from numasim.timing.catalog.machine import catalog_machine
 from numasim.timing.catalog.loader import get_platform, load_catalog, parse_platform_toml, platform_names
+from numasim.timing.catalog.machine import catalog_machine
 from numasim.timing.catalog.match import CatalogMatch, match_cpu, model_key
 from numasim.timing.catalog.model import (
     CacheSpec,
