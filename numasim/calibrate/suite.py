@@ -1,0 +1,242 @@
+"""The validation suite: how well numasim predicts real measurements it was not fitted on.
+
+For every real machine the project holds measurements of, three kinds of prediction, each judged on data the
+calibration did not see:
+
+* **catalog only**: the machine timed with its processor's platform-catalog priors
+  (:func:`numasim.timing.catalog.catalog_calibration`), nothing of the box measured;
+* **fit on idle latency + peak**: calibrated on mlc's idle latency matrix and peak injection bandwidth (what a
+  user can measure in a minute), starting from the catalog priors; the other tables predicted;
+* **leave one table out**: each table predicted from a fit on all the others (:func:`numasim.calibrate.holdout.holdout`).
+
+Machines: the two real mlc runs (``tests/data/measurements/mlc``: 2x Xeon E5-2680 v2, 2x Xeon Platinum 8180) and
+the kerncraft likwid-bench files (local bandwidth versus active cores on eight Xeon and EPYC processors,
+``shared/data/kerncraft`` beside the checkout), whose prediction is catalog only (they hold one table).
+
+Every number is replayed with the tools users run (the virtual mlc and STREAM through the engine). The suite
+reports; it asserts nothing: ``tests/validation`` holds the assertions (invariants and generous bounds) and
+``experiments/validation/run.py`` writes the report.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "kerncraft_rows", "GOALS_PCT"]
+
+MLC_CASES = (
+    ("2x Xeon E5-2680 v2 (KU Leuven mlc 3.1a)", "seed-001-e5-2680v2", "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"),
+    ("2x Xeon Platinum 8180 (FD.io CSIT mlc 3.5)", "skylake-8180-2s", "fdio-csit-2s-skylake-plat8180.md"),
+)
+"""(label, shipped machine, file under ``tests/data/measurements/mlc``) of each real mlc run."""
+
+GOALS_PCT = {
+    ("fit: idle latency + peak", "bandwidth_matrix"): 10.0,
+    ("fit: idle latency + peak", "loaded_latency"): 10.0,
+    ("leave one table out", "*"): 5.0,
+}
+"""Issue 9's goals (MAPE %), by scenario and table (``*``: every table)."""
+
+SCENARIOS = ("catalog only", "fit: idle latency + peak", "leave one table out")
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    """One predicted table of one machine under one scenario."""
+
+    machine: str
+    source: str
+    scenario: str
+    table: str
+    cells: int
+    mape_pct: float
+    worst: str
+    calibration_id: str
+    method: str
+    priors: int = 0
+    """How many timing parameters the calibration kept at a prior (unconstrained by what it was fitted on)."""
+
+    @property
+    def goal_pct(self) -> float | None:
+        return GOALS_PCT.get((self.scenario, self.table), GOALS_PCT.get((self.scenario, "*")))
+
+    @property
+    def met(self) -> bool | None:
+        goal = self.goal_pct
+        return None if goal is None or math.isnan(self.mape_pct) else self.mape_pct <= goal
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "source": self.source,
+            "scenario": self.scenario,
+            "table": self.table,
+            "cells": self.cells,
+            "mape_pct": round(self.mape_pct, 2),
+            "worst": self.worst,
+            "goal_pct": self.goal_pct,
+            "met": self.met,
+            "calibration": self.calibration_id,
+            "method": self.method,
+            "priors": self.priors,
+        }
+
+
+@dataclass
+class SuiteReport:
+    rows: list[SuiteRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows], "notes": self.notes, "seconds": round(self.seconds, 1)}
+
+    def markdown(self) -> str:
+        """The report as a markdown table (machine, scenario, table, cells, MAPE, goal, worst cell)."""
+        out = [
+            "| machine | scenario | table | cells | MAPE % | goal % | met | worst cell |",
+            "|---|---|---|---:|---:|---:|---|---|",
+        ]
+        for r in self.rows:
+            goal = "" if r.goal_pct is None else f"{r.goal_pct:g}"
+            met = "" if r.met is None else ("yes" if r.met else "**no**")
+            out.append(
+                f"| {r.machine} | {r.scenario} | {r.table} | {r.cells} | {r.mape_pct:.1f} | {goal} | {met} | {r.worst} |"
+            )
+        return "\n".join(out) + "\n"
+
+
+def _worst(cells: Sequence[Any]) -> str:
+    if not cells:
+        return ""
+    w = max(cells, key=lambda c: abs(c.error_pct))
+    where = f"{w.row}/{w.col}" if w.col not in ("", None) else f"{w.row}"
+    return f"{where}: {w.model:.4g} vs {w.measured:.4g} {w.unit} ({w.error_pct:+.1f} %)"
+
+
+def _mape(cells: Sequence[Any]) -> float:
+    return float(sum(abs(c.error_pct) for c in cells) / len(cells)) if cells else math.nan
+
+
+def _rows_of(label: str, source: str, scenario: str, report: Any, calibration: Any, skip: Sequence[str] = ()) -> list[SuiteRow]:
+    """One row per table name of a ValidationReport (several sources of one table pooled)."""
+    by_table: dict[str, list[Any]] = {}
+    methods: dict[str, set[str]] = {}
+    for t in report.tables:
+        if t.table in skip:
+            continue
+        by_table.setdefault(t.table, []).extend(t.cells)
+        methods.setdefault(t.table, set()).add("engine" if t.method.startswith("engine") else "analytic")
+    return [
+        SuiteRow(label, source, scenario, name, len(cells), _mape(cells), _worst(cells), calibration.id,
+                 "+".join(sorted(methods[name])), len(calibration.provenance.priors))
+        for name, cells in by_table.items()
+    ]
+
+
+def mlc_rows(
+    label: str,
+    machine_name: str,
+    path: Path,
+    *,
+    scenarios: Sequence[str] = SCENARIOS,
+    method: str = "engine",
+) -> list[SuiteRow]:
+    """Every scenario's rows for one real mlc run (see the module docstring)."""
+    from numasim.calibrate.holdout import holdout
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.pipeline import calibrate
+    from numasim.calibrate.validate import validate
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.topology.io import load_machine
+
+    machine = load_machine(machine_name)
+    ms = load_measurements([path])
+    priors = catalog_calibration(machine)
+    rows: list[SuiteRow] = []
+    source = path.name
+    if "catalog only" in scenarios:
+        rows += _rows_of(label, source, "catalog only", validate(machine, priors, ms, method=method), priors)
+    if "fit: idle latency + peak" in scenarios:
+        fitted = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"], priors=priors).calibration
+        rep = validate(machine, fitted, ms, method=method)
+        rows += _rows_of(label, source, "fit: idle latency + peak", rep, fitted,
+                         skip=("latency_matrix", "peak_bandwidth"))
+    if "leave one table out" in scenarios:
+        ho = holdout(machine, ms, priors=priors, method=method)
+        for fold in ho.folds:
+            cells = [c for v in fold.validations for c in v.cells]
+            rows.append(SuiteRow(label, source, "leave one table out", fold.table, len(cells), _mape(cells),
+                                 _worst(cells), fold.calibration_id, method, len(fold.priors)))
+    return rows
+
+
+def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteRow], list[str]]:
+    """Catalog-only prediction of every kerncraft file's local copy bandwidth versus active cores.
+
+    ``points="key"`` replays 1 and 2 cores, one NUMA domain and the whole socket; ``"all"`` every measured count.
+    """
+    from numasim.calibrate.parsers.kerncraft import parse_kerncraft
+    from numasim.calibrate.result import CellResidual
+    from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
+    from numasim.errors import NumasimError
+    from numasim.timing.catalog import catalog_calibration
+
+    rows: list[SuiteRow] = []
+    notes: list[str] = []
+    for f in sorted(directory.glob("*.yml")):
+        try:
+            r = parse_kerncraft(f)
+            machine = kerncraft_machine(r)
+            cal = catalog_calibration(machine)
+        except NumasimError as exc:
+            notes.append(f"{f.name}: not predicted ({exc})")
+            continue
+        scaling = r.scaling.get("MEM", {}).get("copy")
+        if scaling is None:
+            notes.append(f"{f.name}: no MEM copy series")
+            continue
+        counts = scaling.cores.tolist() if points == "all" else sorted(
+            {1, 2, r.cores_per_numa_domain, r.cores_per_socket} & set(scaling.cores.tolist())
+        )
+        c = compare_scaling(machine, cal, scaling, threads_per_core=r.threads_per_core, core_counts=counts)
+        cells = [
+            CellResidual("bandwidth_scaling", f"{n} cores", "copy", float(m), float(s), "GB/s")
+            for n, m, s in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)
+        ]
+        rows.append(SuiteRow(r.model_name, f.name, "catalog only", "copy bandwidth vs cores", len(cells),
+                             _mape(cells), _worst(cells), cal.id, "engine (virtual STREAM)",
+                             len(cal.provenance.priors)))
+    return rows, notes
+
+
+def run_suite(
+    mlc_dir: Path,
+    kerncraft_dir: Path | None = None,
+    *,
+    scenarios: Sequence[str] = SCENARIOS,
+    method: str = "engine",
+    progress: Callable[[str], None] | None = None,
+) -> SuiteReport:
+    """Run every case; ``kerncraft_dir`` None (or missing) leaves the kerncraft rows out, with a note."""
+    started = time.perf_counter()
+    rep = SuiteReport()
+    for label, name, fname in MLC_CASES:
+        if progress:
+            progress(label)
+        rep.rows += mlc_rows(label, name, mlc_dir / fname, scenarios=scenarios, method=method)
+    if kerncraft_dir is not None and kerncraft_dir.is_dir():
+        if progress:
+            progress("kerncraft")
+        rows, notes = kerncraft_rows(kerncraft_dir)
+        rep.rows += rows
+        rep.notes += notes
+    else:
+        rep.notes.append(f"kerncraft files not found at {kerncraft_dir}: their rows are left out")
+    rep.seconds = time.perf_counter() - started
+    return rep
