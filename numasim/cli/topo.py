@@ -138,12 +138,15 @@ def import_cmd(
     come from the platform catalog instead of the importer's placeholders."""
     from numasim.errors import NumasimError
     from numasim.timing.catalog import catalog_machine
-    from numasim.topology.io import save_machine
+    from numasim.topology.io import detect_format, save_machine
 
     _check_output(output, force)
     machine = _load(source)
+    ours = Path(source).exists() and detect_format(source) == "toml"
     how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
-    if cpu is not None:
+    if ours and cpu is None:
+        how = "timing numbers as in the file"  # a format conversion: our TOML already says what they are
+    elif cpu is not None:
         machine = catalog_machine(machine, cpu)  # the user asked: an unknown processor is an error
         how = f"timing from the platform catalog for {cpu!r}"
     elif machine.cpu_model:
