@@ -25,7 +25,7 @@ from numasim.errors import CalibrationError
 from numasim.timing.model import Calibration, PriorParameter
 from numasim.topology.model import Machine
 
-__all__ = ["FIT_GROUP", "HoldoutFold", "HoldoutReport", "holdout"]
+__all__ = ["PRIORS_MATCH_PCT", "FIT_GROUP", "HoldoutFold", "HoldoutReport", "holdout"]
 
 FIT_GROUP = {
     "latency_matrix": "latency",
@@ -39,6 +39,9 @@ FIT_GROUP = {
     "device_latency": "device",
 }
 """The fit table (``numasim calibrate --fit-on``) each validation table is read as."""
+
+PRIORS_MATCH_PCT = 1.0
+"""A table the priors alone predict within this MAPE (%) is flagged: the priors likely come from it."""
 
 
 @dataclass
@@ -155,15 +158,15 @@ def holdout(
     names = list(dict.fromkeys(t.table for t in present.tables))
     groups = list(dict.fromkeys(FIT_GROUP[t] for t in names if t in FIT_GROUP))
     rep = HoldoutReport(machine=machine.name, method=method)
-    if priors is None:
-        # A machine file whose nominal numbers were copied from these very files predicts them "perfectly".
-        for m in measurements:
-            if Path(str(m.path)).name and Path(str(m.path)).name in machine.source + machine.description:
-                rep.notes.append(
-                    f"the machine file's nominal numbers were taken from {Path(str(m.path)).name}: its priors are not "
-                    "independent of the held-out tables, so a fold that keeps them predicts those tables by "
-                    "construction; pass priors that do not come from these files for a fair test"
-                )
+    # Priors copied from these very measurements (a machine file written from the same mlc run) predict them
+    # by construction; no fold can then show a failure of the model. Say so where the priors alone fit a table.
+    for t in present.tables:
+        if len(t.cells) >= 2 and t.mape_pct < PRIORS_MATCH_PCT:
+            rep.notes.append(
+                f"the priors alone reproduce {t.table} of {Path(t.source).name} within {t.mape_pct:.2f} % MAPE: they "
+                "are probably taken from these measurements, so a fold that keeps them predicts that table by "
+                "construction; use priors independent of these files (--priors) for a fair test"
+            )
     for name in names:
         held = FIT_GROUP.get(name, name)
         others = [g for g in groups if g != held]
