@@ -5,7 +5,9 @@ For a fitted calibration and the tables it was fitted on, every parameter is mov
 model (:func:`numasim.calibrate.validate.validate`, ``method="analytic"``). The relative change of every cell per
 relative change of the parameter is one column of the Jacobian. A parameter is constrained by the tables whose
 cells it moves, unless the Jacobian's null space touches it (it trades off against another parameter: the
-latency tables alone cannot split a stride walk's time into latency and misses in flight).
+latency tables alone cannot split a two-socket idle-latency matrix's remote cells into controller and link
+shares without an assumption). The null space is taken over the parameters the fit estimated: the others are
+held at their priors, so the fit is judged given them.
 
 The Jacobian is local: in the bottleneck model a link whose every crossing cell is controller-bound does not
 move any cell, which is right (only a lower bound on it is known), and is reported unconstrained.
@@ -47,24 +49,18 @@ class Identifiability:
         return bool(self.tables_by_parameter.get(key)) and key not in self.confounded
 
 
-def _cells(machine: Machine, cal: Calibration, measurements: list[Measurement], tables: list[str]) -> np.ndarray:
+def _cells(
+    machine: Machine, cal: Calibration, measurements: list[Measurement], tables: list[str]
+) -> dict[tuple[str, str, str, str], float]:
+    """Predicted cells keyed by (table, source, row, col): a parameter may change which cells a table predicts
+    (a stride table only compares working sets beyond the last cache level)."""
     from numasim.calibrate.validate import validate
 
     try:
         rep = validate(machine, cal, measurements, tables, method="analytic")
     except CalibrationError:
-        return np.zeros(0)
-    return np.array([c.model for t in rep.tables for c in t.cells], dtype=float)
-
-
-def _labels(machine: Machine, cal: Calibration, measurements: list[Measurement], tables: list[str]) -> list[str]:
-    from numasim.calibrate.validate import validate
-
-    try:
-        rep = validate(machine, cal, measurements, tables, method="analytic")
-    except CalibrationError:
-        return []
-    return [t.table for t in rep.tables for _ in t.cells]
+        return {}
+    return {(t.table, t.source, c.row, c.col): float(c.model) for t in rep.tables for c in t.cells}
 
 
 def _steps(key: str, value: float) -> list[float]:
@@ -77,7 +73,11 @@ def _steps(key: str, value: float) -> list[float]:
 
 
 def identifiability(
-    machine: Machine, calibration: Calibration, measurements: list[Measurement], tables: list[str]
+    machine: Machine,
+    calibration: Calibration,
+    measurements: list[Measurement],
+    tables: list[str],
+    fitted: set[str] | None = None,
 ) -> Identifiability:
     """Which parameters of ``calibration`` the given validation tables of ``measurements`` constrain.
 
@@ -85,6 +85,10 @@ def identifiability(
     ----------
     tables : list of str
         Validation table names (:data:`numasim.calibrate.validate.VALIDATION_TABLES`) the fit used.
+    fitted : set of str, optional
+        The keys the fit estimated. The null space is taken over these only: the others are held at their
+        priors, and the fit is identifiable *given* them (a stride table pins latencies given the misses in
+        flight). Default: every parameter.
 
     Examples
     --------
@@ -101,8 +105,10 @@ def identifiability(
     (True, False)
     """
     params = timing_parameters(calibration)
-    base = _cells(machine, calibration, measurements, tables)
-    labels = _labels(machine, calibration, measurements, tables)
+    base_cells = _cells(machine, calibration, measurements, tables)
+    keys_c = list(base_cells)
+    labels = [k[0] for k in keys_c]
+    base = np.array([base_cells[k] for k in keys_c])
     out = Identifiability(tables=list(dict.fromkeys(labels)))
     if base.size == 0:
         out.tables_by_parameter = {k: [] for k in params}
@@ -113,16 +119,20 @@ def identifiability(
     for key in keys:
         value = params[key][0]
         col = np.zeros(base.size)
+        changed: set[str] = set()
         for probe in _steps(key, value):
-            moved = _cells(machine, with_parameter(calibration, key, probe), measurements, tables)
+            moved_cells = _cells(machine, with_parameter(calibration, key, probe), measurements, tables)
+            # a cell that appears or disappears is moved by the parameter too (counted for its table)
+            changed |= {k[0] for k in set(moved_cells) ^ set(base_cells)}
+            moved = np.array([moved_cells.get(k, np.nan) for k in keys_c])
             rel = abs(probe - value) / max(abs(value), 1e-12)
-            diff = (moved - base) / scale / max(rel, 1e-12)
+            diff = np.nan_to_num((moved - base) / scale / max(rel, 1e-12), nan=0.0)
             col = np.where(np.abs(diff) > np.abs(col), diff, col)
         cols.append(col)
-        moved_tables = sorted({labels[i] for i in np.flatnonzero(np.abs(col) > _TOL)})
-        out.tables_by_parameter[key] = moved_tables
+        moved_tables = {labels[i] for i in np.flatnonzero(np.abs(col) > _TOL)} | changed
+        out.tables_by_parameter[key] = sorted(moved_tables)
     jac = np.column_stack(cols)
-    live = [k for k, c in enumerate(cols) if np.any(np.abs(c) > _TOL)]
+    live = [k for k, c in enumerate(cols) if np.any(np.abs(c) > _TOL) and (fitted is None or keys[k] in fitted)]
     if live:
         null = _null_atoms(jac[:, live], tol=1e-7)
         out.confounded = {keys[live[k]] for k in null}

@@ -464,7 +464,8 @@ model does not replay, so the Jacobian cannot see the table constrain it."""
 def _prior_curve(priors: Calibration, node: int, latency_ns: float) -> LoadedLatencyCurve:
     """The priors' curve of ``node`` scaled to the fitted idle latency (curves are relative to idle latency)."""
     c = next((x for x in priors.controllers if x.node == node), None)
-    if c is None or c.curve is None:
+    if c is None or c.curve is None or c.curve == default_curve(c.latency_ns):
+        # the default shape is built from the idle latency itself: rebuild it (bit-identical, ids stay stable)
         return default_curve(latency_ns)
     return scaled_curve(c.curve, latency_ns / c.latency_ns)
 
@@ -500,8 +501,8 @@ def unconstrained_priors(
     from numasim.calibrate.validate import VALIDATION_TABLES
 
     tables = [t for t in used if t in VALIDATION_TABLES]
-    ident = identifiability(machine, cal, measurements, tables)
     fitted = {p.name: p for p in report.parameters}
+    ident = identifiability(machine, cal, measurements, tables, set(fitted))
     prior_values = timing_parameters(priors)
     phrase = _tables_phrase([t for t in used if t in VALIDATION_TABLES or t == "core_stream"])
     out = []
@@ -530,6 +531,8 @@ def unconstrained_priors(
             source = assumed[key]
         elif p is not None and p.note:
             source = f"assumption: {p.note}"
+        elif prior is not None and key.endswith(".curve"):
+            source = f"{prior_source(priors, key)}, at the fitted idle latency"
         elif prior is not None:
             source = f"{prior_source(priors, key)}, rescaled by the fit (prior {prior[0]:.4g} {unit})"
         else:

@@ -174,14 +174,17 @@ def test_views_say_whether_timing_is_calibrated_or_nominal(capsys: pytest.Captur
 
     cal = resolve_calibration(load_machine("seed-000-4node"))
     code, out, _ = _run(capsys, "show", "seed-000-4node")
-    assert code == 0 and out.splitlines()[1] == f"Timing: calibration {cal.id} (fit)"
+    assert code == 0 and out.splitlines()[1] == (
+        f"Timing: calibration {cal.id} (fit), {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
+    )
+    assert cal.provenance.priors  # the NIC-only calibration leaves the DRAM timing at its priors
     # the calibrated link, not the machine file's nominal 100 GB/s each way
     fitted = next(lt for lt in cal.links if lt.src == 1 and lt.dst == "socket0-mesh").bandwidth_gb_s
     assert f"1 <-> socket0-mesh  on-die  -> 4 ns {fitted:g} GB/s" in out
     code, out, _ = _run(capsys, "show", "opteron-865-8s")
     assert out.splitlines()[1].startswith("Timing: the machine file's nominal numbers (it names no calibration")
     code, out, _ = _run(capsys, "distances", "seed-000-4node", "--timing")
-    assert out.splitlines()[0].endswith(f"SLIT derived from link timing; calibration {cal.id} (fit)")
+    assert f"SLIT derived from link timing; calibration {cal.id} (fit), " in out.splitlines()[0]
     code, out, _ = _run(capsys, "distances", "opteron-865-8s", "--timing")
     assert "nominal numbers" in out.splitlines()[0]
 
