@@ -3,7 +3,8 @@
 
 Names are imported on first use (the fitters pull in scipy), so ``import numasim.calibrate`` stays cheap.
 The functions ``validate`` and ``probe`` live in the submodules of the same names
-(``from numasim.calibrate.validate import validate``), which a package attribute would shadow.
+(``from numasim.calibrate.validate import validate``), which a package attribute would shadow; so does
+``holdout`` (``from numasim.calibrate.holdout import holdout``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = [
     "fit_loaded_latency_curve",
     "fit_cache_levels",
     "ValidationReport",
+    "HoldoutReport",
+    "nominal_priors",
     "resolve_calibration",
 ]
 
@@ -50,6 +53,8 @@ _WHERE = {
     "fit_loaded_latency_curve": "curves",
     "fit_cache_levels": "curves",
     "ValidationReport": "validate",
+    "HoldoutReport": "holdout",
+    "nominal_priors": "priors",
     "resolve_calibration": "resolve",
 }
 

@@ -38,18 +38,19 @@ from numasim.calibrate.parsers import (
     ProbeResult,
     StrideTableResult,
 )
+from numasim.calibrate.priors import nominal_priors, prior_source, scaled_curve, timing_parameters
 from numasim.calibrate.result import FitResult, FittedParameter
 from numasim.errors import CalibrationError
 from numasim.timing.model import (
-    CacheTiming,
     Calibration,
     ControllerTiming,
-    CoreTiming,
-    DeviceTiming,
     LinkTiming,
+    LoadedLatencyCurve,
+    PriorParameter,
     Provenance,
     RelayTiming,
     SourceFile,
+    apply_calibration,
     default_curve,
 )
 from numasim.topology.builders import (
@@ -66,6 +67,8 @@ __all__ = [
     "stride_latency_matrices",
     "hop_ratio_matrix",
     "DEFAULT_FIT_ON",
+    "DERIVED",
+    "unconstrained_priors",
 ]
 
 FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
@@ -145,6 +148,7 @@ def calibrate(
     notes: str = "",
     created: str | None = None,
     assume_local_latency_ns: float | None = None,
+    priors: Calibration | None = None,
 ) -> CalibrationReport:
     """Fit a :class:`Calibration` of ``machine`` to ``measurements``.
 
@@ -160,7 +164,19 @@ def calibrate(
     assume_local_latency_ns : float, optional
         The absolute local read latency that scales hop-ratio tables (which have no scale of their own);
         default: the machine file's controller latency of the first memory node. Always named in the report.
+    priors : Calibration, optional
+        Where the fit starts and what it keeps where the tables say nothing: every value, and its source
+        (``priors.provenance.priors``). Default :func:`numasim.calibrate.priors.nominal_priors`, the machine
+        file's nominal numbers labelled so. Parameters the tables used do not constrain (see
+        :mod:`numasim.calibrate.identify`) are listed in the result's ``provenance.priors``.
     """
+    if priors is None:
+        priors = nominal_priors(machine)
+    elif priors.machine != machine.name:
+        raise CalibrationError(f"priors: calibration {priors.id} is for machine {priors.machine!r}, not {machine.name!r}")
+    nominal_machine = machine
+    # The fitters start from (and fall back to) the machine's numbers: give them the priors'.
+    machine = apply_calibration(machine, priors)
     # The report names sections after the measurement ("latency_matrix"); accept those names too.
     wanted = tuple(_FIT_ALIASES.get(t, t) for t in fit_on) if fit_on is not None else DEFAULT_FIT_ON
     unknown = [t for t in wanted if t not in FIT_TABLES]
@@ -169,7 +185,8 @@ def calibrate(
     report = FitResult()
     used: list[str] = []
     sections: dict[int, list[str]] = {k: [] for k in range(len(measurements))}
-    core = CoreTiming()
+    core = priors.core
+    assumed: dict[str, str] = {}
 
     def mark(k: int, name: str) -> None:
         if name not in sections[k]:
@@ -313,12 +330,19 @@ def calibrate(
         report.extend(cres)
         for j in ctrl_lat:
             curves[j] = curve.model_copy(update={"added_latency_ns": [a for a in curve.added_latency_ns]})
+            assumed[f"controllers[{j}].curve"] = "assumption: the system curve fitted on loaded_latency, for every controller"
+        report.parameters += [
+            FittedParameter(f"controllers[{j}].curve", float(curves[j].added_ns(1.0)), "ns")  # type: ignore[attr-defined]
+            for j in ctrl_lat
+        ]
         # Little's law at saturation: lines in flight = bandwidth x latency / line size, shared by every cpu.
         in_flight = float(np.max(table.bandwidth_mb_s * 1e6 * table.latency_ns * 1e-9 / LINE_BYTES))
         ncpu = max(len(machine.cpus), 1)
         mlp = max(1, int(round(in_flight / ncpu)))
         core = core.model_copy(update={"max_outstanding_misses": mlp})
-        report.parameters.append(FittedParameter("core.max_outstanding_misses", float(mlp), "lines"))
+        report.parameters.append(
+            FittedParameter("core.max_outstanding_misses", float(mlp), "lines", note=DERIVED + "Little's law at saturation")
+        )
         report.assumptions.append(
             f"core.max_outstanding_misses = misses in flight at mlc's saturated point ({in_flight:.0f} lines, "
             f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
@@ -338,7 +362,11 @@ def calibrate(
             in_flight = float(np.mean([bw * lat / LINE_BYTES for bw, lat in pairs]))
             distance = max(0, int(round(in_flight - core.max_outstanding_misses)))
             core = core.model_copy(update={"prefetch_distance_lines": distance})
-            report.parameters.append(FittedParameter("core.prefetch_distance_lines", float(distance), "lines"))
+            report.parameters.append(
+                FittedParameter(
+                    "core.prefetch_distance_lines", float(distance), "lines", note=DERIVED + "Little's law, one core's stream"
+                )
+            )
             report.assumptions.append(
                 f"probe bandwidth is one core's streaming read (core-bound, not the controller's): "
                 f"{in_flight:.1f} lines in flight = {core.max_outstanding_misses} misses + a prefetch distance of "
@@ -346,29 +374,23 @@ def calibrate(
             )
             mark(k, "core_stream")
     # ---- caches
-    caches = [
-        CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes)
-        for c in machine.caches
-    ]
+    caches = list(priors.caches)
     if "caches" in wanted and lmbench:
         k, lmb = lmbench[0]
         curve_l = lmb.curve()
-        fitted, mem_ns, cres = fit_cache_levels(curve_l.size_bytes, curve_l.latency_ns, names=[c.name for c in machine.caches] or None)
+        fitted, mem_ns, cres = fit_cache_levels(curve_l.size_bytes, curve_l.latency_ns, names=[c.name for c in caches] or None)
         report.extend(cres)
-        if machine.caches and len(fitted) == len(machine.caches):
+        if caches and len(fitted) == len(caches):
             caches = [c.model_copy(update={"size_bytes": f.size_bytes, "latency_ns": f.latency_ns, "scope": c.scope}) for c, f in zip(caches, fitted, strict=True)]
         else:
-            if machine.caches:
+            if caches:
                 report.warnings.append(
-                    f"lat_mem_rd shows {len(fitted)} cache levels, the machine file {len(machine.caches)}; using the fitted levels"
+                    f"lat_mem_rd shows {len(fitted)} cache levels, the priors {len(caches)}; using the fitted levels"
                 )
             caches = fitted
         mark(k, "lat_mem_rd")
     # ---- devices
-    devices = [
-        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
-        for d in machine.devices
-    ]
+    devices = list(priors.devices)
     if "device" in wanted and perftests:
         devices, link_bw = _fit_devices(machine, perftests, devices, link_bw, report, mark)
     # ---- assemble
@@ -384,11 +406,13 @@ def calibrate(
                 latency_ns=ctrl_lat[n.id],
                 read_bandwidth_gb_s=ctrl_rd[n.id],
                 write_bandwidth_gb_s=ctrl_wr[n.id],
-                curve=c if c is not None else default_curve(ctrl_lat[n.id]),  # type: ignore[arg-type]
+                curve=c if c is not None else _prior_curve(priors, n.id, ctrl_lat[n.id]),  # type: ignore[arg-type]
             )
         )
     if "loaded_latency" not in used:
-        report.assumptions.append("no loaded-latency table fitted: controllers use default_curve (see its docstring)")
+        report.assumptions.append(
+            "no loaded-latency table fitted: controllers keep the priors' curve shape, scaled to the fitted idle latency"
+        )
     links = [LinkTiming(src=s, dst=d, latency_ns=link_lat[(s, d)], bandwidth_gb_s=link_bw[(s, d)]) for (s, d) in link_lat]
     quality: dict[str, float] = {}
     for t in report.tables():
@@ -427,7 +451,94 @@ def calibrate(
         raise CalibrationError(
             f"nothing to fit: the measurements provide none of the tables asked for ({', '.join(wanted)})"
         )
+    kept = unconstrained_priors(nominal_machine, cal, measurements, used, priors, report, assumed)
+    cal = cal.model_copy(update={"provenance": prov.model_copy(update={"priors": kept})})
     return CalibrationReport(calibration=cal, result=report, tables_used=used)
+
+
+DERIVED = "derived: "
+"""Note prefix of a parameter a fitter computes from a table by a stated rule (Little's law) that validation's
+model does not replay, so the Jacobian cannot see the table constrain it."""
+
+
+def _prior_curve(priors: Calibration, node: int, latency_ns: float) -> LoadedLatencyCurve:
+    """The priors' curve of ``node`` scaled to the fitted idle latency (curves are relative to idle latency)."""
+    c = next((x for x in priors.controllers if x.node == node), None)
+    if c is None or c.curve is None or c.curve == default_curve(c.latency_ns):
+        # the default shape is built from the idle latency itself: rebuild it (bit-identical, ids stay stable)
+        return default_curve(latency_ns)
+    return scaled_curve(c.curve, latency_ns / c.latency_ns)
+
+
+def _tables_phrase(tables: list[str]) -> str:
+    names = [t.replace("_", " ") for t in tables]
+    if not names:
+        return "any table given"
+    return "the " + (" and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]) + (
+        " table" if len(names) == 1 else " tables"
+    )
+
+
+def unconstrained_priors(
+    machine: Machine,
+    cal: Calibration,
+    measurements: list[Measurement],
+    used: list[str],
+    priors: Calibration,
+    report: FitResult,
+    assumed: dict[str, str] | None = None,
+) -> list[PriorParameter]:
+    """The parameters of ``cal`` that the ``used`` tables do not constrain, with value, source and why.
+
+    Constrained means a fitter set it from the tables (it is among ``report.parameters``) *and* the Jacobian of
+    the used tables moves it with no other parameter able to make up for it
+    (:func:`numasim.calibrate.identify.identifiability`); or a fitter derived it by a stated rule
+    (:data:`DERIVED`) that validation's model does not replay. Tied parameters (the fit's named assumptions)
+    count as fitted. The source of a listed parameter is the priors' when its value is the prior's, else the
+    assumption that set it.
+    """
+    from numasim.calibrate.identify import identifiability
+    from numasim.calibrate.validate import VALIDATION_TABLES
+
+    tables = [t for t in used if t in VALIDATION_TABLES]
+    fitted = {p.name: p for p in report.parameters}
+    ident = identifiability(machine, cal, measurements, tables, set(fitted))
+    prior_values = timing_parameters(priors)
+    phrase = _tables_phrase([t for t in used if t in VALIDATION_TABLES or t == "core_stream"])
+    out = []
+    for key, (value, unit) in timing_parameters(cal).items():
+        p = fitted.get(key)
+        if p is not None and ident.constrained(key):
+            continue
+        if p is not None and (p.note.startswith(DERIVED) or (key in ident.confounded and p.note.startswith("tied"))):
+            continue
+        moved = ident.tables_by_parameter.get(key, [])
+        if moved and p is None:
+            why = f"moves the {', '.join(moved)} cells, but no fitter estimates it from them"
+        elif moved:
+            why = (
+                f"moves the {', '.join(moved)} cells but trades off against other parameters there (null space of "
+                "the Jacobian)"
+            )
+        else:
+            why = f"not constrained by {phrase}"
+        prior = prior_values.get(key)
+        if prior is not None and math.isclose(prior[0], value, rel_tol=1e-9):
+            source = prior_source(priors, key)
+        elif p is not None and moved:
+            source = "fitted, but only jointly with other parameters: a stated assumption of the fit splits them"
+        elif assumed and key in assumed:
+            source = assumed[key]
+        elif p is not None and p.note:
+            source = f"assumption: {p.note}"
+        elif prior is not None and key.endswith(".curve"):
+            source = f"{prior_source(priors, key)}, at the fitted idle latency"
+        elif prior is not None:
+            source = f"{prior_source(priors, key)}, rescaled by the fit (prior {prior[0]:.4g} {unit})"
+        else:
+            source = "set by the fit's assumptions (see notes)"
+        out.append(PriorParameter(parameter=key, value=float(value), unit=unit, source=source, why=why))
+    return out
 
 
 def _fit_devices(machine, perftests, devices, link_bw, report, mark):  # type: ignore[no-untyped-def]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from numasim.calibrate.holdout import HoldoutReport
 from numasim.calibrate.pipeline import CalibrationReport
 from numasim.calibrate.result import FitResult
 from numasim.calibrate.validate import ValidationReport
+from numasim.timing.model import PriorParameter
 
-__all__ = ["format_fit_report", "fit_report_json", "format_validation", "validation_json"]
+__all__ = ["format_fit_report", "fit_report_json", "format_validation", "validation_json", "prior_lines", "priors_json",
+           "format_holdout"]
 
 
 def _fmt(v: float) -> str:
@@ -51,7 +54,28 @@ def format_fit_report(report: CalibrationReport) -> str:
         lines += ["", "assumptions:"] + [f"  - {a}" for a in dict.fromkeys(res.assumptions)]
     if res.warnings:
         lines += ["", "warnings:"] + [f"  - {w}" for w in dict.fromkeys(res.warnings)]
+    lines += prior_lines(cal.provenance.priors)
     return "\n".join(lines)
+
+
+def prior_lines(priors: list[PriorParameter]) -> list[str]:
+    """The warning block of parameters no measurement constrained: each kept at its prior, with its source."""
+    if not priors:
+        return []
+    lines = [
+        "",
+        f"warning: {len(priors)} parameter(s) not constrained by the measurements alone (a prior or an assumption "
+        "decides them):",
+    ]
+    for p in priors:
+        value = f"{int(p.value)}" if p.unit in ("bytes", "lines") else f"{p.value:.4g}"
+        unit = "" if p.unit in ("", "1") else f" {p.unit}"
+        lines.append(f"  - {p.parameter}: {p.why}; kept at {value}{unit} ({p.source})")
+    return lines
+
+
+def priors_json(priors: list[PriorParameter]) -> list[dict[str, Any]]:
+    return [p.model_dump(mode="json") for p in priors]
 
 
 def fit_report_json(report: CalibrationReport) -> dict[str, Any]:
@@ -75,6 +99,7 @@ def fit_report_json(report: CalibrationReport) -> dict[str, Any]:
         "worst": None if worst is None else {"table": worst.table, "row": worst.row, "col": worst.col, "error_pct": worst.error_pct},
         "assumptions": list(dict.fromkeys(res.assumptions)),
         "warnings": list(dict.fromkeys(res.warnings)),
+        "unconstrained": priors_json(report.calibration.provenance.priors),
     }
 
 
@@ -114,3 +139,29 @@ def validation_json(report: ValidationReport) -> dict[str, Any]:
 def _cell(value: float) -> str:
     # Measured cells are printed as the tools print them (MB/s in thousands, ns to 0.1), never in e-notation.
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def format_holdout(report: HoldoutReport) -> str:
+    """One line per held-out table (MAPE, worst cell, what was fitted instead), then each fold's priors."""
+    lines = [
+        f"leave-one-table-out validation on machine {report.machine}",
+        f"prediction: {report.method}",
+        "",
+        f"{'held-out table':<18} {'cells':>5} {'MAPE %':>8}  {'worst cell (measured vs predicted)':<44} fitted on",
+    ]
+    for f in report.folds:
+        d = f.to_dict()
+        w = d["worst"]
+        ws = "" if not isinstance(w, dict) else (
+            f"{w['row']} -> {w['col']}: {_cell(w['measured'])} vs {_cell(w['predicted'])} ({w['error_pct']:+.2f} %)"
+        )
+        fitted = ", ".join(f.fitted_on) or "nothing (priors only)"
+        lines.append(f"{f.table:<18} {f.cells:>5} {_fmt(f.mape_pct):>8}  {ws:<44} {fitted}")
+    for f in report.folds:
+        lines += ["", f"{f.table} fold: {len(f.priors)} parameter(s) not constrained by {', '.join(f.fitted_on) or 'any table'}:"]
+        for p in f.priors:
+            value = f"{int(p.value)}" if p.unit in ("bytes", "lines") else f"{p.value:.4g}"
+            unit = "" if p.unit in ("", "1") else f" {p.unit}"
+            lines.append(f"  - {p.parameter} = {value}{unit} ({p.source})")
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)

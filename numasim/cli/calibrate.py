@@ -41,6 +41,14 @@ def _write_json(path: Path, data: object) -> None:
     tmp.replace(path)
 
 
+def _load_priors(machine, path: Path | None):  # type: ignore[no-untyped-def]
+    if path is None:
+        return None
+    from numasim.timing.resolve import resolve_calibration
+
+    return resolve_calibration(machine, path)
+
+
 def calibrate_cmd(
     files: Annotated[list[Path], typer.Argument(help="Measurement files or directories (mlc, lat_mem_rd, probe, ...).")],
     machine: Annotated[str, typer.Option("--machine", "-m", help="Shipped machine name or machine file.")],
@@ -59,6 +67,10 @@ def calibrate_cmd(
         float | None,
         typer.Option(help="Local read latency that scales hop-ratio tables (default: the machine file's)."),
     ] = None,
+    priors: Annotated[
+        Path | None,
+        typer.Option(help="Calibration JSON whose values (and listed sources) are the priors (default: the machine file's nominal numbers)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
@@ -76,6 +88,7 @@ def calibrate_cmd(
         seed=seed,
         created=created,
         assume_local_latency_ns=assume_local_latency_ns,
+        priors=_load_priors(m, priors),
     )
     save_calibration(report.calibration, output)
     if as_json:
@@ -98,6 +111,18 @@ def validate_cmd(
     method: Annotated[
         str, typer.Option("--method", help="auto (engine replay where possible), engine, or analytic.")
     ] = "auto",
+    holdout: Annotated[
+        bool,
+        typer.Option(
+            "--holdout",
+            help="Leave each table out in turn: fit on the others (from the priors), predict it; no calibration needed.",
+        ),
+    ] = False,
+    priors: Annotated[
+        Path | None,
+        typer.Option(help="With --holdout: calibration JSON used as priors (default: the machine file's nominal numbers)."),
+    ] = None,
+    created: Annotated[str | None, typer.Option(help="With --holdout: provenance date of the fold calibrations.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     from numasim.calibrate.measurements import load_measurements
@@ -107,6 +132,15 @@ def validate_cmd(
 
     m = _load_machine(machine)
     machine_path = Path(machine) if Path(machine).exists() else None
+    if holdout:
+        if calibration is not None:
+            raise CalibrationError("--holdout fits its own calibration per table; do not give --calibration")
+        if plots:
+            raise CalibrationError("--plots is not available with --holdout")
+        _holdout(m, files, format, _split(tables), method, _load_priors(m, priors), created, output, as_json)
+        return
+    if priors is not None:
+        raise CalibrationError("--priors only applies with --holdout (or to `numasim calibrate`)")
     cal = resolve_calibration(m, calibration, machine_path=machine_path)
     ms = load_measurements(list(files), format)
     report = validate(m, cal, ms, _split(tables), method=method)
@@ -125,6 +159,23 @@ def validate_cmd(
 
             for p in plot_report(report, output):
                 text += f"\nfigure: {p}"
+    typer.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def _holdout(m, files, format, tables, method, priors, created, output, as_json) -> None:  # type: ignore[no-untyped-def]
+    from numasim.calibrate.holdout import holdout
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.text import format_holdout
+    from numasim.fileio import atomic_write_text
+
+    ms = load_measurements(list(files), format)
+    report = holdout(m, ms, priors=priors, method=method, tables=tables, created=created)
+    data = report.to_dict()
+    text = format_holdout(report)
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(output / "holdout.json", json.dumps(data, indent=2, default=str) + "\n")
+        atomic_write_text(output / "holdout.txt", text + "\n")
     typer.echo(json.dumps(data, indent=2, default=str) if as_json else text)
 
 

@@ -66,6 +66,49 @@ def _check_figure_output(path: Path, force: bool) -> None:
 
 
 
+
+def _timed(spec: str, machine: Machine) -> tuple[Machine, str]:
+    """The machine with the timing its results use, and where those numbers come from, said explicitly.
+
+    A machine that names a calibration shows the calibrated numbers (a missing or broken calibration is an
+    error, as for any timing); one that names none shows the machine file's numbers, labelled nominal.
+    """
+    from numasim.timing.model import apply_calibration
+    from numasim.timing.resolve import resolve_calibration
+
+    if not machine.calibration:
+        return machine, "the machine file's nominal numbers (it names no calibration; not fitted to measurements)"
+    cal = resolve_calibration(machine, machine_path=spec if Path(spec).exists() else None)
+    origin = f"calibration {cal.id} ({cal.provenance.method})"
+    if cal.provenance.priors:
+        origin += f", {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
+    timed = apply_calibration(machine, cal)
+    # apply_calibration times links and controllers (what routing reads); a view also shows caches and devices.
+    caches = {c.name: c for c in cal.caches}
+    devices = {d.name: d for d in cal.devices}
+    return timed.model_copy(
+        update={
+            "caches": [
+                c.model_copy(update={"size_bytes": caches[c.name].size_bytes, "latency_ns": caches[c.name].latency_ns})
+                if c.name in caches
+                else c
+                for c in timed.caches
+            ],
+            "devices": [
+                d.model_copy(
+                    update={
+                        "attach_latency_ns": devices[d.name].attach_latency_ns,
+                        "attach_bandwidth_gb_s": devices[d.name].attach_bandwidth_gb_s,
+                    }
+                )
+                if d.name in devices
+                else d
+                for d in timed.devices
+            ],
+        }
+    ), origin
+
+
 def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:
     cells = [[("-" if not np.isfinite(v) else format(v, fmt)) for v in row] for row in rows]
     width = max([len(str(i)) for i in ids] + [len(c) for row in cells for c in row]) + 2
@@ -106,7 +149,9 @@ def show_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE
     """The machine as an lstopo-like tree, then its caches, links and switches."""
     from numasim.topology.render import render_tree
 
-    typer.echo(render_tree(_load(machine)))
+    m, origin = _timed(machine, _load(machine))
+    head, _, rest = render_tree(m).partition("\n")
+    typer.echo(f"{head}\nTiming: {origin}\n{rest}" if rest else f"{head}\nTiming: {origin}")
 
 
 @topo_app.command("hardware")
@@ -173,9 +218,9 @@ def draw_cmd(
     if layout not in ("kamada-kawai", "spring"):
         raise typer.BadParameter(f"{layout!r}: expected kamada-kawai or spring", param_hint="'--layout'")
     _check_figure_output(output, force)
-    m = _load(machine)
-    save_figure(draw_topology(m, kind=layout, seed=seed), output)
-    typer.echo(f"wrote {output}")
+    m, origin = _timed(machine, _load(machine))
+    save_figure(draw_topology(m, kind=layout, seed=seed, timing_source=origin), output)
+    typer.echo(f"wrote {output} (timing: {origin})")
 
 
 @topo_app.command("distances")
@@ -191,12 +236,16 @@ def distances_cmd(
     if output is not None:
         _check_figure_output(output, force)
     m = _load(machine)
+    uses_timing = timing or m.firmware_slit is None
+    origin = ""
+    if uses_timing:
+        m, origin = _timed(machine, m)
     if timing:
-        table, title = timing_distances(m), "SLIT derived from link timing"
+        table, title = timing_distances(m), f"SLIT derived from link timing; {origin}"
     elif m.firmware_slit is not None:
         table, title = slit(m), "firmware SLIT (what the kernel sees)"
     else:
-        table, title = slit(m), "SLIT (no firmware table in the machine file: derived from link timing)"
+        table, title = slit(m), f"SLIT (no firmware table in the machine file: derived from link timing; {origin})"
     for line in _table(f"{m.name}: {title}", m.node_ids, np.array(table, dtype=float), ".0f"):
         typer.echo(line)
     if output is not None:
@@ -209,18 +258,10 @@ def distances_cmd(
 @topo_app.command("latency")
 def latency_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP)) -> None:
     """Initiator x target idle latency (ns), bottleneck bandwidth (GB/s) and hop counts."""
-    from numasim.timing.model import apply_calibration
-    from numasim.timing.resolve import resolve_calibration
     from numasim.topology.routing import bandwidth_table_gb_s, hop_table, latency_table_ns, routing
 
-    m = _load(machine)
-    if m.calibration:
-        # Show what timing results on this machine use: the fitted numbers, not the file's provisional ones.
-        cal = resolve_calibration(m, machine_path=machine if Path(machine).exists() else None)
-        m = apply_calibration(m, cal)
-        origin = f"calibration {cal.id} ({cal.provenance.method})"
-    else:
-        origin = "the machine file's own (uncalibrated) numbers"
+    # Show what timing results on this machine use: the fitted numbers, not the file's provisional ones.
+    m, origin = _timed(machine, _load(machine))
     r = routing(m)
     ids = m.node_ids
     typer.echo(f"{m.name}: rows = initiator node (cpus), columns = target node (memory); timing from {origin}")

@@ -99,7 +99,12 @@ _MAX_LABELLED_LINKS = 24
 
 
 def draw_topology(
-    machine: Machine, *, kind: str = "kamada-kawai", seed: int = 0, edge_labels: bool | None = None
+    machine: Machine,
+    *,
+    kind: str = "kamada-kawai",
+    seed: int = 0,
+    edge_labels: bool | None = None,
+    timing_source: str | None = None,
 ) -> Figure:
     """Draw the link graph: NUMA nodes as circles (colour = memory kind), switches as grey squares.
 
@@ -107,6 +112,8 @@ def draw_topology(
     with its latency (ns) and bandwidth (GB/s), ``a/b`` when the two directions differ; the line width grows
     with bandwidth and the colour says the link kind (legend). ``edge_labels=None`` labels links only when
     there are at most 24 of them (a fully meshed 24-node machine would be unreadable; the title says so).
+    ``timing_source`` says where the link and controller numbers come from (a calibration, or the machine
+    file's nominal numbers); it goes under the title.
 
     Examples
     --------
@@ -126,6 +133,8 @@ def draw_topology(
         f"{machine.name}: {len(machine.nodes)} nodes, {len(machine.cpus)} cpus, {format_size(machine.memory_bytes)}"
     )
 
+    if timing_source:
+        ax.set_title(ax.get_title() + f"\ntiming: {timing_source}", fontsize=10)
     label_links = len(machine.links) <= _MAX_LABELLED_LINKS if edge_labels is None else edge_labels
     if not label_links and machine.links:
         ax.set_title(ax.get_title() + f"\n({len(machine.links)} links: labels omitted; see 'numasim topo show')",

@@ -197,3 +197,32 @@ def test_import_picks_the_cpu_from_hwloc(capsys: pytest.CaptureFixture[str], tmp
     code, out, _ = _run(capsys, "import", str(HWLOC.parent / "ia64-madison-8n.from-sysfs.xml"), "-o",
                         str(tmp_path / "ia64.toml"))
     assert code == 0 and "nominal placeholder timing" in out
+def test_views_say_whether_timing_is_calibrated_or_nominal(capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+
+    cal = resolve_calibration(load_machine("seed-000-4node"))
+    code, out, _ = _run(capsys, "show", "seed-000-4node")
+    assert code == 0 and out.splitlines()[1] == (
+        f"Timing: calibration {cal.id} (fit), {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
+    )
+    assert cal.provenance.priors  # the NIC-only calibration leaves the DRAM timing at its priors
+    # the calibrated link, not the machine file's nominal 100 GB/s each way
+    fitted = next(lt for lt in cal.links if lt.src == 1 and lt.dst == "socket0-mesh").bandwidth_gb_s
+    assert f"1 <-> socket0-mesh  on-die  -> 4 ns {fitted:g} GB/s" in out
+    code, out, _ = _run(capsys, "show", "opteron-865-8s")
+    assert out.splitlines()[1].startswith("Timing: the machine file's nominal numbers (it names no calibration")
+    code, out, _ = _run(capsys, "distances", "seed-000-4node", "--timing")
+    assert f"SLIT derived from link timing; calibration {cal.id} (fit), " in out.splitlines()[0]
+    code, out, _ = _run(capsys, "distances", "opteron-865-8s", "--timing")
+    assert "nominal numbers" in out.splitlines()[0]
+
+
+def test_draw_titles_the_timing_source(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from numasim.topology.builders import glueless
+    from numasim.topology.plots import draw_topology
+
+    fig = draw_topology(glueless(2), timing_source="calibration x-123 (fit)")
+    assert fig.axes[0].get_title().endswith("\ntiming: calibration x-123 (fit)")
+    code, out, _ = _run(capsys, "draw", "opteron-865-8s", "-o", str(tmp_path / "o.svg"))
+    assert code == 0 and "(timing: the machine file's nominal numbers" in out
