@@ -197,6 +197,8 @@ def test_import_picks_the_cpu_from_hwloc(capsys: pytest.CaptureFixture[str], tmp
     code, out, _ = _run(capsys, "import", str(HWLOC.parent / "ia64-madison-8n.from-sysfs.xml"), "-o",
                         str(tmp_path / "ia64.toml"))
     assert code == 0 and "nominal placeholder timing" in out
+
+
 def test_views_say_whether_timing_is_calibrated_or_nominal(capsys: pytest.CaptureFixture[str]) -> None:
     from numasim.timing.resolve import resolve_calibration
     from numasim.topology.io import load_machine
@@ -207,9 +209,10 @@ def test_views_say_whether_timing_is_calibrated_or_nominal(capsys: pytest.Captur
         f"Timing: calibration {cal.id} (fit), {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
     )
     assert cal.provenance.priors  # the NIC-only calibration leaves the DRAM timing at its priors
-    # the calibrated link, not the machine file's nominal 100 GB/s each way
-    fitted = next(lt for lt in cal.links if lt.src == 1 and lt.dst == "socket0-mesh").bandwidth_gb_s
-    assert f"1 <-> socket0-mesh  on-die  -> 4 ns {fitted:g} GB/s" in out
+    # the NIC's calibrated attach bandwidth, not the machine file's nominal one
+    fitted = cal.devices[0].attach_bandwidth_gb_s
+    assert fitted != load_machine("seed-000-4node").devices[0].attach_bandwidth_gb_s
+    assert f"Device mlx5_2 (nic, 500 ns, {fitted:g} GB/s)" in out
     code, out, _ = _run(capsys, "show", "opteron-865-8s")
     assert out.splitlines()[1].startswith("Timing: the machine file's nominal numbers (it names no calibration")
     code, out, _ = _run(capsys, "distances", "seed-000-4node", "--timing")
