@@ -324,6 +324,23 @@ def calibrate(
             f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
         )
         mark(k, "loaded_latency")
+    # ---- the core clock (mlc's delays and "core clocks" count cycles of it)
+    clocks = [(k, m.data.core_clock_ghz) for k, m in enumerate(measurements)
+              if isinstance(m.data, MlcResult) and m.data.core_clock_ghz is not None]
+    if clocks:
+        k, ghz = clocks[0]
+        core = core.model_copy(update={"core_clock_ghz": round(float(ghz), 4)})
+        report.parameters.append(FittedParameter("core.core_clock_ghz", float(ghz), "GHz"))
+        report.assumptions.append(
+            f"core.core_clock_ghz = {ghz:.3f}: mlc --idle_latency's core clocks / ns (the clock its cores ran at)"
+        )
+        if "idle_latency" not in sections[k]:
+            sections[k].append("idle_latency")  # a source of the calibration, not a fitted table
+    else:
+        report.assumptions.append(
+            "core.core_clock_ghz: unconstrained (no mlc --idle_latency line gives core clocks and ns); left unset, "
+            "so a virtual tool that counts core cycles (mlc's injection delay) assumes a clock and says so"
+        )
     # ---- one core's streaming read (probe): the initiator-side limit, not the controller's
     if "bandwidth_matrix" in wanted and probes:
         k, pr = probes[0]
