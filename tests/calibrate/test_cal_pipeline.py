@@ -172,18 +172,15 @@ def test_hmat_tree_feeds_the_latency_and_bandwidth_fit(tmp_path: Path) -> None:
     assert any("crossed by no measured route" in w for w in rep.result.warnings)
 
 
-def test_engine_replay_of_loaded_latency_follows_the_curve_below_saturation(ivy_report) -> None:  # type: ignore[no-untyped-def]
-    import numpy as np
-
-    from numasim.calibrate.predict import predict_loaded_latency
-    from numasim.calibrate.replay import replay_loaded_latency
-
-    m, rep = ivy_report
-    bw = np.array([2.0, 30.0, 60.0, 90.0])
-    engine = replay_loaded_latency(m, rep.calibration, bw, steps=100)
-    closed = predict_loaded_latency(m, rep.calibration, bw)
-    assert np.all(np.abs(engine - closed) / closed < 0.05)
-    assert np.all(np.diff(engine) > 0)  # more load, more latency
+def test_the_core_clock_is_measured_where_mlc_printed_core_clocks_and_unset_elsewhere(ivy_report) -> None:  # type: ignore[no-untyped-def]
+    m = load_machine("skylake-8180-2s")
+    rep = calibrate(m, load_measurements([DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"]), fit_on=["latency"])
+    # "Each iteration took 202.0 core clocks ( 80.8 ns)"
+    assert rep.calibration.core.core_clock_ghz == pytest.approx(202.0 / 80.8)
+    assert "idle_latency" in rep.calibration.provenance.sources[0].sections
+    _, ivy = ivy_report
+    assert ivy.calibration.core.core_clock_ghz is None
+    assert "core.core_clock_ghz: unconstrained" in ivy.calibration.provenance.notes
 
 
 def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> None:
