@@ -66,6 +66,7 @@ __all__ = [
     "stride_latency_matrices",
     "hop_ratio_matrix",
     "DEFAULT_FIT_ON",
+    "SATURATED_ROW_SHARE",
 ]
 
 FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
@@ -97,6 +98,10 @@ def _hmat_matrix(h: HmatResult, key: str, unit: str) -> NodeMatrix | None:
     for i, j, v in cells:
         arr[rows.index(i), cols.index(j)] = v
     return NodeMatrix(rows, cols, arr, unit)
+
+
+SATURATED_ROW_SHARE = 0.97
+"""A loaded-latency row whose bandwidth is within 3 % of the table's top is saturated (mlc's smallest delays)."""
 
 
 def stride_latency_matrices(tables: StrideTableResult, mlp: int, pattern: str = "s64") -> list[NodeMatrix]:
@@ -307,10 +312,23 @@ def calibrate(
         k, mlc = loaded[0]
         table = mlc.loaded_latency[0]
         idle = float(np.mean([ctrl_lat[j] for j in ctrl_lat if machine.node(j).has_cpus] or list(ctrl_lat.values())))
+        # Saturated rows (within SATURATED_ROW_SHARE of the table's top bandwidth) are not curve points: there
+        # every load thread has its misses in flight and latency is Little's law over them, which the engine's
+        # FIFO controllers produce from max_outstanding_misses (fitted from those rows below). Put in the curve
+        # too, that queueing would be counted twice.
+        below = table.bandwidth_mb_s < SATURATED_ROW_SHARE * float(np.max(table.bandwidth_mb_s))
+        if below.sum() < 2:
+            below = np.ones(len(table.bandwidth_mb_s), dtype=bool)
         curve, cres = fit_loaded_latency_curve(
-            table.bandwidth_gb_s, table.latency_ns, idle_latency_ns=idle, peak_gb_s=system_read
+            table.bandwidth_gb_s[below], table.latency_ns[below], idle_latency_ns=idle, peak_gb_s=system_read
         )
         report.extend(cres)
+        if not below.all():
+            report.assumptions.append(
+                f"loaded latency: the {int((~below).sum())} saturated rows (bandwidth within "
+                f"{(1 - SATURATED_ROW_SHARE) * 100:.0f} % of the table's top) set core.max_outstanding_misses, not the "
+                "curve: their latency is the controllers' queue (Little's law), which the engine's FIFO controllers give"
+            )
         for j in ctrl_lat:
             curves[j] = curve.model_copy(update={"added_latency_ns": [a for a in curve.added_latency_ns]})
         # Little's law at saturation: lines in flight = bandwidth x latency / line size, shared by every cpu.
