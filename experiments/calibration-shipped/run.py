@@ -43,9 +43,10 @@ SPECS: dict[str, dict[str, object]] = {
         "fit_on": None,
         "heldout": "mlc",
         "other_mlc": SKX,
+        "other_machine": "skylake-8180-2s",
         "explain": "No target is missed (the loaded-latency table, both columns of the virtual mlc run at the measured "
         "injection delays, is predicted within {cross_engine:.1f} % by the engine with the curve shape fitted on the "
-        "8180 table, the default 10 outstanding misses per thread and an ASSUMED 2.5 GHz core clock, mlc's default run "
+        "8180 table, the 8180's {other_mlp} outstanding misses per thread and an ASSUMED 2.5 GHz core clock, mlc's default run "
         "printing no core clocks; its latency column in closed form at the measured bandwidths: {cross_closed:.1f} %). "
         "Caveats: the 2-node latency fit is exactly determined (4 cells, 4 "
         "parameters: 2 controllers, 2 link directions), so its analytic in-sample residual is zero by construction; "
@@ -62,14 +63,15 @@ SPECS: dict[str, dict[str, object]] = {
         "fit_on": None,
         "heldout": "mlc",
         "other_mlc": IVY,
+        "other_machine": "seed-001-e5-2680v2",
         "explain": "No target is missed. The loaded-latency table, both columns of the virtual mlc run at the measured "
-        "injection delays with the curve shape fitted on the Ivy Bridge table and the default 10 outstanding misses "
+        "injection delays with the curve shape fitted on the Ivy Bridge table and its {other_mlp} outstanding misses "
         "per thread: {cross_engine:.1f} % MAPE (its latency column in closed form at the measured bandwidths: "
         "{cross_closed:.1f} %). The latency column errs most in the {n_sat} saturated rows (mlc injection delays "
         "{sat_delays}, {sat_gb_s} GB/s): {sat_mape:.0f} % there against {unsat_mape:.1f} % on the {n_unsat} rows below "
         "saturation. There the virtual mlc's latency is Little's law over what its threads keep in flight (111 load "
-        "threads x outstanding misses x 64 B / the controllers' bandwidth): the default 10 per thread holds 1111 "
-        "lines, the real machine 953; and the row at delay 100 sits on the knee, which the model places at a smaller "
+        "threads x outstanding misses x 64 B / the controllers' bandwidth): the Ivy Bridge's {other_mlp} per thread "
+        "hold 889 lines, the real machine 953; and the row at delay 100 sits on the knee, which the model places at a smaller "
         "delay than the machine. The shipped calibration (curve and 9 outstanding misses fitted on this table) brings "
         "the engine to {own_engine:.1f} %. Also: the "
         "firmware SLIT (21) disagrees with the measured ratio (131.1 / 81.4 = 1.61, i.e. 16): see the warnings.",
@@ -170,9 +172,11 @@ def ot_self(ms: list[Measurement]):  # type: ignore[no-untyped-def]
     return ms[0].data.loaded_latency[0]  # type: ignore[union-attr]
 
 
-def _with_curve(cal: Calibration, shape: tuple[float, float, float]) -> Calibration:
+def _with_curve(cal: Calibration, shape: tuple[float, float, float], mlp: int) -> Calibration:
+    """``cal`` with the curve shape and the outstanding misses (which set the saturated plateau) of another machine."""
     ctrls = [c.model_copy(update={"curve": shaped_curve(c.latency_ns, *shape)}) for c in cal.controllers]
     body = cal.model_dump(exclude={"id", "controllers"})
+    body["core"]["max_outstanding_misses"] = mlp
     return Calibration.model_validate({**body, "controllers": [c.model_dump() for c in ctrls]})
 
 
@@ -249,7 +253,11 @@ def run(name: str) -> dict[str, object]:
         other_idle = float(np.mean([other.latency_matrix.cell(i, i) for i in other.latency_matrix.rows]))
         other_peak = other.peak_injection_mb_s["all_reads"] / 1000.0
         shape, _ = fit_curve_shape(ot.bandwidth_gb_s, ot.latency_ns, idle_latency_ns=other_idle, peak_gb_s=other_peak)
-        shaped = _with_curve(no_curve, shape)
+        # the other machine's outstanding misses per thread, fitted by Little's law on its saturated rows
+        other_mlp = calibrate(load_machine(str(spec["other_machine"])), load_measurements([spec["other_mlc"]]),  # type: ignore[list-item]
+                              created=CREATED).calibration.core.max_outstanding_misses
+        facts["other_mlp"] = other_mlp
+        shaped = _with_curve(no_curve, shape, other_mlp)
         cross = validate(machine, shaped, ms, ["loaded_latency"], method="auto").tables[0]
         cross_analytic = validate(machine, shaped, ms, ["loaded_latency"], method="analytic").tables[0]
         held.tables.append(cross)
@@ -277,8 +285,8 @@ def run(name: str) -> dict[str, object]:
         labels = [
             "leave-one-cell-out: latency_matrix",
             "leave-one-cell-out: bandwidth_matrix",
-            "cross-machine curve: loaded_latency (engine)",
-            "cross-machine curve: loaded_latency (closed form)",
+            "cross-machine curve and outstanding misses: loaded_latency (engine)",
+            "cross-machine curve and outstanding misses: loaded_latency (closed form)",
         ]
         for t, nm in zip(held.tables, labels, strict=True):
             rows.append(_row(nm, t, "held-out", 10.0))

@@ -28,7 +28,7 @@ from numasim.calibrate.parsers import (
     ProbeResult,
     StrideTableResult,
 )
-from numasim.calibrate.pipeline import _hmat_matrix
+from numasim.calibrate.pipeline import SATURATED_ROW_SHARE, _hmat_matrix
 from numasim.calibrate.predict import (
     predict_bandwidth_matrix,
     predict_device_bandwidth_gb_s,
@@ -151,7 +151,8 @@ def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTa
 
     rows = [f"{int(dl):05d}" for dl in t.inject_delay]
     if not engine:
-        pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s)
+        saturated = t.bandwidth_mb_s >= SATURATED_ROW_SHARE * float(np.max(t.bandwidth_mb_s))
+        pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s, saturated=saturated)
         return [CellResidual("loaded_latency", r, "latency", float(v), float(p), "ns")
                 for r, v, p in zip(rows, t.latency_ns, pred, strict=True)]
     sim = virtual_mlc(machine, calibration, ["--loaded_latency"], delays=[int(x) for x in t.inject_delay]).loaded_latency

@@ -199,3 +199,17 @@ def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> N
         load_measurements([empty])
     with pytest.raises(FormatError, match="unknown measurement format"):
         load_measurements([tmp_path / "notes.txt"])
+
+
+def test_closed_form_loaded_latency_takes_the_saturated_rows_from_littles_law() -> None:
+    # the shipped curve was fitted below saturation; the saturated rows come from the outstanding misses
+    m = load_machine("skylake-8180-2s")
+    cal = resolve_calibration(m)
+    t = validate(m, cal, load_measurements([DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"]), ["loaded_latency"],
+                 method="analytic").table("loaded_latency")
+    row0 = next(c for c in t.cells if c.row == "00000")
+    assert row0.col == "latency" and row0.measured == 282.66
+    lines = (len(m.node(0).cpus) - 1) * cal.core.max_outstanding_misses + 1  # node 0's loaders + the chase
+    share_gb_s = 215.7128 * cal.controller(0).read_bandwidth_gb_s / sum(c.read_bandwidth_gb_s for c in cal.controllers)
+    assert row0.model == pytest.approx(lines * 64 / share_gb_s)
+    assert t.mape_pct < 5.0
