@@ -134,3 +134,17 @@ def test_validate_compares_exactly_what_the_tool_prints(capsys: pytest.CaptureFi
     assert len(lat) == len(bw) == len(printed.inject_delay) == 19
     for d, want_lat, want_bw in zip(printed.inject_delay, printed.latency_ns, printed.bandwidth_mb_s, strict=True):
         assert lat[f"{d:05d}"] == want_lat and bw[f"{d:05d}"] == want_bw
+
+
+def test_idle_latency_core_clocks_round_trip_through_the_parser() -> None:
+    # the 8180's calibration holds the clock mlc measured (202.0 core clocks in 80.8 ns); the virtual mlc prints
+    # its core clocks in it, and calibrate's parser reads the same clock back
+    m = load_machine("skylake-8180-2s")
+    cal = resolve_calibration(m)
+    assert cal.core.core_clock_ghz == pytest.approx(2.5)
+    text = format_mlc(mlc(tool_context(m, cal), ["--idle_latency"]))
+    assert "ASSUMED" not in text
+    assert parse_mlc_text(text).core_clock_ghz == pytest.approx(2.5, rel=2e-3)
+    e5 = load_machine("seed-001-e5-2680v2")
+    text = format_mlc(mlc(tool_context(e5, resolve_calibration(e5)), ["--idle_latency"]))
+    assert "numasim: ASSUMED core clock 2.500 GHz" in text
