@@ -144,26 +144,17 @@ def _latency_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.n
 
 
 def _stream_threads(
-    ctx: ToolContext,
-    cpus: Sequence[int],
-    mem_of: Sequence[int],
-    reads_per_write: int,
-    lines: int,
-    compute_ns: float | Sequence[float] = 0.0,
-    extra: tuple[ThreadSpec, AccessChunk] | None = None,
-    extra_vmas: Sequence[_Buf] = (),
-    lines_of: Sequence[int] | None = None,
-) -> tuple[float, list]:
-    """Each cpu streams ``lines`` lines (``lines_of[k]`` if given, at most ``lines``) of its own slice of a
-    buffer on ``mem_of[k]``, with ``compute_ns`` (or ``compute_ns[k]``) between accesses; returns (MB/s,
-    records)."""
+    ctx: ToolContext, cpus: Sequence[int], mem_of: Sequence[int], reads_per_write: int, lines: int
+) -> float:
+    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]`` (reads, and writes by the
+    mix); the system bandwidth in MB/s: all bytes over the span from the first start to the last finish."""
     by_node: dict[int, list[int]] = {}
     for k, mem in enumerate(mem_of):
         by_node.setdefault(mem, []).append(k)
     writes = reads_per_write != 0
     per_thread = lines * 64
     slices: dict[int, tuple[int, int]] = {}
-    vmas = list(extra_vmas)
+    vmas = []
     for mem, ks in by_node.items():
         rbuf = _bound_buffer(ctx, per_thread * len(ks), mem)
         wbuf = _bound_buffer(ctx, per_thread * len(ks), mem) if writes else None
@@ -176,8 +167,6 @@ def _stream_threads(
     for k, cpu in enumerate(cpus):
         rstart, wstart = slices[k]
         reads = np.uint64(rstart) + step
-        if lines_of is not None:
-            reads = reads[: lines_of[k]]
         if reads_per_write == 0:
             addr, wr = reads, np.zeros(len(reads), dtype=bool)
         else:
@@ -190,21 +179,14 @@ def _stream_threads(
             wr = np.zeros((n_groups, rpw + 1), dtype=bool)
             wr[:, -1] = True
             wr = wr.ravel()
-        gap = compute_ns if isinstance(compute_ns, (int, float)) else compute_ns[k]
-        # Paced threads start spread over one gap, as independent threads drift apart: started together,
-        # they would all reach the controller in the same instant each gap (a burst the others queue behind).
-        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gap * k / len(cpus)))
-        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=gap))
-    if extra is not None:
-        specs.append(extra[0])
-        chunks.append(extra[1])
+        specs.append(ThreadSpec(k, cpu=cpu))
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr))
     r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], _pages(vmas), seed=ctx.seed,
                  record_latencies=False)
-    load = [t for t in r.threads if t.thread_id is not None and t.thread_id < len(cpus)]
-    span = max(t.finish_ns for t in load) - min(t.start_ns for t in load)
-    total = sum(len(c) for c in chunks[: len(cpus)]) * 64
-    _free(ctx, vmas[len(extra_vmas):])
-    return total / span * 1e3, r.threads  # bytes/ns = GB/s; x1000 = MB/s
+    span = max(t.finish_ns for t in r.threads) - min(t.start_ns for t in r.threads)
+    total = sum(len(c) for c in chunks) * 64
+    _free(ctx, vmas)
+    return total / span * 1e3  # bytes/ns = GB/s; x1000 = MB/s
 
 
 def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.ndarray:
@@ -212,7 +194,7 @@ def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np
     for i, node in enumerate(nodes):
         cpus = list(ctx.machine.node(node).cpus)
         for j, mem in enumerate(mems):
-            out[i, j], _ = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
+            out[i, j] = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
     return out
 
 
@@ -226,7 +208,7 @@ def _local_mem(ctx: ToolContext, cpu: int) -> int:
 def _peak(ctx: ToolContext) -> dict[str, float]:
     cpus = ctx.cpus()
     mems = [_local_mem(ctx, c) for c in cpus]
-    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES)[0] for label, rpw in MIXES}
+    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES) for label, rpw in MIXES}
 
 
 LOADED_CHASE_LOADS = 500
