@@ -69,6 +69,7 @@ __all__ = [
     "DEFAULT_FIT_ON",
     "DERIVED",
     "unconstrained_priors",
+    "SATURATED_ROW_SHARE",
 ]
 
 FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
@@ -100,6 +101,10 @@ def _hmat_matrix(h: HmatResult, key: str, unit: str) -> NodeMatrix | None:
     for i, j, v in cells:
         arr[rows.index(i), cols.index(j)] = v
     return NodeMatrix(rows, cols, arr, unit)
+
+
+SATURATED_ROW_SHARE = 0.97
+"""A loaded-latency row whose bandwidth is within 3 % of the table's top is saturated (mlc's smallest delays)."""
 
 
 def stride_latency_matrices(tables: StrideTableResult, mlp: int, pattern: str = "s64") -> list[NodeMatrix]:
@@ -324,10 +329,23 @@ def calibrate(
         k, mlc = loaded[0]
         table = mlc.loaded_latency[0]
         idle = float(np.mean([ctrl_lat[j] for j in ctrl_lat if machine.node(j).has_cpus] or list(ctrl_lat.values())))
+        # Saturated rows (within SATURATED_ROW_SHARE of the table's top bandwidth) are not curve points: there
+        # every load thread has its misses in flight and latency is Little's law over them, which the engine's
+        # FIFO controllers produce from max_outstanding_misses (fitted from those rows below). Put in the curve
+        # too, that queueing would be counted twice.
+        below = table.bandwidth_mb_s < SATURATED_ROW_SHARE * float(np.max(table.bandwidth_mb_s))
+        if below.sum() < 2:
+            below = np.ones(len(table.bandwidth_mb_s), dtype=bool)
         curve, cres = fit_loaded_latency_curve(
-            table.bandwidth_gb_s, table.latency_ns, idle_latency_ns=idle, peak_gb_s=system_read
+            table.bandwidth_gb_s[below], table.latency_ns[below], idle_latency_ns=idle, peak_gb_s=system_read
         )
         report.extend(cres)
+        if not below.all():
+            report.assumptions.append(
+                f"loaded latency: the {int((~below).sum())} saturated rows (bandwidth within "
+                f"{(1 - SATURATED_ROW_SHARE) * 100:.0f} % of the table's top) set core.max_outstanding_misses, not the "
+                "curve: their latency is the controllers' queue (Little's law), which the engine's FIFO controllers give"
+            )
         for j in ctrl_lat:
             curves[j] = curve.model_copy(update={"added_latency_ns": [a for a in curve.added_latency_ns]})
             assumed[f"controllers[{j}].curve"] = "assumption: the system curve fitted on loaded_latency, for every controller"
@@ -348,6 +366,23 @@ def calibrate(
             f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
         )
         mark(k, "loaded_latency")
+    # ---- the core clock (mlc's delays and "core clocks" count cycles of it)
+    clocks = [(k, m.data.core_clock_ghz) for k, m in enumerate(measurements)
+              if isinstance(m.data, MlcResult) and m.data.core_clock_ghz is not None]
+    if clocks:
+        k, ghz = clocks[0]
+        core = core.model_copy(update={"core_clock_ghz": round(float(ghz), 4)})
+        report.parameters.append(FittedParameter("core.core_clock_ghz", float(ghz), "GHz"))
+        report.assumptions.append(
+            f"core.core_clock_ghz = {ghz:.3f}: mlc --idle_latency's core clocks / ns (the clock its cores ran at)"
+        )
+        if "idle_latency" not in sections[k]:
+            sections[k].append("idle_latency")  # a source of the calibration, not a fitted table
+    else:
+        report.assumptions.append(
+            "core.core_clock_ghz: unconstrained (no mlc --idle_latency line gives core clocks and ns); left unset, "
+            "so a virtual tool that counts core cycles (mlc's injection delay) assumes a clock and says so"
+        )
     # ---- one core's streaming read (probe): the initiator-side limit, not the controller's
     if "bandwidth_matrix" in wanted and probes:
         k, pr = probes[0]

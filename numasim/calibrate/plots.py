@@ -58,14 +58,29 @@ def plot_table(t: TableValidation, path: str | Path, title: str = "") -> Path:
             fig.colorbar(im, ax=ax, shrink=0.8)
         fig.suptitle(title or f"{t.table}: MAPE {t.mape_pct:.2f} %")
     elif t.table == "loaded_latency":
-        bw = np.array([float(c.col.split()[0]) for c in t.cells]) / 1000.0
-        meas = np.array([c.measured for c in t.cells])
-        sim = np.array([c.model for c in t.cells])
-        order = np.argsort(bw)
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(bw[order], meas[order], "o-", label="measured (mlc --loaded_latency)")
-        ax.plot(bw[order], sim[order], "s--", label="simulated (calibrated curve)")
-        ax.set_xlabel("bandwidth (GB/s)")
+        # cells by injection delay (the row): latency always, bandwidth when the virtual mlc ran (engine)
+        lat = {c.row: c for c in t.cells if c.col != "bandwidth"}
+        bwc = {c.row: c for c in t.cells if c.col == "bandwidth"}
+        rows = sorted(lat, key=int)
+        meas = np.array([lat[r].measured for r in rows])
+        sim = np.array([lat[r].model for r in rows])
+        if bwc and all(r in bwc for r in rows):
+            fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+            ax.plot([bwc[r].measured / 1000 for r in rows], meas, "o-", label="measured (mlc --loaded_latency)")
+            ax.plot([bwc[r].model / 1000 for r in rows], sim, "s--", label="simulated (virtual mlc)")
+            ax.set_xlabel("bandwidth (GB/s)")
+            delay = [max(int(r), 1) for r in rows]
+            ax2.semilogx(delay, [bwc[r].measured / 1000 for r in rows], "o-", label="measured")
+            ax2.semilogx(delay, [bwc[r].model / 1000 for r in rows], "s--", label="simulated")
+            ax2.set_xlabel("injection delay (core cycles; 0 drawn at 1)")
+            ax2.set_ylabel("bandwidth (GB/s)")
+            ax2.legend()
+        else:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            delay = [max(int(r), 1) for r in rows]
+            ax.semilogx(delay, meas, "o-", label="measured (mlc --loaded_latency)")
+            ax.semilogx(delay, sim, "s--", label="simulated (curve at the measured bandwidth)")
+            ax.set_xlabel("injection delay (core cycles; 0 drawn at 1)")
         ax.set_ylabel("latency (ns)")
         ax.legend()
         ax.set_title(title or f"loaded latency: MAPE {t.mape_pct:.2f} %")

@@ -78,13 +78,31 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
 
 
 def predict_loaded_latency(
-    machine: Machine, calibration: Calibration, bandwidth_gb_s: np.ndarray, node: int = 0
+    machine: Machine,
+    calibration: Calibration,
+    bandwidth_gb_s: np.ndarray,
+    node: int = 0,
+    *,
+    saturated: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Latency (ns) seen by a local reader on ``node`` while the system moves ``bandwidth_gb_s``."""
+    """Latency (ns) seen by a local reader on ``node`` while the system moves ``bandwidth_gb_s``: idle latency plus
+    the controller's loaded-latency curve at the utilisation.
+
+    ``saturated`` marks rows where mlc's load threads (one per other cpu) all have their misses in flight (its
+    smallest injection delays): there the controller's queue holds them, and the latency is Little's law over
+    them when that is more: ``(loaders on the node x max_outstanding_misses + 1) x 64 B / the node's share of
+    the bandwidth``, what the engine's FIFO controllers give.
+    """
     rd, _ = _system(machine, calibration)
     c = calibration.controller(node)
     curve = c.curve if c.curve is not None else default_curve(c.latency_ns)
-    return c.latency_ns + curve.added_ns(np.asarray(bandwidth_gb_s, dtype=float) / rd)
+    bw = np.asarray(bandwidth_gb_s, dtype=float)
+    out = c.latency_ns + curve.added_ns(bw / rd)
+    if saturated is not None:
+        lines = (max(len(machine.node(node).cpus) - 1, 0) * calibration.core.max_outstanding_misses + 1) * 64.0
+        little_ns = lines / np.maximum(bw * c.read_bandwidth_gb_s / rd, 1e-12)
+        out = np.where(np.asarray(saturated, dtype=bool), np.maximum(out, little_ns), out)
+    return out
 
 
 def predict_stride_time_ns(machine: Machine, calibration: Calibration, cpu_node: int, mem_node: int) -> float:

@@ -1,8 +1,12 @@
 """Validation: predict held-out measured tables from a calibrated machine and report the error per table.
 
-Predictions are analytic (:mod:`numasim.calibrate.predict`), i.e. the same latency/bandwidth/curve model the
-engine's epoch fidelity uses, evaluated in closed form. The report says so (``method``), so a number is never
-mistaken for an engine replay.
+Two methods, and every table says which one produced it (``method``), so a number is never mistaken for the other:
+
+* **engine**: mlc's tables (latency and bandwidth matrices, peak injection bandwidths, loaded latency) are
+  measured by running the virtual mlc users run (:func:`numasim.calibrate.replay.virtual_mlc`: the tool on a fresh
+  simulated kernel, its printed output parsed like the real one), so validation checks exactly that tool;
+* **analytic** (:mod:`numasim.calibrate.predict`): the same latency/bandwidth/curve model in closed form; for the
+  loaded-latency table, the latency at each row's *measured* bandwidth.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ from numasim.calibrate.parsers import (
     HmatResult,
     HopRatioResult,
     LatMemRdResult,
+    LoadedLatencyTable,
     MlcResult,
     NodeMatrix,
     PerftestResult,
     ProbeResult,
     StrideTableResult,
 )
-from numasim.calibrate.pipeline import _hmat_matrix
+from numasim.calibrate.pipeline import SATURATED_ROW_SHARE, _hmat_matrix
 from numasim.calibrate.predict import (
     predict_bandwidth_matrix,
     predict_device_bandwidth_gb_s,
@@ -61,12 +66,12 @@ VALIDATION_TABLES = (
 ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/bandwidth/curve model)"
 
 
-ENGINE_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: virtual mlc pointer chase per cell)"
+ENGINE_METHOD = "engine: the virtual mlc (numasim.tools.mlc) run on a fresh simulated kernel, its output parsed"
 ENGINE_LL_METHOD = (
-    "engine replay (numasim.engine.simulate, epoch fidelity: pointer chase on cpu 0 while every other cpu "
-    "streams its node's memory at the row's bandwidth)"
+    "engine: the virtual mlc --loaded_latency at the measured injection delays (numasim.tools.mlc), its printed "
+    "latency and bandwidth columns"
 )
-ENGINE_BW_METHOD = "engine replay (numasim.engine.simulate, epoch fidelity: one sequential reader per cpu per cell)"
+ENGINE_BW_METHOD = ENGINE_METHOD
 
 
 @dataclass
@@ -128,6 +133,39 @@ def _matrix_cells(table: str, measured: NodeMatrix, model: NodeMatrix, unit: str
     return cells
 
 
+def _like(simulated: NodeMatrix | None, measured: NodeMatrix) -> NodeMatrix:
+    """The simulated matrix's cells at the measured matrix's rows and columns (nan where it has none)."""
+    out = np.full((len(measured.rows), len(measured.cols)), np.nan)
+    if simulated is not None:
+        for a, i in enumerate(measured.rows):
+            for b, j in enumerate(measured.cols):
+                if i in simulated.rows and j in simulated.cols:
+                    out[a, b] = simulated.cell(i, j)
+    return NodeMatrix(list(measured.rows), list(measured.cols), out, measured.unit)
+
+
+def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTable, engine: bool) -> list[CellResidual]:
+    """Loaded-latency cells, row = the injection delay. Engine: the virtual mlc at the measured delays, both
+    columns (``latency`` in ns, ``bandwidth`` in MB/s). Analytic: the latency at each row's measured bandwidth."""
+    from numasim.calibrate.replay import virtual_mlc
+
+    rows = [f"{int(dl):05d}" for dl in t.inject_delay]
+    if not engine:
+        saturated = t.bandwidth_mb_s >= SATURATED_ROW_SHARE * float(np.max(t.bandwidth_mb_s))
+        pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s, saturated=saturated)
+        return [CellResidual("loaded_latency", r, "latency", float(v), float(p), "ns")
+                for r, v, p in zip(rows, t.latency_ns, pred, strict=True)]
+    sim = virtual_mlc(machine, calibration, ["--loaded_latency"], delays=[int(x) for x in t.inject_delay]).loaded_latency
+    if not sim:
+        raise CalibrationError("validate: the virtual mlc printed no loaded-latency table")
+    s = sim[0]
+    cells = [CellResidual("loaded_latency", r, "latency", float(v), float(p), "ns")
+             for r, v, p in zip(rows, t.latency_ns, s.latency_ns, strict=True)]
+    cells += [CellResidual("loaded_latency", r, "bandwidth", float(v), float(p), "MB/s")
+              for r, v, p in zip(rows, t.bandwidth_mb_s, s.bandwidth_mb_s, strict=True)]
+    return cells
+
+
 def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) -> list[CellResidual]:
     """Predicted ratios: read(h) = mean latency over pairs h hops apart / mean local latency; write(h) =
     write_cost_factor x read(h); read_bandwidth(h) = local / h-hop latency (a single core is latency-bound:
@@ -165,17 +203,12 @@ def validate(
 ) -> ValidationReport:
     """Predict every requested table the measurements hold and compare cell by cell.
 
-    ``method``: ``"analytic"`` (closed form for every table), ``"engine"`` (replay the tools the engine can
-    run, i.e. the latency and bandwidth matrices and the loaded-latency table, through
-    :func:`numasim.engine.simulate`; closed form for the rest) or
-    ``"auto"`` (engine when it is importable). Each table records which one produced it.
+    ``method``: ``"analytic"`` (closed form for every table), ``"engine"`` (run the virtual mlc for mlc's
+    tables, i.e. the latency and bandwidth matrices, the peak injection bandwidths and the loaded-latency table,
+    whose latency *and* bandwidth columns are compared; closed form for the rest) or ``"auto"`` (engine when it
+    is importable). Each table records which one produced it.
     """
-    from numasim.calibrate.replay import (
-        engine_available,
-        replay_bandwidth_matrix,
-        replay_latency_matrix,
-        replay_loaded_latency,
-    )
+    from numasim.calibrate.replay import engine_available, virtual_mlc
 
     if method not in ("analytic", "engine", "auto"):
         raise CalibrationError(f"method = {method!r}: expected 'analytic', 'engine' or 'auto'")
@@ -203,7 +236,7 @@ def validate(
         if "latency_matrix" in wanted:
             for lm in lat_mats:
                 if use_engine:
-                    pred = replay_latency_matrix(machine, calibration, lm)
+                    pred = _like(virtual_mlc(machine, calibration, ["--latency_matrix"]).latency_matrix, lm)
                     how = ENGINE_METHOD
                 else:
                     pred = predict_latency_matrix(machine, calibration, lm)
@@ -214,7 +247,7 @@ def validate(
         if "bandwidth_matrix" in wanted:
             for bm in bw_mats:
                 if use_engine:
-                    pred = replay_bandwidth_matrix(machine, calibration, bm)
+                    pred = _like(virtual_mlc(machine, calibration, ["--bandwidth_matrix"]).bandwidth_matrix, bm)
                     how = ENGINE_BW_METHOD
                 else:
                     pred = predict_bandwidth_matrix(machine, calibration, bm)
@@ -225,33 +258,24 @@ def validate(
         if isinstance(d, MlcResult):
             peak = d.peak_injection_mb_s or d.max_bandwidth_mb_s
             if "peak_bandwidth" in wanted and peak:
-                pred_p = predict_peak_mix(machine, calibration, list(peak))
+                if use_engine:
+                    pred_p = virtual_mlc(machine, calibration, ["--peak_injection_bandwidth"]).peak_injection_mb_s
+                    how_p = ENGINE_METHOD
+                else:
+                    pred_p = predict_peak_mix(machine, calibration, list(peak))
+                    how_p = ANALYTIC_METHOD
                 rep.tables.append(
                     TableValidation(
                         "peak_bandwidth",
                         src,
                         [CellResidual("peak_bandwidth", k, "system", v, pred_p[k], "MB/s") for k, v in peak.items() if k in pred_p],
+                        how_p,
                     )
                 )
             if "loaded_latency" in wanted:
                 for t in d.loaded_latency:
-                    if use_engine:
-                        pred_l = replay_loaded_latency(machine, calibration, t.bandwidth_gb_s)
-                        how_l = ENGINE_LL_METHOD
-                    else:
-                        pred_l = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s)
-                        how_l = ANALYTIC_METHOD
-                    rep.tables.append(
-                        TableValidation(
-                            "loaded_latency",
-                            src,
-                            [
-                                CellResidual("loaded_latency", f"{int(dl):05d}", f"{bw:.0f} MB/s", float(lat), float(p), "ns")
-                                for dl, bw, lat, p in zip(t.inject_delay, t.bandwidth_mb_s, t.latency_ns, pred_l, strict=True)
-                            ],
-                            how_l,
-                        )
-                    )
+                    rep.tables.append(TableValidation("loaded_latency", src, _loaded_cells(machine, calibration, t, use_engine),
+                                                      ENGINE_LL_METHOD if use_engine else ANALYTIC_METHOD))
         if isinstance(d, StrideTableResult) and "stride_latency" in wanted:
             cells = []
             for st in d.tables:
@@ -308,7 +332,7 @@ def validate(
     if not rep.tables:
         raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
     if any(t.method.startswith("engine") for t in rep.tables):
-        rep.method = "mixed: latency/bandwidth matrices and loaded latency by engine replay, other tables analytic"
+        rep.method = "mixed: mlc's tables by the virtual mlc (engine), other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep
 

@@ -8,7 +8,8 @@ function printing the real layout:
 * :mod:`~numasim.tools.lat_mem_rd` -- lmbench ``lat_mem_rd``;
 * :mod:`~numasim.tools.dd` -- GNU ``dd`` between /dev/zero, /dev/null and /dev/shm (tmpfs);
 * :mod:`~numasim.tools.stream` -- STREAM 5.10;
-* :mod:`~numasim.tools.mlc` -- Intel mlc ``--latency_matrix`` ... ``--loaded_latency``;
+* :mod:`~numasim.tools.mlc` -- Intel mlc ``--latency_matrix`` ... ``--loaded_latency`` (its load threads' pace
+  and the core clock their delay counts: :mod:`~numasim.tools.mlc_load`);
 * :mod:`~numasim.tools.perftest` -- ``ib_send_lat`` / ``ib_send_bw``;
 * :mod:`~numasim.tools.stride_table` -- the stride x working-set test of source article 003.
 

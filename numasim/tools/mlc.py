@@ -6,16 +6,17 @@ What mlc does, and the simulated counterpart (buffers are allocated on a node wi
 
 * idle latency matrix: one thread on a cpu of node *i* chases dependent pointers at random 64-byte lines of a
   buffer on node *j* (prefetchers defeated); the mean load-to-use time in ns. ``--idle_latency``: the same
-  from the first allowed cpu to its own node, also in core clocks (:data:`CORE_GHZ`).
+  from the first allowed cpu to its own node, also in core clocks (of :func:`~numasim.tools.mlc_load.core_clock`).
 * bandwidth matrix: every cpu of node *i* streams reads through its own buffer on node *j*; MB/s
   (10**6 bytes/s) summed over threads.
 * peak injection bandwidth: every allowed cpu reads (and writes, by the mix) memory of its own node; the
   mixes ``ALL Reads``, ``3:1``, ``2:1``, ``1:1`` reads:writes and ``Stream-triad like`` (2 reads : 1 write).
-* loaded latency: one latency thread on the first cpu chases its node's memory while every other cpu reads
-  its node's memory (read-only traffic, mlc's default), :data:`LOAD_LINES_PER_DELAY` lines per ``D`` core
-  cycles plus :data:`LOAD_ISSUE_NS` (``D`` from mlc's list), never more than the node's controller reads;
-  the latency thread's mean latency and the system bandwidth (all threads) per delay. Cycles become ns with
-  :data:`CORE_GHZ` (the machine files carry no clock).
+* loaded latency: one latency thread on the first cpu chases its node's memory while every other cpu runs mlc's
+  load loop on its node's memory (read-only traffic, mlc's default): :mod:`numasim.tools.mlc_load` says how an
+  injection delay in core cycles becomes a pace, and why nothing else limits the load but the cores' outstanding
+  misses and the controllers' queues. The latency thread's mean latency and the system bandwidth (all threads)
+  per delay. The clock the delays count is the calibration's ``core.core_clock_ghz``; without one an assumed
+  clock, and the output says so.
 
 Only a window of each thread's accesses is simulated (:data:`LATENCY_LOADS`, :data:`BANDWIDTH_LINES`); a
 deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as it writes it (tabs).
@@ -33,6 +34,7 @@ from numasim.engine.pagemap import PageMap
 from numasim.errors import WorkloadError
 from numasim.kernel import mempolicy as mp
 from numasim.tools.context import ToolContext
+from numasim.tools.mlc_load import ASSUMED_CORE_CLOCK_GHZ, CoreClock, LoadPace, core_clock, line_gap_ns
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk, concat_chunks
 
@@ -43,9 +45,7 @@ __all__ = [
     "MLC_VERSION",
     "INJECT_DELAYS",
     "MIXES",
-    "CORE_GHZ",
-    "LOAD_LINES_PER_DELAY",
-    "LOAD_ISSUE_NS",
+    "LOADED_CHASE_LOADS",
     "LATENCY_LOADS",
     "BANDWIDTH_LINES",
     "LATENCY_BUFFER_BYTES",
@@ -57,15 +57,6 @@ INJECT_DELAYS = (0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700
 MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1:1 Reads-Writes", 1),
          ("Stream-triad like", -2))
 """Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element)."""
-CORE_GHZ = 2.5
-"""Cycles per ns used to turn an injection delay into time (an assumption: machine files carry no clock)."""
-LOAD_LINES_PER_DELAY = 2
-"""Cache lines one mlc load thread reads per injection-delay period. Fitted to mlc's own loaded-latency
-tables (``shared/data/mlc``): at large delays the load bandwidth is ``threads x 128 B x f / D`` on both the
-E5-2680 v2 (39 load threads, 2.8 GHz) and the Platinum 8180 (111 threads, 2.5 GHz)."""
-LOAD_ISSUE_NS = 20.0
-"""Fixed time per load-thread period besides the delay (ns): the loop and the reads' issue. The same tables
-put it at ~22 ns (E5-2680 v2, delays 100-1000) and ~10-25 ns (8180)."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
 LATENCY_BUFFER_BYTES = 200 * 1000 * 1000
@@ -86,6 +77,8 @@ class MlcResult:
     peak_mb_s: dict[str, float] = field(default_factory=dict)
     loaded: list[tuple[int, float, float]] = field(default_factory=list)
     """``(inject delay, latency ns, bandwidth MB/s)`` rows."""
+    clock: CoreClock | None = None
+    """The core clock the injection delays and core clocks counted (``clock.assumed``: not the machine's own)."""
     command_line: str = ""
     calibration_id: str = ""
     seed: int = 0
@@ -151,26 +144,17 @@ def _latency_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.n
 
 
 def _stream_threads(
-    ctx: ToolContext,
-    cpus: Sequence[int],
-    mem_of: Sequence[int],
-    reads_per_write: int,
-    lines: int,
-    compute_ns: float | Sequence[float] = 0.0,
-    extra: tuple[ThreadSpec, AccessChunk] | None = None,
-    extra_vmas: Sequence[_Buf] = (),
-    lines_of: Sequence[int] | None = None,
-) -> tuple[float, list]:
-    """Each cpu streams ``lines`` lines (``lines_of[k]`` if given, at most ``lines``) of its own slice of a
-    buffer on ``mem_of[k]``, with ``compute_ns`` (or ``compute_ns[k]``) between accesses; returns (MB/s,
-    records)."""
+    ctx: ToolContext, cpus: Sequence[int], mem_of: Sequence[int], reads_per_write: int, lines: int
+) -> float:
+    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]`` (reads, and writes by the
+    mix); the system bandwidth in MB/s: all bytes over the span from the first start to the last finish."""
     by_node: dict[int, list[int]] = {}
     for k, mem in enumerate(mem_of):
         by_node.setdefault(mem, []).append(k)
     writes = reads_per_write != 0
     per_thread = lines * 64
     slices: dict[int, tuple[int, int]] = {}
-    vmas = list(extra_vmas)
+    vmas = []
     for mem, ks in by_node.items():
         rbuf = _bound_buffer(ctx, per_thread * len(ks), mem)
         wbuf = _bound_buffer(ctx, per_thread * len(ks), mem) if writes else None
@@ -183,8 +167,6 @@ def _stream_threads(
     for k, cpu in enumerate(cpus):
         rstart, wstart = slices[k]
         reads = np.uint64(rstart) + step
-        if lines_of is not None:
-            reads = reads[: lines_of[k]]
         if reads_per_write == 0:
             addr, wr = reads, np.zeros(len(reads), dtype=bool)
         else:
@@ -197,21 +179,14 @@ def _stream_threads(
             wr = np.zeros((n_groups, rpw + 1), dtype=bool)
             wr[:, -1] = True
             wr = wr.ravel()
-        gap = compute_ns if isinstance(compute_ns, (int, float)) else compute_ns[k]
-        # Paced threads start spread over one gap, as independent threads drift apart: started together,
-        # they would all reach the controller in the same instant each gap (a burst the others queue behind).
-        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gap * k / len(cpus)))
-        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, compute_ns=gap))
-    if extra is not None:
-        specs.append(extra[0])
-        chunks.append(extra[1])
+        specs.append(ThreadSpec(k, cpu=cpu))
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr))
     r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], _pages(vmas), seed=ctx.seed,
                  record_latencies=False)
-    load = [t for t in r.threads if t.thread_id is not None and t.thread_id < len(cpus)]
-    span = max(t.finish_ns for t in load) - min(t.start_ns for t in load)
-    total = sum(len(c) for c in chunks[: len(cpus)]) * 64
-    _free(ctx, vmas[len(extra_vmas):])
-    return total / span * 1e3, r.threads  # bytes/ns = GB/s; x1000 = MB/s
+    span = max(t.finish_ns for t in r.threads) - min(t.start_ns for t in r.threads)
+    total = sum(len(c) for c in chunks) * 64
+    _free(ctx, vmas)
+    return total / span * 1e3  # bytes/ns = GB/s; x1000 = MB/s
 
 
 def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.ndarray:
@@ -219,7 +194,7 @@ def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np
     for i, node in enumerate(nodes):
         cpus = list(ctx.machine.node(node).cpus)
         for j, mem in enumerate(mems):
-            out[i, j], _ = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
+            out[i, j] = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
     return out
 
 
@@ -233,61 +208,99 @@ def _local_mem(ctx: ToolContext, cpu: int) -> int:
 def _peak(ctx: ToolContext) -> dict[str, float]:
     cpus = ctx.cpus()
     mems = [_local_mem(ctx, c) for c in cpus]
-    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES)[0] for label, rpw in MIXES}
+    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES) for label, rpw in MIXES}
 
 
-SATURATED_SHARE = 0.98
-"""Share of a controller's read bandwidth the load threads of mlc's saturated rows offer together."""
+LOADED_CHASE_LOADS = 500
+"""Dependent loads the latency thread times per injection delay (after the load has reached steady state)."""
 
 
-def _load_gap_ns(delay_cycles: int) -> float:
-    """Time between two line reads of one load thread at injection delay ``delay_cycles`` (ns, unsaturated)."""
-    return (delay_cycles / CORE_GHZ + LOAD_ISSUE_NS) / LOAD_LINES_PER_DELAY
+def _load_threads(
+    ctx: ToolContext, cpus: Sequence[int], mems: Sequence[int], lines_of: Sequence[int], gap_ns: float
+) -> tuple[list[ThreadSpec], list[AccessChunk], list[_Buf]]:
+    """mlc's load threads: thread ``k`` on ``cpus[k]`` reads ``lines_of[k]`` lines of its own buffer on
+    ``mems[k]``, one every ``gap_ns`` while a miss slot is free (independent reads: up to the core's
+    ``max_outstanding_misses`` in flight).
 
-
-def _loaded(ctx: ToolContext, delays: Sequence[int]) -> list[tuple[int, float, float]]:
-    """mlc's loaded-latency table; see :data:`LOAD_LINES_PER_DELAY` for how a delay becomes offered load.
-
-    Every load thread reads its own node's memory at one line per :func:`_load_gap_ns`; where that offers a
-    memory node more than its controller's read bandwidth, the threads on it are slowed to exactly that
-    bandwidth, as the hardware's back-pressure does (mlc's rows at small delays all report the peak read
-    bandwidth). This is the load :func:`numasim.calibrate.replay.replay_loaded_latency` offers when
-    ``numasim validate`` replays a measured row, so the two agree at equal bandwidth.
+    The lines are every other line of the buffer: a thread's misses, demand or prefetch, all sit in its core's
+    fill buffers, so its outstanding misses are the whole of what it has in flight (Little's law on both real
+    tables: 16-17 lines per core at saturation). A sequential stream would take the engine's prefetch factor,
+    which lets one thread keep ``M + prefetch distance`` lines in flight, more than the core holds.
     """
+    by_node: dict[int, list[int]] = {}
+    for k, mem in enumerate(mems):
+        by_node.setdefault(mem, []).append(k)
+    stride = np.uint64(2 * 64)
+    per_thread = max(lines_of) * 2 * 64
+    bufs, start_of = [], {}
+    for mem, ks in by_node.items():
+        buf = _bound_buffer(ctx, per_thread * len(ks), mem)
+        bufs.append(buf)
+        for pos, k in enumerate(ks):
+            start_of[k] = buf.start + pos * per_thread
+    specs, chunks = [], []
+    for k, cpu in enumerate(cpus):
+        addr = np.uint64(start_of[k]) + np.arange(lines_of[k], dtype=np.uint64) * stride
+        # Started spread over one gap, as independent threads drift apart: started together, they would all
+        # reach the controller in the same instant each gap (a burst the latency thread queues behind).
+        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gap_ns * k / len(cpus)))
+        chunks.append(AccessChunk.build(addr, thread=k, compute_ns=gap_ns))
+    return specs, chunks, bufs
+
+
+def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()) -> list[tuple[int, float, float]]:
+    """mlc's loaded-latency table: ``(delay, latency ns, bandwidth MB/s)`` per injection delay.
+
+    The latency thread (first allowed cpu) chases dependent pointers through its node's memory while a load thread
+    on every other allowed cpu reads its own node's memory at the pace of :mod:`numasim.tools.mlc_load`. Nothing
+    caps the offered load: where the threads offer more than a controller serves, its FIFO queue grows until
+    every thread has its ``max_outstanding_misses`` in flight (Little's law), which is the saturated plateau.
+    The chase starts once every load thread runs and ends before any stops; the bandwidth column counts every
+    thread's traffic (the latency thread's included), each thread's bytes over its own run time.
+    """
+    clock = core_clock(ctx.calibration)
+    cal = ctx.calibration
     cpus = ctx.cpus()
     lat_cpu, load_cpus = cpus[0], cpus[1:]
     rng = np.random.default_rng(ctx.seed)
     lat_node = _local_mem(ctx, lat_cpu)
     lat_buf = _bound_buffer(ctx, LATENCY_BUFFER_BYTES, lat_node)
-    chase = _chase(rng, lat_buf, LATENCY_LOADS // 4)
+    chase = _chase(rng, lat_buf, LOADED_CHASE_LOADS)
     lat_id = len(load_cpus)
     load_mems = [_local_mem(ctx, c) for c in load_cpus]
     per_node = {n: load_mems.count(n) for n in set(load_mems)}
-    # the chase must run loaded from start to end: 4x its idle latency covers the saturated rows
-    duration_ns = len(chase) * ctx.calibration.controller(lat_node).latency_ns * 4.0
+    idle_ns = cal.controller(lat_node).latency_ns
+    outstanding = cal.core.max_outstanding_misses
     rows = []
     for d in delays:
-        spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True)
-        chunk = AccessChunk.build(chase, thread=lat_id)
-        bw = 0.0
-        if load_cpus:
-            gap_ns = _load_gap_ns(d)
-            # A node whose threads together would exceed its controller's read bandwidth gets just under it
-            # (SATURATED_SHARE), room left for the latency thread's own lines: offered beyond the bandwidth,
-            # the controller's queue would grow for as long as the run lasts, where the hardware's back-pressure
-            # holds it (the queueing it does is in the controller's loaded-latency curve).
-            gaps = {n: max(gap_ns, k * 64.0 / (SATURATED_SHARE * ctx.calibration.controller(n).read_bandwidth_gb_s))
-                    for n, k in per_node.items()}
-            gap_of = [gaps[n] for n in load_mems]
-            lines_of = [max(16, int(duration_ns / g) + 1) for g in gap_of]
-            bw, recs = _stream_threads(ctx, load_cpus, load_mems, 0, max(lines_of), compute_ns=gap_of,
-                                       extra=(spec, chunk), extra_vmas=[lat_buf], lines_of=lines_of)
+        gap_ns = line_gap_ns(d, clock, pace)
+        # Run length only (no cap on the load): each node's threads share at most its controller's bandwidth,
+        # so a thread reads at most one line per ``k x 64 B / bandwidth``; the chase's loads take at most the
+        # time every line in flight needs to drain (Little's law) beyond the idle latency.
+        served_gap = {n: max(gap_ns, k * 64.0 / cal.controller(n).read_bandwidth_gb_s) for n, k in per_node.items()}
+        drain_ns = max([k * outstanding * 64.0 / cal.controller(n).read_bandwidth_gb_s for n, k in per_node.items()],
+                       default=0.0)
+        est_ns = 2.0 * idle_ns + drain_ns
+        warmup_ns = gap_ns + 4.0 * est_ns
+        duration_ns = warmup_ns + len(chase) * est_ns
+        for _ in range(6):
+            spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True, start_ns=warmup_ns if load_cpus else 0.0)
+            chunk = AccessChunk.build(chase, thread=lat_id)
+            lines_of = [int(duration_ns / served_gap[n]) + 16 for n in load_mems]
+            specs, chunks, bufs = _load_threads(ctx, load_cpus, load_mems, lines_of, gap_ns) if load_cpus else \
+                ([], [], [])
+            r = simulate(ctx.machine, cal, [*specs, spec], [concat_chunks([*chunks, chunk])],
+                         _pages([lat_buf, *bufs]), seed=ctx.seed, record_latencies=False)
+            _free(ctx, bufs)
+            lat_rec = next(t for t in r.threads if t.thread_id == lat_id)
+            loads = [t for t in r.threads if t.thread_id is not None and t.thread_id < lat_id]
+            if not loads or lat_rec.finish_ns <= min(t.finish_ns for t in loads):
+                break
+            duration_ns *= 2.0  # the chase outlasted a load thread: run the load longer
         else:
-            r = simulate(ctx.machine, ctx.calibration, [spec], [chunk], _pages([lat_buf]), seed=ctx.seed,
-                         record_latencies=False)
-            recs = r.threads
-        lat_rec = next(t for t in recs if t.thread_id == lat_id)
+            raise WorkloadError(f"mlc --loaded_latency: the latency thread outlasts the load at delay {d}")
         chase_ns = lat_rec.finish_ns - lat_rec.start_ns
+        bw = sum(t.accesses * 64 / (t.finish_ns - t.start_ns) for t in loads) * 1e3
         # mlc's bandwidth column counts every thread's traffic, the latency thread's included
         bw += len(chase) * 64 / chase_ns * 1e3
         rows.append((d, chase_ns / len(chase), bw))
@@ -308,8 +321,13 @@ class MlcUsageError(ValueError):
     """An mlc option this virtual mlc does not know."""
 
 
-def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJECT_DELAYS) -> MlcResult:
+def mlc(
+    ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJECT_DELAYS, pace: LoadPace = LoadPace()
+) -> MlcResult:
     """Run the virtual ``mlc [OPTION]`` in ``ctx``; no option = the default run (all four sections).
+
+    ``delays`` are the loaded-latency injection delays (core cycles; mlc's default list), ``pace`` the load loop's
+    constants (:class:`~numasim.tools.mlc_load.LoadPace`; the default is mlc's, measured).
 
     Examples
     --------
@@ -333,7 +351,7 @@ def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJE
     nodes = [n.id for n in m.nodes if n.cpus]
     mems = [n.id for n in m.nodes if n.controller is not None]
     res = MlcResult(sections, nodes, mems, command_line=" ".join(argv), calibration_id=ctx.calibration.id,
-                    seed=ctx.seed)
+                    seed=ctx.seed, clock=core_clock(ctx.calibration))
     if "latency_matrix" in sections:
         res.latency_ns = _latency_matrix(ctx, nodes, mems)
     if "idle_latency" in sections:
@@ -350,7 +368,7 @@ def mlc(ctx: ToolContext, argv: Sequence[str] = (), delays: Sequence[int] = INJE
     if "peak_injection_bandwidth" in sections:
         res.peak_mb_s = _peak(ctx)
     if "loaded_latency" in sections:
-        res.loaded = _loaded(ctx, delays)
+        res.loaded = _loaded(ctx, delays, pace)
     if default:
         res.command_line = ""
     return res
@@ -369,6 +387,14 @@ _BW_LINES = [
 ]
 
 
+def _clock_note(result: MlcResult) -> list[str]:
+    """numasim's line naming the clock that cycles were counted in, when it is an assumption (real mlc prints none;
+    mlc's parser skips it)."""
+    if result.clock is None or not result.clock.assumed:
+        return []
+    return [f"numasim: {result.clock.describe()}; cycles (injection delays, core clocks) count it"]
+
+
 def format_mlc(result: MlcResult) -> str:
     """mlc's output for the sections run, in its 3.x layout."""
     out = [f"Intel(R) Memory Latency Checker - {MLC_VERSION}"]
@@ -385,7 +411,9 @@ def format_mlc(result: MlcResult) -> str:
         elif s == "idle_latency" and result.idle_latency_ns is not None:
             ns = result.idle_latency_ns
             out.append(f"Using buffer size of {LATENCY_BUFFER_BYTES / 1e6:.3f}MB")
-            out.append(f"Each iteration took {ns * CORE_GHZ:.1f} core clocks ( {ns:.1f}\tns)")
+            out += _clock_note(result)
+            clock_ghz = result.clock.ghz if result.clock is not None else ASSUMED_CORE_CLOCK_GHZ
+            out.append(f"Each iteration took {ns * clock_ghz:.1f} core clocks ( {ns:.1f}\tns)")
             out.append("")
         elif s == "peak_injection_bandwidth":
             if not default:
@@ -410,6 +438,7 @@ def format_mlc(result: MlcResult) -> str:
             if not default:
                 out += [f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
                         f"{_BW_BUFFER_MB:.3f}MB/thread for writes", ""]
+            out += _clock_note(result)
             out += ["Measuring Loaded Latencies for the system", _BW_LINES[1], "Using Read-only traffic type",
                     "Inject\tLatency\tBandwidth", "Delay\t(ns)\tMB/sec", "=========================="]
             for d, lat, bw in result.loaded:

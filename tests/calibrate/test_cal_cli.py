@@ -61,7 +61,7 @@ def test_validate_with_report_dir_and_plots(tmp_path: Path, capsys: pytest.Captu
     data = json.loads((rep / "report.json").read_text())
     by = {t["table"]: t for t in data["tables"]}
     assert by["latency_matrix"]["mape_pct"] < 3.0
-    assert by["bandwidth_matrix"]["cells"] == 4 and by["loaded_latency"]["cells"] == 19
+    assert by["bandwidth_matrix"]["cells"] == 4 and by["loaded_latency"]["cells"] == 2 * 19  # latency and bandwidth per delay
     for name in ("latency_matrix.png", "bandwidth_matrix.png", "loaded_latency.png"):
         assert (rep / name).stat().st_size > 1000
 

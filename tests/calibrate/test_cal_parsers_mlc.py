@@ -48,10 +48,17 @@ def test_skylake_separate_runs_are_merged() -> None:
         "loaded_latency",
         "c2c_latency",
     ]
-    assert r.idle_latency_ns == [80.8]
+    assert r.idle_latency_ns == [80.8] and r.idle_latency_core_clocks == [202.0]
+    assert r.core_clock_ghz == pytest.approx(2.5)  # 202.0 core clocks in 80.8 ns
+    assert parse_mlc(IVY).core_clock_ghz is None  # a default run prints no core clocks
     assert r.max_bandwidth_mb_s["stream_triad"] == 180057.87
     assert r.latency_matrix is not None and r.latency_matrix.cell(1, 1) == 81.3
     assert r.c2c_remote_ns["Remote Socket L2->L2 HITM (reader homed)"].cell(1, 0) == 177.6
+
+
+def test_a_core_clocks_line_that_is_no_clock_is_an_error_naming_its_line() -> None:
+    with pytest.raises(FormatError, match=r"<text>:2: idle latency: 0.0 core clocks"):
+        parse_mlc_text("Intel(R) Memory Latency Checker - v3.5\nEach iteration took 0.0 core clocks ( 80.8\tns)\n")
 
 
 def test_detected_as_mlc() -> None:

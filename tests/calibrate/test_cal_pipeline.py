@@ -172,18 +172,15 @@ def test_hmat_tree_feeds_the_latency_and_bandwidth_fit(tmp_path: Path) -> None:
     assert any("crossed by no measured route" in w for w in rep.result.warnings)
 
 
-def test_engine_replay_of_loaded_latency_follows_the_curve_below_saturation(ivy_report) -> None:  # type: ignore[no-untyped-def]
-    import numpy as np
-
-    from numasim.calibrate.predict import predict_loaded_latency
-    from numasim.calibrate.replay import replay_loaded_latency
-
-    m, rep = ivy_report
-    bw = np.array([2.0, 30.0, 60.0, 90.0])
-    engine = replay_loaded_latency(m, rep.calibration, bw, steps=100)
-    closed = predict_loaded_latency(m, rep.calibration, bw)
-    assert np.all(np.abs(engine - closed) / closed < 0.05)
-    assert np.all(np.diff(engine) > 0)  # more load, more latency
+def test_the_core_clock_is_measured_where_mlc_printed_core_clocks_and_unset_elsewhere(ivy_report) -> None:  # type: ignore[no-untyped-def]
+    m = load_machine("skylake-8180-2s")
+    rep = calibrate(m, load_measurements([DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"]), fit_on=["latency"])
+    # "Each iteration took 202.0 core clocks ( 80.8 ns)"
+    assert rep.calibration.core.core_clock_ghz == pytest.approx(202.0 / 80.8)
+    assert "idle_latency" in rep.calibration.provenance.sources[0].sections
+    _, ivy = ivy_report
+    assert ivy.calibration.core.core_clock_ghz is None
+    assert "core.core_clock_ghz: unconstrained" in ivy.calibration.provenance.notes
 
 
 def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> None:
@@ -223,3 +220,17 @@ def test_remote_dma_limit_stays_on_the_device_path() -> None:
     ms = build_memory_system(m, cal, devices=[DeviceTransfer("mlx5_2", "read", 0, 1 << 20)])
     own = [r for r in ms.resources if r.name == "mlx5_2~1"]
     assert len(own) == 1 and own[0].capacity_bytes_per_ns == pytest.approx(dev.dma_read_bandwidth_gb_s[1])
+
+
+def test_closed_form_loaded_latency_takes_the_saturated_rows_from_littles_law() -> None:
+    # the shipped curve was fitted below saturation; the saturated rows come from the outstanding misses
+    m = load_machine("skylake-8180-2s")
+    cal = resolve_calibration(m)
+    t = validate(m, cal, load_measurements([DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"]), ["loaded_latency"],
+                 method="analytic").table("loaded_latency")
+    row0 = next(c for c in t.cells if c.row == "00000")
+    assert row0.col == "latency" and row0.measured == 282.66
+    lines = (len(m.node(0).cpus) - 1) * cal.core.max_outstanding_misses + 1  # node 0's loaders + the chase
+    share_gb_s = 215.7128 * cal.controller(0).read_bandwidth_gb_s / sum(c.read_bandwidth_gb_s for c in cal.controllers)
+    assert row0.model == pytest.approx(lines * 64 / share_gb_s)
+    assert t.mape_pct < 5.0

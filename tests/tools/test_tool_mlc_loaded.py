@@ -1,5 +1,6 @@
-"""Virtual ``mlc --loaded_latency`` against the real run the shipped calibration was fitted on, and against
-``numasim validate``'s engine replay of the same rows (QA: the two used to disagree by 2.6x at delay 0)."""
+"""Virtual ``mlc --loaded_latency``: load from first principles (a pace in core cycles, outstanding misses, FIFO
+controllers), checked against Little's law, the core clock, and the two real runs; and ``numasim validate``
+compares exactly what the tool prints."""
 
 from __future__ import annotations
 
@@ -8,22 +9,35 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numasim.calibrate.parsers.mlc import parse_mlc
-from numasim.calibrate.replay import replay_loaded_latency
+from numasim.calibrate.measurements import load_measurements
+from numasim.calibrate.parsers.mlc import parse_mlc, parse_mlc_text
+from numasim.calibrate.predict import predict_loaded_latency
+from numasim.calibrate.validate import validate
+from numasim.cli import main
 from numasim.timing import resolve_calibration
+from numasim.timing.model import Calibration
 from numasim.tools.context import tool_context
-from numasim.tools.mlc import mlc
+from numasim.tools.mlc import format_mlc, mlc
+from numasim.tools.mlc_load import ASSUMED_CORE_CLOCK_GHZ, LoadPace, line_gap_ns
 from numasim.topology.io import load_machine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc"
-DELAYS = (0, 100, 1000, 20000)
+E5 = DATA / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"
+SKX = DATA / "fdio-csit-2s-skylake-plat8180.md"
+DELAYS = (0, 200, 1000, 20000)
+
+
+def _core(cal: Calibration, **core: object) -> Calibration:
+    body = cal.model_dump(exclude={"id"})
+    body["core"].update(core)
+    return Calibration.model_validate(body)
 
 
 @pytest.fixture(scope="module")
 def e5_run():
     m = load_machine("seed-001-e5-2680v2")
     cal = resolve_calibration(m)
-    real = parse_mlc(DATA / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md").loaded_latency[0]
+    real = parse_mlc(E5).loaded_latency[0]
     sim = mlc(tool_context(m, cal), ["--loaded_latency"], delays=DELAYS)
     return m, cal, real, sim
 
@@ -33,45 +47,104 @@ def _real_row(real, delay: int) -> tuple[float, float]:
     return float(real.latency_ns[i]), float(real.bandwidth_mb_s[i])
 
 
-def test_delay_zero_row_is_within_15_percent_of_the_real_run(e5_run) -> None:
-    _, _, real, sim = e5_run
-    d, lat_ns, bw_mb_s = sim.loaded[0]
-    real_lat, real_bw = _real_row(real, 0)
-    assert d == 0
-    assert abs(lat_ns - real_lat) / real_lat < 0.15, (lat_ns, real_lat)
-    assert abs(bw_mb_s - real_bw) / real_bw < 0.05, (bw_mb_s, real_bw)
-
-
-def test_unsaturated_rows_follow_the_real_run(e5_run) -> None:
-    _, _, real, sim = e5_run
-    for d, lat_ns, bw_mb_s in sim.loaded[1:]:
-        real_lat, real_bw = _real_row(real, d)
-        assert abs(lat_ns - real_lat) / real_lat < 0.10, (d, lat_ns, real_lat)
-        assert abs(bw_mb_s - real_bw) / real_bw < 0.15, (d, bw_mb_s, real_bw)
-
-
-def test_tool_agrees_with_validates_replay_at_its_own_bandwidth(e5_run) -> None:
+def test_saturated_latency_is_littles_law_of_the_outstanding_misses(e5_run) -> None:
+    # Nothing caps the load: at delay 0 every thread keeps its core's misses in flight, the controllers serve
+    # their bandwidth, and latency = lines in flight x 64 B / bandwidth (threads x M + the chase's one line).
     m, cal, _, sim = e5_run
-    rows = sim.loaded[1:]  # below saturation, where latency is not a cliff in the bandwidth
-    replay = replay_loaded_latency(m, cal, np.array([bw for _, _, bw in rows]) / 1000.0)
-    for (d, lat_ns, _), want in zip(rows, replay, strict=True):
+    _, lat_ns, bw_mb_s = sim.loaded[0]
+    peak_mb_s = sum(c.read_bandwidth_gb_s for c in cal.controllers) * 1000.0
+    assert 0.97 * peak_mb_s <= bw_mb_s <= 1.01 * peak_mb_s
+    in_flight = (len(m.cpus) - 1) * cal.core.max_outstanding_misses + 1
+    assert lat_ns == pytest.approx(in_flight * 64 / bw_mb_s * 1e3, rel=0.03)
+
+
+def test_more_outstanding_misses_raise_the_plateau_not_the_bandwidth(e5_run) -> None:
+    m, cal, _, sim = e5_run
+    more = mlc(tool_context(m, _core(cal, max_outstanding_misses=2 * cal.core.max_outstanding_misses)),
+               ["--loaded_latency"], delays=(0,)).loaded[0]
+    assert more[1] == pytest.approx(2 * sim.loaded[0][1], rel=0.05)
+    assert more[2] == pytest.approx(sim.loaded[0][2], rel=0.02)
+
+
+def test_the_delay_counts_cycles_of_the_calibrations_clock(e5_run) -> None:
+    m, cal, _, sim = e5_run
+    assert cal.core.core_clock_ghz is None and sim.clock is not None and sim.clock.assumed
+    assert sim.clock.ghz == ASSUMED_CORE_CLOCK_GHZ
+    assert "numasim: ASSUMED core clock 2.500 GHz" in format_mlc(sim)
+    fast = mlc(tool_context(m, _core(cal, core_clock_ghz=2 * ASSUMED_CORE_CLOCK_GHZ)), ["--loaded_latency"],
+               delays=(20000,))
+    assert fast.clock is not None and not fast.clock.assumed and "ASSUMED" not in format_mlc(fast)
+    # at a large delay the load threads are paced by the delay alone: twice the clock, twice their lines
+    chase_mb_s = 64 / np.array([sim.loaded[-1][1], fast.loaded[0][1]]) * 1e3
+    load_mb_s = np.array([sim.loaded[-1][2], fast.loaded[0][2]]) - chase_mb_s
+    assert load_mb_s[1] / load_mb_s[0] == pytest.approx(2.0, rel=0.02)
+    pace = LoadPace()
+    expect = (len(m.cpus) - 1) * 64 / line_gap_ns(20000, sim.clock, pace) * 1e3
+    assert load_mb_s[0] == pytest.approx(expect, rel=0.02)
+
+
+def test_load_falls_with_the_delay_and_never_exceeds_the_controllers(e5_run) -> None:
+    _, cal, _, sim = e5_run
+    bws = [bw for _, _, bw in sim.loaded]
+    lats = [lat for _, lat, _ in sim.loaded]
+    assert bws == sorted(bws, reverse=True) and lats == sorted(lats, reverse=True)
+    peak_mb_s = sum(c.read_bandwidth_gb_s for c in cal.controllers) * 1000.0
+    assert bws[0] <= peak_mb_s * 1.01
+
+
+def test_below_saturation_latency_is_the_curve_at_the_tools_own_bandwidth(e5_run) -> None:
+    # paced threads leave the FIFO queues almost empty: the loaded-latency curve is what they pay
+    m, cal, _, sim = e5_run
+    rows = sim.loaded[1:]
+    closed = predict_loaded_latency(m, cal, np.array([bw for _, _, bw in rows]) / 1000.0)
+    for (d, lat_ns, _), want in zip(rows, closed, strict=True):
         assert abs(lat_ns - want) / want < 0.05, (d, lat_ns, want)
 
 
-def test_load_bandwidth_falls_with_the_delay_and_saturates_at_the_controllers(e5_run) -> None:
-    _, cal, _, sim = e5_run
-    bws = [bw for _, _, bw in sim.loaded]
-    assert bws == sorted(bws, reverse=True)
-    peak_mb_s = sum(c.read_bandwidth_gb_s for c in cal.controllers) * 1000.0
-    assert bws[0] <= peak_mb_s * 1.02  # back-pressure: never more than the controllers deliver
-
-
-def test_skylake_table_is_followed_at_saturation_and_at_large_delays() -> None:
-    # the other shipped mlc table: 111 load threads at 2.5 GHz (the injection-delay model was fitted on both)
-    m = load_machine("skylake-8180-2s")
-    real = parse_mlc(DATA / "fdio-csit-2s-skylake-plat8180.md").loaded_latency[0]
+@pytest.mark.parametrize(
+    ("machine", "path", "lat_rel", "bw_rel"),
+    [
+        # The E5-2680 v2 is predicted with the load loop's cost fitted on the 8180 and an ASSUMED 2.5 GHz clock
+        # (its nominal is 2.8): its bandwidth column is 3-7 % low at large delays.
+        ("seed-001-e5-2680v2", E5, 0.07, 0.13),
+        ("skylake-8180-2s", SKX, 0.10, 0.05),
+    ],
+)
+def test_rows_at_saturation_and_beyond_the_knee_follow_the_real_run(machine, path, lat_rel, bw_rel) -> None:
+    # the knee itself (E5: delays 50-100, 8180: 100-200) is where the model is weakest; see
+    # experiments/004-mlc-loaded-latency
+    m = load_machine(machine)
+    real = parse_mlc(path).loaded_latency[0]
     sim = mlc(tool_context(m, resolve_calibration(m)), ["--loaded_latency"], delays=(0, 300, 1000, 20000))
     for d, lat_ns, bw_mb_s in sim.loaded:
         real_lat, real_bw = _real_row(real, d)
-        assert abs(lat_ns - real_lat) / real_lat < 0.15, (d, lat_ns, real_lat)
-        assert abs(bw_mb_s - real_bw) / real_bw < 0.15, (d, bw_mb_s, real_bw)
+        assert abs(lat_ns - real_lat) / real_lat < lat_rel, (d, lat_ns, real_lat)
+        assert abs(bw_mb_s - real_bw) / real_bw < bw_rel, (d, bw_mb_s, real_bw)
+
+
+def test_validate_compares_exactly_what_the_tool_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    name = "seed-001-e5-2680v2"
+    assert main(["numactl", "--machine", name, "--", "mlc", "--loaded_latency"]) == 0
+    printed = parse_mlc_text(capsys.readouterr().out).loaded_latency[0]
+    m = load_machine(name)
+    rep = validate(m, resolve_calibration(m), load_measurements([E5]), ["loaded_latency"], method="engine")
+    cells = rep.table("loaded_latency").cells
+    lat = {c.row: c.model for c in cells if c.col == "latency"}
+    bw = {c.row: c.model for c in cells if c.col == "bandwidth"}
+    assert len(lat) == len(bw) == len(printed.inject_delay) == 19
+    for d, want_lat, want_bw in zip(printed.inject_delay, printed.latency_ns, printed.bandwidth_mb_s, strict=True):
+        assert lat[f"{d:05d}"] == want_lat and bw[f"{d:05d}"] == want_bw
+
+
+def test_idle_latency_core_clocks_round_trip_through_the_parser() -> None:
+    # the 8180's calibration holds the clock mlc measured (202.0 core clocks in 80.8 ns); the virtual mlc prints
+    # its core clocks in it, and calibrate's parser reads the same clock back
+    m = load_machine("skylake-8180-2s")
+    cal = resolve_calibration(m)
+    assert cal.core.core_clock_ghz == pytest.approx(2.5)
+    text = format_mlc(mlc(tool_context(m, cal), ["--idle_latency"]))
+    assert "ASSUMED" not in text
+    assert parse_mlc_text(text).core_clock_ghz == pytest.approx(2.5, rel=2e-3)
+    e5 = load_machine("seed-001-e5-2680v2")
+    text = format_mlc(mlc(tool_context(e5, resolve_calibration(e5)), ["--idle_latency"]))
+    assert "numasim: ASSUMED core clock 2.500 GHz" in text
