@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench validate clean
 
 $(BIN)/python:
 	$(shell command -v $(PYTHON) || echo python3) -m venv $(VENV)
@@ -27,6 +27,12 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest
+
+# The validation suite: every real measurement predicted where it was not fitted (report written to
+# experiments/validation/README.md), then its assertions. tests/validation also runs in `make test`.
+validate: $(STAMP)
+	$(BIN)/python experiments/validation/run.py
+	$(BIN)/python -m pytest tests/validation
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest benchmarks --run-benchmarks -s
