@@ -160,6 +160,13 @@ def _socket_of(machine: Machine) -> dict[int, int]:
     return {n.id: n.id for n in machine.nodes if n.has_cpus}
 
 
+LINE_PACKET_EFFICIENCY = {
+    "qpi": (8 / 9, "a 64-byte line travels as a data packet of 1 header flit + 8 data flits (QPI's standard "
+            "data-response format, 9 flits for 64 B): 8/9 of a link's flit rate carries data"),
+    "upi": (8 / 9, "assumed as QPI's: header + 8 data flits per 64-byte line (no public UPI flit breakdown found)"),
+}
+"""Share of a socket link's data rate that carries cache-line payload, per link kind (others: 1)."""
+
 WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
 
@@ -360,10 +367,12 @@ def _links(
         if i in pair_of:
             a, b = pair_of[i]
             n_links = links_between(a, b)
-            bw[i] = n_links * fig.link_bandwidth_gb_s / per_pair[(a, b)]
+            eff, eff_src = LINE_PACKET_EFFICIENCY.get(ic.kind, (1.0, ""))
+            bw[i] = n_links * fig.link_bandwidth_gb_s * eff / per_pair[(a, b)]
             priors.append(PriorParameter(
                 parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", why=WHY,
                 source=f"{n_links} link(s) between sockets {a} and {b} x {fig.link_bandwidth_gb_s:g} GB/s"
+                + (f" x {eff:.3f} ({eff_src})" if eff != 1.0 else "")
                 + (f", shared by the machine's {per_pair[(a, b)]} links between them" if per_pair[(a, b)] > 1 else "")
                 + f"; {src_ic}",
             ))
