@@ -287,6 +287,35 @@ def _requested_mode(snc: str | None, nps: str | None, cod: str | None) -> tuple[
     return given[0]
 
 
+def _catalog_reconfigure_defaults(
+    m: Machine, channels: int | None, die_bw: float | None, prior_source: str
+) -> tuple[int | None, float | None, str]:
+    """Channels per socket and die-to-die bandwidth from the platform catalog when the machine names its
+    processor and the options leave them open (the channels only check that the new mode divides them); the
+    recorded prior source says when the die-to-die bandwidth came from there."""
+    if m.cpu_model is None or (channels is not None and die_bw is not None):
+        return channels, die_bw, prior_source
+    from numasim.errors import NumasimError
+    from numasim.timing.catalog import match_cpu
+
+    try:
+        found = match_cpu(m.cpu_model)
+    except NumasimError:
+        return channels, die_bw, prior_source
+    used = []
+    if channels is None:
+        channels = (found.sku.channels if found.sku and found.sku.channels else None) or (
+            found.platform.memory.channels_per_socket
+        )
+    if die_bw is None and found.platform.interconnect.die_to_die_bandwidth_gb_s is not None:
+        die_bw = found.platform.interconnect.die_to_die_bandwidth_gb_s
+        used.append(f"die-to-die {die_bw:g} GB/s")
+    if used:
+        what = f"platform catalog {found.label}: " + ", ".join(used)
+        prior_source = f"{prior_source}; {what}" if prior_source else what
+    return channels, die_bw, prior_source
+
+
 @topo_app.command("reconfigure")
 def reconfigure_cmd(
     machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
@@ -339,6 +368,9 @@ def reconfigure_cmd(
     machine_path = machine if Path(machine).exists() else None
     timed_by_cal = calibration is not None or m.calibration is not None
     cal = resolve_calibration(m, calibration, machine_path=machine_path) if timed_by_cal else nominal_calibration(m)
+    channels_per_socket, die_bandwidth_gb_s, prior_source = _catalog_reconfigure_defaults(
+        m, channels_per_socket, die_bandwidth_gb_s, prior_source
+    )
     moved = transfer_calibration(
         m, cal, target, die_latency_ns=die_latency_ns, die_bandwidth_gb_s=die_bandwidth_gb_s,
         prior_source=prior_source, threads_per_core=threads_per_core, channels_per_socket=channels_per_socket,
