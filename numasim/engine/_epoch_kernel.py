@@ -168,6 +168,7 @@ def run_epochs(
     curve_now: np.ndarray,
     istate: np.ndarray,
     lat_out: np.ndarray,
+    req_out: np.ndarray,
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
@@ -291,6 +292,7 @@ def run_epochs(
                 for j in range(n_fly):
                     inflight[a, j] = inflight[a, j + gone]
             lv = level[p]
+            req = 0.0
             if lv < n_levels:
                 lat = level_lat[lv]
             else:
@@ -316,7 +318,10 @@ def run_epochs(
                     log_res[n_log] = r
                     log_ns[n_log] = b
                     n_log += 1
-                lat = class_base[c] + (t - ready) + extra
+                # memory request latency (issue to data, >= the idle route latency); the core waits less for a
+                # prefetched line
+                req = class_base[c] + (t - ready) + extra
+                lat = req
                 if prefetched[p]:
                     lat *= pff[a]
             done = ready + lat
@@ -332,6 +337,7 @@ def run_epochs(
             if done > done_max[k]:
                 done_max[k] = done
             lat_out[p] = lat
+            req_out[p] = req
             pos[k] = p + 1
             if p + 1 == seg_end[k] and truncated[k]:
                 refill = True  # its stream goes on beyond the window
@@ -395,6 +401,7 @@ def accumulate_stats(
     rc: np.ndarray,
     level: np.ndarray,
     lat: np.ndarray,
+    req: np.ndarray,
     size_bytes: np.ndarray,
     compute: np.ndarray,
     n_levels: int,
@@ -403,6 +410,7 @@ def accumulate_stats(
     memory_lines: np.ndarray,
     bytes_: np.ndarray,
     latency_sum: np.ndarray,
+    memory_latency_sum: np.ndarray,
     level_hits: np.ndarray,
     hist: np.ndarray,
     record: bool,
@@ -411,6 +419,8 @@ def accumulate_stats(
     agent_accesses: np.ndarray,
     agent_latency: np.ndarray,
     agent_compute: np.ndarray,
+    agent_memory_lines: np.ndarray,
+    agent_memory_latency: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """``Stats.add`` over the committed requests of a window (each agent's first ``n_commit``), in one pass.
     The count arrays are the flat views of the :class:`Stats` arrays (route class = flat index)."""
@@ -421,26 +431,34 @@ def accumulate_stats(
         a = agent_ids[k]
         lat_sum = 0.0
         comp_sum = 0.0
+        mem_sum = 0.0
+        mem_n = 0
         for p in range(seg_start[k], seg_start[k] + n_commit[k]):
             c = rc[p]
             pair = c >> 1
             lv = level[p]
             x = lat[p]
             accesses[c] += 1
-            if lv == n_levels:
-                memory_lines[c] += 1
             level_hits[(pair // n_nodes) * lv_w + lv] += 1
             bytes_[c] += size_bytes[p]
             latency_sum[pair] += x
-            if record:
-                # the bin by the float32's top 16 bits (``stats.bin_table``)
-                as32[0] = x
-                v = as32[0]
-                key = np.int64(bits32[0] >> np.uint32(16))
-                b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
-                hist[pair, b] += 1
+            if lv == n_levels:
+                memory_lines[c] += 1
+                y = req[p]
+                memory_latency_sum[pair] += y
+                mem_sum += y
+                mem_n += 1
+                if record:
+                    # the bin by the float32's top 16 bits (``stats.bin_table``)
+                    as32[0] = y
+                    v = as32[0]
+                    key = np.int64(bits32[0] >> np.uint32(16))
+                    b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
+                    hist[pair, b] += 1
             lat_sum += x
             comp_sum += compute[p]
         agent_accesses[a] += n_commit[k]
         agent_latency[a] += lat_sum
         agent_compute[a] += comp_sum
+        agent_memory_lines[a] += mem_n
+        agent_memory_latency[a] += mem_sum
