@@ -295,16 +295,20 @@ def run_epochs(
             req = 0.0
             if lv < n_levels:
                 lat = level_lat[lv]
+                if prefetched[p] and lv > 0:
+                    lat = max(lat * pff[a], level_lat[min(lv - 1, 1)])  # exact mode's rule (see there)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
                 c = rc[p]
                 t = ready
                 extra = 0.0
+                b_last = 0.0
                 for q in range(path_ptr[c], path_ptr[c + 1]):
                     r = path_res[q]
                     t = max(t, free[r])
                     b = path_busy[q]
+                    b_last = b
                     free[r] = t + b
                     extra += curve_now[r]
                     # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
@@ -323,7 +327,11 @@ def run_epochs(
                 req = class_base[c] + (t - ready) + extra
                 lat = req
                 if prefetched[p]:
-                    lat *= pff[a]
+                    # exact mode's rule: not before the last server has served the line, nor below a hit in the
+                    # level the prefetcher fills
+                    lat = max(req * pff[a], (t - ready) + b_last)
+                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
+                        lat = level_lat[min(n_levels - 1, 1)]
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, j - 1] > done:

@@ -277,11 +277,18 @@ def run_kernel(
             req = 0.0
             if level < n_levels:
                 lat = level_lat[level]
+                if prefetched[p] and level > 0:
+                    # the stream prefetcher hides the same share of a hit's latency as of a miss's, but the line
+                    # is at best in the level it prefetches into (the second; the first for an L2 hit): no level
+                    # is faster than the one above it (see ``timing``)
+                    lat = max(lat * pff[a], level_lat[min(level - 1, 1)])
             else:
                 tt = ready
+                b_last = 0.0
                 for k in range(k0, k1):
                     r = path_res[k]
                     b = path_busy[k]
+                    b_last = b
                     f = free[r]
                     if f > tt:
                         tt = f
@@ -307,7 +314,11 @@ def run_kernel(
                 req = class_base[c] + (tt - ready) + class_curve[c]
                 lat = req
                 if prefetched[p]:
-                    lat *= pff[a]
+                    # prefetching hides latency, not bandwidth: the line is not usable before its last server
+                    # has served it; and it lands in the second level at best
+                    lat = max(req * pff[a], (tt - ready) + b_last)
+                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
+                        lat = level_lat[min(n_levels - 1, 1)]
             done = ready + lat
             lo = infl_off[a]
             _push(infl, lo, infl_n[a], done)

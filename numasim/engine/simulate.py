@@ -188,7 +188,9 @@ def simulate(
         pages,
         node_index_lookup,
         cache_instances=instances if epoch else None,
-        cache_capacity_lines=np.array([s.lines for s in levels], dtype=float) if epoch else None,
+        # exact mode's geometry: ``sets`` sets of ``associativity`` ways per instance
+        cache_capacity_lines=np.array([s.sets * s.associativity for s in levels], dtype=float) if epoch else None,
+        cache_sets=np.array([s.sets for s in levels], dtype=np.int64) if epoch else None,
         progress=progress,
         background=True,
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,

@@ -24,7 +24,7 @@ from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
 from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, prefetch_flags
-from .caches import EpochCacheState, estimate_levels
+from .caches import EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
 
@@ -95,6 +95,7 @@ class Feeder:
         *,
         cache_instances: np.ndarray | None = None,
         cache_capacity_lines: np.ndarray | None = None,
+        cache_sets: np.ndarray | None = None,
         progress: object = None,
         background: bool = False,
         class_base: np.ndarray | None = None,
@@ -130,6 +131,8 @@ class Feeder:
         self.exhausted = False
         self.cache_instances = cache_instances  # (n_levels, n_agents) global instance index
         self.cache_capacity = cache_capacity_lines
+        self.cache_sets = cache_sets
+        self._carry = carry_accesses(cache_capacity_lines) if cache_capacity_lines is not None else 0
         self._cache_state = EpochCacheState.empty() if cache_capacity_lines is not None else None
         self._progress = progress
         # Per agent, ``initiator * n_nodes * 2``: given, every block carries its requests' route classes.
@@ -263,7 +266,8 @@ class Feeder:
             and self.cache_capacity is not None
         ):
             level, self._cache_state = estimate_levels(
-                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank
+                lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
+                self.cache_sets, self._carry,
             )
         ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
         lv = None if level is None else level[order]

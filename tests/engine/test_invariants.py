@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import timed_calibrations, timed_machines, timed_workloads
@@ -126,3 +127,59 @@ def test_more_load_never_lowers_latency(data: st.DataObject) -> None:
         assert b.memory_accesses == a.memory_accesses
         assert b.memory_latency_mean_ns >= a.memory_latency_mean_ns * (1 - 1e-9)
     assert b.finish_ns >= a.finish_ns * (1 - 1e-9)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_lat_mem_rd_is_monotone_and_memory_never_beats_the_last_level_cache(data: st.DataObject) -> None:
+    """At a fixed stride, latency per load never falls as the working set grows (whatever prefetching hides),
+    so the memory plateau is never below the last-level cache's; the sweep goes to 4x the largest cache.
+
+    One exception, which real lmbench curves show too: every pass of the chain restarts the prefetcher's
+    stream (from the lowest line back to the highest), one load per pass that is not prefetched; spread over
+    more loads in a larger working set, it lets the mean fall by at most that load's extra cost over the loads
+    of a pass."""
+    from numasim.tools.context import tool_context
+    from numasim.tools.lat_mem_rd import lat_mem_rd
+
+    machine = data.draw(timed_machines(max_nodes=2, max_levels=2))
+    calibration = data.draw(timed_calibrations(machine))
+    stride = data.draw(st.sampled_from([64, 128, 256]))
+    largest = max((c.size_bytes for c in machine.caches), default=8192)
+    r = lat_mem_rd(tool_context(machine, calibration), min(4 * largest, 1 << 19), [stride])
+    lat = np.array(r.latency_ns[stride])
+    loads = np.maximum(np.array(r.size_bytes) // stride, 1)
+    # the restart's load costs at most an unprefetched memory access (idle route + the curve's delay at full load)
+    worst_ns = max(c.latency_ns + (c.curve.added_latency_ns[-1] if c.curve else 0.0) for c in calibration.controllers)
+    allowed = worst_ns / loads[:-1] + 1e-6 * lat[:-1]
+    assert (np.diff(lat) >= -allowed).all(), list(zip(r.size_bytes, lat, strict=True))
+    if machine.caches:
+        llc = max(c.latency_ns for c in calibration.caches)
+        beyond = np.array(r.size_bytes) > 2 * largest
+        assert (lat[beyond] >= llc * (1 - 1e-9)).all()
+
+
+@pytest.mark.parametrize("mode", ["epoch", "exact"])
+def test_a_prefetched_stream_is_not_delivered_above_its_bottleneck(mode: str) -> None:
+    """A bandwidth-bound sequential stream: prefetching hides latency, never bandwidth (the controller's bytes
+    fit in the run at its bandwidth; the old rule delivered 4.0035 GB/s from a 4 GB/s controller)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _engine_machines import calibration, spread_pages
+
+    from numasim.topology.builders import glueless
+
+    m = glueless(1, controller_bandwidth_gb_s=4.0, controller_latency_ns=80.0)
+    cal = calibration(m, max_outstanding_misses=16, prefetch_distance_lines=32)
+    n = 20_000
+    chunk = AccessChunk.build((np.arange(n) * 64).astype(np.uint64))
+    r = simulate(m, cal, [ThreadSpec(0, cpu=0)], [chunk], spread_pages([0], 4096), mode=mode)
+    mc = r.resources[0]
+    assert mc.busy_ns == pytest.approx(n * 16.0)
+    assert r.run_time_ns >= mc.busy_ns
+    assert mc.bandwidth_used_gb_s <= 4.0 * (1 + 1e-12)
+    # the core's wait is shortened by the prefetcher, the memory request latency is not
+    t = r.threads[0]
+    assert t.load_to_use_mean_ns < t.memory_latency_mean_ns
