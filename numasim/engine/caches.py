@@ -190,9 +190,9 @@ def _set_limited_capacity(
     capacity for a pattern is its ways in the sets the pattern uses, which a fully associative estimate
     misses (a stride of four lines fills a cache at a quarter of its size).
 
-    ``lines`` may be a sample of the distinct lines, each kept with probability ``rate`` (:func:`_sample_lines`):
-    with ``c`` sampled lines per set, ``sum c^2 - (1 - rate) sum c`` estimates ``rate^2 sum n^2`` (binomial
-    thinning), so the ratio stays unbiased."""
+    ``lines`` may be a sample of the distinct lines (:func:`_sample_lines`): with ``c`` sampled lines per set,
+    ``sum c^2 - (1 - rate) sum c`` estimates the full ``sum n^2`` up to the sample's scale (binomial thinning at
+    ``rate``; ``rate`` 0 for draws with replacement), so the ratio stays unbiased."""
     full = float(sets * ways)
     if sets <= 1 or len(lines) == 0:
         return np.full(n_inst, full)
@@ -205,14 +205,15 @@ def _set_limited_capacity(
     return np.minimum(full, ways * effective)
 
 
-def _sample_lines(lines: np.ndarray) -> tuple[np.ndarray, float]:
-    """At most about :data:`_SET_SAMPLES` of ``lines`` and the rate they were kept at, picked by a multiplicative
-    hash of the line (a fixed stride would pick lines that share sets)."""
-    rate = min(1.0, _SET_SAMPLES / max(len(lines), 1))
-    if rate >= 1.0:
-        return np.ones(len(lines), dtype=bool), 1.0
-    h = (lines * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)  # 24 well-mixed bits
-    return h < np.uint64(int(rate * (1 << 24))), rate
+def _sample_lines(n: int) -> tuple[np.ndarray | None, float]:
+    """Which of ``n`` distinct lines to count: all (None, rate 1), or :data:`_SET_SAMPLES` positions drawn
+    uniformly with replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set are
+    then Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). The generator is seeded by ``n``:
+    the same window gives the same sample. (A multiplicative hash of the line looked random but is a Weyl
+    sequence over consecutive lines, correlated with their sets: it saw a third of a sequential walk's sets.)"""
+    if n <= _SET_SAMPLES:
+        return None, 1.0
+    return np.random.default_rng(n).integers(0, n, _SET_SAMPLES), 0.0
 
 
 _SET_SAMPLES = 1 << 16
@@ -330,9 +331,10 @@ def estimate_levels(
         # the window's distinct lines (each at its first access), sampled once for every level
         first = np.ones(m, dtype=bool)
         first[cur] = False
-        first_lines = all_lines[first]
-        keep_sample, rate = _sample_lines(first_lines)
-        first_lines, first_agent = first_lines[keep_sample], all_agent[first][keep_sample]
+        first_lines, first_agent = all_lines[first], all_agent[first]
+        pick, rate = _sample_lines(len(first_lines))
+        if pick is not None:
+            first_lines, first_agent = first_lines[pick], first_agent[pick]
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
