@@ -292,7 +292,6 @@ def run_epochs(
                 for j in range(n_fly):
                     inflight[a, j] = inflight[a, j + gone]
             lv = level[p]
-            req = 0.0
             if lv < n_levels:
                 lat = level_lat[lv]
                 if prefetched[p] and lv > 0:
@@ -303,12 +302,10 @@ def run_epochs(
                 c = rc[p]
                 t = ready
                 extra = 0.0
-                b_last = 0.0
                 for q in range(path_ptr[c], path_ptr[c + 1]):
                     r = path_res[q]
                     t = max(t, free[r])
                     b = path_busy[q]
-                    b_last = b
                     free[r] = t + b
                     extra += curve_now[r]
                     # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
@@ -325,11 +322,12 @@ def run_epochs(
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
                 req = class_base[c] + (t - ready) + extra
+                req_out[p] = req  # (read for memory requests only)
                 lat = req
                 if prefetched[p]:
                     # exact mode's rule: not before the last server has served the line, nor below a hit in the
                     # level the prefetcher fills
-                    lat = max(req * pff[a], (t - ready) + b_last)
+                    lat = max(req * pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1])
                     if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
                         lat = level_lat[min(n_levels - 1, 1)]
             done = ready + lat
@@ -345,7 +343,6 @@ def run_epochs(
             if done > done_max[k]:
                 done_max[k] = done
             lat_out[p] = lat
-            req_out[p] = req
             pos[k] = p + 1
             if p + 1 == seg_end[k] and truncated[k]:
                 refill = True  # its stream goes on beyond the window
