@@ -190,7 +190,7 @@ def _set_limited_capacity(
     capacity for a pattern is its ways in the sets the pattern uses, which a fully associative estimate
     misses (a stride of four lines fills a cache at a quarter of its size).
 
-    ``lines`` may be a sample of the distinct lines (:func:`_sample_lines`): with ``c`` sampled lines per set,
+    ``lines`` may be a sample of the distinct lines (:func:`_distinct_sample`): with ``c`` sampled lines per set,
     ``sum c^2 - (1 - rate) sum c`` estimates the full ``sum n^2`` up to the sample's scale (binomial thinning at
     ``rate``; ``rate`` 0 for draws with replacement), so the ratio stays unbiased."""
     full = float(sets * ways)
@@ -205,15 +205,21 @@ def _set_limited_capacity(
     return np.minimum(full, ways * effective)
 
 
-def _sample_lines(n: int) -> tuple[np.ndarray | None, float]:
-    """Which of ``n`` distinct lines to count: all (None, rate 1), or :data:`_SET_SAMPLES` positions drawn
-    uniformly with replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set are
-    then Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). The generator is seeded by ``n``:
-    the same window gives the same sample. (A multiplicative hash of the line looked random but is a Weyl
-    sequence over consecutive lines, correlated with their sets: it saw a third of a sequential walk's sets.)"""
-    if n <= _SET_SAMPLES:
-        return None, 1.0
-    return np.random.default_rng(n).integers(0, n, _SET_SAMPLES), 0.0
+def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, float]:
+    """Positions of the window's distinct lines to count (``first`` marks each line's first access): all of
+    them (rate 1) when there are at most :data:`_SET_SAMPLES`, else about that many drawn uniformly with
+    replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set are then
+    Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). Positions are drawn over the whole window
+    and those that are not a first access dropped, which draws the distinct lines uniformly without gathering
+    them all. The generator is seeded by the window's size: the same window gives the same sample. (A
+    multiplicative hash of the line looked random but is a Weyl sequence over consecutive lines, correlated
+    with their sets: it saw a third of a sequential walk's sets.)"""
+    m = len(first)
+    if n_distinct <= _SET_SAMPLES:
+        return np.flatnonzero(first), 1.0
+    draws = int(min(4 * m, _SET_SAMPLES * m // n_distinct))
+    pos = np.random.default_rng(m).integers(0, m, draws)
+    return pos[first[pos]], 0.0
 
 
 _SET_SAMPLES = 1 << 16
@@ -224,12 +230,15 @@ class EpochCacheState:
     """The tail of the previous chunk carried into the next reuse-distance estimate.
 
     ``rank`` is each carried access's rank among the carried accesses of its agent (0, 1, ...), kept so the
-    next estimate need not sort the tail by agent again.
+    next estimate need not sort the tail by agent again. ``long_hits`` counts the accesses of the last estimate
+    that hit a cache thanks to an access carried from beyond :data:`CARRY_ACCESSES` (-1: it had no such
+    carry); :class:`~numasim.engine.stream.Feeder` uses it to carry that far only where it matters.
     """
 
     lines: np.ndarray
     agent: np.ndarray
     rank: np.ndarray
+    long_hits: int = -1
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -242,10 +251,11 @@ CARRY_ACCESSES = 1 << 18
 
 
 def carry_accesses(capacity_lines: np.ndarray) -> int:
-    """Accesses carried across chunk boundaries for caches of ``capacity_lines`` per instance: the largest
+    """The longest carry across chunk boundaries for caches of ``capacity_lines`` per instance: the largest
     (at least :data:`CARRY_ACCESSES`), so that one thread's working set up to the largest cache's size is seen
     reused (a reuse beyond the carried horizon counts as a miss: with a shorter horizon a 25 MiB L3 never held
-    a 16 MiB working set). Threads sharing the stream share the horizon."""
+    a 16 MiB working set). Threads sharing the stream share the horizon. The feeder carries that far while it
+    finds hits there (see :attr:`EpochCacheState.long_hits`)."""
     top = int(np.max(capacity_lines)) if len(capacity_lines) else 0
     return max(CARRY_ACCESSES, top)
 
@@ -331,10 +341,8 @@ def estimate_levels(
         # the window's distinct lines (each at its first access), sampled once for every level
         first = np.ones(m, dtype=bool)
         first[cur] = False
-        first_lines, first_agent = all_lines[first], all_agent[first]
-        pick, rate = _sample_lines(len(first_lines))
-        if pick is not None:
-            first_lines, first_agent = first_lines[pick], first_agent[pick]
+        pick, rate = _distinct_sample(first, m - len(cur))
+        first_lines, first_agent = all_lines[pick], all_agent[pick]
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
@@ -387,7 +395,10 @@ def estimate_levels(
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
+    long_hits = -1
+    if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
+        long_hits = int(np.count_nonzero((prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
     new_state = EpochCacheState(
-        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent]
+        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits
     )
     return level[head:], new_state
