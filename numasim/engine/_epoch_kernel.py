@@ -168,6 +168,7 @@ def run_epochs(
     curve_now: np.ndarray,
     istate: np.ndarray,
     lat_out: np.ndarray,
+    req_out: np.ndarray,
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
@@ -293,6 +294,8 @@ def run_epochs(
             lv = level[p]
             if lv < n_levels:
                 lat = level_lat[lv]
+                if prefetched[p] and lv > 0:
+                    lat = max(lat * pff[a], level_lat[min(lv - 1, 1)])  # exact mode's rule (see there)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
@@ -316,9 +319,17 @@ def run_epochs(
                     log_res[n_log] = r
                     log_ns[n_log] = b
                     n_log += 1
-                lat = class_base[c] + (t - ready) + extra
+                # memory request latency (issue to data, >= the idle route latency); the core waits less for a
+                # prefetched line
+                req = class_base[c] + (t - ready) + extra
+                req_out[p] = req  # (read for memory requests only)
+                lat = req
                 if prefetched[p]:
-                    lat *= pff[a]
+                    # exact mode's rule: not before the last server has served the line, nor below a hit in the
+                    # level the prefetcher fills
+                    lat = max(req * pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1])
+                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
+                        lat = level_lat[min(n_levels - 1, 1)]
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, j - 1] > done:
@@ -395,6 +406,7 @@ def accumulate_stats(
     rc: np.ndarray,
     level: np.ndarray,
     lat: np.ndarray,
+    req: np.ndarray,
     size_bytes: np.ndarray,
     compute: np.ndarray,
     n_levels: int,
@@ -403,6 +415,7 @@ def accumulate_stats(
     memory_lines: np.ndarray,
     bytes_: np.ndarray,
     latency_sum: np.ndarray,
+    memory_latency_sum: np.ndarray,
     level_hits: np.ndarray,
     hist: np.ndarray,
     record: bool,
@@ -411,6 +424,8 @@ def accumulate_stats(
     agent_accesses: np.ndarray,
     agent_latency: np.ndarray,
     agent_compute: np.ndarray,
+    agent_memory_lines: np.ndarray,
+    agent_memory_latency: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """``Stats.add`` over the committed requests of a window (each agent's first ``n_commit``), in one pass.
     The count arrays are the flat views of the :class:`Stats` arrays (route class = flat index)."""
@@ -421,26 +436,34 @@ def accumulate_stats(
         a = agent_ids[k]
         lat_sum = 0.0
         comp_sum = 0.0
+        mem_sum = 0.0
+        mem_n = 0
         for p in range(seg_start[k], seg_start[k] + n_commit[k]):
             c = rc[p]
             pair = c >> 1
             lv = level[p]
             x = lat[p]
             accesses[c] += 1
-            if lv == n_levels:
-                memory_lines[c] += 1
             level_hits[(pair // n_nodes) * lv_w + lv] += 1
             bytes_[c] += size_bytes[p]
             latency_sum[pair] += x
-            if record:
-                # the bin by the float32's top 16 bits (``stats.bin_table``)
-                as32[0] = x
-                v = as32[0]
-                key = np.int64(bits32[0] >> np.uint32(16))
-                b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
-                hist[pair, b] += 1
+            if lv == n_levels:
+                memory_lines[c] += 1
+                y = req[p]
+                memory_latency_sum[pair] += y
+                mem_sum += y
+                mem_n += 1
+                if record:
+                    # the bin by the float32's top 16 bits (``stats.bin_table``)
+                    as32[0] = y
+                    v = as32[0]
+                    key = np.int64(bits32[0] >> np.uint32(16))
+                    b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
+                    hist[pair, b] += 1
             lat_sum += x
             comp_sum += compute[p]
         agent_accesses[a] += n_commit[k]
         agent_latency[a] += lat_sum
         agent_compute[a] += comp_sum
+        agent_memory_lines[a] += mem_n
+        agent_memory_latency[a] += mem_sum

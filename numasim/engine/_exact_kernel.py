@@ -139,6 +139,7 @@ def run_kernel(
     compute: np.ndarray,
     prefetched: np.ndarray,
     lat_out: np.ndarray,
+    req_out: np.ndarray,
     lvl_out: np.ndarray,
     c_sets: np.ndarray,
     c_ways: np.ndarray,
@@ -158,8 +159,8 @@ def run_kernel(
 ) -> int:
     """Run until Python must act (see module docstring); returns the status.
 
-    Per agent ``a``: its requests are ``line/cls/compute/prefetched[pos[a]:end[a]]`` (its latency and level
-    go to ``lat_out/lvl_out`` at the same index); its in-flight completion times are the binary min-heap
+    Per agent ``a``: its requests are ``line/cls/compute/prefetched[pos[a]:end[a]]`` (its load-to-use latency,
+    memory request latency (0 for a cache hit) and level go to ``lat_out/req_out/lvl_out`` at the same index); its in-flight completion times are the binary min-heap
     ``infl[infl_off[a] : infl_off[a] + infl_n[a]]`` (capacity ``mlp[a]``); ``instance[a, lv]`` is its cache
     instance at level ``lv < n_cache[a]``, whose set ``s`` holds ways ``w = c_off[g] + s * c_ways[g] + (0 ..
     c_ways[g] - 1)``: ``ways_data[2 w]`` is the way's line and ``ways_data[2 w + 1]`` its stamp (0 = empty, else
@@ -273,13 +274,21 @@ def run_kernel(
                 clock += 1
                 ways_data[2 * w] = ln
                 ways_data[2 * w + 1] = clock
+            req = 0.0
             if level < n_levels:
                 lat = level_lat[level]
+                if prefetched[p] and level > 0:
+                    # the stream prefetcher hides the same share of a hit's latency as of a miss's, but the line
+                    # is at best in the level it prefetches into (the second; the first for an L2 hit): no level
+                    # is faster than the one above it (see ``timing``)
+                    lat = max(lat * pff[a], level_lat[min(level - 1, 1)])
             else:
                 tt = ready
+                b_last = 0.0
                 for k in range(k0, k1):
                     r = path_res[k]
                     b = path_busy[k]
+                    b_last = b
                     f = free[r]
                     if f > tt:
                         tt = f
@@ -300,9 +309,16 @@ def run_kernel(
                         ring[bk & ring_mask, r] += b
                 if status == BAD_BUCKET:
                     break
-                lat = class_base[c] + (tt - ready) + class_curve[c]
+                # the memory request latency (issue to data): idle route + FIFO waits + curve delays, never
+                # below the idle route latency; what the core waits for is that, shortened by prefetching
+                req = class_base[c] + (tt - ready) + class_curve[c]
+                lat = req
                 if prefetched[p]:
-                    lat *= pff[a]
+                    # prefetching hides latency, not bandwidth: the line is not usable before its last server
+                    # has served it; and it lands in the second level at best
+                    lat = max(req * pff[a], (tt - ready) + b_last)
+                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
+                        lat = level_lat[min(n_levels - 1, 1)]
             done = ready + lat
             lo = infl_off[a]
             _push(infl, lo, infl_n[a], done)
@@ -311,6 +327,7 @@ def run_kernel(
             if done > last_done[a]:
                 last_done[a] = done
             lat_out[p] = lat
+            req_out[p] = req
             lvl_out[p] = level
             pos[a] = p + 1
             phase = P_NEXT

@@ -16,7 +16,7 @@ instance's reuse-time distribution turns that into an expected LRU stack distanc
 Close to exact LRU for one thread's sequential or random walks over a working set below, between or above the
 levels (tests compare them); an approximation for set conflicts, for lines shared between threads (a line last
 touched by another core counts as a hit only in a cache both share) and across the carried horizon of
-``CARRY_ACCESSES`` accesses (a longer reuse is a miss).
+:func:`carry_accesses` accesses (the largest cache's lines; a longer reuse is a miss).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ __all__ = [
     "LRUCache",
     "EpochCacheState",
     "estimate_levels",
+    "carry_accesses",
+    "CARRY_ACCESSES",
 ]
 
 
@@ -134,15 +136,19 @@ def _stack_distance(
     sample_time: np.ndarray,
     sample_instance: np.ndarray,
     n_inst: int,
+    sample_censored: np.ndarray | None = None,
 ) -> np.ndarray:
     """Expected LRU stack distance of each reuse from the reuse-time distribution of its cache instance.
 
     StatStack's relation (Eklov and Hagersten, ISPASS 2010): the number of distinct lines touched during a reuse
     time ``g`` is ``D(g) = integral_0^g S(t) dt``, ``S(t)`` being the fraction of the instance's accesses whose
-    reuse time exceeds ``t``. ``sample_time`` holds one reuse time per access of the window: the real one for
-    reuses, and for cold accesses (no earlier access in the window) the time since the window began, a
-    *censored* sample that only says "longer than this". ``S`` is taken from a histogram with 8 bins per octave
-    (one ``bincount`` for all instances).
+    reuse time exceeds ``t``. ``sample_time`` holds one reuse time per sampled access of the window: the real one
+    for reuses, and for cold accesses (no earlier access in the window, ``sample_censored``) the time since the
+    window began, a *censored* sample that only says "longer than this". ``S`` is the Kaplan-Meier estimate over
+    a histogram with 8 bins per octave (one ``bincount`` for all instances): a censored sample stays at risk up
+    to its time and then leaves without counting as a reuse. (Counting it as a reuse at its time, as a plain
+    histogram does, shortens every distance: a cyclic walk repeated twice came out at 3/4 of its length, so a
+    working set up to 4/3 of a cache looked like it fitted.)
     """
     if len(reuse_time) == 0:
         return np.zeros(0)
@@ -151,19 +157,72 @@ def _stack_distance(
     def bins(t: np.ndarray) -> np.ndarray:
         return np.clip((np.log2(np.maximum(t, 1.0)) * _BINS_PER_OCTAVE).astype(np.int64), 0, nb - 1)
 
-    hist = np.bincount(sample_instance * nb + bins(sample_time), minlength=n_inst * nb).reshape(n_inst, nb)
-    total = np.maximum(hist.sum(axis=1), 1).astype(np.float64)
-    # fraction of the samples beyond the lower edge of each bin (censored ones included up to their time)
-    beyond = total[:, None] - np.cumsum(hist, axis=1) + hist
-    surv = beyond / total[:, None]
+    cens = np.zeros(len(sample_time), dtype=bool) if sample_censored is None else sample_censored
+    key = sample_instance * nb + bins(sample_time)
+    size = n_inst * nb
+    events = np.bincount(key[~cens], minlength=size).reshape(n_inst, nb).astype(np.float64)
+    censored = np.bincount(key[cens], minlength=size).reshape(n_inst, nb).astype(np.float64)
+    gone = events + censored
+    at_risk = gone.sum(axis=1)[:, None] - np.cumsum(gone, axis=1) + gone  # samples with time >= the bin's start
+    keep = 1.0 - events / np.maximum(at_risk, 1.0)
+    surv_next = np.cumprod(keep, axis=1)  # S at each bin's end
+    surv = np.concatenate([np.ones((n_inst, 1)), surv_next[:, :-1]], axis=1)  # S at each bin's start
     edges = 2.0 ** (np.arange(nb + 1) / _BINS_PER_OCTAVE)
     width = np.diff(edges)
-    surv_next = np.concatenate([surv[:, 1:], np.zeros((n_inst, 1))], axis=1)
     area = 0.5 * (surv + surv_next) * width[None, :]
     d_lo = 1.0 + np.concatenate([np.zeros((n_inst, 1)), np.cumsum(area, axis=1)[:, :-1]], axis=1)
-    b = bins(reuse_time)
-    frac = np.clip((reuse_time - edges[b]) / width[b], 0.0, 1.0)
-    return d_lo[instance, b] + frac * area[instance, b]
+    # A reuse after ``g`` accesses has ``g - 1`` accesses in between: its stack distance (the distinct other
+    # lines they touched; LRU hits while it is below the capacity) is ``D(g - 1)``. Within its own bin ``S`` is
+    # taken at the bin's start (the reuses in that bin are not before it): a cyclic walk of N lines then has
+    # distance N - 1 exactly, so it fits a cache of N lines and not one of N - 1.
+    x = np.asarray(reuse_time, dtype=np.float64) - 1.0
+    b = bins(x)
+    inside = np.clip(x - edges[b], 0.0, width[b])
+    return np.where(x < 1.0, np.maximum(x, 0.0), d_lo[instance, b] + inside * surv[instance, b])
+
+
+def _set_limited_capacity(
+    lines: np.ndarray, instance: np.ndarray, n_inst: int, sets: int, ways: int, rate: float = 1.0
+) -> np.ndarray:
+    """Lines each instance can hold of the window's distinct ``lines`` (``instance``: the one that first touched
+    each): ``ways`` x the effective number of sets they spread over, ``(sum n)^2 / sum n^2`` for ``n`` lines
+    per set (all sets for an even spread; a quarter for a walk touching every fourth line). An LRU cache's
+    capacity for a pattern is its ways in the sets the pattern uses, which a fully associative estimate
+    misses (a stride of four lines fills a cache at a quarter of its size).
+
+    ``lines`` may be a sample of the distinct lines (:func:`_distinct_sample`): with ``c`` sampled lines per set,
+    ``sum c^2 - (1 - rate) sum c`` estimates the full ``sum n^2`` up to the sample's scale (binomial thinning at
+    ``rate``; ``rate`` 0 for draws with replacement), so the ratio stays unbiased."""
+    full = float(sets * ways)
+    if sets <= 1 or len(lines) == 0:
+        return np.full(n_inst, full)
+    per_set = np.bincount(
+        instance * sets + (lines % np.uint64(sets)).astype(np.int64), minlength=n_inst * sets
+    ).reshape(n_inst, sets).astype(np.float64)
+    total = per_set.sum(axis=1)
+    square = (per_set * per_set).sum(axis=1) - (1.0 - rate) * total
+    effective = np.where(square > 0, total * total / np.maximum(square, 1e-12), sets)
+    return np.minimum(full, ways * effective)
+
+
+def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, float]:
+    """Positions of the window's distinct lines to count (``first`` marks each line's first access): all of
+    them (rate 1) when there are at most :data:`_SET_SAMPLES`, else about that many drawn uniformly with
+    replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set are then
+    Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). Positions are drawn over the whole window
+    and those that are not a first access dropped, which draws the distinct lines uniformly without gathering
+    them all. The generator is seeded by the window's size: the same window gives the same sample. (A
+    multiplicative hash of the line looked random but is a Weyl sequence over consecutive lines, correlated
+    with their sets: it saw a third of a sequential walk's sets.)"""
+    m = len(first)
+    if n_distinct <= _SET_SAMPLES:
+        return np.flatnonzero(first), 1.0
+    draws = int(min(4 * m, _SET_SAMPLES * m // n_distinct))
+    pos = np.random.default_rng(m).integers(0, m, draws)
+    return pos[first[pos]], 0.0
+
+
+_SET_SAMPLES = 1 << 16
 
 
 @dataclass
@@ -171,12 +230,15 @@ class EpochCacheState:
     """The tail of the previous chunk carried into the next reuse-distance estimate.
 
     ``rank`` is each carried access's rank among the carried accesses of its agent (0, 1, ...), kept so the
-    next estimate need not sort the tail by agent again.
+    next estimate need not sort the tail by agent again. ``long_hits`` counts the accesses of the last estimate
+    that hit a cache thanks to an access carried from beyond :data:`CARRY_ACCESSES` (-1: it had no such
+    carry); :class:`~numasim.engine.stream.Feeder` uses it to carry that far only where it matters.
     """
 
     lines: np.ndarray
     agent: np.ndarray
     rank: np.ndarray
+    long_hits: int = -1
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -184,7 +246,18 @@ class EpochCacheState:
 
 
 CARRY_ACCESSES = 1 << 18
-"""Accesses of the previous chunk kept to find reuses across a chunk boundary."""
+"""Accesses of the previous chunk kept to find reuses across a chunk boundary (at least; see
+:func:`carry_accesses`)."""
+
+
+def carry_accesses(capacity_lines: np.ndarray) -> int:
+    """The longest carry across chunk boundaries for caches of ``capacity_lines`` per instance: the largest
+    (at least :data:`CARRY_ACCESSES`), so that one thread's working set up to the largest cache's size is seen
+    reused (a reuse beyond the carried horizon counts as a miss: with a shorter horizon a 25 MiB L3 never held
+    a 16 MiB working set). Threads sharing the stream share the horizon. The feeder carries that far while it
+    finds hits there (see :attr:`EpochCacheState.long_hits`)."""
+    top = int(np.max(capacity_lines)) if len(capacity_lines) else 0
+    return max(CARRY_ACCESSES, top)
 
 
 def estimate_levels(
@@ -195,6 +268,8 @@ def estimate_levels(
     state: EpochCacheState,
     agent_order: np.ndarray | None = None,
     agent_rank: np.ndarray | None = None,
+    sets: np.ndarray | None = None,
+    carry: int = CARRY_ACCESSES,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -214,6 +289,11 @@ def estimate_levels(
         ``np.argsort(agent, kind="stable")`` if the caller has it already (it is computed otherwise).
     agent_rank : ndarray of int32, optional
         Each access's rank among its agent's accesses in this chunk, if the caller has it (with ``agent_order``).
+    sets : ndarray (L,) of int, optional
+        Sets per instance of each level (``capacity_lines / sets`` ways): a level then holds, of a pattern, its
+        ways in the sets the pattern uses (see :func:`_set_limited_capacity`); None: fully associative.
+    carry : int
+        Accesses of the window to carry into the next call (:func:`carry_accesses`).
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -257,18 +337,34 @@ def estimate_levels(
     rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
     same_agent = a_cur == a_prv
     own_gap = (rank[cur] - rank[prv]).astype(np.float64)
+    if sets is not None:
+        # the window's distinct lines (each at its first access), sampled once for every level
+        first = np.ones(m, dtype=bool)
+        first[cur] = False
+        pick, rate = _distinct_sample(first, m - len(cur))
+        first_lines, first_agent = all_lines[pick], all_agent[pick]
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         partition = inst_of - inst_of.min()
+        n_inst = int(inst_of.max()) + 1
+        if sets is None:
+            cap = np.full(n_inst, float(capacity_lines[lv]))
+        else:
+            lo = int(inst_of.min())
+            n_sets = int(sets[lv])
+            cap = np.full(n_inst, float(capacity_lines[lv]))
+            cap[lo:] = _set_limited_capacity(
+                first_lines, partition[first_agent], n_inst - lo, n_sets,
+                max(1, int(capacity_lines[lv]) // n_sets), rate,
+            )
         if memo is not None and np.array_equal(memo[0], partition):
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack = memo[1], memo[2]
             hit = np.zeros(len(cur), dtype=bool)
-            hit[own] = stack < capacity_lines[lv]
+            hit[own] = stack < cap[inst_of[a_cur[own]]]
             level[cur[hit]] = lv
             continue
-        n_inst = int(inst_of.max()) + 1
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
         i_cur = inst_of[a_cur]
         own = i_cur == inst_of[a_prv]  # reused by the same cache instance (else: cold for it)
@@ -288,17 +384,21 @@ def estimate_levels(
         cur_own = cur[own]
         picked = cur_own % stride == 0
         reused[cur_own[picked] // stride] = g[picked]
-        sample = np.where(np.isnan(reused), sample, reused)
-        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst)
+        censored = np.isnan(reused)
+        sample = np.where(censored, sample, reused)
+        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst, censored)
         hit = np.zeros(len(cur), dtype=bool)
-        hit[own] = stack < capacity_lines[lv]
+        hit[own] = stack < cap[i_cur[own]]
         level[cur[hit]] = lv
         memo = (partition, own, stack)
-    keep = min(m, CARRY_ACCESSES)
+    keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
+    long_hits = -1
+    if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
+        long_hits = int(np.count_nonzero((prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
     new_state = EpochCacheState(
-        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent]
+        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits
     )
     return level[head:], new_state

@@ -183,8 +183,9 @@ class EpochEngine:
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
         lat = np.empty(len(rc))  # written by the kernel for every request it commits
+        req = np.empty(len(rc))
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat, req
         )
         self.windows += 1
         n_commit = pos - seg_start
@@ -199,12 +200,13 @@ class EpochEngine:
         # counters are touched by nothing else until the end), so it runs on the stats thread meanwhile.
         self._submit(
             accumulate_stats,
-            ids_arr, seg_start, n_commit, rc, level, lat, np.concatenate([b.size_bytes for b in blocks]), compute,
-            self.n_levels, self.ms.n_nodes,
+            ids_arr, seg_start, n_commit, rc, level, lat, req, np.concatenate([b.size_bytes for b in blocks]),
+            compute, self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
-            st.latency_sum_ns.reshape(-1), st.level_hits.reshape(-1), hist.reshape(-1, hist.shape[-1]),
-            st.hist is not None, *bin_table(),
-            st.agent_accesses, st.agent_latency_ns, st.agent_compute_ns,
+            st.load_to_use_sum_ns.reshape(-1), st.memory_latency_sum_ns.reshape(-1), st.level_hits.reshape(-1),
+            hist.reshape(-1, hist.shape[-1]), st.hist is not None, *bin_table(),
+            st.agent_accesses, st.agent_load_to_use_ns, st.agent_compute_ns,
+            st.agent_memory_lines, st.agent_memory_latency_ns,
         )  # fmt: skip
         for k, a in enumerate(ids):
             n = int(n_commit[k])
@@ -213,7 +215,7 @@ class EpochEngine:
                 self.feeder.consume(a, n)
         return True
 
-    def _run(self, window: tuple, pos, done_max, lat):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat, req):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
         compute) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
@@ -250,6 +252,7 @@ class EpochEngine:
                 self.curve_now,
                 self.istate,
                 lat,
+                req,
                 self.ser_idx,
                 self.ser_rows,
             )

@@ -161,6 +161,7 @@ class ExactEngine:
         self.compute = np.zeros(0, dtype=np.float64)
         self.prefetched = np.zeros(0, dtype=np.bool_)
         self.lat_out = np.zeros(0, dtype=np.float64)
+        self.req_out = np.zeros(0, dtype=np.float64)
         self.lvl_out = np.zeros(0, dtype=np.int64)
 
     # --- epochs -------------------------------------------------------------------------------------------
@@ -260,6 +261,7 @@ class ExactEngine:
 
                 self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
                 self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
+                self.req_out = grow(self.req_out)
                 self.lvl_out = grow(self.lvl_out)
         s = int(self._slot[a])
         self.line[s : s + n] = block.line
@@ -282,6 +284,7 @@ class ExactEngine:
             self.lat_out[s : s + n].copy(),
             block.size_bytes,
             block.compute_ns,
+            request_ns=self.req_out[s : s + n].copy(),
         )
         self.completed += n
 
@@ -295,7 +298,7 @@ class ExactEngine:
                 self.pos, self.end, self.last_issue, self.last_done, self.dependent, self.mlp, self.pff,
                 self.n_cache, self.instance, self.infl, self.infl_off, self.infl_n,
                 self.acc_bk, self.acc_lo, self.acc_hi,
-                self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.lvl_out,
+                self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.ring, self.touched, self.E,

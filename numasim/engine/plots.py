@@ -76,7 +76,7 @@ def utilisation_over_time(result: SimulationResult, min_mean: float = 0.01) -> F
 
 
 def latency_histograms(result: SimulationResult) -> Figure:
-    """Access latency distribution per target node (log-spaced bins)."""
+    """Memory request latency distribution per target node (log-spaced bins; requests that went to memory)."""
     fig = _figure(8, 4)
     ax = fig.add_subplot()
     edges = result.hist_edges_ns
@@ -86,9 +86,9 @@ def latency_histograms(result: SimulationResult) -> Figure:
         if h.sum():
             ax.step(centres, h / h.sum(), where="mid", label=f"node {node}")
     ax.set_xscale("log")
-    ax.set_xlabel("latency (ns)")
+    ax.set_xlabel("memory request latency (ns)")
     ax.set_ylabel("fraction of accesses")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    ax.set_title(f"access latency by memory node ({result.mode})", fontsize=9)
+    ax.set_title(f"memory request latency by memory node ({result.mode})", fontsize=9)
     return fig

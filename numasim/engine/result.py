@@ -2,6 +2,17 @@
 
 ``SimulationResult.tables()`` gives ``{name: [row dict, ...]}``; ``to_dict()`` is plain JSON-able (arrays as
 lists); ``to_pandas()`` gives ``{name: DataFrame}`` when pandas is installed.
+
+Two latencies, named for what they measure:
+
+* ``load_to_use_mean_ns``: what the core waits for per 64-byte line request, from issue to the data being
+  usable, averaged over *every* request (cache hits included), and shortened by prefetching (a prefetched line
+  was requested ahead of the load). It is what a program's run time is made of, not a memory latency: with
+  caches and prefetching it is usually far below the idle route latency.
+* ``memory_latency_*_ns``: the memory request latency, issue to data of the requests that missed every cache
+  and went to memory (idle route latency + queueing at controllers and links + loaded-latency delays), whether
+  or not a prefetcher issued them early. It is what mlc's loaded-latency or a latency counter reports, and never
+  below ``memory_idle_latency_ns``, the mean idle latency of the same requests' routes.
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ class NodeRecord:
 
     ``accesses`` count 64-byte line requests (an access spanning two lines counts twice); ``bytes_*`` are the
     program's bytes; ``memory_accesses`` are the requests that missed every cache and reached the controller.
+    Latencies: see the module docstring (``load_to_use_mean_ns`` over all requests; ``memory_latency_*`` over
+    the memory accesses, percentiles from the histogram).
     """
 
     node: int
@@ -42,9 +55,11 @@ class NodeRecord:
     local_accesses: int
     remote_accesses: int
     memory_accesses: int
-    mean_latency_ns: float
-    p50_latency_ns: float
-    p99_latency_ns: float
+    load_to_use_mean_ns: float
+    memory_latency_mean_ns: float
+    memory_latency_p50_ns: float
+    memory_latency_p99_ns: float
+    memory_idle_latency_ns: float
 
 
 @dataclass(frozen=True)
@@ -61,9 +76,11 @@ class InitiatorRecord:
     local_accesses: int
     remote_accesses: int
     memory_accesses: int
-    mean_latency_ns: float
-    p50_latency_ns: float
-    p99_latency_ns: float
+    load_to_use_mean_ns: float
+    memory_latency_mean_ns: float
+    memory_latency_p50_ns: float
+    memory_latency_p99_ns: float
+    memory_idle_latency_ns: float
 
 
 @dataclass(frozen=True)
@@ -75,7 +92,9 @@ class PairRecord:
     accesses: int
     bytes: int
     memory_accesses: int
-    mean_latency_ns: float
+    load_to_use_mean_ns: float
+    memory_latency_mean_ns: float
+    memory_idle_latency_ns: float
 
 
 @dataclass(frozen=True)
@@ -94,7 +113,11 @@ class ResourceRecord:
 
 @dataclass(frozen=True)
 class ThreadRecord:
-    """One thread (or device transfer) of the run."""
+    """One thread (or device transfer) of the run.
+
+    ``stall_ns`` is the time it was not computing (finish - start - compute): the load-to-use latency that
+    memory-level parallelism did not overlap.
+    """
 
     agent: str
     thread_id: int | None
@@ -105,7 +128,9 @@ class ThreadRecord:
     stall_ns: float
     start_ns: float
     finish_ns: float
-    mean_latency_ns: float
+    load_to_use_mean_ns: float
+    memory_accesses: int
+    memory_latency_mean_ns: float
 
 
 @dataclass(frozen=True)
@@ -148,7 +173,8 @@ class SimulationResult:
         Utilisation of every resource over time, in buckets of ``utilisation_bucket_ns`` (``epoch_ns``, doubled
         as often as needed to stay under 4096 buckets); columns in the order of ``resources``.
     latency_hist_by_node, latency_hist_by_initiator : ndarray
-        Latency histograms (counts) per target node / per initiator over the bins ``hist_edges_ns``.
+        Memory request latency histograms (counts of the requests that went to memory) per target node / per
+        initiator over the bins ``hist_edges_ns``.
     """
 
     mode: str

@@ -188,7 +188,9 @@ def simulate(
         pages,
         node_index_lookup,
         cache_instances=instances if epoch else None,
-        cache_capacity_lines=np.array([s.lines for s in levels], dtype=float) if epoch else None,
+        # exact mode's geometry: ``sets`` sets of ``associativity`` ways per instance
+        cache_capacity_lines=np.array([s.sets * s.associativity for s in levels], dtype=float) if epoch else None,
+        cache_sets=np.array([s.sets for s in levels], dtype=np.int64) if epoch else None,
         progress=progress,
         background=True,
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
@@ -277,11 +279,18 @@ def _run_engine(
     )
 
 
-def _lat_stats(hist: np.ndarray | None, count: int, total_ns: float) -> tuple[float, float, float]:
-    mean = total_ns / count if count else float("nan")
-    if hist is None or count == 0:
-        return mean, float("nan"), float("nan")
-    return mean, percentile_from_hist(hist, 50), percentile_from_hist(hist, 99)
+def _mean(total: float, count: int) -> float:
+    return total / count if count else float("nan")
+
+
+def _memory_stats(
+    hist: np.ndarray | None, lines: int, latency_ns: float, idle_ns: float
+) -> tuple[float, float, float, float]:
+    """Memory request latency of ``lines`` requests: mean, p50, p99, and the mean idle latency of their routes."""
+    mean, idle = _mean(latency_ns, lines), _mean(idle_ns, lines)
+    if hist is None or lines == 0:
+        return mean, float("nan"), float("nan"), idle
+    return mean, percentile_from_hist(hist, 50), percentile_from_hist(hist, 99), idle
 
 
 def _collect(
@@ -304,13 +313,21 @@ def _collect(
     acc = st.accesses  # (init, node, rw)
     tot = acc.sum(axis=2)
     hist = st.hist
+    # Idle route latency summed over the memory requests of each (initiator, node): the floor of their latency.
+    idle_sum = (st.memory_lines.reshape(-1) * ms.class_base_latency_ns()).reshape(st.memory_lines.shape).sum(axis=2)
+    idle_sum = np.nan_to_num(idle_sum)  # no requests to a memoryless node's nan route
+    mem_lines = st.memory_lines.sum(axis=2)
+    mem_sum = st.memory_latency_sum_ns
+    ltu_sum = st.load_to_use_sum_ns
     resident = (
         pages.pages_per_node(max(ids) + 1)[ids] if pages.page_count else np.zeros(n_nodes, dtype=np.int64)
     )
     nodes = []
     for j, nid in enumerate(ids):
         h = hist[:, j, :].sum(axis=0) if hist is not None else None
-        mean, p50, p99 = _lat_stats(h, int(tot[:, j].sum()), float(st.latency_sum_ns[:, j].sum()))
+        mean, p50, p99, idle = _memory_stats(
+            h, int(mem_lines[:, j].sum()), float(mem_sum[:, j].sum()), float(idle_sum[:, j].sum())
+        )
         nodes.append(
             NodeRecord(
                 node=nid,
@@ -323,16 +340,20 @@ def _collect(
                 local_accesses=int(tot[:, j][local[:, j]].sum()),
                 remote_accesses=int(tot[:, j][~local[:, j]].sum()),
                 memory_accesses=int(st.memory_lines[:, j].sum()),
-                mean_latency_ns=mean,
-                p50_latency_ns=p50,
-                p99_latency_ns=p99,
+                load_to_use_mean_ns=_mean(float(ltu_sum[:, j].sum()), int(tot[:, j].sum())),
+                memory_latency_mean_ns=mean,
+                memory_latency_p50_ns=p50,
+                memory_latency_p99_ns=p99,
+                memory_idle_latency_ns=idle,
             )
         )
     initiators, matrix, level_rows = [], [], []
     level_names = [s.name for s in levels] + ["memory"]
     for i, name in enumerate(ms.initiator_names):
         h = hist[i].sum(axis=0) if hist is not None else None
-        mean, p50, p99 = _lat_stats(h, int(tot[i].sum()), float(st.latency_sum_ns[i].sum()))
+        mean, p50, p99, idle = _memory_stats(
+            h, int(mem_lines[i].sum()), float(mem_sum[i].sum()), float(idle_sum[i].sum())
+        )
         initiators.append(
             InitiatorRecord(
                 initiator=name,
@@ -345,9 +366,11 @@ def _collect(
                 local_accesses=int(tot[i][local[i]].sum()),
                 remote_accesses=int(tot[i][~local[i]].sum()),
                 memory_accesses=int(st.memory_lines[i].sum()),
-                mean_latency_ns=mean,
-                p50_latency_ns=p50,
-                p99_latency_ns=p99,
+                load_to_use_mean_ns=_mean(float(ltu_sum[i].sum()), int(tot[i].sum())),
+                memory_latency_mean_ns=mean,
+                memory_latency_p50_ns=p50,
+                memory_latency_p99_ns=p99,
+                memory_idle_latency_ns=idle,
             )
         )
         for j, nid in enumerate(ids):
@@ -358,8 +381,10 @@ def _collect(
                     nid,
                     n,
                     int(st.bytes[i, j].sum()),
-                    int(st.memory_lines[i, j].sum()),
-                    float(st.latency_sum_ns[i, j] / n) if n else float("nan"),
+                    int(mem_lines[i, j]),
+                    _mean(float(ltu_sum[i, j]), n),
+                    _mean(float(mem_sum[i, j]), int(mem_lines[i, j])),
+                    _mean(float(idle_sum[i, j]), int(mem_lines[i, j])),
                 )
             )
         for lv, lname in enumerate(level_names):
@@ -400,7 +425,9 @@ def _collect(
                 stall_ns=max(finish - a.start_ns - float(st.agent_compute_ns[k]), 0.0),
                 start_ns=a.start_ns,
                 finish_ns=finish,
-                mean_latency_ns=float(st.agent_latency_ns[k] / n) if n else float("nan"),
+                load_to_use_mean_ns=_mean(float(st.agent_load_to_use_ns[k]), n),
+                memory_accesses=int(st.agent_memory_lines[k]),
+                memory_latency_mean_ns=_mean(float(st.agent_memory_latency_ns[k]), int(st.agent_memory_lines[k])),
             )
         )
     n_threads = len(agents) - len(devices)

@@ -1,7 +1,14 @@
 """Counters the engines fill, vectorised: per initiator x target counts, latency histograms, resource busy time.
 
 Both fidelities hand their accesses here in blocks of numpy arrays, so the two modes are measured the same way.
-Latencies go into log-spaced histograms (32 bins per decade, 0.1 ns to 10 ms) rather than being stored, so a run
+Two latencies are kept apart, because they answer different questions:
+
+* **load-to-use** (``load_to_use_*``): what the core waits for per line request, cache hits included and shortened
+  by prefetching (a prefetched line was requested ahead of the load);
+* **memory request latency** (``memory_latency_*``): issue to data of the requests that missed every cache and
+  went to memory, queueing included; never below the route's idle latency.
+
+Memory request latencies go into log-spaced histograms (32 bins per decade, 0.1 ns to 10 ms) rather than being stored, so a run
 of 10^8 accesses needs no more memory than one of 10^3; percentiles are read from the histogram
 (resolution about 7 %, interpolated within a bin).
 """
@@ -138,12 +145,15 @@ class Stats:
         self.accesses = np.zeros(shape, dtype=np.int64)
         self.bytes = np.zeros(shape, dtype=np.int64)
         self.memory_lines = np.zeros(shape, dtype=np.int64)
-        self.latency_sum_ns = np.zeros((n_initiators, n_nodes))
+        self.load_to_use_sum_ns = np.zeros((n_initiators, n_nodes))
+        self.memory_latency_sum_ns = np.zeros((n_initiators, n_nodes))
         self.record_latencies = record_latencies
         self.hist = np.zeros((n_initiators, n_nodes, N_HIST), dtype=np.int64) if record_latencies else None
         self.level_hits = np.zeros((n_initiators, n_levels + 1), dtype=np.int64)
         self.agent_accesses = np.zeros(n_agents, dtype=np.int64)
-        self.agent_latency_ns = np.zeros(n_agents)
+        self.agent_load_to_use_ns = np.zeros(n_agents)
+        self.agent_memory_lines = np.zeros(n_agents, dtype=np.int64)
+        self.agent_memory_latency_ns = np.zeros(n_agents)
         self.agent_compute_ns = np.zeros(n_agents)
         self.agent_finish_ns = np.zeros(n_agents)
         self.series = TimeSeries(n_resources, epoch_ns)
@@ -160,8 +170,12 @@ class Stats:
         compute_ns: np.ndarray,
         route_class: np.ndarray | None = None,
         agent_runs: tuple[np.ndarray, np.ndarray] | None = None,
+        request_ns: np.ndarray | None = None,
     ) -> None:
         """Count a block of completed accesses (all arrays of one length).
+
+        ``latency_ns`` is each request's load-to-use latency, ``request_ns`` its memory request latency (read
+        only where ``level`` is memory; None: equal to ``latency_ns``).
 
         ``route_class``, if the caller has it, is ``(initiator * n_nodes + target) * 2 + is_write`` (int64);
         ``initiator`` is then not read (may be None). ``agent_runs`` = (agents, run lengths), if ``agent`` is
@@ -187,11 +201,16 @@ class Stats:
         self.bytes += (
             np.bincount(cls, weights=size_bytes, minlength=size).astype(np.int64).reshape(self.bytes.shape)
         )
-        self.latency_sum_ns += np.bincount(pair, weights=latency_ns, minlength=self.n_init * nn).reshape(
-            self.latency_sum_ns.shape
+        self.load_to_use_sum_ns += np.bincount(pair, weights=latency_ns, minlength=self.n_init * nn).reshape(
+            self.load_to_use_sum_ns.shape
+        )
+        mem = level == self.n_levels
+        req = (latency_ns if request_ns is None else request_ns)[mem]
+        self.memory_latency_sum_ns += np.bincount(pair[mem], weights=req, minlength=self.n_init * nn).reshape(
+            self.memory_latency_sum_ns.shape
         )
         if self.hist is not None:
-            flat = pair * N_HIST + _bins(latency_ns)
+            flat = pair[mem] * N_HIST + _bins(req)
             self.hist += np.bincount(flat, minlength=self.hist.size).reshape(self.hist.shape)
         if agent_runs is not None:
             ids, lens = agent_runs
@@ -199,13 +218,16 @@ class Stats:
             ids, lens = ids[keep], lens[keep]
             starts = np.r_[0, np.cumsum(lens)[:-1]]
             self.agent_accesses[ids] += lens
-            self.agent_latency_ns[ids] += np.add.reduceat(latency_ns, starts)
+            self.agent_load_to_use_ns[ids] += np.add.reduceat(latency_ns, starts)
             self.agent_compute_ns[ids] += np.add.reduceat(compute_ns, starts, dtype=np.float64)
-            return
+        else:
+            na = len(self.agent_accesses)
+            self.agent_accesses += np.bincount(agent, minlength=na)
+            self.agent_load_to_use_ns += np.bincount(agent, weights=latency_ns, minlength=na)
+            self.agent_compute_ns += np.bincount(agent, weights=compute_ns, minlength=na)
         na = len(self.agent_accesses)
-        self.agent_accesses += np.bincount(agent, minlength=na)
-        self.agent_latency_ns += np.bincount(agent, weights=latency_ns, minlength=na)
-        self.agent_compute_ns += np.bincount(agent, weights=compute_ns, minlength=na)
+        self.agent_memory_lines += np.bincount(agent[mem], minlength=na)
+        self.agent_memory_latency_ns += np.bincount(agent[mem], weights=req, minlength=na)
 
     def finish(self, agent: int, completion_ns: float) -> None:
         if completion_ns > self.agent_finish_ns[agent]:

@@ -67,7 +67,13 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None =
 
 
 def node_cost_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
-    """Per target node: pages resident, accesses, local/remote %, mean/p99 latency, controller bandwidth."""
+    """Per target node: pages resident, accesses, local/remote %, latencies, controller bandwidth.
+
+    Latency columns: ``mem_lat_ns`` / ``mem_p99_ns`` the memory request latency (issue to data of the requests
+    that reached this node's memory, queueing included; mean and 99th percentile), ``idle_ns`` the idle latency
+    of those requests' routes (``mem_lat_ns`` never falls below it), ``load_to_use_ns`` what the cores waited
+    per access to this node, cache hits included and shortened by prefetching.
+    """
     r = outcome.result
     controllers = {res.name: res for res in r.resources if res.kind == "controller"}
     rows = []
@@ -81,8 +87,11 @@ def node_cost_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
                 "accesses": n.accesses,
                 "local_%": 100.0 * n.local_accesses / served if served else None,
                 "remote_%": 100.0 * n.remote_accesses / served if served else None,
-                "mean_ns": n.mean_latency_ns,
-                "p99_ns": n.p99_latency_ns,
+                "mem_accesses": n.memory_accesses,
+                "mem_lat_ns": n.memory_latency_mean_ns,
+                "mem_p99_ns": n.memory_latency_p99_ns,
+                "idle_ns": n.memory_idle_latency_ns,
+                "load_to_use_ns": n.load_to_use_mean_ns,
                 "used_gb_s": mc.bandwidth_used_gb_s if mc else None,
                 "avail_gb_s": mc.bandwidth_available_gb_s if mc else None,
                 "util_%": 100.0 * mc.utilisation_mean if mc else None,
@@ -92,14 +101,15 @@ def node_cost_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
 
 
 def thread_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
-    """Per thread: cpu, node, accesses, mean latency, stall and finish time."""
+    """Per thread: cpu, node, accesses, load-to-use and memory request latency, stall and finish time."""
     return [
         {
             "thread": t.agent,
             "cpu": t.cpu,
             "node": t.node,
             "accesses": t.accesses,
-            "mean_ns": t.mean_latency_ns,
+            "load_to_use_ns": t.load_to_use_mean_ns,
+            "mem_lat_ns": t.memory_latency_mean_ns,
             "stall_us": t.stall_ns / 1e3,
             "finish_us": t.finish_ns / 1e3,
         }
@@ -285,9 +295,9 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
         if used.size and edges[used[0]] > 0:
             ax.set_xlim(edges[used[0]] / 1.5, edges[used[-1] + 1] * 1.5)
         _plain_log_axis(ax)
-        ax.set_xlabel("latency (ns)")
-        ax.set_ylabel("accesses")
-        ax.set_title("latency by target node")
+        ax.set_xlabel("memory request latency (ns)")
+        ax.set_ylabel("memory accesses")
+        ax.set_title("memory request latency by target node")
         _legend(ax)
         save(fig, "latency_by_node.png")
 

@@ -14,10 +14,10 @@ with ``range / 2**20`` to 5 decimals and the load latency in ns to 3 decimals. R
 
 Here the buffer is mapped and faulted in by the simulated kernel under the task's policy, and the chase is
 timed by the engine as a dependent thread (memory-level parallelism 1). lmbench warms the chain up before
-timing; so does this: a working set is timed as ``T(2 passes) - T(1 pass)``. Cost control: one engine run per
-power of two of the working set (every lmbench point between two powers takes the run of the power below it),
-and working sets past the engine's reuse horizon (:data:`~numasim.engine.caches.CARRY_ACCESSES` lines) are
-timed on one cold pass of :data:`MAX_CHASE_ACCESSES` loads, which is their steady state (every load misses).
+timing; so does this: every working set is timed on its own as ``T(2 passes) - T(1 pass)``, the steady state
+of the walk, so each cache step lands at the working set where that cache's sets run out. A working set larger
+than every cache level (more lines than the largest one holds) misses everywhere in the steady state, as on a
+cold pass: it is timed on one cold pass of at most :data:`MAX_CHASE_ACCESSES` loads (cost control).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from numasim.engine import PageMap, ThreadSpec, simulate
-from numasim.engine.caches import CARRY_ACCESSES
 from numasim.errors import WorkloadError
 from numasim.tools.context import ToolContext, map_buffer, page_map
 from numasim.units import parse_size
@@ -119,24 +118,21 @@ def lat_mem_rd(ctx: ToolContext, size: int | str, strides: list[int] | None = No
     sizes = lmbench_sizes(size_bytes)
     out: dict[int, list[float]] = {}
     runs = 0
+    # lines the largest cache level holds: beyond, every load of a cyclic walk misses every level
+    largest = max((c.size_bytes // c.line_bytes for c in ctx.calibration.caches), default=0)
     for stride in strides:
-        cache: dict[int, float] = {}
         lat: list[float] = []
         for r in sizes:
-            anchor = 1 << (r.bit_length() - 1)  # the power of two at or below r
-            if anchor not in cache:
-                n = max(anchor // stride, 1)
-                if n <= CARRY_ACCESSES // 2:
-                    one = _chain(vma.start, anchor, stride)
-                    t1 = _time_chase(ctx, pm, one)
-                    t2 = _time_chase(ctx, pm, np.concatenate([one, one]))
-                    cache[anchor] = (t2 - t1) / len(one)
-                    runs += 2
-                else:
-                    walk = _chain(vma.start, anchor, stride)[:MAX_CHASE_ACCESSES]
-                    cache[anchor] = _time_chase(ctx, pm, walk) / len(walk)
-                    runs += 1
-            lat.append(cache[anchor])
+            one = _chain(vma.start, r, stride)
+            if max(r // max(stride, 64), 1) <= largest:  # lines the walk touches
+                t1 = _time_chase(ctx, pm, one)
+                t2 = _time_chase(ctx, pm, np.concatenate([one, one]))
+                lat.append((t2 - t1) / len(one))
+                runs += 2
+            else:
+                walk = one[:MAX_CHASE_ACCESSES]
+                lat.append(_time_chase(ctx, pm, walk) / len(walk))
+                runs += 1
         out[stride] = lat
     return LatMemRdResult(sizes, out, ctx.cpu, ctx.node, ctx.calibration.id, ctx.seed, runs, vma.pages_per_node())
 

@@ -59,7 +59,7 @@ def test_exact_and_epoch_agree(case: tuple) -> None:
     for a, b in zip(ex.nodes, ep.nodes, strict=True):
         assert a.accesses == b.accesses
         if a.accesses:
-            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
+            assert b.load_to_use_mean_ns == pytest.approx(a.load_to_use_mean_ns, rel=0.02)
     for a, b in zip(ex.resources, ep.resources, strict=True):
         assert b.bytes == a.bytes if not cache else True
 
@@ -104,7 +104,7 @@ def test_agreement_at_a_saturation_knee() -> None:
     assert ep.run_time_ns == pytest.approx(ex.run_time_ns, rel=0.02)
     for a, b in zip(ex.nodes, ep.nodes, strict=True):
         if a.accesses:
-            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
+            assert b.load_to_use_mean_ns == pytest.approx(a.load_to_use_mean_ns, rel=0.02)
     link = next(r for r in ex.resources if r.name == "1->0")
     assert link.utilisation_mean > 0.95
 

@@ -55,3 +55,52 @@ def test_epoch_cache_estimate_agrees_with_exact_lru(name: str) -> None:
     assert abs(epoch["L1d"] - exact["L1d"]) <= 0.1 * n
     if name == "sequential":
         assert exact["L1d"] == epoch["L1d"] == n * 7 // 8
+
+
+def _shipped() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "topologies"
+    return sorted(p.stem for p in root.glob("*.toml"))
+
+
+@pytest.mark.parametrize("name", _shipped())
+def test_cache_steps_at_every_shipped_machines_cache_sizes(name: str) -> None:
+    """A warm cyclic walk of 90 % of a level's lines is served by that level (or a faster one); one of a line
+    more per set than the level has ways (about 106 to 112 %) never by it: each level's step lies at its
+    capacity, on every shipped machine. Epoch mode for every level
+    (its estimate sees set-associative capacity and reuses across chunks up to twice the largest cache),
+    exact mode (true LRU) for the levels below 2 MiB (the larger ones would make a slow test)."""
+    from numasim.engine import PageMap
+    from numasim.engine.caches import cache_levels
+    from numasim.timing import resolve_calibration
+    from numasim.topology.io import load_machine
+
+    m = load_machine(name)
+    try:
+        cal = resolve_calibration(m)
+    except Exception:  # a machine shipped without a calibration: its nominal numbers, on purpose
+        cal = resolve_calibration(m, nominal=True)
+    levels = cache_levels(m, cal)
+    assert levels, f"{name}: no caches"
+    node = next(n for n in m.nodes if n.cpus and n.memory_bytes)
+    pm = PageMap()
+    largest = max(s.sets * s.associativity for s in levels)
+    pm.assign(0, np.full(-(-3 * largest * 64 // 4096), node.id, dtype=np.int16))
+    for lv, spec in enumerate(levels):
+        lines = spec.sets * spec.associativity
+        for share in (0.9, 1.0 + 1.0 / spec.associativity):
+            n = int(0.9 * lines) if share < 1 else spec.sets * (spec.associativity + 1)
+            one = np.arange(n, dtype=np.uint64) * np.uint64(64)
+            chunk = AccessChunk.build(np.concatenate([one, one]), size_bytes=8)
+            modes = ["epoch", "exact"] if spec.size_bytes < (2 << 20) else ["epoch"]
+            for mode in modes:
+                r = simulate(m, cal, [ThreadSpec(0, cpu=node.cpus[0])], [chunk], pm, mode=mode,
+                             record_latencies=False)
+                served = [row.accesses for row in r.cache_levels if row.initiator == f"node{node.id}"]
+                # the first pass is cold (memory); the second pass's accesses are the cache hits
+                at_or_above = sum(served[: lv + 1])
+                if share < 1:
+                    assert at_or_above >= 0.99 * n, (name, spec.name, mode, served)
+                else:
+                    assert served[lv] <= 0.01 * n, (name, spec.name, mode, served)

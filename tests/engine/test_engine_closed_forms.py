@@ -26,7 +26,7 @@ def test_idle_access_costs_exactly_the_route_latency(mode: str, is_write: bool) 
             chunk = AccessChunk.build(np.array([128], dtype=np.uint64), is_write=is_write)
             r = simulate(m, cal, [ThreadSpec(0, cpu=24 * i)], [chunk], pm, mode=mode)
             assert r.run_time_ns == pytest.approx(table[i, j], rel=1e-12, abs=1e-9)
-            assert r.node(j).mean_latency_ns == pytest.approx(table[i, j], rel=1e-12)
+            assert r.node(j).load_to_use_mean_ns == pytest.approx(table[i, j], rel=1e-12)
             assert r.node(j).accesses == 1 and r.node(j).memory_accesses == 1
     # Controller 80 ns; die link 8 ns; socket link 80 ns (source 000's 10/11/20 shape).
     assert table[0].tolist() == [80.0, 88.0, 160.0, 160.0]
@@ -64,7 +64,7 @@ def test_littles_law_one_core(mode: str, mlp: int) -> None:
     n = 20_000
     r = simulate(m, cal, [ThreadSpec(0, cpu=0)], stream("rand", n, 1, (1 << 14) * PAGE), pm, mode=mode)
     throughput = n / r.run_time_ns
-    latency = r.node(1).mean_latency_ns
+    latency = r.node(1).load_to_use_mean_ns
     assert throughput * latency == pytest.approx(mlp, rel=0.02)
     # So one core's bandwidth is MLP * 64 B / latency, the latency being the idle 88 ns plus a little load.
     assert n * LINE / r.run_time_ns == pytest.approx(mlp * LINE / latency, rel=0.02)
@@ -82,7 +82,7 @@ def test_streaming_core_bandwidth_with_and_without_prefetch(mode: str) -> None:
         cal = calibration(m, prefetch_distance_lines=d)
         r = simulate(m, cal, [ThreadSpec(0, cpu=0)], stream("seq", n, 1, (1 << 12) * PAGE), pm, mode=mode)
         bw[d] = n * LINE / r.run_time_ns
-        latency = r.node(0).mean_latency_ns
+        latency = r.node(0).load_to_use_mean_ns
         assert bw[d] == pytest.approx(10 * LINE / latency, rel=0.02)
         loaded = latency * (10 + d) / 10  # the latency the prefetcher hides part of
         assert 80.0 <= loaded < 80.0 * 1.6
@@ -108,4 +108,4 @@ def test_dependent_chase_pays_every_latency(mode: str) -> None:
     assert n * (160.0 + 5.0) <= r.run_time_ns < n * (160.0 + 5.0) * 1.005
     assert t.compute_ns == pytest.approx(n * 5.0)
     assert t.stall_ns == pytest.approx(r.run_time_ns - n * 5.0)
-    assert r.run_time_ns == pytest.approx(n * 5.0 + n * r.node(2).mean_latency_ns, rel=1e-9)
+    assert r.run_time_ns == pytest.approx(n * 5.0 + n * r.node(2).load_to_use_mean_ns, rel=1e-9)

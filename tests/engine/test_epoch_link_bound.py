@@ -55,7 +55,7 @@ def test_epoch_agrees_with_exact_when_links_saturate(threads: dict[int, int], po
     for a, b in zip(exact.nodes, epoch.nodes, strict=True):
         assert a.accesses == b.accesses
         if a.accesses:
-            assert b.mean_latency_ns == pytest.approx(a.mean_latency_ns, rel=0.02)
+            assert b.load_to_use_mean_ns == pytest.approx(a.load_to_use_mean_ns, rel=0.02)
 
 
 def test_epoch_and_exact_are_identical_without_caches() -> None:
@@ -74,7 +74,7 @@ def test_epoch_and_exact_are_identical_without_caches() -> None:
     assert all(c.level == "memory" or c.accesses == 0 for c in exact.cache_levels)
     assert epoch.run_time_ns == exact.run_time_ns
     assert [t.finish_ns for t in epoch.threads] == [t.finish_ns for t in exact.threads]
-    assert [n.mean_latency_ns for n in epoch.nodes] == pytest.approx([n.mean_latency_ns for n in exact.nodes], rel=1e-12)
+    assert [n.load_to_use_mean_ns for n in epoch.nodes] == pytest.approx([n.load_to_use_mean_ns for n in exact.nodes], rel=1e-12)
     assert np.array_equal(epoch.utilisation, exact.utilisation)
 
 
@@ -111,7 +111,7 @@ def test_epoch_equals_exact_on_the_edges_of_the_loop() -> None:
     assert [d.finish_ns for d in epoch.devices] == [d.finish_ns for d in exact.devices]
     assert np.array_equal(epoch.utilisation, exact.utilisation)
     # a thread started at a negative time does not wait for time 0 (it did: 391 ns per access, 30 us early)
-    assert epoch.threads[0].mean_latency_ns < 1.5 * min(n.mean_latency_ns for n in epoch.nodes if n.accesses)
+    assert epoch.threads[0].load_to_use_mean_ns < 1.5 * min(n.load_to_use_mean_ns for n in epoch.nodes if n.accesses)
 
 
 def test_a_thread_that_pauses_longer_than_the_feeder_buffers_resumes_without_waiting() -> None:
@@ -130,5 +130,5 @@ def test_a_thread_that_pauses_longer_than_the_feeder_buffers_resumes_without_wai
         mode: simulate(m, cal, specs, _random_chunks(0, parts), pm, mode=mode, window_accesses=1 << 12)
         for mode in ("exact", "epoch")
     }
-    assert runs["epoch"].threads[1].mean_latency_ns == pytest.approx(runs["exact"].threads[1].mean_latency_ns, rel=0.05)
+    assert runs["epoch"].threads[1].load_to_use_mean_ns == pytest.approx(runs["exact"].threads[1].load_to_use_mean_ns, rel=0.05)
     assert runs["epoch"].run_time_ns == pytest.approx(runs["exact"].run_time_ns, rel=1e-6)
