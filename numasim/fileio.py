@@ -130,14 +130,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     'done'
     """
     target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise output_error(target, exc) from None
-    try:
-        yield Path(tmp)
+    with _temp_beside(target) as tmp:
+        yield tmp
         try:
             st = os.stat(target)
             mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
@@ -148,9 +142,6 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.replace(tmp, target)
         except OSError as exc:
             raise output_error(target, exc) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

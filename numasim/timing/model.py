@@ -41,6 +41,7 @@ __all__ = [
     "shaped_curve",
     "DEFAULT_CURVE_SHAPE",
     "nominal_calibration",
+    "machine_devices_and_relays",
     "apply_calibration",
     "load_calibration",
     "save_calibration",
@@ -295,6 +296,17 @@ class Calibration(_Model):
         raise CalibrationError(f"calibration {self.id} has no controller timing for node {node}")
 
 
+def machine_devices_and_relays(machine: Machine) -> tuple[list[DeviceTiming], list[RelayTiming]]:
+    """The machine file's own device attach links and relay latencies, as calibration entries (what a
+    calibration that has no measurement of them carries: the nominal one, the catalog's)."""
+    devices = [
+        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
+        for d in machine.devices
+    ]
+    relays = [RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in machine.nodes if n.relay_latency_ns > 0]
+    return devices, relays
+
+
 def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
     """A calibration made of the machine file's own nominal numbers, clearly labelled ``method="nominal"``."""
     controllers = []
@@ -324,11 +336,7 @@ def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
         CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes)
         for c in machine.caches
     ]
-    devices = [
-        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
-        for d in machine.devices
-    ]
-    relays = [RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in machine.nodes if n.relay_latency_ns > 0]
+    devices, relays = machine_devices_and_relays(machine)
     return Calibration(
         machine=machine.name,
         controllers=controllers,

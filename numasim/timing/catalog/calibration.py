@@ -23,12 +23,11 @@ from numasim.timing.model import (
     Calibration,
     ControllerTiming,
     CoreTiming,
-    DeviceTiming,
     LinkTiming,
     PriorParameter,
     Provenance,
-    RelayTiming,
     default_curve,
+    machine_devices_and_relays,
 )
 from numasim.topology.model import CacheScope, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
@@ -291,14 +290,10 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
           "are write-back write-allocate (Intel SDM vol. 3A 11.3, AMD APM vol. 2 7.4); checked against "
           "kerncraft's likwid-bench copy series (experiments/validation)")
 
-    devices = [
-        DeviceTiming(name=d.name, attach_latency_ns=d.attach_latency_ns, attach_bandwidth_gb_s=d.attach_bandwidth_gb_s)
-        for d in machine.devices
-    ]
+    devices, relays = machine_devices_and_relays(machine)
     for d in devices:
         prior(f"devices[{d.name}].attach_latency_ns", d.attach_latency_ns, "ns", "machine file (nominal): no catalog figure")
         prior(f"devices[{d.name}].attach_bandwidth_gb_s", d.attach_bandwidth_gb_s, "GB/s", "machine file (nominal): no catalog figure")
-    relays = [RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in machine.nodes if n.relay_latency_ns > 0]
     for r in relays:
         prior(f"relays[{r.node}].latency_ns", r.latency_ns, "ns", "machine file (nominal): no catalog figure")
     if not any(n.socket is not None for n in machine.nodes):
