@@ -24,6 +24,7 @@ from numasim.kernel import (
     load_policy,
     register_policy,
 )
+from numasim.timing.catalog import catalog_calibration, catalog_machine, match_cpu
 from numasim.timing.model import (
     Calibration,
     apply_calibration,
@@ -32,6 +33,7 @@ from numasim.timing.model import (
     save_calibration,
 )
 from numasim.timing.resolve import resolve_calibration
+from numasim.timing.transfer import transfer_calibration
 from numasim.topology import (
     CacheLevel,
     Device,
@@ -52,6 +54,7 @@ from numasim.topology import (
     list_shipped,
     load_machine,
     multi_die,
+    reconfigure,
     render_tree,
     routing,
     save_machine,
@@ -75,6 +78,11 @@ from numasim.workload.run import compare_policies, run_trace, run_workload
 __version__ = "0.1.0"
 
 __all__ = [
+    "catalog_calibration",
+    "catalog_machine",
+    "match_cpu",
+    "reconfigure",
+    "transfer_calibration",
     "__version__",
     "NumasimError",
     "OutputError",
