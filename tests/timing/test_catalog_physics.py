@@ -1,0 +1,88 @@
+"""Every catalog calibration is physically possible, on every real machine whose processor the catalog knows
+(the hwloc topologies of shared/data) and on random multi-die machines of random SKUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numasim.errors import NumasimError
+from numasim.timing.catalog import catalog_calibration, catalog_figures, load_catalog, match_cpu
+from numasim.timing.model import Calibration, apply_calibration
+from numasim.topology.builders import multi_die
+from numasim.topology.io import load_machine
+from numasim.topology.model import Machine
+from numasim.topology.routing import bandwidth_table_gb_s, latency_table_ns
+
+HWLOC = Path(__file__).resolve().parents[3] / "shared" / "data" / "hwloc"
+
+
+def _check(machine: Machine, cal: Calibration) -> None:
+    found = match_cpu(machine.cpu_model or "")
+    assert found.sku is not None
+    fig = catalog_figures(found.platform, found.sku)
+    sockets = {n.socket for n in machine.nodes if n.has_memory}
+    # no controller beyond its share of the socket's channels x MT/s x 8 B; together, never beyond the socket
+    total = sum(c.read_bandwidth_gb_s for c in cal.controllers)
+    assert total <= fig.socket_peak_gb_s * max(len(sockets), 1) * (1 + 1e-9)
+    for c in cal.controllers:
+        assert 0 < c.read_bandwidth_gb_s <= fig.socket_peak_gb_s * (1 + 1e-9)
+        assert 20.0 < c.latency_ns < 400.0
+    for lt in cal.links:
+        assert lt.bandwidth_gb_s > 0 and lt.latency_ns > 0
+    timed = apply_calibration(machine, cal)
+    lat = latency_table_ns(timed)
+    ids = [n.id for n in machine.nodes if n.has_memory]
+    initiators = [i for i, n in enumerate(machine.nodes) if n.has_cpus and n.has_memory]
+    for i in initiators:
+        row = lat[i]
+        # memory of another node is never faster than the node's own
+        assert np.nanmin(row) == pytest.approx(row[i]) or np.nanmin(row) >= row[i] - 1e-9
+    bw = bandwidth_table_gb_s(timed)
+    assert np.all(np.asarray(bw)[np.isfinite(np.asarray(bw))] > 0)
+    assert len(ids) == len(cal.controllers)
+    for c in cal.caches:
+        assert c.size_bytes > 0 and 0 < c.latency_ns < 60.0
+    # a cache level is never slower than the memory behind it
+    assert all(c.latency_ns < min(x.latency_ns for x in cal.controllers) for c in cal.caches)
+
+
+@pytest.mark.skipif(not HWLOC.is_dir(), reason="shared/data is not beside this checkout")
+def test_every_known_hwloc_machine_gets_a_physical_catalog_calibration() -> None:
+    timed = 0
+    for xml in sorted(HWLOC.glob("*.xml")):
+        m = load_machine(xml)
+        if not m.cpu_model:
+            continue
+        try:
+            cal = catalog_calibration(m)
+        except NumasimError:
+            continue  # an unknown processor (Itanium, POWER, engineering samples) or a CXL node: said by name
+        _check(m, cal)
+        timed += 1
+    assert timed >= 12
+
+
+_SKUS = sorted({(p.name, s.model) for p in load_catalog() for s in p.skus if s.cores % 4 == 0})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(_SKUS), st.integers(1, 2), st.sampled_from(["one", "two", "four"]))
+def test_random_sku_on_a_multi_die_machine(pick: tuple[str, str], sockets: int, split: str) -> None:
+    platform, model = pick
+    vendor_amd = platform.startswith("amd")
+    mode = {"one": "NPS1" if vendor_amd else "SNC1", "two": "NPS2" if vendor_amd else "SNC2",
+            "four": "NPS4" if vendor_amd else "SNC4"}[split]
+    found = match_cpu(model)
+    assert found.sku is not None
+    m = multi_die(sockets, mode, cores_per_socket=found.sku.cores, threads_per_core=1)
+    m = m.model_copy(update={"cpu_model": model})
+    try:
+        cal = catalog_calibration(m)
+    except NumasimError:
+        return  # a SKU the catalog cannot time (said by name): nothing to check
+    _check(m, cal)
