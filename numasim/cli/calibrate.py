@@ -42,10 +42,13 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _load_priors(machine, path: Path | None):  # type: ignore[no-untyped-def]
+    """``--priors``: a calibration file, or ``catalog`` for the platform catalog's priors of the machine's cpu."""
     if path is None:
         return None
     from numasim.timing.resolve import resolve_calibration
 
+    if str(path) == "catalog" and not path.exists():
+        return resolve_calibration(machine, catalog=True)
     return resolve_calibration(machine, path)
 
 
@@ -69,7 +72,7 @@ def calibrate_cmd(
     ] = None,
     priors: Annotated[
         Path | None,
-        typer.Option(help="Calibration JSON whose values (and listed sources) are the priors (default: the machine file's nominal numbers)."),
+        typer.Option(help="Calibration JSON whose values (and listed sources) are the priors, or 'catalog' for the platform catalog's priors of the machine's cpu (default: the machine file's nominal numbers)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
@@ -120,7 +123,7 @@ def validate_cmd(
     ] = False,
     priors: Annotated[
         Path | None,
-        typer.Option(help="With --holdout: calibration JSON used as priors (default: the machine file's nominal numbers)."),
+        typer.Option(help="With --holdout: calibration JSON used as priors, or 'catalog' (default: the machine file's nominal numbers)."),
     ] = None,
     created: Annotated[str | None, typer.Option(help="With --holdout: provenance date of the fold calibrations.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,

@@ -148,3 +148,21 @@ def test_calibrate_a_one_node_host_from_its_probe(tmp_path: Path, capsys: pytest
     assert "core-bound" in capsys.readouterr().out
     cal = load_calibration(cal_file)
     assert cal.controller(0).latency_ns == pytest.approx(res.latency_ns[0][0])
+
+
+def test_calibrate_with_catalog_priors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--priors catalog`: what the latency and peak tables leave open keeps the catalog's value and source
+    (issue 9: link bandwidth used to stay at the importer's 20 GB/s, silently)."""
+    out = tmp_path / "cal.json"
+    code = main(["calibrate", str(DATA / "mlc" / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"), "-m",
+                 "seed-001-e5-2680v2", "--fit-on", "latency,peak_bandwidth", "--priors", "catalog", "-o", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    line = next(ln for ln in text.splitlines() if "links[0->1].bandwidth_gb_s" in ln)
+    assert "not constrained by the latency matrix and peak bandwidth tables" in line
+    assert "intel-ivy-bridge-ep" in line
+    cal = load_calibration(out)
+    link = next(lt for lt in cal.links if lt.src == 0 and lt.dst == 1)
+    assert link.bandwidth_gb_s == pytest.approx(2 * 16.0 * 8 / 9)  # 2 QPI links at 8 GT/s, line packets 8/9
+    prior = next(p for p in cal.provenance.priors if p.parameter == "links[0->1].bandwidth_gb_s")
+    assert "catalog" in prior.source
