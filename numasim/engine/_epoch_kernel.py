@@ -436,6 +436,10 @@ def accumulate_stats(
     as32 = np.empty(1, dtype=np.float32)  # a float32 and its bits
     bits32 = as32.view(np.uint32)
     lv_w = n_levels + 1
+    # each route class's row in ``level_hits`` (its initiator's), once: not a division per request
+    hit_row = np.empty(len(accesses), dtype=np.int64)
+    for c in range(len(accesses)):
+        hit_row[c] = ((c >> 1) // n_nodes) * lv_w
     for k in range(len(agent_ids)):
         a = agent_ids[k]
         lat_sum = 0.0
@@ -448,7 +452,7 @@ def accumulate_stats(
             lv = level[p]
             x = lat[p]
             accesses[c] += 1
-            level_hits[(pair // n_nodes) * lv_w + lv] += 1
+            level_hits[hit_row[c] + lv] += 1
             bytes_[c] += size_bytes[p]
             latency_sum[pair] += x
             if lv == n_levels:
