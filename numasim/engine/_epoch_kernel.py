@@ -195,9 +195,15 @@ def run_epochs(
         path_len = max(path_len, path_ptr[c + 1] - path_ptr[c])
     # The epoch's busy charges (bucket, resource, ns), added to the ring when the epoch is committed: nothing
     # during the epoch reads them (a roll reads the buckets before the epoch's own).
-    log_bucket = np.empty(0, dtype=np.int64)
-    log_res = np.empty(0, dtype=np.int64)
-    log_ns = np.empty(0)
+    # Sized once for every request the window has left (no epoch needs more): an array variable assigned inside
+    # the loop costs reference counting on every access of it.
+    need = 0
+    for k in range(nw):
+        need += seg_end[k] - pos[k]
+    need *= path_len
+    log_bucket = np.empty(need, dtype=np.int64)
+    log_res = np.empty(need, dtype=np.int64)
+    log_ns = np.empty(need)
     n_ser = 0
     while True:
         if n_ser + len(ring) + 1 > len(ser_idx):
@@ -205,18 +211,8 @@ def run_epochs(
             return SERIES_FULL, n_ser  # a roll may record a row per ring bucket
         epoch = istate[EPOCH]
         s1 = (epoch + 1) * epoch_ns
-        # What the epoch changes, kept so that it can be undone. The log holds a charge per resource of every
-        # request the window has left (allocated here, not in the loop: an array that may be replaced inside the
-        # loop costs reference counting on every access).
+        # What the epoch changes, kept so that it can be undone (the log: a charge per resource of each request).
         n_log = 0
-        need = 0
-        for k in range(nw):
-            need += seg_end[k] - pos[k]
-        need *= path_len
-        if len(log_ns) < need:
-            log_bucket = np.empty(need, dtype=np.int64)
-            log_res = np.empty(need, dtype=np.int64)
-            log_ns = np.empty(need)
         snap_free[:] = free
         snap_current, snap_turn_next = istate[CURRENT], istate[TURN]
         snap_pos[:] = pos
@@ -366,10 +362,18 @@ def run_epochs(
             grow = top - istate[LOW] >= len(ring)
             istate[NEED] = top - istate[LOW] + 1
         if not refill and not grow:
-            for i in range(n_log):
-                row = log_bucket[i] % len(ring)
-                ring[row, log_res[i]] += log_ns[i]
-                ring_touched[row] = True
+            n_rows = len(ring)
+            if n_rows & (n_rows - 1) == 0:  # a power of two (as the engine sizes it): a mask, not a division
+                mask = n_rows - 1
+                for i in range(n_log):
+                    row = log_bucket[i] & mask
+                    ring[row, log_res[i]] += log_ns[i]
+                    ring_touched[row] = True
+            else:
+                for i in range(n_log):
+                    row = log_bucket[i] % n_rows
+                    ring[row, log_res[i]] += log_ns[i]
+                    ring_touched[row] = True
         if refill or grow:
             # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges
             # must fit the ring). A roll at the epoch's start stays: the retry starts with the same request.
@@ -432,6 +436,10 @@ def accumulate_stats(
     as32 = np.empty(1, dtype=np.float32)  # a float32 and its bits
     bits32 = as32.view(np.uint32)
     lv_w = n_levels + 1
+    # each route class's row in ``level_hits`` (its initiator's), once: not a division per request
+    hit_row = np.empty(len(accesses), dtype=np.int64)
+    for c in range(len(accesses)):
+        hit_row[c] = ((c >> 1) // n_nodes) * lv_w
     for k in range(len(agent_ids)):
         a = agent_ids[k]
         lat_sum = 0.0
@@ -444,7 +452,7 @@ def accumulate_stats(
             lv = level[p]
             x = lat[p]
             accesses[c] += 1
-            level_hits[(pair // n_nodes) * lv_w + lv] += 1
+            level_hits[hit_row[c] + lv] += 1
             bytes_[c] += size_bytes[p]
             latency_sum[pair] += x
             if lv == n_levels:
