@@ -12,7 +12,6 @@ hop-ratio tables together), so no fold sees the held-out numbers through another
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from numasim.calibrate.measurements import Measurement
 from numasim.calibrate.pipeline import calibrate
 from numasim.calibrate.priors import nominal_priors, prior_source, timing_parameters
+from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.calibrate.validate import TableValidation, validate
 from numasim.errors import CalibrationError
 from numasim.timing.model import Calibration, PriorParameter
@@ -59,15 +59,18 @@ class HoldoutFold:
 
     @property
     def cells(self) -> int:
-        return sum(len(v.cells) for v in self.validations)
+        return len(self.residuals)
+
+    @property
+    def residuals(self) -> list[CellResidual]:
+        return [c for v in self.validations for c in v.cells]
 
     @property
     def mape_pct(self) -> float:
-        cells = [c for v in self.validations for c in v.cells]
-        return sum(abs(c.error_pct) for c in cells) / len(cells) if cells else math.nan
+        return mape_pct(self.residuals)
 
     def to_dict(self) -> dict[str, Any]:
-        cells = [c for v in self.validations for c in v.cells]
+        cells = self.residuals
         w = max(cells, key=lambda c: abs(c.error_pct)) if cells else None
         return {
             "table": self.table,

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numasim.calibrate.result import CellResidual, mape_pct
+
 __all__ = ["SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "kerncraft_rows", "GOALS_PCT"]
 
 MLC_CASES = (
@@ -116,7 +118,7 @@ class SuiteReport:
         return "\n".join(out) + "\n"
 
 
-def _worst(cells: Sequence[Any]) -> str:
+def _worst(cells: Sequence[CellResidual]) -> str:
     if not cells:
         return ""
     w = max(cells, key=lambda c: abs(c.error_pct))
@@ -124,8 +126,6 @@ def _worst(cells: Sequence[Any]) -> str:
     return f"{where}: {w.model:.4g} vs {w.measured:.4g} {w.unit} ({w.error_pct:+.1f} %)"
 
 
-def _mape(cells: Sequence[Any]) -> float:
-    return float(sum(abs(c.error_pct) for c in cells) / len(cells)) if cells else math.nan
 
 
 def _rows_of(label: str, source: str, scenario: str, report: Any, calibration: Any, skip: Sequence[str] = ()) -> list[SuiteRow]:
@@ -138,7 +138,7 @@ def _rows_of(label: str, source: str, scenario: str, report: Any, calibration: A
         by_table.setdefault(t.table, []).extend(t.cells)
         methods.setdefault(t.table, set()).add("engine" if t.method.startswith("engine") else "analytic")
     return [
-        SuiteRow(label, source, scenario, name, len(cells), _mape(cells), _worst(cells), calibration.id,
+        SuiteRow(label, source, scenario, name, len(cells), mape_pct(cells), _worst(cells), calibration.id,
                  "+".join(sorted(methods[name])), len(calibration.provenance.priors))
         for name, cells in by_table.items()
     ]
@@ -185,9 +185,8 @@ def mlc_rows(
     if "leave one table out" in scenarios:
         ho = holdout(machine, ms, priors=priors, method=method)
         for fold in ho.folds:
-            cells = [c for v in fold.validations for c in v.cells]
-            rows += flag([SuiteRow(label, source, "leave one table out", fold.table, len(cells), _mape(cells),
-                                   _worst(cells), fold.calibration_id, method, len(fold.priors))])
+            rows += flag([SuiteRow(label, source, "leave one table out", fold.table, fold.cells, fold.mape_pct,
+                                   _worst(fold.residuals), fold.calibration_id, method, len(fold.priors))])
     return rows
 
 
@@ -197,7 +196,6 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
     ``points="key"`` replays 1 and 2 cores, one NUMA domain and the whole socket; ``"all"`` every measured count.
     """
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-    from numasim.calibrate.result import CellResidual
     from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
     from numasim.errors import NumasimError
     from numasim.timing.catalog import catalog_calibration
@@ -225,7 +223,7 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
             for n, m, s in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)
         ]
         rows.append(SuiteRow(r.model_name, f.name, "catalog only", "copy bandwidth vs cores", len(cells),
-                             _mape(cells), _worst(cells), cal.id, "engine (virtual STREAM)",
+                             mape_pct(cells), _worst(cells), cal.id, "engine (virtual STREAM)",
                              len(cal.provenance.priors)))
     return rows, notes
 
