@@ -179,8 +179,9 @@ def import_cmd(
 ) -> None:
     """Read a machine in any known format and write it as our TOML (or another format, by suffix).
 
-    When the processor is known (``--cpu``, or named by the source), links, controllers, caches and core limits
-    come from the platform catalog instead of the importer's placeholders."""
+    When the processor is known (``--cpu``, or named by the source), links, controllers and caches come from
+    the platform catalog instead of the importer's placeholders, and the file names the processor, so that
+    ``--catalog`` times it with the catalog's core limits and clock too (a machine file has no place for them)."""
     from numasim.errors import NumasimError
     from numasim.timing.catalog import catalog_machine
     from numasim.topology.io import detect_format, save_machine
