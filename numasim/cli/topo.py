@@ -188,7 +188,8 @@ def import_cmd(
 
     _check_output(output, force)
     machine = _load(source)
-    ours = Path(source).exists() and detect_format(source) == "toml"
+    # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
+    ours = not Path(source).exists() or detect_format(source) == "toml"
     how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
     if ours and cpu is None:
         how = "timing numbers as in the file"  # a format conversion: our TOML already says what they are

@@ -229,3 +229,12 @@ def test_draw_titles_the_timing_source(capsys: pytest.CaptureFixture[str], tmp_p
     assert fig.axes[0].get_title().endswith("\ntiming: calibration x-123 (fit)")
     code, out, _ = _run(capsys, "draw", "opteron-865-8s", "-o", str(tmp_path / "o.svg"))
     assert code == 0 and "(timing: the machine file's nominal numbers" in out
+
+
+def test_import_of_a_shipped_machine_keeps_its_numbers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # skylake-8180-2s names its cpu, but its file's numbers are its own: converting it must not replace them
+    code, out, _ = _run(capsys, "import", "skylake-8180-2s", "-o", str(tmp_path / "s.toml"))
+    assert code == 0 and "timing numbers as in the file" in out
+    from numasim.topology.io import load_machine
+
+    assert load_machine(tmp_path / "s.toml").nodes[0].controller == load_machine("skylake-8180-2s").nodes[0].controller
