@@ -42,9 +42,16 @@ def test_labelled_catalog_calibration_lists_every_parameter() -> None:
     for c in cal.controllers:
         assert {f"controllers[{c.node}].{f}" for f in ("read_bandwidth_gb_s", "write_bandwidth_gb_s", "latency_ns")} <= keys
     for link in m.links:
-        assert {f"links[{link.a}<->{link.b}].bandwidth_gb_s", f"links[{link.a}<->{link.b}].latency_ns"} <= keys
-    for i in range(len(cal.caches)):
-        assert {f"caches[{i}].size_bytes", f"caches[{i}].latency_ns"} <= keys
+        for a, b in ((link.a, link.b), (link.b, link.a)):
+            assert {f"links[{a}->{b}].bandwidth_gb_s", f"links[{a}->{b}].latency_ns"} <= keys
+    for c in cal.caches:
+        assert {f"caches[{c.name}].size_bytes", f"caches[{c.name}].latency_ns"} <= keys
+    # the priors go by the names every calibration's parameters go by, so fits and holdout find their sources
+    from numasim.calibrate.priors import prior_source, timing_parameters
+
+    params = timing_parameters(cal)
+    assert keys <= set(params)
+    assert "intel-cascade-lake-sp" in prior_source(cal, "links[socket0-mesh->socket1-mesh].bandwidth_gb_s")
     assert {"core.max_outstanding_misses", "core.core_clock_ghz", "core.prefetch_distance_lines",
             "core.write_cost_factor"} <= keys
     # every value the calibration holds is the value its prior states

@@ -86,3 +86,26 @@ def test_random_sku_on_a_multi_die_machine(pick: tuple[str, str], sockets: int, 
     except NumasimError:
         return  # a SKU the catalog cannot time (said by name): nothing to check
     _check(m, cal)
+
+
+def test_unnamed_sockets_are_packed_by_the_skus_cpus() -> None:
+    """A numactl import names no sockets: an SNC2 node must not get a whole socket's channels."""
+    m = multi_die(2, "SNC2", cores_per_socket=18, threads_per_core=2)  # Gold 6240: 18 cores, 36 threads
+    bare = m.model_copy(update={"nodes": [n.model_copy(update={"socket": None, "die": None}) for n in m.nodes],
+                                "cpu_model": "Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz"})
+    cal = catalog_calibration(bare)
+    named = catalog_calibration(m.model_copy(update={"cpu_model": bare.cpu_model}))
+    assert [c.read_bandwidth_gb_s for c in cal.controllers] == [c.read_bandwidth_gb_s for c in named.controllers]
+    assert any("packed into 2 socket(s)" in line for line in cal.provenance.notes.splitlines())
+
+
+def test_more_neighbours_than_links_share_the_links() -> None:
+    from numasim.topology.builders import eight_socket
+
+    m = eight_socket().model_copy(update={"cpu_model": "Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz"})
+    cal = catalog_calibration(m)
+    socket_links = 3 * 20.8 * 8 / 9  # the part's 3 UPI links, line packets 8/9
+    for s in {n.socket for n in m.nodes}:
+        ids = {n.id for n in m.nodes if n.socket == s}
+        out = sum(lt.bandwidth_gb_s for lt in cal.links if lt.src in ids and lt.dst not in ids)
+        assert out <= socket_links * (1 + 1e-9)

@@ -152,11 +152,41 @@ def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
     return found
 
 
-def _socket_of(machine: Machine) -> dict[int, int]:
-    """Socket of every node that has one; without any socket numbers, each cpu node is its own socket."""
+def _socket_of(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
+    """Socket of every node, and how it was found.
+
+    Machines imported from ``numactl --hardware`` name no sockets. Then the SKU says how many cpus a socket has
+    (its threads, or its cores with SMT off), and the cpu nodes, in id order, are packed into sockets of that
+    many cpus (Linux numbers a socket's nodes consecutively). Only when the cpus do not pack that way is each cpu
+    node taken as a socket of its own, and said so (otherwise an SNC or NPS node would get a whole socket's
+    channels: more bandwidth than the socket has).
+    """
     if any(n.socket is not None for n in machine.nodes):
-        return {n.id: n.socket for n in machine.nodes if n.socket is not None}
-    return {n.id: n.id for n in machine.nodes if n.has_cpus}
+        return {n.id: n.socket for n in machine.nodes if n.socket is not None}, ""
+    cpu_nodes = [n for n in machine.nodes if n.has_cpus]
+    total = sum(len(n.cpus) for n in cpu_nodes)
+    for per_socket in (sku.threads, sku.cores):
+        if total % per_socket:
+            continue
+        out: dict[int, int] = {}
+        filled, socket = 0, 0
+        for n in cpu_nodes:
+            out[n.id] = socket
+            filled += len(n.cpus)
+            if filled > per_socket:
+                break
+            if filled == per_socket:
+                filled, socket = 0, socket + 1
+        else:
+            if filled == 0:
+                return out, (
+                    f"the machine names no sockets: its {total} cpus packed into {total // per_socket} socket(s) of "
+                    f"{per_socket} cpus (the SKU's {'threads' if per_socket == sku.threads else 'cores'})"
+                )
+    return {n.id: n.id for n in cpu_nodes}, (
+        "the machine names no sockets and its cpus do not pack into sockets of the SKU's size: each node with "
+        "cpus is taken as one socket (assumption)"
+    )
 
 
 LINE_PACKET_EFFICIENCY = {
@@ -219,7 +249,9 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     def prior(parameter: str, value: float, unit: str, source: str) -> None:
         priors.append(PriorParameter(parameter=parameter, value=float(value), unit=unit, source=source, why=WHY))
 
-    socket_of = _socket_of(machine)
+    socket_of, socket_note = _socket_of(machine, chosen)
+    if socket_note:
+        notes.append(socket_note)
     dram_of_socket: dict[int, list[int]] = defaultdict(list)
     for n in machine.nodes:
         if not n.has_memory:
@@ -279,7 +311,7 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
     )
-    prior("core.max_outstanding_misses", core.max_outstanding_misses, "misses",
+    prior("core.max_outstanding_misses", core.max_outstanding_misses, "lines",
           f"{here}: L1D fill buffers [{platform.cite(platform.core.sources)}]" if fb is not None
           else "numasim default (CoreTiming): the catalog has no fill-buffer count for this platform")
     prior("core.core_clock_ghz", chosen.base_ghz, "GHz",
@@ -296,8 +328,6 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
         prior(f"devices[{d.name}].attach_bandwidth_gb_s", d.attach_bandwidth_gb_s, "GB/s", "machine file (nominal): no catalog figure")
     for r in relays:
         prior(f"relays[{r.node}].latency_ns", r.latency_ns, "ns", "machine file (nominal): no catalog figure")
-    if not any(n.socket is not None for n in machine.nodes):
-        notes.append("the machine names no sockets: each node with cpus is taken as one socket")
 
     return Calibration(
         machine=machine.name,
@@ -350,8 +380,10 @@ def _links(
         neighbours[b].add(a)
         per_pair[(a, b)] += 1
 
-    def links_between(a: int, b: int) -> int:
-        return max(1, min(fig.links_to_sockets // len(neighbours[a]), fig.links_to_sockets // len(neighbours[b])))
+    def links_between(a: int, b: int) -> float:
+        # A socket's links divided among its neighbours: with more neighbours than links (8 sockets, 3 UPI links)
+        # a pair's share is a fraction of a link, never a whole link each (more than the socket has).
+        return min(fig.links_to_sockets / len(neighbours[a]), fig.links_to_sockets / len(neighbours[b]))
 
     # First pass: bandwidths, and latencies of everything that is not a socket link (needed for routes).
     bw: dict[int, float] = {}
@@ -366,7 +398,7 @@ def _links(
             bw[i] = n_links * fig.link_bandwidth_gb_s * eff / per_pair[(a, b)]
             priors.append(PriorParameter(
                 parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", why=WHY,
-                source=f"{n_links} link(s) between sockets {a} and {b} x {fig.link_bandwidth_gb_s:g} GB/s"
+                source=f"{n_links:g} link(s) between sockets {a} and {b} x {fig.link_bandwidth_gb_s:g} GB/s"
                 + (f" x {eff:.3f} ({eff_src})" if eff != 1.0 else "")
                 + (f", shared by the machine's {per_pair[(a, b)]} links between them" if per_pair[(a, b)] > 1 else "")
                 + f"; {src_ic}",
@@ -419,7 +451,18 @@ def _links(
     for i, link in enumerate(machine.links):
         out.append(LinkTiming(src=link.a, dst=link.b, latency_ns=lat[i], bandwidth_gb_s=bw[i]))
         out.append(LinkTiming(src=link.b, dst=link.a, latency_ns=lat[i], bandwidth_gb_s=bw[i]))
-    return out, priors
+    # A calibration times each direction of a link: list the prior under both directed keys, the names every
+    # other calibration's parameters go by (numasim.calibrate.priors.timing_parameters).
+    directed = []
+    for p in priors:
+        group, sep, rest = p.parameter.partition("<->")
+        if not sep:
+            directed.append(p)
+            continue
+        a = group.removeprefix("links[")
+        b, _, attr = rest.partition("].")
+        directed += [p.model_copy(update={"parameter": f"links[{x}->{y}].{attr}"}) for x, y in ((a, b), (b, a))]
+    return out, directed
 
 
 _SCOPES = {"core": CacheScope.CORE, "module": CacheScope.CORE, "ccx": CacheScope.DIE, "die": CacheScope.DIE,
@@ -461,6 +504,6 @@ def _caches(machine: Machine, fig: CatalogFigures, here: str) -> tuple[list[Cach
             continue
         index = len(out)
         out.append(CacheTiming(name=name, size_bytes=size, latency_ns=latency, scope=scope))
-        priors.append(PriorParameter(parameter=f"caches[{index}].size_bytes", value=size, unit="bytes", source=size_src, why=WHY))
-        priors.append(PriorParameter(parameter=f"caches[{index}].latency_ns", value=latency, unit="ns", source=lat_src, why=WHY))
+        priors.append(PriorParameter(parameter=f"caches[{name}].size_bytes", value=size, unit="bytes", source=size_src, why=WHY))
+        priors.append(PriorParameter(parameter=f"caches[{name}].latency_ns", value=latency, unit="ns", source=lat_src, why=WHY))
     return out, priors, notes
