@@ -459,9 +459,11 @@ def _links(
         if not sep:
             directed.append(p)
             continue
-        a = group.removeprefix("links[")
-        b, _, attr = rest.partition("].")
-        directed += [p.model_copy(update={"parameter": f"links[{x}->{y}].{attr}"}) for x, y in ((a, b), (b, a))]
+        end_a = group.removeprefix("links[")
+        end_b, _, attr = rest.partition("].")
+        directed += [
+            p.model_copy(update={"parameter": f"links[{x}->{y}].{attr}"}) for x, y in ((end_a, end_b), (end_b, end_a))
+        ]
     return out, directed
 
 
@@ -502,7 +504,6 @@ def _caches(machine: Machine, fig: CatalogFigures, here: str) -> tuple[list[Cach
         else:
             notes.append(f"{spec.level}: neither the catalog nor the machine file gives a latency; level left out")
             continue
-        index = len(out)
         out.append(CacheTiming(name=name, size_bytes=size, latency_ns=latency, scope=scope))
         priors.append(PriorParameter(parameter=f"caches[{name}].size_bytes", value=size, unit="bytes", source=size_src, why=WHY))
         priors.append(PriorParameter(parameter=f"caches[{name}].latency_ns", value=latency, unit="ns", source=lat_src, why=WHY))
