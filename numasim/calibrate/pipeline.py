@@ -371,8 +371,11 @@ def calibrate(
               if isinstance(m.data, MlcResult) and m.data.core_clock_ghz is not None]
     if clocks:
         k, ghz = clocks[0]
-        core = core.model_copy(update={"core_clock_ghz": round(float(ghz), 4)})
-        report.parameters.append(FittedParameter("core.core_clock_ghz", float(ghz), "GHz"))
+        ghz = round(float(ghz), 4)
+        core = core.model_copy(update={"core_clock_ghz": ghz})
+        report.parameters.append(
+            FittedParameter("core.core_clock_ghz", ghz, "GHz", note=DERIVED + "mlc's core clocks / ns")
+        )
         report.assumptions.append(
             f"core.core_clock_ghz = {ghz:.3f}: mlc --idle_latency's core clocks / ns (the clock its cores ran at)"
         )

@@ -30,6 +30,7 @@ import numpy as np
 from numasim.timing.model import (
     Calibration,
     ControllerTiming,
+    DeviceTiming,
     LinkTiming,
     LoadedLatencyCurve,
     PriorParameter,
@@ -68,6 +69,24 @@ def mean_curve(curves: list[tuple[LoadedLatencyCurve, float]]) -> LoadedLatencyC
     added = sum(w / total * c.added_ns(points) for c, w in curves)
     added = np.maximum.accumulate(np.asarray(added, dtype=float))  # rounding must not make it decrease
     return LoadedLatencyCurve(utilisation=[float(u) for u in points], added_latency_ns=[float(a) for a in added])
+
+
+def _moved_device(dev: DeviceTiming, rc: Reconfiguration) -> DeviceTiming:
+    """A device's DMA read limits re-keyed to the new nodes (they name nodes by id, and the ids change).
+
+    A split node reads through its parent's path: the parent's limit. A merged node's lines interleave over its
+    parts by channel share ``w``, so a path limited to ``b`` caps the whole stream at ``b / w``; the tightest
+    such cap is the merged node's limit.
+    """
+    if not dev.dma_read_bandwidth_gb_s:
+        return dev
+    moved: dict[int, float] = {}
+    for new_node, parts in rc.parts.items():
+        limited = [(dev.dma_read_bandwidth_gb_s[old], w) for old, w in parts if old in dev.dma_read_bandwidth_gb_s]
+        if not limited:
+            continue
+        moved[new_node] = limited[0][0] if len(parts) == 1 else min(b / w for b, w in limited)
+    return dev.model_copy(update={"dma_read_bandwidth_gb_s": moved})
 
 
 def _controller_curve(cal: Calibration, parts: tuple[tuple[int, float], ...]) -> LoadedLatencyCurve | None:
@@ -146,7 +165,7 @@ def transfer_calibration(
         controllers=controllers,
         links=links,
         caches=list(calibration.caches),
-        devices=list(calibration.devices),
+        devices=[_moved_device(d, rc) for d in calibration.devices],
         relays=[RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in new.nodes if n.relay_latency_ns > 0],
         core=calibration.core,
         provenance=Provenance(

@@ -28,7 +28,7 @@ from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace
 from numasim.workload.trace.npz import read_npz_header
 
-__all__ = ["run_workload", "run_trace", "compare_policies", "trace_threads"]
+__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads"]
 
 
 @dataclass

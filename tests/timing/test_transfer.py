@@ -144,3 +144,18 @@ def test_atomic_write_texts_restores_the_first_file_when_the_second_fails(tmp_pa
         atomic_write_texts({first: "new\n", blocker: "{}\n"})
     assert first.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.cal.json", "m.toml"]
+
+
+def test_device_dma_limits_follow_the_renumbered_nodes() -> None:
+    """seed-000's NIC reads node 1 through a 16.7 GB/s path; SNC off merges nodes 0 and 1 (half the lines each),
+    so the merged node's stream is capped at 16.7 / 0.5, and no limit names a node that is gone."""
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.cluster_mode import parse_mode
+    from numasim.topology.io import load_machine
+
+    m = load_machine("seed-000-4node")
+    cal = resolve_calibration(m)
+    moved = transfer_calibration(m, cal, parse_mode("snc", "off"))
+    limits = moved.calibration.devices[0].dma_read_bandwidth_gb_s
+    assert set(limits) <= {n.id for n in moved.machine.nodes}
+    assert limits == {0: pytest.approx(cal.devices[0].dma_read_bandwidth_gb_s[1] / 0.5)}

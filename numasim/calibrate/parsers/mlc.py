@@ -95,7 +95,7 @@ class MlcResult:
         mlc prints the two from one measurement ("took 202.0 core clocks ( 80.8 ns)": 2.5 GHz), so their ratio
         is the clock its cores ran at, not the nominal one; the print resolution (0.1 ns) limits it to ~0.1 %.
         """
-        if not self.idle_latency_ns:
+        if not self.idle_latency_ns or not self.idle_latency_core_clocks:
             return None
         return self.idle_latency_core_clocks[0] / self.idle_latency_ns[0]
 
