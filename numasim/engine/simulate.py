@@ -284,13 +284,17 @@ def _mean(total: float, count: int) -> float:
 
 
 def _memory_stats(
-    hist: np.ndarray | None, lines: int, latency_ns: float, idle_ns: float
+    hist: np.ndarray | None, lines: int, latency_ns: float, idle_ns: float, floor_ns: float
 ) -> tuple[float, float, float, float]:
-    """Memory request latency of ``lines`` requests: mean, p50, p99, and the mean idle latency of their routes."""
+    """Memory request latency of ``lines`` requests: mean, p50, p99, and the mean idle latency of their routes.
+
+    Percentiles interpolate within a 7.5 % histogram bin, which can land below every request in it: they are
+    held at ``floor_ns``, the least idle route latency among the requests (no request is faster than that).
+    """
     mean, idle = _mean(latency_ns, lines), _mean(idle_ns, lines)
     if hist is None or lines == 0:
         return mean, float("nan"), float("nan"), idle
-    return mean, percentile_from_hist(hist, 50), percentile_from_hist(hist, 99), idle
+    return mean, max(percentile_from_hist(hist, 50), floor_ns), max(percentile_from_hist(hist, 99), floor_ns), idle
 
 
 def _collect(
@@ -317,6 +321,9 @@ def _collect(
     idle_sum = (st.memory_lines.reshape(-1) * ms.class_base_latency_ns()).reshape(st.memory_lines.shape).sum(axis=2)
     idle_sum = np.nan_to_num(idle_sum)  # no requests to a memoryless node's nan route
     mem_lines = st.memory_lines.sum(axis=2)
+    # Least idle route latency among each (initiator, node)'s memory requests (reads' or writes'): the floor.
+    class_idle = ms.class_base_latency_ns().reshape(st.memory_lines.shape)
+    floor = np.where(st.memory_lines > 0, class_idle, np.inf).min(axis=2)
     mem_sum = st.memory_latency_sum_ns
     ltu_sum = st.load_to_use_sum_ns
     resident = (
@@ -326,7 +333,8 @@ def _collect(
     for j, nid in enumerate(ids):
         h = hist[:, j, :].sum(axis=0) if hist is not None else None
         mean, p50, p99, idle = _memory_stats(
-            h, int(mem_lines[:, j].sum()), float(mem_sum[:, j].sum()), float(idle_sum[:, j].sum())
+            h, int(mem_lines[:, j].sum()), float(mem_sum[:, j].sum()), float(idle_sum[:, j].sum()),
+            float(floor[:, j].min()),
         )
         nodes.append(
             NodeRecord(
@@ -352,7 +360,7 @@ def _collect(
     for i, name in enumerate(ms.initiator_names):
         h = hist[i].sum(axis=0) if hist is not None else None
         mean, p50, p99, idle = _memory_stats(
-            h, int(mem_lines[i].sum()), float(mem_sum[i].sum()), float(idle_sum[i].sum())
+            h, int(mem_lines[i].sum()), float(mem_sum[i].sum()), float(idle_sum[i].sum()), float(floor[i].min())
         )
         initiators.append(
             InitiatorRecord(

@@ -65,8 +65,14 @@ def test_memory_request_latency_is_never_below_the_idle_route_latency(scenario) 
             assert p.memory_latency_mean_ns >= min(1.0, wcf) * idle[i, j] * (1 - _REL)
     for n in r.nodes:
         if n.memory_accesses:
-            # the percentiles come from a histogram of about 7 % bins
-            assert n.memory_latency_p99_ns >= n.memory_idle_latency_ns / 1.08
+            # no percentile below the fastest idle route that served the node's requests (a histogram bin's
+            # interpolation used to put p50 of requests all at the idle latency 2 % under it)
+            j = r.node_ids.index(n.node)
+            served = [i for i, nm in enumerate(r.initiator_names)
+                      if any(p.memory_accesses for p in r.matrix if p.initiator == nm and p.target_node == n.node)]
+            fastest = min(min(1.0, wcf) * idle[i, j] for i in served)
+            assert n.memory_latency_p50_ns >= fastest * (1 - _REL)
+            assert n.memory_latency_p99_ns >= fastest * (1 - _REL)
     for t in r.threads:
         if t.memory_accesses:
             assert t.memory_latency_mean_ns > 0
