@@ -170,13 +170,15 @@ def mlc_rows(
         path.name in p.source for p in priors.provenance.priors if p.parameter.endswith("latency_ns")
     )
 
-    def flag(rows_in: list[SuiteRow]) -> list[SuiteRow]:
+    def flag(rows_in: list[SuiteRow], tables: tuple[str, ...] = ("latency_matrix",)) -> list[SuiteRow]:
         from dataclasses import replace
 
-        return [replace(r, circular=True) if latency_from_here and r.table == "latency_matrix" else r for r in rows_in]
+        return [replace(r, circular=True) if latency_from_here and r.table in tables else r for r in rows_in]
 
     if "catalog only" in scenarios:
-        rows += flag(_rows_of(label, source, "catalog only", validate(machine, priors, ms, method=method), priors))
+        # catalog only: the loaded-latency table's idle end is the same circular latency prior
+        rows += flag(_rows_of(label, source, "catalog only", validate(machine, priors, ms, method=method), priors),
+                     ("latency_matrix", "loaded_latency"))
     if "fit: idle latency + peak" in scenarios:
         fitted = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"], priors=priors).calibration
         rep = validate(machine, fitted, ms, method=method)

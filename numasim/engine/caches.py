@@ -397,7 +397,8 @@ def estimate_levels(
     dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
     long_hits = -1
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
-        long_hits = int(np.count_nonzero((prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
+        # only this chunk's accesses (cur >= head): a reuse inside the carried head was counted by its own chunk
+        long_hits = int(np.count_nonzero((cur >= head) & (prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
     new_state = EpochCacheState(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits
     )

@@ -282,7 +282,7 @@ class Feeder:
             self._estimates += 1
             found = self._cache_state.long_hits
             if found >= 0:  # this estimate had the long carry: keep it while it finds >= 2 % more hits
-                self._carry = self._carry_long if found >= _LONG_HITS * n else CARRY_ACCESSES
+                self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
             if self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
                 self._carry = self._carry_long  # the next estimate looks that far back again
         ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
