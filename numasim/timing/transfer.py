@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numasim.timing.catalog.modes import mode_offer_for_cpu
 from numasim.timing.model import (
     Calibration,
     ControllerTiming,
@@ -127,6 +128,7 @@ def transfer_calibration(
     rc = reconfigure(
         timed, target, die_latency_ns=die_latency_ns, die_bandwidth_gb_s=die_bandwidth_gb_s,
         threads_per_core=threads_per_core, channels_per_socket=channels_per_socket,
+        offered=mode_offer_for_cpu(machine.cpu_model),
     )
     new = rc.machine
     controllers = []

@@ -19,7 +19,9 @@ from typing import Literal
 from numasim.errors import TopologyError
 from numasim.topology.model import LinkKind, Machine
 
-__all__ = ["ClusterMode", "FIRMWARE_SLIT", "detect_mode", "parse_mode", "vendor_of", "is_cod_platform", "check_request"]
+__all__ = [
+    "ClusterMode", "ModeOffer", "FIRMWARE_SLIT", "detect_mode", "parse_mode", "vendor_of", "is_cod_platform", "check_request",
+]
 
 Family = Literal["snc", "nps", "cod"]
 _ALLOWED: dict[str, tuple[int, ...]] = {"snc": (1, 2, 3, 4), "nps": (1, 2, 4), "cod": (1, 2)}
@@ -50,6 +52,31 @@ class ClusterMode:
     def suffix(self) -> str:
         """How machine names spell the mode (``snc2``, ``snc-off``, ``nps1``, ``cod``, ``cod-off``)."""
         return {"SNC off": "snc-off", "CoD on": "cod", "CoD off": "cod-off"}.get(self.label, self.label.lower())
+
+
+@dataclass(frozen=True)
+class ModeOffer:
+    """The clustering modes a processor's firmware offers, and who says so.
+
+    ``per_socket`` lists the nodes per socket each setting gives (1 = clustering off); ``fixed`` is True when
+    no firmware setting changes the nodes per socket (one per socket on Ivy Bridge-EP; the package's dies on
+    Magny-Cours and Naples). The topology
+    layer knows no processors: the platform catalog builds this (:func:`numasim.timing.catalog.mode_offer`).
+
+    Examples
+    --------
+    >>> ModeOffer("snc", (1, 2), False, "catalog intel-skylake-sp").labels
+    'SNC off, SNC2'
+    """
+
+    family: Family
+    per_socket: tuple[int, ...]
+    fixed: bool
+    source: str
+
+    @property
+    def labels(self) -> str:
+        return ", ".join(ClusterMode(self.family, k).label for k in self.per_socket)
 
 
 FIRMWARE_SLIT: dict[tuple[str, int], tuple[int, int]] = {
@@ -161,11 +188,13 @@ def parse_mode(family: str, value: str) -> ClusterMode:
     return ClusterMode(family, table[word])  # type: ignore[arg-type]
 
 
-def check_request(machine: Machine, target: ClusterMode) -> ClusterMode:
+def check_request(machine: Machine, target: ClusterMode, offered: ModeOffer | None = None) -> ClusterMode:
     """The machine's current mode, after checking that ``target`` is a mode of the same hardware.
 
     Refused: another vendor's setting (``--nps`` on Intel, ``--snc``/``--cod`` on AMD), ``--snc`` on a
     Haswell/Broadwell Xeon (it has CoD) and ``--cod`` on a later one, and the mode the machine is already in.
+    With ``offered`` (the processor's own list, from the platform catalog), also every mode that processor's
+    firmware does not offer, e.g. SNC4 on a Skylake-SP, and any change on a package whose nodes are its dies.
     """
     current = detect_mode(machine)
     vendor = vendor_of(machine)
@@ -183,6 +212,26 @@ def check_request(machine: Machine, target: ClusterMode) -> ClusterMode:
         # Nothing says whose processor it is (no cpu_model, no telling link kinds): read the current mode in
         # the family asked for, so an NPS1 file without links goes to NPS4 as NPS, not as "SNC off".
         current = ClusterMode(target.family, current.per_socket)
+    if offered is not None:
+        _check_offer(machine, current, target, offered)
     if target.per_socket == current.per_socket:
         raise TopologyError(flag, target.label, f"{machine.name} is already in {current.label}")
     return current
+
+
+def _check_offer(machine: Machine, current: ClusterMode, target: ClusterMode, offered: ModeOffer) -> None:
+    flag = f"--{target.family}"
+    if offered.fixed:
+        raise TopologyError(
+            flag, target.label, f"{machine.cpu_model} has no clustering setting: {offered.per_socket[0]} NUMA "
+            f"node(s) per socket, fixed by the package ({offered.source})"
+        )
+    if current.per_socket not in offered.per_socket:
+        raise TopologyError(
+            "nodes[].socket", current.per_socket, f"{machine.name} has {current.per_socket} nodes per socket, which "
+            f"{machine.cpu_model} does not offer ({offered.labels}; {offered.source})"
+        )
+    if target.family != offered.family or target.per_socket not in offered.per_socket:
+        raise TopologyError(
+            flag, target.label, f"{machine.cpu_model} offers {offered.labels} ({offered.source})"
+        )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numasim.errors import TopologyError
-from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, check_request
+from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, ModeOffer, check_request
 from numasim.topology.model import (
     LOCAL_DISTANCE,
     Device,
@@ -200,6 +200,7 @@ def reconfigure(
     die_bandwidth_gb_s: float | None = None,
     threads_per_core: int | None = None,
     channels_per_socket: int | None = None,
+    offered: ModeOffer | None = None,
 ) -> Reconfiguration:
     """``machine`` (timed) in ``target`` mode, its timing carried by the interleave rule (module docstring).
 
@@ -213,6 +214,9 @@ def reconfigure(
         Needed to split a single socket whose cpus are one run of numbers (see :func:`split_cpus`).
     channels_per_socket : int, optional
         When given, splitting checks that the channels divide evenly among the new nodes.
+    offered : ModeOffer, optional
+        The modes the processor's firmware offers (:func:`numasim.timing.catalog.mode_offer`); when given, a
+        mode outside it is refused.
 
     Examples
     --------
@@ -225,7 +229,7 @@ def reconfigure(
     >>> round(m.nodes[0].controller.latency_ns, 1)  # 81 near, 89 far, half the lines each
     85.0
     """
-    source = check_request(machine, target)
+    source = check_request(machine, target, offered)
     if machine.routes:
         raise TopologyError("routes", len(machine.routes), "explicit routes cannot be carried across a mode change")
     for n in machine.nodes:

@@ -125,6 +125,40 @@ def test_cli_error_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("machine", "flag", "value", "says"),
+    [
+        # Skylake-SP's firmware offers SNC2 only (the catalog's numa_modes); the vendor rule alone allowed SNC4.
+        ("skylake-8180-2s", "--snc", "4", "offers SNC off, SNC2 (platform catalog intel-skylake-sp)"),
+        ("skylake-8180-2s", "--snc", "3", "offers SNC off, SNC2"),
+        # Ivy Bridge-EP has no clustering setting at all.
+        ("seed-001-e5-2680v2", "--snc", "2", "has no clustering setting: 1 NUMA node(s) per socket"),
+    ],
+)
+def test_modes_the_processor_does_not_offer_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: str, flag: str, value: str, says: str
+) -> None:
+    out = tmp_path / "x.toml"
+    code, _, err = _cli(capsys, machine, flag, value, "-o", str(out), "--die-latency-ns", "8",
+                        "--die-bandwidth-gb-s", "100")
+    assert code == 2 and says in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_package_of_dies_cannot_change_mode() -> None:
+    from numasim.errors import TopologyError
+    from numasim.timing.catalog import get_platform, mode_offer
+    from numasim.topology.builders import multi_die
+    from numasim.topology.cluster_mode import ClusterMode, check_request
+
+    naples = multi_die(1, "NPS4").model_copy(update={"cpu_model": "AMD EPYC 7601 32-Core Processor"})
+    offer = mode_offer(get_platform("amd-epyc-naples"))
+    with pytest.raises(TopologyError, match="no clustering setting: 4 NUMA node"):
+        check_request(naples, ClusterMode("nps", 1), offer)
+    rome = naples.model_copy(update={"cpu_model": "AMD EPYC 7452 32-Core Processor"})
+    assert check_request(rome, ClusterMode("nps", 1), mode_offer(get_platform("amd-epyc-rome"))).label == "NPS4"
+
+
 def test_cli_uncalibrated_machine_writes_the_machine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "nps1.toml"
     code, text, err = _cli(capsys, str(REPO / "topologies" / "epyc-7452-nps4.toml"), "--nps", "1", "-o", str(out))

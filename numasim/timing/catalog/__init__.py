@@ -30,6 +30,7 @@ from numasim.timing.catalog.model import (
     Sku,
     Source,
 )
+from numasim.timing.catalog.modes import mode_offer, mode_offer_for_cpu
 
 __all__ = [
     "CacheSpec",
@@ -50,6 +51,8 @@ __all__ = [
     "get_platform",
     "load_catalog",
     "match_cpu",
+    "mode_offer",
+    "mode_offer_for_cpu",
     "model_key",
     "parse_platform_toml",
     "platform_names",
