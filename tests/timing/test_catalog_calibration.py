@@ -178,3 +178,19 @@ def test_leave_one_out_latency(machine: str, page: str) -> None:
     meas = parse_mlc(MLC / page).latency_matrix.values
     pred = np.array([[local, remote], [remote, local]])
     assert _mape(pred, meas) < 35.0
+
+
+def test_local_latency_prior_follows_the_numa_mode_it_was_measured_in() -> None:
+    from numasim.topology.builders import multi_die
+
+    def local(mode: str) -> tuple[float, str]:
+        m = multi_die(1, mode).model_copy(update={"cpu_model": "AMD EPYC 7452 32-Core Processor"})
+        cal = catalog_calibration(m)
+        src = next(p.source for p in cal.provenance.priors if p.parameter == "controllers[0].latency_ns")
+        return cal.controllers[0].latency_ns, src
+
+    # Rome's source measured 113 ns in NPS4 and 122 ns in NPS1 (interleaving over every channel of the socket).
+    assert local("NPS4") == (113.0, local("NPS4")[1]) and "this machine's mode" in local("NPS4")[1]
+    assert local("NPS1")[0] == 122.0 and "NPS1 figure" in local("NPS1")[1]
+    value, src = local("NPS2")
+    assert value == 113.0 and "no figure" in src and "NPS2" in src

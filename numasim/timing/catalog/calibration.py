@@ -11,13 +11,13 @@ which. Such a calibration is a starting point and a what-if, never evidence: the
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from numasim.errors import CalibrationError
 from numasim.timing.catalog.loader import load_catalog
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
-from numasim.timing.catalog.model import Platform, Sku
+from numasim.timing.catalog.model import LatencyPrior, Platform, Sku
 from numasim.timing.model import (
     CacheTiming,
     Calibration,
@@ -74,9 +74,40 @@ def _nearest(platform: Platform, candidates: list[Platform]) -> Platform | None:
     return min(same, key=lambda p: (abs(p.years[0] - platform.years[0]), p.years[0], p.name))
 
 
-def catalog_figures(platform: Platform, sku: Sku) -> CatalogFigures:
-    """Resolve the SKU's figures, falling back (and saying so) where the platform has no public figure."""
+def _mode_label(platform: Platform, nodes_per_socket: int | None) -> str | None:
+    if nodes_per_socket is None:
+        return None
+    from numasim.timing.catalog.modes import mode_offer
+    from numasim.topology.cluster_mode import ClusterMode
+
+    offer = mode_offer(platform)
+    if offer.fixed:
+        return "none" if nodes_per_socket == 1 else "die"
+    return ClusterMode(offer.family, nodes_per_socket).label
+
+
+def _local_for_mode(latency: LatencyPrior, mode: str | None) -> tuple[float, str]:
+    """The local latency measured in ``mode`` when the source has it, and what to say about the mode."""
+    if latency.mode is None or mode is None:
+        return latency.local_ns, ""
+    if latency.mode.lower() == mode.lower():
+        return latency.local_ns, f" (measured in {latency.mode}, this machine's mode)"
+    by_mode = {k.lower(): v for k, v in latency.local_ns_by_mode.items()}
+    if mode.lower() in by_mode:
+        return by_mode[mode.lower()], f" ({mode} figure, this machine's mode)"
+    return latency.local_ns, (
+        f" (measured in {latency.mode}; this machine is in {mode}, for which the source has no figure: used as is)"
+    )
+
+
+def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None = None) -> CatalogFigures:
+    """Resolve the SKU's figures, falling back (and saying so) where the platform has no public figure.
+
+    ``nodes_per_socket`` (the machine's clustering mode) picks the local latency measured in that mode when
+    the platform's source has one: Rome's 113 ns was measured in NPS4, its NPS1 figure is 122 ns.
+    """
     catalog = load_catalog()
+    mode = _mode_label(platform, nodes_per_socket)
     cite = platform.cite
     if platform.efficiency is not None:
         factor = platform.efficiency.read_factor
@@ -90,16 +121,17 @@ def catalog_figures(platform: Platform, sku: Sku) -> CatalogFigures:
         )
         write_factor = None
     if platform.latency is not None:
-        local = platform.latency.local_ns
-        local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]"
+        local, mode_note = _local_for_mode(platform.latency, mode)
+        local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]{mode_note}"
     else:
         donor = _nearest(platform, [p for p in catalog if p.latency is not None])
         if donor is None or donor.latency is None:  # pragma: no cover - the shipped catalog has some
             raise CalibrationError(f"no platform in the catalog has an idle-latency measurement to borrow for {platform.name}")
         local = donor.latency.local_ns
         local_src = (
-            f"borrowed from {donor.name} ({donor.latency.measured_on}): {platform.name} has no public "
-            "idle-latency measurement"
+            f"borrowed from {donor.name} ({donor.latency.measured_on}"
+            + (f", in {donor.latency.mode}" if donor.latency.mode else "")
+            + f"): {platform.name} has no public idle-latency measurement"
         )
     with_remote = [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None]
     if platform.latency is not None and platform.latency.remote_ns is not None:
@@ -240,7 +272,12 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     """
     found = _resolve(machine, sku)
     assert found.sku is not None
-    fig = catalog_figures(found.platform, found.sku)
+    socket_of, socket_note = _socket_of(machine, found.sku)
+    per_socket = Counter(
+        socket_of[n.id] for n in machine.nodes
+        if n.has_memory and n.memory_kind is MemoryKind.DRAM and n.id in socket_of
+    )
+    fig = catalog_figures(found.platform, found.sku, max(per_socket.values()) if per_socket else None)
     platform, chosen = fig.platform, fig.sku
     here = f"catalog {platform.name} / {chosen.model}"
     priors: list[PriorParameter] = []
@@ -249,7 +286,6 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     def prior(parameter: str, value: float, unit: str, source: str) -> None:
         priors.append(PriorParameter(parameter=parameter, value=float(value), unit=unit, source=source, why=WHY))
 
-    socket_of, socket_note = _socket_of(machine, chosen)
     if socket_note:
         notes.append(socket_note)
     dram_of_socket: dict[int, list[int]] = defaultdict(list)

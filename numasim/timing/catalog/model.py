@@ -125,6 +125,12 @@ class LatencyPrior(_Sourced):
     """One socket-to-socket hop away; None when the source measured only local memory."""
     measured_on: Annotated[str, Field(min_length=1)]
     """The machine and tool, e.g. "2x Xeon Platinum 8180, Intel MLC v3.5 idle latency matrix"."""
+    mode: str | None = None
+    """The clustering mode the figures were measured in ("SNC off", "SNC2", "NPS4", "none" where the platform
+    has no setting). Local latency depends on it: with one node per socket the addresses interleave over every
+    channel of the socket, far ones included, so its local latency is higher than a cluster's."""
+    local_ns_by_mode: dict[str, PositiveFloat] = Field(default_factory=dict)
+    """Local latency measured in other modes by the same source, e.g. ``{"NPS1" = 122.0}``."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
