@@ -82,31 +82,7 @@ def _timed(spec: str, machine: Machine) -> tuple[Machine, str]:
     origin = f"calibration {cal.id} ({cal.provenance.method})"
     if cal.provenance.priors:
         origin += f", {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
-    timed = apply_calibration(machine, cal)
-    # apply_calibration times links and controllers (what routing reads); a view also shows caches and devices.
-    caches = {c.name: c for c in cal.caches}
-    devices = {d.name: d for d in cal.devices}
-    return timed.model_copy(
-        update={
-            "caches": [
-                c.model_copy(update={"size_bytes": caches[c.name].size_bytes, "latency_ns": caches[c.name].latency_ns})
-                if c.name in caches
-                else c
-                for c in timed.caches
-            ],
-            "devices": [
-                d.model_copy(
-                    update={
-                        "attach_latency_ns": devices[d.name].attach_latency_ns,
-                        "attach_bandwidth_gb_s": devices[d.name].attach_bandwidth_gb_s,
-                    }
-                )
-                if d.name in devices
-                else d
-                for d in timed.devices
-            ],
-        }
-    ), origin
+    return apply_calibration(machine, cal), origin
 
 
 def _table(title: str, ids: list[int], rows: np.ndarray, fmt: str) -> list[str]:

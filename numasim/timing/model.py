@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from numasim.errors import CalibrationError
 from numasim.fileio import atomic_write_text
-from numasim.topology.model import CacheScope, Machine, MemoryController, Vertex
+from numasim.topology.model import CacheLevel, CacheScope, Machine, MemoryController, Vertex
 
 __all__ = [
     "SourceFile",
@@ -353,9 +353,12 @@ def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
 
 
 def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
-    """The machine with its controller and link numbers replaced by the calibration's.
+    """The machine timed by the calibration: every number a simulation of it uses, in one view.
 
-    Links are matched by their endpoints; a calibration that names a link the machine does not have, or leaves a
+    Controllers, links (matched by their endpoints), relays, device attach links and caches are replaced by
+    the calibration's. The caches become exactly the calibration's levels, which are the ones the engine
+    simulates (:func:`numasim.engine.caches.cache_levels`), each keeping the machine's associativity for a
+    level of the same name. A calibration that names a link or device the machine does not have, or leaves a
     memory node without controller timing, is an error.
     """
     by_node = {c.node: c for c in calibration.controllers}
@@ -389,7 +392,28 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
     unknown = [k for k in directed if k not in known]
     if unknown:
         raise CalibrationError(f"calibration {calibration.id} times links the machine does not have: {unknown}")
-    return machine.model_copy(update={"nodes": nodes, "links": links, "calibration": calibration.id})
+    dev_timing = {d.name: d for d in calibration.devices}
+    missing = sorted(set(dev_timing) - {d.name for d in machine.devices})
+    if missing:
+        raise CalibrationError(f"calibration {calibration.id} times devices the machine does not have: {missing}")
+    devices = [
+        d.model_copy(update={
+            "attach_latency_ns": dev_timing[d.name].attach_latency_ns,
+            "attach_bandwidth_gb_s": dev_timing[d.name].attach_bandwidth_gb_s,
+        }) if d.name in dev_timing else d
+        for d in machine.devices
+    ]
+    ways = {c.name: c.associativity for c in machine.caches}
+    caches = [
+        CacheLevel(
+            name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes,
+            **({"associativity": ways[c.name]} if c.name in ways else {}),
+        )
+        for c in calibration.caches
+    ]
+    return machine.model_copy(update={
+        "nodes": nodes, "links": links, "devices": devices, "caches": caches, "calibration": calibration.id,
+    })
 
 
 def save_calibration(calibration: Calibration, path: str | Path) -> None:

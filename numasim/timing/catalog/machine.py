@@ -35,24 +35,19 @@ def catalog_machine(machine: Machine, cpu: str | None = None) -> Machine:
         machine = machine.model_copy(update={"cpu_model": cpu})
     cal = catalog_calibration(machine)
     found = match_cpu(machine.cpu_model or "")
+    # The catalog's associativity per level, so the engine's set-associative estimate uses the real ways.
     ways = {spec.level.lower(): spec.associativity for spec in found.platform.caches}
-    caches = [
-        CacheLevel(
-            name=c.name,
-            size_bytes=c.size_bytes,
-            latency_ns=c.latency_ns,
-            scope=c.scope,
-            line_bytes=c.line_bytes,
-            **({"associativity": ways[c.name.lower()]} if ways.get(c.name.lower()) else {}),
-        )
+    shaped = machine.model_copy(update={"caches": [
+        CacheLevel(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope,
+                   line_bytes=c.line_bytes, associativity=ways.get(c.name.lower()) or 8)
         for c in cal.caches
-    ]
-    timed = apply_calibration(machine, cal)
+    ]}) if cal.caches else machine
+    timed = apply_calibration(shaped, cal)
     note = (
         f"Nominal timing numbers are the platform catalog's priors for {found.label} "
         f"(numasim catalog show {found.platform.name!r}); nothing of this box was measured."
     )
     description = f"{machine.description}\n{note}" if machine.description else note
     return timed.model_copy(
-        update={"caches": caches or machine.caches, "calibration": machine.calibration, "description": description}
+        update={"calibration": machine.calibration, "description": description}
     )
