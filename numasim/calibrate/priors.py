@@ -69,6 +69,8 @@ def timing_parameters(cal: Calibration) -> dict[str, TimingParameter]:
     for d in cal.devices:
         out[f"devices[{d.name}].attach_latency_ns"] = (d.attach_latency_ns, "ns")
         out[f"devices[{d.name}].attach_bandwidth_gb_s"] = (d.attach_bandwidth_gb_s, "GB/s")
+        for node, bw in sorted(d.dma_read_bandwidth_gb_s.items()):
+            out[f"devices[{d.name}].dma_read_bandwidth_gb_s[{node}]"] = (bw, "GB/s")
     core = cal.core
     out["core.max_outstanding_misses"] = (float(core.max_outstanding_misses), "lines")
     out["core.prefetch_distance_lines"] = (float(core.prefetch_distance_lines), "lines")
@@ -127,6 +129,13 @@ def with_parameter(cal: Calibration, key: str, value: float) -> Calibration:
             update={"caches": [c.model_copy(update={attr: v}) if c.name == item else c for c in cal.caches]}
         )
     if group == "devices":
+        if attr.startswith("dma_read_bandwidth_gb_s["):
+            node = int(attr[attr.index("[") + 1 : -1])
+            return cal.model_copy(update={"devices": [
+                d.model_copy(update={"dma_read_bandwidth_gb_s": d.dma_read_bandwidth_gb_s | {node: value}})
+                if d.name == item else d
+                for d in cal.devices
+            ]})
         return cal.model_copy(
             update={"devices": [d.model_copy(update={attr: v}) if d.name == item else d for d in cal.devices]}
         )

@@ -107,3 +107,17 @@ def test_calibrate_cli_warns_and_json_lists_unconstrained(tmp_path: Path, capsys
     data = json.loads(capsys.readouterr().out)
     keys = {p["parameter"] for p in data["unconstrained"]}
     assert "links[1->0].bandwidth_gb_s" in keys and "links[1->0].latency_ns" not in keys
+
+
+def test_a_device_dma_read_limit_is_a_timing_parameter() -> None:
+    from numasim.calibrate.priors import timing_parameters, with_parameter
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+
+    cal = resolve_calibration(load_machine("seed-000-4node"))
+    key = "devices[mlx5_2].dma_read_bandwidth_gb_s[1]"
+    value, unit = timing_parameters(cal)[key]
+    assert unit == "GB/s" and value == cal.devices[0].dma_read_bandwidth_gb_s[1]
+    moved = with_parameter(cal, key, value / 2)
+    assert timing_parameters(moved)[key] == (value / 2, "GB/s")
+    assert moved.devices[0].attach_bandwidth_gb_s == cal.devices[0].attach_bandwidth_gb_s
