@@ -120,6 +120,28 @@ def _all_priors(priors: Calibration, why: str) -> list[PriorParameter]:
     ]
 
 
+def _fold_fit(
+    machine: Machine,
+    measurements: list[Measurement],
+    prior_cal: Calibration,
+    priors: Calibration | None,
+    held: str,
+    groups: list[str],
+    created: str | None,
+) -> tuple[Calibration, list[str], list[PriorParameter]]:
+    """The calibration fitted on every fit group but ``held``, the tables it used, and what it kept at priors."""
+    others = [g for g in groups if g != held]
+    if others:
+        try:
+            fit = calibrate(machine, measurements, fit_on=others, priors=priors, created=created)
+        except CalibrationError as exc:
+            if not str(exc).startswith("nothing to fit"):
+                raise
+        else:
+            return fit.calibration, list(fit.tables_used), list(fit.calibration.provenance.priors)
+    return prior_cal, [], _all_priors(prior_cal, f"no table left to fit once {held} is held out")
+
+
 def holdout(
     machine: Machine,
     measurements: list[Measurement],
@@ -170,22 +192,13 @@ def holdout(
                 "are probably taken from these measurements, so a fold that keeps them predicts that table by "
                 "construction; use priors independent of these files (--priors) for a fair test"
             )
+    # Tables of one fit group (the latency matrix, stride and hop-ratio tables) share a fold's fit: fitted once.
+    fits: dict[str, tuple[Calibration, list[str], list[PriorParameter]]] = {}
     for name in names:
         held = FIT_GROUP.get(name, name)
-        others = [g for g in groups if g != held]
-        fitted_on: list[str] = []
-        cal = prior_cal
-        kept = _all_priors(prior_cal, f"no table left to fit once {held} is held out")
-        if others:
-            try:
-                fit = calibrate(machine, measurements, fit_on=others, priors=priors, created=created)
-            except CalibrationError as exc:
-                if not str(exc).startswith("nothing to fit"):
-                    raise
-            else:
-                cal = fit.calibration
-                fitted_on = list(fit.tables_used)
-                kept = list(cal.provenance.priors)
+        if held not in fits:
+            fits[held] = _fold_fit(machine, measurements, prior_cal, priors, held, groups, created)
+        cal, fitted_on, kept = fits[held]
         if not fitted_on:
             rep.notes.append(f"{name}: no other table to fit on; predicted from the priors alone")
         val = validate(machine, cal, measurements, [name], method=method)
