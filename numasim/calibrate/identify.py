@@ -67,7 +67,8 @@ def _steps(key: str, value: float) -> list[float]:
     """Values to probe ``key`` at: a small relative step, or whole steps for step-function parameters."""
     if key.endswith("size_bytes"):
         return [value * 2.0, value / 2.0]
-    if key.endswith("max_outstanding_misses") or key.endswith("prefetch_distance_lines"):
+    if key.endswith(("max_outstanding_misses", "prefetch_distance_lines", "outstanding_misses_per_core",
+                     "threads_per_core")):
         return [value + 1.0] + ([value - 1.0] if value > 1.0 else [])
     return [value * (1.0 + REL_STEP)]
 

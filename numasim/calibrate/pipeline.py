@@ -356,15 +356,30 @@ def calibrate(
         # Little's law at saturation: lines in flight = bandwidth x latency / line size, shared by every cpu.
         in_flight = float(np.max(table.bandwidth_mb_s * 1e6 * table.latency_ns * 1e-9 / LINE_BYTES))
         ncpu = max(len(machine.cpus), 1)
-        mlp = max(1, int(round(in_flight / ncpu)))
-        core = core.model_copy(update={"max_outstanding_misses": mlp})
-        report.parameters.append(
-            FittedParameter("core.max_outstanding_misses", float(mlp), "lines", note=DERIVED + "Little's law at saturation")
-        )
-        report.assumptions.append(
-            f"core.max_outstanding_misses = misses in flight at mlc's saturated point ({in_flight:.0f} lines, "
-            f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
-        )
+        tpc = core.threads_per_core
+        if core.outstanding_misses_per_core is not None and tpc is not None and ncpu % tpc == 0:
+            # The priors say the misses are a per-core queue shared by hardware threads: fit that queue.
+            ncores = ncpu // tpc
+            per_core = max(1, int(round(in_flight / ncores)))
+            core = core.model_copy(update={"outstanding_misses_per_core": per_core})
+            report.parameters.append(FittedParameter(
+                "core.outstanding_misses_per_core", float(per_core), "lines", note=DERIVED + "Little's law at saturation"
+            ))
+            report.assumptions.append(
+                f"core.outstanding_misses_per_core = misses in flight at mlc's saturated point ({in_flight:.0f} "
+                f"lines, Little's law) / {ncores} cores ({ncpu} cpus / {tpc} threads per core, from the priors; mlc "
+                "loads every hardware thread)"
+            )
+        else:
+            mlp = max(1, int(round(in_flight / ncpu)))
+            core = core.model_copy(update={"max_outstanding_misses": mlp})
+            report.parameters.append(
+                FittedParameter("core.max_outstanding_misses", float(mlp), "lines", note=DERIVED + "Little's law at saturation")
+            )
+            report.assumptions.append(
+                f"core.max_outstanding_misses = misses in flight at mlc's saturated point ({in_flight:.0f} lines, "
+                f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
+            )
         mark(k, "loaded_latency")
     # ---- the core clock (mlc's delays and "core clocks" count cycles of it)
     clocks = [(k, m.data.core_clock_ghz) for k, m in enumerate(measurements)

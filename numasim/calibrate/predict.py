@@ -14,6 +14,7 @@ import numpy as np
 
 from numasim.calibrate.fit import READ_FRACTION
 from numasim.calibrate.parsers import NodeMatrix
+from numasim.engine.cores import thread_mlp
 from numasim.timing.model import Calibration, apply_calibration, default_curve
 from numasim.topology.model import Machine
 from numasim.topology.routing import latency_table_ns, routing
@@ -90,8 +91,8 @@ def predict_loaded_latency(
 
     ``saturated`` marks rows where mlc's load threads (one per other cpu) all have their misses in flight (its
     smallest injection delays): there the controller's queue holds them, and the latency is Little's law over
-    them when that is more: ``(loaders on the node x max_outstanding_misses + 1) x 64 B / the node's share of
-    the bandwidth``, what the engine's FIFO controllers give.
+    them when that is more: ``(the misses in flight of the node's load threads + 1) x 64 B / the node's share
+    of the bandwidth``, what the engine's FIFO controllers give.
     """
     rd, _ = _system(machine, calibration)
     c = calibration.controller(node)
@@ -99,7 +100,12 @@ def predict_loaded_latency(
     bw = np.asarray(bandwidth_gb_s, dtype=float)
     out = c.latency_ns + curve.added_ns(bw / rd)
     if saturated is not None:
-        lines = (max(len(machine.node(node).cpus) - 1, 0) * calibration.core.max_outstanding_misses + 1) * 64.0
+        # mlc's latency thread chases on the first cpu; a load thread on every other cpu, each with its share
+        # of its core's misses (engine.cores.thread_mlp, as the engine gives them).
+        cpus = machine.cpus
+        mlp = thread_mlp(calibration.core, cpus, cpus, [k == 0 for k in range(len(cpus))])
+        on_node = set(machine.node(node).cpus)
+        lines = sum(m for c, m in zip(cpus, mlp, strict=True) if c in on_node) * 64.0
         little_ns = lines / np.maximum(bw * c.read_bandwidth_gb_s / rd, 1e-12)
         out = np.where(np.asarray(saturated, dtype=bool), np.maximum(out, little_ns), out)
     return out

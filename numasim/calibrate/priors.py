@@ -75,6 +75,12 @@ def timing_parameters(cal: Calibration) -> dict[str, TimingParameter]:
     out["core.max_outstanding_misses"] = (float(core.max_outstanding_misses), "lines")
     out["core.prefetch_distance_lines"] = (float(core.prefetch_distance_lines), "lines")
     out["core.write_cost_factor"] = (core.write_cost_factor, "1")
+    if core.write_latency_factor is not None:
+        out["core.write_latency_factor"] = (core.write_latency_factor, "1")
+    if core.outstanding_misses_per_core is not None:
+        out["core.outstanding_misses_per_core"] = (float(core.outstanding_misses_per_core), "lines")
+    if core.threads_per_core is not None:
+        out["core.threads_per_core"] = (float(core.threads_per_core), "threads")
     if core.core_clock_ghz is not None:
         out["core.core_clock_ghz"] = (core.core_clock_ghz, "GHz")
     return out
@@ -101,7 +107,8 @@ def with_parameter(cal: Calibration, key: str, value: float) -> Calibration:
     calibration to save.
     """
     group, item, attr = _split_key(key)
-    ints = {"size_bytes", "max_outstanding_misses", "prefetch_distance_lines"}
+    ints = {"size_bytes", "max_outstanding_misses", "prefetch_distance_lines", "outstanding_misses_per_core",
+            "threads_per_core"}
     v: float | int = int(round(value)) if attr in ints else value
     if group == "core":
         return cal.model_copy(update={"core": cal.core.model_copy(update={attr: v})})

@@ -17,6 +17,7 @@ from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
 from .caches import LRUCache, cache_levels, instance_keys
+from .cores import thread_mlp
 from .epoch import EpochEngine
 from .exact import ExactEngine
 from .memsys import LINE_BYTES, MemorySystem, build_memory_system
@@ -48,6 +49,9 @@ def _agents(
     index = {nid: k for k, nid in enumerate(ms.node_ids)}
     seen: set[int] = set()
     agents: list[Agent] = []
+    known = [t.cpu for t in threads if t.cpu in cpu_node]
+    mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, [t.dependent for t in threads if t.cpu in cpu_node])
+    mlp_iter = iter(mlp_of)
     for t in threads:
         if t.id in seen:
             raise WorkloadError(f"ThreadSpec.id = {t.id}: two threads have this id")
@@ -59,7 +63,7 @@ def _agents(
                 len(agents),
                 f"thread{t.id}",
                 index[cpu_node[t.cpu]],
-                calibration.core.max_outstanding_misses,
+                next(mlp_iter),
                 t.dependent,
                 float(t.start_ns),
                 thread_id=t.id,

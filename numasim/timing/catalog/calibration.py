@@ -256,7 +256,9 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     * **caches**: the platform's levels; L1d/L2 per core, the L3 as one socket-wide cache of the SKU's L3
       (on parts whose L3 is split among core complexes this is an assumption, said in the notes); latency =
       cycles / the SKU's base clock; a level without a cycle count keeps the machine file's latency.
-    * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default),
+    * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default);
+      ``outstanding_misses_per_core`` = the L2 miss queue (superqueue) shared by a core's hardware threads, and
+      ``threads_per_core`` from the SKU, where the catalog has the queue;
       ``core_clock_ghz`` = the SKU's base clock (turbo is not modelled), ``write_cost_factor`` =
       :data:`WRITE_ALLOCATE_FACTOR` (a store miss is a read for ownership and a write-back: without it a
       catalog machine's STREAM copy came out 30-86 % too fast against kerncraft's measurements, with it 12-28 %).
@@ -340,19 +342,34 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     notes += cache_notes
 
     fb = platform.core.l1d_fill_buffers
+    sq = platform.core.l2_outstanding_misses
+    tpc = chosen.threads // chosen.cores
     core = CoreTiming(
         max_outstanding_misses=fb if fb is not None else CoreTiming().max_outstanding_misses,
+        outstanding_misses_per_core=sq,
+        threads_per_core=tpc if sq is not None else None,
         core_clock_ghz=chosen.base_ghz,
         # Write-back, write-allocate caches: a store that misses reads the line for ownership and later
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
+        # ... but the core waits only for the read for ownership: the write-back is posted.
+        write_latency_factor=1.0,
     )
     prior("core.max_outstanding_misses", core.max_outstanding_misses, "lines",
           f"{here}: L1D fill buffers [{platform.cite(platform.core.sources)}]" if fb is not None
           else "numasim default (CoreTiming): the catalog has no fill-buffer count for this platform")
+    if sq is not None:
+        prior("core.outstanding_misses_per_core", sq, "lines",
+              f"{here}: L2 outstanding misses per core, shared by its hardware threads "
+              f"[{platform.cite(platform.core.sources)}]" + (f"; {platform.core.note}" if platform.core.note else ""))
+        prior("core.threads_per_core", tpc, "threads", f"{here}: {chosen.threads} threads / {chosen.cores} cores "
+              f"[{platform.cite(chosen.sources)}]")
     prior("core.core_clock_ghz", chosen.base_ghz, "GHz",
           f"{here}: base clock (turbo not modelled) [{platform.cite(chosen.sources)}]")
     prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines", "numasim default (CoreTiming): no catalog figure")
+    prior("core.write_latency_factor", 1.0, "",
+          "a store miss waits for its read for ownership, a read's latency; the write-back is posted (write-back "
+          "caches, Intel SDM vol. 3A 11.3): numasim modelling rule")
     prior("core.write_cost_factor", core.write_cost_factor, "",
           "write-allocate: a store miss moves the line twice (read for ownership, then write-back); x86 caches "
           "are write-back write-allocate (Intel SDM vol. 3A 11.3, AMD APM vol. 2 7.4); checked against "

@@ -115,6 +115,7 @@ class CoreLimits(_Sourced):
     """Intel line fill buffers / AMD L1 miss address buffers: outstanding L1D misses per core."""
     l2_outstanding_misses: PositiveInt | None = None
     """Intel L2 superqueue entries / AMD L2 miss buffers: outstanding L2 misses per core."""
+    note: str = ""
 
 
 class LatencyPrior(_Sourced):

@@ -1,0 +1,90 @@
+"""A core's misses in flight are shared by its busy hardware threads (numasim.engine.cores)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numasim.engine.cores import core_of_cpus, thread_mlp
+from numasim.timing.model import CoreTiming
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    per_thread=st.integers(1, 32),
+    per_core=st.integers(1, 64),
+    tpc=st.integers(1, 4),
+    cores=st.integers(1, 16),
+    picks=st.lists(st.tuples(st.integers(0, 63), st.booleans()), min_size=1, max_size=24),
+)
+def test_no_core_beyond_its_queue_and_no_thread_beyond_its_buffers(
+    per_thread: int, per_core: int, tpc: int, cores: int, picks: list[tuple[int, bool]]
+) -> None:
+    cpus = list(range(cores * tpc))
+    chosen = [(cpus[c % len(cpus)], dep) for c, dep in picks]
+    core = CoreTiming(max_outstanding_misses=per_thread, outstanding_misses_per_core=per_core, threads_per_core=tpc)
+    mlp = thread_mlp(core, cpus, [c for c, _ in chosen], [d for _, d in chosen])
+    assert all(m == 1 for m, (_, dep) in zip(mlp, chosen, strict=True) if dep)
+    assert all(1 <= m <= per_thread for m in mlp)
+    of = core_of_cpus(cpus, tpc)
+    load = Counter()
+    busy = Counter()
+    for m, (c, _) in zip(mlp, chosen, strict=True):
+        load[of[c]] += m
+        busy[of[c]] += 1
+    for k, lines in load.items():
+        # A core never exceeds its queue, unless it has more threads than entries (each keeps one).
+        assert lines <= max(per_core, busy[k])
+
+
+def test_without_a_per_core_figure_every_thread_keeps_its_own() -> None:
+    core = CoreTiming(max_outstanding_misses=9)
+    assert thread_mlp(core, range(4), [0, 2, 0, 1], [False, False, False, True]) == [9, 9, 9, 1]
+
+
+def test_siblings_follow_linux_numbering_and_share_the_queue() -> None:
+    assert core_of_cpus(range(6), 2) == {0: 0, 1: 1, 2: 2, 3: 0, 4: 1, 5: 2}
+    assert core_of_cpus(range(5), 2) == {c: c for c in range(5)}  # uneven: every cpu its own core
+    core = CoreTiming(max_outstanding_misses=10, outstanding_misses_per_core=16, threads_per_core=2)
+    # One busy thread per core: the fill buffers bound it; both threads of a core: the queue's half each.
+    assert thread_mlp(core, range(8), [0, 1, 2, 3], [False] * 4) == [10, 10, 10, 10]
+    assert thread_mlp(core, range(8), [0, 4, 1, 5], [False] * 4) == [8, 8, 8, 8]
+
+
+def test_a_core_shared_by_two_threads_streams_less_than_two_cores() -> None:
+    import numpy as np
+
+    from numasim.engine.pagemap import PageMap
+    from numasim.engine.simulate import simulate
+    from numasim.engine.spec import ThreadSpec
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+    from numasim.workload.access import AccessChunk, concat_chunks
+
+    machine = load_machine("skylake-8180-2s")
+    base = resolve_calibration(machine)
+    cal = base.model_copy(update={"core": base.core.model_copy(update={
+        "max_outstanding_misses": 10, "outstanding_misses_per_core": 10, "threads_per_core": 2, "prefetch_distance_lines": 0,
+    })})
+    lines = 20_000
+    n_cpus = len(machine.cpus)
+
+    def bandwidth(cpus: list[int]) -> float:
+        chunks = []
+        for k in range(len(cpus)):
+            # every other line: no stream for the prefetcher, so only the misses in flight set the pace
+            addr = (np.uint64(1 << 30) * np.uint64(k + 1)) + np.arange(lines, dtype=np.uint64) * np.uint64(128)
+            chunks.append(AccessChunk.build(addr, thread=k))
+        specs = [ThreadSpec(k, cpu=c) for k, c in enumerate(cpus)]
+        pages = PageMap(4096)
+        for k in range(len(cpus)):
+            # each thread's buffer on its own socket's node (cpu 0 and its sibling are on node 0)
+            pages.assign(int((1 << 30) * (k + 1)), np.zeros(lines * 128 // 4096 + 1, dtype=np.int64))
+        r = simulate(machine, cal, specs, [concat_chunks(chunks)], pages, seed=0, record_latencies=False)
+        return sum(t.accesses for t in r.threads) * 64 / max(t.finish_ns for t in r.threads)
+
+    apart = bandwidth([0, 1])                  # two cores
+    together = bandwidth([0, n_cpus // 2])     # siblings: one core's 10 misses, 5 each
+    assert together < 0.7 * apart
