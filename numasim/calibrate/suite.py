@@ -27,9 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, PublicMlcCase, public_machine
 from numasim.calibrate.result import CellResidual, mape_pct
+from numasim.topology.model import Machine
 
-__all__ = ["SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "kerncraft_rows", "GOALS_PCT"]
+__all__ = [
+    "SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "public_mlc_rows", "kerncraft_rows", "GOALS_PCT",
+]
 
 MLC_CASES = (
     ("2x Xeon E5-2680 v2 (KU Leuven mlc 3.1a)", "seed-001-e5-2680v2", "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"),
@@ -118,6 +122,31 @@ class SuiteReport:
         return "\n".join(out) + "\n"
 
 
+    def summary_markdown(self) -> str:
+        """One line per machine and table: MAPE % of each scenario side by side (goal met: yes/**no**)."""
+
+        def cell(r: SuiteRow | None) -> str:
+            if r is None:
+                return ""
+            text = f"{r.mape_pct:.1f}" + (" (circular)" if r.circular else "")
+            return text if r.met is None else f"{text} {'yes' if r.met else '**no**'}"
+
+        out = [
+            "| machine | table | catalog only | fit: idle latency + peak | leave one table out |",
+            "|---|---|---:|---:|---:|",
+        ]
+        keys: list[tuple[str, str]] = []
+        by: dict[tuple[str, str, str], SuiteRow] = {}
+        for r in self.rows:
+            if (r.machine, r.table) not in keys:
+                keys.append((r.machine, r.table))
+            by[(r.machine, r.table, r.scenario)] = r
+        for machine, table in keys:
+            cols = [cell(by.get((machine, table, sc))) for sc in SCENARIOS]
+            out.append(f"| {machine} | {table} | " + " | ".join(cols) + " |")
+        return "\n".join(out) + "\n"
+
+
 def _worst(cells: Sequence[CellResidual]) -> str:
     if not cells:
         return ""
@@ -144,15 +173,36 @@ def _rows_of(label: str, source: str, scenario: str, report: Any, calibration: A
     ]
 
 
+def _tables_of(measurements: Sequence[Any]) -> set[str]:
+    """The mlc tables the measurements hold (validation's names; ``--max_bandwidth`` counts as the peak)."""
+    out: set[str] = set()
+    for m in measurements:
+        d = m.data
+        if getattr(d, "latency_matrices", None):
+            out.add("latency_matrix")
+        if getattr(d, "bandwidth_matrices", None):
+            out.add("bandwidth_matrix")
+        if getattr(d, "peak_injection_mb_s", None) or getattr(d, "max_bandwidth_mb_s", None):
+            out.add("peak_bandwidth")
+        if getattr(d, "loaded_latency", None):
+            out.add("loaded_latency")
+    return out
+
+
 def mlc_rows(
     label: str,
-    machine_name: str,
+    machine_name: str | Machine,
     path: Path,
     *,
     scenarios: Sequence[str] = SCENARIOS,
     method: str = "engine",
 ) -> list[SuiteRow]:
-    """Every scenario's rows for one real mlc run (see the module docstring)."""
+    """Every scenario's rows for one real mlc run (see the module docstring).
+
+    ``machine_name`` is a shipped machine's name, or a built machine (a public run's catalog machine). Scenarios
+    the file cannot support are left out: the fit needs an idle latency matrix and a peak (or max) bandwidth,
+    leave-one-table-out needs two tables.
+    """
     from numasim.calibrate.holdout import holdout
     from numasim.calibrate.measurements import load_measurements
     from numasim.calibrate.pipeline import calibrate
@@ -160,8 +210,9 @@ def mlc_rows(
     from numasim.timing.catalog import catalog_calibration
     from numasim.topology.io import load_machine
 
-    machine = load_machine(machine_name)
+    machine = load_machine(machine_name) if isinstance(machine_name, str) else machine_name
     ms = load_measurements([path])
+    held = _tables_of(ms)
     priors = catalog_calibration(machine)
     rows: list[SuiteRow] = []
     source = path.name
@@ -179,17 +230,49 @@ def mlc_rows(
         # catalog only: the loaded-latency table's idle end is the same circular latency prior
         rows += flag(_rows_of(label, source, "catalog only", validate(machine, priors, ms, method=method), priors),
                      ("latency_matrix", "loaded_latency"))
-    if "fit: idle latency + peak" in scenarios:
+    if "fit: idle latency + peak" in scenarios and {"latency_matrix", "peak_bandwidth"} <= held:
         fitted = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"], priors=priors).calibration
         rep = validate(machine, fitted, ms, method=method)
         rows += _rows_of(label, source, "fit: idle latency + peak", rep, fitted,
                          skip=("latency_matrix", "peak_bandwidth"))
-    if "leave one table out" in scenarios:
+    if "leave one table out" in scenarios and len(held) >= 2:
         ho = holdout(machine, ms, priors=priors, method=method)
         for fold in ho.folds:
             rows += flag([SuiteRow(label, source, "leave one table out", fold.table, fold.cells, fold.mape_pct,
                                    _worst(fold.residuals), fold.calibration_id, method, len(fold.priors))])
     return rows
+
+
+def public_mlc_rows(
+    directory: Path,
+    *,
+    cases: Sequence[PublicMlcCase] | None = None,
+    scenarios: Sequence[str] = SCENARIOS,
+    method: str = "engine",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[SuiteRow], list[str]]:
+    """Every scenario's rows for the public mlc runs (all of :data:`PUBLIC_MLC_CASES` unless ``cases``).
+
+    A case whose file is missing or whose processor the catalog cannot time is left out with a note.
+    """
+    from numasim.errors import NumasimError
+
+    rows: list[SuiteRow] = []
+    notes: list[str] = []
+    for case in PUBLIC_MLC_CASES if cases is None else cases:
+        path = directory / case.file
+        if not path.is_file():
+            notes.append(f"{case.file}: not found in {directory}")
+            continue
+        if progress:
+            progress(case.label)
+        try:
+            machine = public_machine(case)
+        except NumasimError as exc:
+            notes.append(f"{case.file}: not predicted ({exc})")
+            continue
+        rows += mlc_rows(case.label, machine, path, scenarios=scenarios, method=method)
+    return rows, notes
 
 
 def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteRow], list[str]]:
@@ -234,17 +317,24 @@ def run_suite(
     mlc_dir: Path,
     kerncraft_dir: Path | None = None,
     *,
+    public_dir: Path | None = None,
     scenarios: Sequence[str] = SCENARIOS,
     method: str = "engine",
     progress: Callable[[str], None] | None = None,
 ) -> SuiteReport:
-    """Run every case; ``kerncraft_dir`` None (or missing) leaves the kerncraft rows out, with a note."""
+    """Run every case; ``kerncraft_dir`` or ``public_dir`` None (or missing) leaves those rows out, with a note."""
     started = time.perf_counter()
     rep = SuiteReport()
     for label, name, fname in MLC_CASES:
         if progress:
             progress(label)
         rep.rows += mlc_rows(label, name, mlc_dir / fname, scenarios=scenarios, method=method)
+    if public_dir is not None and public_dir.is_dir():
+        rows, notes = public_mlc_rows(public_dir, scenarios=scenarios, method=method, progress=progress)
+        rep.rows += rows
+        rep.notes += notes
+    else:
+        rep.notes.append(f"public mlc files not found at {public_dir}: their rows are left out")
     if kerncraft_dir is not None and kerncraft_dir.is_dir():
         if progress:
             progress("kerncraft")
