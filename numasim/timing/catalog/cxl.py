@@ -112,6 +112,8 @@ class CxlDevice(_Sourced):
     read_bandwidth_gb_s: PositiveFloat | None = None
     """A published all-read bandwidth of one device (mlc "ALL Reads"); caps the DRAM-derived figure."""
     measured_on: str = ""
+    measured_platform: str | None = None
+    """The catalog platform ``idle_latency_ns`` was measured on: its local prior is what the device adds to."""
     vendor_bandwidth_gb_s: PositiveFloat | None = None
     """The vendor's headline bandwidth (often a read/write mix, both link directions): shown, not used."""
     note: str = ""
@@ -123,6 +125,8 @@ class CxlDevice(_Sourced):
             raise ValueError(f"device {self.name}: estimates names {unknown}, not fields of a device")
         if (self.idle_latency_ns is not None or self.read_bandwidth_gb_s is not None) and not self.measured_on:
             raise ValueError(f"device {self.name}: a measured latency or bandwidth needs measured_on")
+        if self.idle_latency_ns is not None and self.measured_platform is None:
+            raise ValueError(f"device {self.name}: idle_latency_ns needs measured_platform (whose local latency it adds to)")
         return self
 
     @property
