@@ -50,13 +50,15 @@ class CxlFigures:
     """The ``why`` of every prior these figures set (says when the device is the catalog's default)."""
 
 
-def choose_cxl_device(node: int, cxl_device: str | Mapping[int, str] | None, cat: CxlCatalog) -> tuple[CxlDevice, str]:
+def choose_cxl_device(node: int | None, cxl_device: str | Mapping[int, str] | None, cat: CxlCatalog) -> tuple[CxlDevice, str]:
     """The device of CXL node ``node`` and the ``why`` of its priors (a default device is said, never silent)."""
-    name = cxl_device.get(node) if isinstance(cxl_device, Mapping) else cxl_device
+    name = cxl_device.get(node) if isinstance(cxl_device, Mapping) and node is not None else cxl_device
+    if isinstance(name, Mapping):
+        name = None
     if name is not None:
         return cat.device(name), WHY
     dev = cat.default()
-    return dev, (f"{WHY}; the machine names no CXL device for node {node}, so the catalog's default "
+    return dev, (f"{WHY}; the machine names no CXL device for {'node ' + str(node) if node is not None else 'its expanders'}, so the catalog's default "
                  f"{dev.name} is assumed ({cat.default_device_why})")
 
 
