@@ -196,8 +196,10 @@ def import_cmd(
     machine = _load(source)
     # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
     ours = not Path(source).exists() or detect_format(source) == "toml"
-    cxl_opts = {"cxl_device": cxl_device, "cxl_expanders": cxl, "cxl_socket": cxl_socket,
-                "cxl_size_bytes": cxl_size_gib * 2**30}
+    def timed_by_catalog(cpu_model: str | None) -> Machine:
+        return catalog_machine(machine, cpu_model, cxl_device=cxl_device, cxl_expanders=cxl, cxl_socket=cxl_socket,
+                               cxl_size_bytes=cxl_size_gib * 2**30)
+
     if (cxl or cxl_device is not None) and cpu is None and not machine.cpu_model:
         raise typer.BadParameter("CXL expanders are timed from the catalog: name the processor with --cpu",
                                  param_hint="'--cxl'")
@@ -207,11 +209,11 @@ def import_cmd(
     if ours and cpu is None:
         how = "timing numbers as in the file"  # a format conversion: our TOML already says what they are
     elif cpu is not None:
-        machine = catalog_machine(machine, cpu, **cxl_opts)  # the user asked: an unknown processor is an error
+        machine = timed_by_catalog(cpu)  # the user asked: an unknown processor is an error
         how = f"timing from the platform catalog for {cpu!r}"
     elif machine.cpu_model:
         try:
-            machine = catalog_machine(machine, **cxl_opts)
+            machine = timed_by_catalog(None)
             how = f"timing from the platform catalog for {machine.cpu_model!r} (named by {Path(source).name})"
         except NumasimError as exc:
             how = f"nominal placeholder timing: {machine.cpu_model!r} is not usable from the catalog ({exc})"

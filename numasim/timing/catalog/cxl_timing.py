@@ -19,7 +19,7 @@ socket hop, which no public device does.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from numasim.errors import CalibrationError
@@ -143,7 +143,7 @@ class CxlNodeTiming:
 def cxl_node_timings(
     machine: Machine,
     platform_name: str,
-    cxl_versions: list[str] | None,
+    cxl_versions: Sequence[str] | None,
     local_ns: float,
     local_source: str,
     cxl_device: str | Mapping[int, str] | None = None,
