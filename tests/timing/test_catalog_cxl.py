@@ -10,7 +10,13 @@ import pytest
 
 from numasim.cli import main
 from numasim.errors import CalibrationError, FormatError
-from numasim.timing.catalog import catalog_calibration, catalog_figures, catalog_machine, load_catalog, match_cpu
+from numasim.timing.catalog import (
+    catalog_calibration,
+    catalog_figures,
+    catalog_machine,
+    load_catalog,
+    match_cpu,
+)
 from numasim.timing.catalog.cxl import load_cxl_catalog, parse_cxl_toml
 from numasim.timing.model import Calibration, apply_calibration, load_calibration
 from numasim.topology.builders import glueless
