@@ -2,7 +2,8 @@
 public measurements, SKUs), each number with its public source; and calibrations made of its priors alone.
 
 ``catalog list`` tabulates the platforms, ``catalog show NAME|CPU-STRING`` prints one with every field and
-its source, ``catalog calibrate MACHINE`` writes a ``method="catalog"`` calibration for a machine that was
+its source (and, for a CXL-capable platform, the catalog's CXL devices), ``catalog cxl`` prints the CXL
+section (links, expanders, the added-latency default, sources), ``catalog calibrate MACHINE`` writes a ``method="catalog"`` calibration for a machine that was
 never measured (every parameter listed as a prior), which ``--calibration`` then uses like any other.
 """
 
@@ -114,6 +115,7 @@ def _show_text(found: CatalogMatch) -> list[str]:
         lines.append("  no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)")
     else:
         lines += [f"  {_fields(p.efficiency)}", src(p.efficiency.sources)]
+    lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:
         mark = "*" if found.sku is not None and s.model == found.sku.model else " "
@@ -126,6 +128,62 @@ def _show_text(found: CatalogMatch) -> list[str]:
     if p.notes:
         lines.append(f"notes: {p.notes}")
     return lines
+
+
+def _device_line(d: Any, default: str) -> str:
+    from numasim.timing.catalog.cxl import load_cxl_catalog
+
+    cat = load_cxl_catalog()
+    if d.added_latency_ns is not None:
+        added = f"+{d.added_latency_ns:g} ns"
+    elif d.idle_latency_ns is not None:
+        added = f"{d.idle_latency_ns:g} ns total measured on {d.measured_platform}"
+    else:
+        added = f"+{cat.latency.default_added_ns:g} ns (catalog default, estimate)"
+    est = f"; estimates: {', '.join(d.estimates)}" if d.estimates else ""
+    mark = " (default)" if d.name == default else ""
+    return (f"  {d.name}{mark}: CXL {d.cxl_version} x{d.lanes} ({cat.link(d.lanes).payload_gb_s:.1f} GB/s payload per "
+            f"direction), {d.channels}x {d.ddr}-{d.mt_s}, latency {added} [{', '.join(d.sources)}]{est}")
+
+
+def _cxl_lines(p: Platform) -> list[str]:
+    from numasim.timing.catalog.cxl import load_cxl_catalog
+
+    if p.cxl is None:
+        return ["CXL memory:", "  not supported by this platform in the catalog (a CXL node on it is an error)"]
+    cat = load_cxl_catalog()
+    lines = ["CXL memory:", f"  {_fields(p.cxl)}", f"    source: {', '.join(p.cxl.sources) or '-'}",
+             "  expanders in the catalog's CXL section (numasim catalog cxl):"]
+    lines += ["  " + _device_line(d, cat.default_device) for d in cat.devices]
+    return lines
+
+
+@catalog_app.command("cxl")
+def cxl_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print the CXL section as JSON.")] = False) -> None:
+    """The CXL section: link widths and their payload bandwidth, Type-3 expanders, the added-latency default."""
+    from numasim.timing.catalog.cxl import load_cxl_catalog
+
+    cat = load_cxl_catalog()
+    if as_json:
+        typer.echo(json.dumps(cat.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+        return
+    typer.echo("CXL links (PCIe 5.0 PHY, 32 GT/s per lane):")
+    for ln in cat.links:
+        typer.echo(f"  x{ln.lanes}: {ln.raw_gb_s:.2f} GB/s per direction after 128b/130b, {ln.payload_gb_s:.2f} GB/s "
+                   f"of line payload [{', '.join(ln.sources)}]; estimates: {', '.join(ln.estimates) or 'none'}")
+    typer.echo(f"added latency over local DRAM, default: {cat.latency.default_added_ns:g} ns (estimate) "
+               f"[{', '.join(cat.latency.sources)}]")
+    typer.echo(f"  {cat.latency.derivation}")
+    typer.echo("expanders:")
+    for d in cat.devices:
+        typer.echo(_device_line(d, cat.default_device))
+    typer.echo(f"default device: {cat.default_device}: {cat.default_device_why}")
+    hosts = [f"{p.name} ({'/'.join(p.cxl.versions)})" for p in load_catalog() if p.cxl is not None]
+    typer.echo(f"hosts with CXL memory support: {', '.join(hosts)}")
+    typer.echo("sources:")
+    for ref in cat.source_list:
+        typer.echo(f"  [{ref.id}] {ref.title} <{ref.url}>")
+        typer.echo(f"      gave: {ref.gave}")
 
 
 @catalog_app.command("show")
@@ -151,6 +209,11 @@ def calibrate_cmd(
     sku: Annotated[
         str | None, typer.Option("--sku", help="The processor (default: the machine's cpu_model), e.g. 'Gold 6240'.")
     ] = None,
+    cxl_device: Annotated[
+        str | None,
+        typer.Option("--cxl-device", help="The CXL expander behind the machine's CXL nodes (`numasim catalog cxl`; "
+                     "default: the catalog's default device, said in each prior)."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
 ) -> None:
     """Write a calibration made of catalog priors only (method "catalog"), for a machine never measured."""
@@ -161,11 +224,22 @@ def calibrate_cmd(
     if output.exists() and not force:
         raise typer.BadParameter(f"{output} exists; add --force to replace it", param_hint="'-o' / '--output'")
     m = load_machine(machine)
-    cal = catalog_calibration(m, sku=sku)
+    cal = catalog_calibration(m, sku=sku, cxl_device=cxl_device)
     save_calibration(cal, output)
     p = cal.provenance
     typer.echo(f"catalog calibration {cal.id} of {m.name} from {p.platform} (priors only, no measurement)")
     typer.echo(f"  {len(p.priors)} parameters, each listed as a prior with its source (see the JSON)")
+    cxl_links = {(lt.src, lt.dst): lt for lt in cal.links}
     for c in cal.controllers:
+        node = m.node(c.node)
+        if node.memory_kind.value == "cxl":
+            attach = next(lk.a if lk.b == c.node else lk.b for lk in m.links
+                          if lk.kind.value == "cxl" and c.node in (lk.a, lk.b))
+            link = cxl_links[(attach, c.node)]
+            typer.echo(f"  node {c.node} (CXL, behind node {attach}): {c.latency_ns + link.latency_ns:.1f} ns from node "
+                       f"{attach} ({c.latency_ns:.1f} + {link.latency_ns:.1f} over the CXL link), read "
+                       f"{min(c.read_bandwidth_gb_s, link.bandwidth_gb_s):.1f} GB/s (device "
+                       f"{c.read_bandwidth_gb_s:.1f}, link {link.bandwidth_gb_s:.1f})")
+            continue
         typer.echo(f"  node {c.node}: local latency {c.latency_ns:.1f} ns, read {c.read_bandwidth_gb_s:.1f} GB/s")
     typer.echo(f"wrote {output}")

@@ -152,6 +152,12 @@ def import_cmd(
         None, "--cpu", help="The processor (\"Intel Xeon Gold 6240\", lscpu's Model name): timing numbers from the "
         "platform catalog. Picked up from hwloc XML, or lscpu.txt beside a sysfs tree, when not given."
     ),
+    cxl: int = typer.Option(0, "--cxl", min=0, help="Add this many CXL memory expanders (cpu-less nodes), timed from "
+                            "the catalog's CXL section; needs a processor the catalog knows."),
+    cxl_device: str | None = typer.Option(None, "--cxl-device", help="The expander model (`numasim catalog cxl`); "
+                                          "default: the catalog's default device, said in the file."),
+    cxl_socket: int = typer.Option(0, "--cxl-socket", min=0, help="Socket whose first node the expanders attach to."),
+    cxl_size_gib: int = typer.Option(128, "--cxl-size-gib", min=1, help="Memory of each expander, GiB."),
 ) -> None:
     """Read a machine in any known format and write it as our TOML (or another format, by suffix).
 
@@ -166,19 +172,31 @@ def import_cmd(
     machine = _load(source)
     # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
     ours = not Path(source).exists() or detect_format(source) == "toml"
+    def timed_by_catalog(cpu_model: str | None) -> Machine:
+        return catalog_machine(machine, cpu_model, cxl_device=cxl_device, cxl_expanders=cxl, cxl_socket=cxl_socket,
+                               cxl_size_bytes=cxl_size_gib * 2**30)
+
+    if (cxl or cxl_device is not None) and cpu is None and not machine.cpu_model:
+        raise typer.BadParameter("CXL expanders are timed from the catalog: name the processor with --cpu",
+                                 param_hint="'--cxl'")
+    if (cxl or cxl_device is not None) and cpu is None:
+        cpu = machine.cpu_model  # the user asked for catalog timing of CXL memory: an unusable cpu is an error
     how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
     if ours and cpu is None:
         how = "timing numbers as in the file"  # a format conversion: our TOML already says what they are
     elif cpu is not None:
-        machine = catalog_machine(machine, cpu)  # the user asked: an unknown processor is an error
+        machine = timed_by_catalog(cpu)  # the user asked: an unknown processor is an error
         how = f"timing from the platform catalog for {cpu!r}"
     elif machine.cpu_model:
         try:
-            machine = catalog_machine(machine)
+            machine = timed_by_catalog(None)
             how = f"timing from the platform catalog for {machine.cpu_model!r} (named by {Path(source).name})"
         except NumasimError as exc:
             how = f"nominal placeholder timing: {machine.cpu_model!r} is not usable from the catalog ({exc})"
     save_machine(machine, output)
+    cxl_nodes = [n.id for n in machine.nodes if n.memory_kind.value == "cxl"]
+    if cxl_nodes:
+        how += f"; CXL memory nodes {cxl_nodes}"
     typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus; {how}")
 
 

@@ -125,10 +125,10 @@ def test_cache_latency_is_cycles_at_the_base_clock() -> None:
     assert "socket-wide" in cal.provenance.notes
 
 
-def test_cxl_node_without_a_catalog_figure_is_an_error_naming_it() -> None:
+def test_cxl_node_on_a_platform_without_cxl_is_an_error_naming_both() -> None:
     m = with_cxl_expander(glueless(2), 0, 64 * 2**30)
-    with pytest.raises(CalibrationError, match=r"node 2 of .* is cxl memory"):
-        catalog_calibration(m, sku="Platinum 8480+")
+    with pytest.raises(CalibrationError, match=r"node 2 of .* is cxl memory, but .*intel-cascade-lake-sp has no CXL"):
+        catalog_calibration(m, sku="Gold 6240")
 
 
 def test_no_cpu_model_and_no_sku_is_an_error() -> None:

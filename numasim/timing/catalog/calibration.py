@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from numasim.errors import CalibrationError
+from numasim.timing.catalog.cxl_timing import CxlNodeTiming, cxl_node_timings
 from numasim.timing.catalog.loader import load_catalog
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
 from numasim.timing.catalog.model import LatencyPrior, Platform, Sku
@@ -232,7 +234,9 @@ WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
 
 
-def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration:
+def catalog_calibration(
+    machine: Machine, sku: str | None = None, cxl_device: str | Mapping[int, str] | None = None
+) -> Calibration:
     """A complete calibration of ``machine`` from its processor's platform-catalog entry alone.
 
     ``sku`` is anything :func:`~numasim.timing.catalog.match_cpu` reads (a CPU string, "Gold 6240", "8180");
@@ -243,8 +247,13 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
       measured read efficiency (else the catalog-wide median of measured efficiencies); write bandwidth the
       same with the write factor when the catalog has one, else equal to read; idle latency = the platform's
       measured local latency (else the nearest platform's of the same vendor, said so); loaded-latency curve
-      = :func:`~numasim.timing.model.default_curve`. A CXL or other non-DRAM memory node is an error naming it
-      (no catalog entry has a public CXL figure yet).
+      = :func:`~numasim.timing.model.default_curve`.
+    * **CXL memory nodes** (cpu-less, ``memory_kind="cxl"``, behind one CXL link) on a platform whose entry
+      supports CXL: the device ``cxl_device`` names (one catalog key for all CXL nodes, or ``{node: key}``;
+      ``None``: the catalog's default device, said in every prior's ``why``) sets the node's controller and its
+      CXL link (:mod:`numasim.timing.catalog.cxl_timing`): idle latency from the attach socket = local DRAM +
+      the device's added latency, from another socket the socket link more. CXL nodes take none of the
+      socket's DDR channels. Other non-DRAM memory (HBM, PMEM, GPU) is an error naming the node.
     * **socket-to-socket links**: each direction carries (links joining that pair of sockets) x per-link
       bandwidth, shared among the machine's links between the pair; the links joining a pair are the SKU's
       socket links divided among the socket's neighbour sockets (2 sockets: all of them, a 4-socket glueless
@@ -290,9 +299,12 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
 
     if socket_note:
         notes.append(socket_note)
+    cxl = cxl_node_timings(machine, platform.name, platform.cxl.versions if platform.cxl else None,
+                           fig.local_ns, fig.local_source, cxl_device)
+    notes += cxl.notes
     dram_of_socket: dict[int, list[int]] = defaultdict(list)
     for n in machine.nodes:
-        if not n.has_memory:
+        if not n.has_memory or n.id in cxl.controllers:
             continue
         if n.memory_kind is not MemoryKind.DRAM:
             raise CalibrationError(
@@ -310,6 +322,9 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
     controllers = []
     for n in machine.nodes:
         if not n.has_memory:
+            continue
+        if n.id in cxl.controllers:
+            controllers.append(cxl.controllers[n.id])
             continue
         share = len(dram_of_socket[socket_of[n.id]])
         channels = fig.channels_per_socket / share
@@ -333,9 +348,10 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
               "read peak x the write factor" if fig.write_factor is not None
               else "equal to read bandwidth: the catalog has no write efficiency for this platform")
         prior(f"{key}.latency_ns", fig.local_ns, "ns", fig.local_source)
+    priors += cxl.priors
     notes.append("loaded-latency curves: numasim's default_curve shape (fitted on other machines), scaled by the idle latency")
 
-    links, link_priors = _links(machine, fig, socket_of, here)
+    links, link_priors = _links(machine, fig, socket_of, here, cxl)
     priors += link_priors
     caches, cache_priors, cache_notes = _caches(machine, fig, here)
     priors += cache_priors
@@ -376,7 +392,21 @@ def catalog_calibration(machine: Machine, sku: str | None = None) -> Calibration
           "kerncraft's likwid-bench copy series (experiments/validation)")
 
     devices, relays = machine_devices_and_relays(machine)
+    devices = [
+        d.model_copy(update={"attach_latency_ns": cxl.devices[d.name].link_latency_ns,
+                             "attach_bandwidth_gb_s": cxl.devices[d.name].link_bandwidth_gb_s})
+        if d.name in cxl.devices else d
+        for d in devices
+    ]
     for d in devices:
+        if d.name in cxl.devices:
+            f = cxl.devices[d.name]
+            priors.append(PriorParameter(parameter=f"devices[{d.name}].attach_latency_ns", value=d.attach_latency_ns,
+                                         unit="ns", source=f"its CXL link: {f.added_source}", why=f.why))
+            priors.append(PriorParameter(parameter=f"devices[{d.name}].attach_bandwidth_gb_s",
+                                         value=d.attach_bandwidth_gb_s, unit="GB/s", source=f"its CXL link: {f.link_source}",
+                                         why=f.why))
+            continue
         prior(f"devices[{d.name}].attach_latency_ns", d.attach_latency_ns, "ns", "machine file (nominal): no catalog figure")
         prior(f"devices[{d.name}].attach_bandwidth_gb_s", d.attach_bandwidth_gb_s, "GB/s", "machine file (nominal): no catalog figure")
     for r in relays:
@@ -415,7 +445,7 @@ def _vertex_sockets(machine: Machine, socket_of: dict[int, int]) -> dict[Vertex,
 
 
 def _links(
-    machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str
+    machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str, cxl: CxlNodeTiming
 ) -> tuple[list[LinkTiming], list[PriorParameter]]:
     platform = fig.platform
     ic = platform.interconnect
@@ -444,6 +474,12 @@ def _links(
     priors: list[PriorParameter] = []
     src_ic = f"{here}: {ic.kind} {ic.bandwidth_gb_s:g} GB/s per link at {ic.gt_s:g} GT/s ({ic.derivation}) [{platform.cite(ic.sources)}]"
     for i, link in enumerate(machine.links):
+        if i in cxl.links:
+            lat[i], bw[i], lat_src, bw_src, why = cxl.links[i]
+            key = f"links[{link.a}<->{link.b}]"
+            priors.append(PriorParameter(parameter=f"{key}.bandwidth_gb_s", value=bw[i], unit="GB/s", source=bw_src, why=why))
+            priors.append(PriorParameter(parameter=f"{key}.latency_ns", value=lat[i], unit="ns", source=lat_src, why=why))
+            continue
         if i in pair_of:
             a, b = pair_of[i]
             n_links = links_between(a, b)
@@ -484,7 +520,8 @@ def _links(
         by_pair: dict[tuple[int, int], float] = {}
         for (a, b) in per_pair:
             src = next((n.id for n in machine.nodes if n.has_cpus and socket_of.get(n.id) == a), None)
-            dst = next((n.id for n in machine.nodes if n.has_memory and socket_of.get(n.id) == b), None)
+            dst = next((n.id for n in machine.nodes if n.has_memory and n.memory_kind is MemoryKind.DRAM
+                        and socket_of.get(n.id) == b), None)
             if src is None or dst is None:
                 by_pair[(a, b)] = fig.remote_minus_local_ns
                 continue

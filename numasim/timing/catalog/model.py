@@ -24,6 +24,7 @@ __all__ = [
     "CoreLimits",
     "LatencyPrior",
     "EfficiencyPrior",
+    "CxlSupport",
     "Sku",
     "Platform",
 ]
@@ -150,6 +151,16 @@ class EfficiencyPrior(_Sourced):
     """The measured number, the peak it is divided by, and what was assumed about the installed DIMMs."""
 
 
+class CxlSupport(_Sourced):
+    """Whether, and how, the platform attaches CXL memory (Type-3 expanders appear as cpu-less NUMA nodes)."""
+
+    versions: list[Literal["1.1", "2.0", "3.0"]]
+    """CXL versions the host ports speak (a 2.0 device trains down to a 1.1 host)."""
+    lanes_per_socket: PositiveInt | None = None
+    """PCIe 5.0 lanes per socket that can run CXL, when public."""
+    note: str = ""
+
+
 class Sku(_Sourced):
     """One processor model of a platform; fields left out take the platform's value."""
 
@@ -195,6 +206,8 @@ class Platform(_Sourced):
     latency: LatencyPrior | None = None
     """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
     efficiency: EfficiencyPrior | None = None
+    cxl: CxlSupport | None = None
+    """None: the platform has no CXL memory support (a CXL node on it is an error naming the platform)."""
     model_patterns: list[str] = Field(default_factory=list)
     """Regular expressions over the normalised model key (``"E5-2680 V2"``, ``"GOLD 6240"``) that recognise
     SKUs of this platform the catalog does not list."""
@@ -222,6 +235,8 @@ class Platform(_Sourced):
             groups.append(("latency", self.latency))
         if self.efficiency is not None:
             groups.append(("efficiency", self.efficiency))
+        if self.cxl is not None:
+            groups.append(("cxl", self.cxl))
         for where, group in groups:
             missing = [s for s in group.sources if s not in known]
             if missing:

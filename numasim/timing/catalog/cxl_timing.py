@@ -1,0 +1,201 @@
+"""Catalog priors for a CXL memory node: its controller, its CXL link, and where each number comes from.
+
+The model: a CXL Type-3 expander is a cpu-less node joined to its attach node by a :attr:`LinkKind.CXL` link.
+A core of the attach socket reaching it pays the node's controller latency plus the link's latency, so
+
+* **controller** latency = the host platform's local-DRAM prior (the expander's DRAM behind its own
+  controller costs what DRAM costs; the path difference is put on the link), read bandwidth = device channels
+  x MT/s x 8 B x the catalog-wide median of measured read efficiencies (a device controller is not the host's;
+  capped by a published all-read figure of the device when there is one), write bandwidth = read (no figure);
+* **link** latency = the device's added latency over local DRAM (its own figure, else one derived from its
+  published total latency on the platform it was measured on, else the catalog default), bandwidth = the CXL
+  link's payload per direction (:attr:`~numasim.timing.catalog.cxl.CxlLinkSpec.payload_gb_s`).
+
+So the idle latency from the attach socket is local + added, and from another socket the socket link's latency
+more (the route crosses it): CXL memory is never closer than remote DRAM unless its device adds less than a
+socket hop, which no public device does.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from numasim.errors import CalibrationError
+from numasim.timing.catalog.cxl import CxlCatalog, CxlDevice, load_cxl_catalog
+from numasim.timing.catalog.loader import get_platform, load_catalog
+from numasim.timing.model import ControllerTiming, PriorParameter, default_curve
+from numasim.topology.model import LinkKind, Machine, MemoryKind
+
+__all__ = ["CxlNodeTiming", "CxlFigures", "cxl_figures", "cxl_node_timings", "choose_cxl_device"]
+
+WHY = "catalog prior: no measurement"
+
+
+@dataclass(frozen=True)
+class CxlFigures:
+    """One device's catalog timing on one host, each number with the sentence saying where it came from."""
+
+    device: CxlDevice
+    controller_latency_ns: float
+    controller_read_gb_s: float
+    link_latency_ns: float
+    link_bandwidth_gb_s: float
+    latency_source: str
+    added_source: str
+    read_source: str
+    link_source: str
+    why: str
+    """The ``why`` of every prior these figures set (says when the device is the catalog's default)."""
+
+
+def choose_cxl_device(node: int | None, cxl_device: str | Mapping[int, str] | None, cat: CxlCatalog) -> tuple[CxlDevice, str]:
+    """The device of CXL node ``node`` and the ``why`` of its priors (a default device is said, never silent)."""
+    name = cxl_device.get(node) if isinstance(cxl_device, Mapping) and node is not None else cxl_device
+    if isinstance(name, Mapping):
+        name = None
+    if name is not None:
+        return cat.device(name), WHY
+    dev = cat.default()
+    return dev, (f"{WHY}; the machine names no CXL device for {'node ' + str(node) if node is not None else 'its expanders'}, so the catalog's default "
+                 f"{dev.name} is assumed ({cat.default_device_why})")
+
+
+def _median_read_efficiency() -> tuple[float, int]:
+    measured = [p.efficiency.read_factor for p in load_catalog() if p.efficiency is not None]
+    return statistics.median(measured), len(measured)
+
+
+def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str = WHY) -> CxlFigures:
+    """The device's controller and link figures on a host whose local-DRAM prior is ``local_ns``.
+
+    Examples
+    --------
+    >>> cat = load_cxl_catalog()
+    >>> f = cxl_figures(cat.device("micron-cz120"), 100.0, "example host")
+    >>> round(f.link_latency_ns), round(f.link_bandwidth_gb_s, 1), round(f.controller_read_gb_s, 1)
+    (100, 26.4, 70.0)
+    """
+    cat = load_cxl_catalog()
+    link = cat.link(device.lanes)
+    est = [f"{e} (estimate)" for e in device.estimates]
+    dev_src = f"cxl device {device.name}: {device.title} [{cat.cite(device.sources)}]" + (
+        f"; estimates: {', '.join(est)}" if est else "")
+    if device.added_latency_ns is not None:
+        added = device.added_latency_ns
+        added_src = f"added latency of {dev_src}"
+    elif device.idle_latency_ns is not None and device.measured_platform is not None:
+        from numasim.timing.catalog.calibration import catalog_figures
+
+        host = get_platform(device.measured_platform)
+        base = catalog_figures(host, host.skus[0]).local_ns
+        added = device.idle_latency_ns - base
+        if added <= 0:
+            raise CalibrationError(
+                f"cxl device {device.name}: idle_latency_ns = {device.idle_latency_ns} is not above the local prior "
+                f"{base:.1f} ns of {host.name}"
+            )
+        added_src = (f"{device.idle_latency_ns:g} ns measured on {device.measured_on} less {host.name}'s local "
+                     f"prior {base:.1f} ns; {dev_src}")
+    else:
+        added = cat.latency.default_added_ns
+        added_src = (f"catalog default added latency (estimate; {device.name} has no public figure): "
+                     f"{cat.latency.derivation} [{cat.cite(cat.latency.sources)}]")
+    eff, n = _median_read_efficiency()
+    read = device.dram_peak_gb_s * eff
+    read_src = (f"{device.channels} x {device.ddr}-{device.mt_s} channels x 8 B = {device.dram_peak_gb_s:g} GB/s x "
+                f"efficiency {eff:.3f} (median of the catalog's {n} measured host read efficiencies: the device's "
+                f"controller has none of its own); {dev_src}")
+    if device.read_bandwidth_gb_s is not None and device.read_bandwidth_gb_s < read:
+        read = device.read_bandwidth_gb_s
+        read_src = f"all-read bandwidth {read:g} GB/s measured on {device.measured_on}; {dev_src}"
+    link_src = (f"CXL {device.cxl_version} x{device.lanes} on PCIe 5.0: {link.derivation} "
+                f"[{cat.cite(link.sources)}]; estimates: {', '.join(link.estimates) or 'none'}")
+    return CxlFigures(
+        device=device,
+        controller_latency_ns=local_ns,
+        controller_read_gb_s=read,
+        link_latency_ns=added,
+        link_bandwidth_gb_s=link.payload_gb_s,
+        latency_source=(f"the expander's DRAM costs what the host's local DRAM does ({local_source}); what CXL adds "
+                        "is on the link"),
+        added_source=added_src,
+        read_source=read_src,
+        link_source=link_src,
+        why=why,
+    )
+
+
+@dataclass
+class CxlNodeTiming:
+    """What :func:`cxl_node_timings` sets: controllers, CXL link numbers by link index, device attach numbers."""
+
+    controllers: dict[int, ControllerTiming] = field(default_factory=dict)
+    links: dict[int, tuple[float, float, str, str, str]] = field(default_factory=dict)
+    """link index -> (latency_ns, bandwidth_gb_s, latency source, bandwidth source, why)."""
+    devices: dict[str, CxlFigures] = field(default_factory=dict)
+    """cxl-expander device name -> the figures of the node it exposes."""
+    priors: list[PriorParameter] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def cxl_node_timings(
+    machine: Machine,
+    platform_name: str,
+    cxl_versions: Sequence[str] | None,
+    local_ns: float,
+    local_source: str,
+    cxl_device: str | Mapping[int, str] | None = None,
+) -> CxlNodeTiming:
+    """Catalog priors for every CXL memory node of ``machine`` on a host platform (``cxl_versions`` None: the
+    platform has no CXL support, and a CXL node is an error naming it)."""
+    cat = load_cxl_catalog()
+    out = CxlNodeTiming()
+    cxl_nodes = [n for n in machine.nodes if n.has_memory and n.memory_kind is MemoryKind.CXL]
+    if isinstance(cxl_device, Mapping):
+        extra = sorted(set(cxl_device) - {n.id for n in cxl_nodes})
+        if extra:
+            raise CalibrationError(f"cxl_device names nodes {extra}, which are not CXL memory nodes of {machine.name}")
+    for n in cxl_nodes:
+        if cxl_versions is None:
+            raise CalibrationError(
+                f"node {n.id} of {machine.name} is cxl memory, but the catalog's {platform_name} has no CXL support; "
+                "check the processor, or calibrate this node from measurements"
+            )
+        ends = [i for i, link in enumerate(machine.links) if link.kind is LinkKind.CXL and n.id in (link.a, link.b)]
+        if len(ends) != 1:
+            raise CalibrationError(
+                f"node {n.id} of {machine.name} is cxl memory with {len(ends)} CXL links; the catalog times an "
+                "expander behind exactly one (link kind 'cxl' to its attach node)"
+            )
+        device, why = choose_cxl_device(n.id, cxl_device, cat)
+        fig = cxl_figures(device, local_ns, local_source, why)
+        if device.cxl_version not in cxl_versions:
+            out.notes.append(f"node {n.id}: {device.name} is a CXL {device.cxl_version} device on a CXL "
+                             f"{max(cxl_versions)} host: it runs as {max(cxl_versions)} (same PHY and flit)")
+        out.controllers[n.id] = ControllerTiming(
+            node=n.id, latency_ns=fig.controller_latency_ns, read_bandwidth_gb_s=fig.controller_read_gb_s,
+            write_bandwidth_gb_s=fig.controller_read_gb_s, curve=default_curve(fig.controller_latency_ns),
+        )
+        key = f"controllers[{n.id}]"
+        out.priors += [
+            PriorParameter(parameter=f"{key}.read_bandwidth_gb_s", value=fig.controller_read_gb_s, unit="GB/s",
+                           source=fig.read_source, why=why),
+            PriorParameter(parameter=f"{key}.write_bandwidth_gb_s", value=fig.controller_read_gb_s, unit="GB/s",
+                           source="equal to read bandwidth: no public write figure for the device", why=why),
+            PriorParameter(parameter=f"{key}.latency_ns", value=fig.controller_latency_ns, unit="ns",
+                           source=fig.latency_source, why=why),
+        ]
+        i = ends[0]
+        out.links[i] = (fig.link_latency_ns, fig.link_bandwidth_gb_s, fig.added_source, fig.link_source, why)
+        link = machine.links[i]
+        attach = link.b if link.a == n.id else link.a
+        expanders = [d for d in machine.devices if d.kind.value == "cxl-expander" and d.node == attach]
+        behind = [m.id for m in cxl_nodes if any(
+            lk.kind is LinkKind.CXL and {lk.a, lk.b} == {attach, m.id} for lk in machine.links)]
+        if len(expanders) == len(behind):
+            out.devices[expanders[behind.index(n.id)].name] = fig
+        out.notes.append(f"node {n.id}: CXL expander {device.name} (x{device.lanes}, {device.channels}x "
+                         f"{device.ddr}-{device.mt_s}) behind node {attach}")
+    return out
