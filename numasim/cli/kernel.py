@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -189,8 +188,9 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         # option they use the one the machine names, and fail clearly if it names none.
         from numasim.timing.resolve import resolve_calibration
         from numasim.tools import bind_calibration
+        from numasim.topology.io import machine_source
 
-        path = machines[-1] if Path(machines[-1]).exists() else None
+        path = machine_source(machines[-1])
         cal = resolve_calibration(
             kernel.machine, calibrations[-1] if calibrations else None,
             nominal=bool(opts.get("--nominal")), catalog=bool(opts.get("--catalog")), machine_path=path,

@@ -80,7 +80,7 @@ def run(
     )
     from numasim.timing.resolve import resolve_calibration
     from numasim.topology.cpulist import parse_cpulist
-    from numasim.topology.io import load_machine
+    from numasim.topology.io import load_machine, machine_source
     from numasim.workload.run import compare_policies, run_trace, run_workload
     from numasim.workload.spec import load_workload
 
@@ -93,7 +93,7 @@ def run(
         if dest is not None:
             check_output_path(dest, is_dir=is_dir)
     m = load_machine(machine)
-    machine_path = machine if Path(machine).exists() else None
+    machine_path = machine_source(machine)
     cal = resolve_calibration(m, calibration, nominal=nominal, catalog=catalog, machine_path=machine_path)
     if nominal:
         typer.echo(f"note: timing with nominal calibration {cal.id} (the machine file's own numbers, not fitted)", err=True)
