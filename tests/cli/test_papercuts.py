@@ -62,3 +62,56 @@ def test_a_bare_name_that_is_a_file_here_is_that_file(
     write_sysfs_node_tree(load_machine(small), tmp_path / "mybox")
     assert machine_source("mybox") == Path("mybox")
     assert len(load_machine("mybox").nodes) == 2
+
+
+# -- --help labels -------------------------------------------------------------------------------------------------
+
+
+def _every_command() -> list[list[str]]:
+    import typer
+
+    from numasim.cli import _register, app
+
+    _register()
+    out: list[list[str]] = []
+
+    def walk(command: object, path: list[str]) -> None:
+        subs = getattr(command, "commands", {})
+        if path and not subs:
+            out.append(path)
+        for name, sub in subs.items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_every_help_names_values_like_a_real_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = _every_command()
+    assert ["run"] in commands and ["topo", "import"] in commands and len(commands) > 15
+    for argv in commands:
+        if argv in (["numactl"], ["numastat"]):
+            continue  # their own plain-text help (help_text), tested with the kernel CLI
+        assert main([*argv, "--help"]) == 0, argv
+        text = capsys.readouterr().out
+        for label in ("<str>", "<bool>", "<path>", "<int>", "<float>", "<list", "{"):
+            assert label not in text, (argv, label)
+    main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "--machine       -m                   MACHINE" in text
+    assert "--seed                               N " in text
+    assert "--workload      -w                   FILE " in text
+    main(["topo", "import", "--help"])
+    text = capsys.readouterr().out
+    assert "Usage: numasim topo import [OPTIONS] FILE " in text
+    # a flag shows no value label: the help text follows the name
+    assert any(line.split("│")[1].split()[:2] == ["--force", "Replace"] for line in text.splitlines() if "--force" in line)
+
+
+def test_option_metavar_rule() -> None:
+    from numasim.cli.help_labels import option_metavar
+
+    assert option_metavar("--kernel-version", "str") == "VERSION"
+    assert option_metavar("--die-bandwidth-gb-s", "float") == "GB/S"
+    assert option_metavar("--after", "str") == "CMD"
+    assert option_metavar("--plots", "path") == "DIR"
