@@ -86,6 +86,13 @@ def run(
 
     if (workload is None) == (trace is None):
         raise WorkloadError("run: give exactly one of --workload FILE or --trace FILE")
+    if workload is not None and (cpus is not None or trace_format is not None):
+        # A workload file pins its threads itself (threads = [{cpu|node|cpus}]): ignoring these would mislead.
+        given = "--cpus" if cpus is not None else "--trace-format"
+        raise WorkloadError(
+            f"{given} = {cpus if cpus is not None else trace_format!r}: applies to --trace only "
+            "(a workload's threads name their cpu or node in the workload file)"
+        )
     if mode not in ("epoch", "exact"):
         raise WorkloadError(f"--mode = {mode!r}: expected epoch or exact")
     # Refuse unwritable destinations before simulating, not after minutes of work.

@@ -115,3 +115,36 @@ def test_option_metavar_rule() -> None:
     assert option_metavar("--die-bandwidth-gb-s", "float") == "GB/S"
     assert option_metavar("--after", "str") == "CMD"
     assert option_metavar("--plots", "path") == "DIR"
+
+
+# -- node and cpu lists out of range ------------------------------------------------------------------------------
+
+_TRIAD = str(Path(__file__).resolve().parents[2] / "examples" / "workloads" / "stream-triad.toml")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "interleave:0-9"],
+         "--policy = 'interleave:0-9': node 4-9 out of range (machine seed-000-4node has nodes 0-3)"),
+        (["--policy", "bind:7"], "--policy = 'bind:7': node 7 out of range (machine seed-000-4node has nodes 0-3; no node left: the kernel answers EINVAL)"),
+        (["--compare", "local", "--compare", "preferred:4"], "--policy = 'preferred:4': node 4 out of range"),
+        (["--cpus", "99"], "--cpus = '99': applies to --trace only"),
+    ],
+)
+def test_run_rejects_what_it_would_silently_ignore(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "-m", "seed-000-4node", "-w", _TRIAD, "--nominal", "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"numasim: error: {message}")
+
+
+def test_relative_nodes_are_not_range_checked() -> None:
+    # MPOL_F_RELATIVE_NODES: node 5 of a 4-node allowed set folds onto node 1 (mpol_relative_nodemask)
+    from numasim.kernel.kernel import Kernel
+    from numasim.workload.placement import apply_task_policy
+
+    kernel = Kernel(load_machine("seed-000-4node"))
+    task = kernel.spawn("t", cpu=0)
+    assert apply_task_policy(kernel, task, "interleave:5:relative") == "interleave:5:relative"
