@@ -248,7 +248,9 @@ def numactl_command(ctx: typer.Context) -> None:
         typer.echo(kill.log_line(), err=True)
     if run.stderr:
         typer.echo(run.stderr, nl=False, err=True)
-    if pids and run.command:
+    # Only after a program that ran and succeeded: after an error (an unknown program, a mistyped option, an OOM
+    # kill) the message is the whole answer, and the table of a process that did nothing would bury it.
+    if pids and run.command and run.exit_code == 0:
         stat = run_numastat(["-p", *[str(p) for p in pids]], numastat_sources(kernel))
         typer.echo(stat.stdout, nl=False)
     raise typer.Exit(run.exit_code)
@@ -373,7 +375,7 @@ def help_text(command: str) -> str:
         "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal | --catalog] [--json]\n"
         "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
-        "the program's processes. The program's own exit status is passed through (137: OOM-killed).\n\n"
+        "the program's processes if it exits 0. Its own exit status is passed through (137: OOM-killed).\n\n"
         + _OWN_OPTIONS_HELP
         + "  --json                  one JSON report: pages per node, page runs, numastat deltas, syscalls, OOM kills\n"
         "  -h, --help              show this help\n\n"

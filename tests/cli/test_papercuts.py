@@ -148,3 +148,24 @@ def test_relative_nodes_are_not_range_checked() -> None:
     kernel = Kernel(load_machine("seed-000-4node"))
     task = kernel.spawn("t", cpu=0)
     assert apply_task_policy(kernel, task, "interleave:5:relative") == "interleave:5:relative"
+
+
+# -- numasim numactl: an error is the whole answer -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("program", "err"),
+    [(["foo"], "numactl: execution of `foo': No such file or directory\n"),
+     (["mlc", "--latency_matrx"], "Invalid Argument: --latency_matrx")],
+)
+def test_numactl_error_prints_no_numastat_table(
+    small: str, program: list[str], err: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["numactl", "--machine", small, "--nominal", "-i", "0-1", "--", *program]) == 1
+    captured = capsys.readouterr()
+    assert "Per-node process memory usage" not in captured.out
+    assert captured.out == ""
+    assert err in captured.err
+    # and a program that succeeds still gets its table
+    assert main(["numactl", "--machine", small, "-i", "0-1", "--", "alloc", "--pages", "4"]) == 0
+    assert "Per-node process memory usage (in MBs) for PID " in capsys.readouterr().out
