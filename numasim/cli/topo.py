@@ -164,12 +164,15 @@ def show_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE
 @topo_app.command("hardware")
 def hardware_cmd(
     machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
-    style: str = typer.Option("2.0.19", "--style", help="numactl version whose distance-table layout to print."),
+    style: str | None = typer.Option(
+        None, "--style", help="numactl version whose distance-table layout to print (2.0.18 or 2.0.19; default: "
+        "that of the numactl text the machine was read from, else 2.0.19)."
+    ),
 ) -> None:
     """Exactly what 'numactl --hardware' prints on this machine."""
     from numasim.topology.io.numactl import numactl_hardware_for
 
-    if style not in _STYLES:
+    if style is not None and style not in _STYLES:
         raise typer.BadParameter(f"{style!r}: expected one of {', '.join(_STYLES)}", param_hint="'--style'")
     _echo_block(numactl_hardware_for(_load(machine), style=style))  # type: ignore[arg-type]
 

@@ -33,7 +33,7 @@ def test_a_missing_file_is_reported_as_one(
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == f"numasim: error: no such file: {argv[2]}\n"
+    assert err == f"numasim: error: {argv[2]}: no such file\n"
     assert not (tmp_path / "out.toml").exists()
 
 
@@ -169,3 +169,38 @@ def test_numactl_error_prints_no_numastat_table(
     # and a program that succeeds still gets its table
     assert main(["numactl", "--machine", small, "-i", "0-1", "--", "alloc", "--pages", "4"]) == 0
     assert "Per-node process memory usage (in MBs) for PID " in capsys.readouterr().out
+
+
+# -- numactl -H text round trip ------------------------------------------------------------------------------------
+
+from numasim.topology.library import list_shipped  # noqa: E402
+
+_SHIPPED = [m.name for m in list_shipped()]
+
+
+@pytest.mark.parametrize("style", ["2.0.18", "2.0.19"])
+@pytest.mark.parametrize("name", _SHIPPED)
+def test_numactl_hardware_text_round_trip_is_byte_identical(
+    name: str, style: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["topo", "hardware", name, "--style", style]) == 0
+    static = capsys.readouterr().out
+    width = 3 if style == "2.0.18" else 4  # numactl.c print_distances: "% 3d " before 2.0.19, "% 4d " since
+    assert f"\n{0: {width}d}: {10: {width}d} " in static
+    first = tmp_path / "static.txt"
+    first.write_text(static)
+    assert main(["topo", "hardware", str(first)]) == 0
+    assert capsys.readouterr().out == static
+    # What a numactl -H run prints (its own pages are in use: free < size), read back every way
+    assert main(["numactl", "--machine", str(first), "-H"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[-1] == static.splitlines()[-1]  # same layout; free may be 1 MB lower
+    src = tmp_path / "hw.txt"
+    src.write_text(text)
+    assert main(["topo", "import", str(src), "-o", str(tmp_path / "hw.toml")]) == 0
+    capsys.readouterr()
+    for machine in (str(src), str(tmp_path / "hw.toml")):
+        assert main(["topo", "hardware", machine]) == 0
+        assert capsys.readouterr().out == text
+        assert main(["numactl", "--machine", machine, "-H"]) == 0
+        assert capsys.readouterr().out == text

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 
 from numasim.errors import FormatError
@@ -63,8 +62,8 @@ def machine_source(spec: str | Path) -> Path | None:
 
     Raises
     ------
-    FileNotFoundError
-        For a path that does not exist (its ``filename`` is ``spec``).
+    FormatError
+        ``no such file`` for a path that does not exist.
     UnknownMachineError
         For a bare name that is neither a file, a shipped machine nor a directory (naming the shipped ones).
 
@@ -75,7 +74,7 @@ def machine_source(spec: str | Path) -> Path | None:
     >>> machine_source("nosuch.toml")
     Traceback (most recent call last):
     ...
-    FileNotFoundError: [Errno 2] no such file: 'nosuch.toml'
+    numasim.errors.FormatError: nosuch.toml: no such file
     """
     from numasim.topology.library import UnknownMachineError, find_shipped
 
@@ -83,7 +82,7 @@ def machine_source(spec: str | Path) -> Path | None:
     text = str(spec)
     if isinstance(spec, Path) or "/" in text or "\\" in text or p.suffix:
         if not p.exists():
-            raise FileNotFoundError(errno.ENOENT, "no such file", text)
+            raise FormatError(text, "no such file")
         return p
     if p.is_file():
         return p
