@@ -311,7 +311,8 @@ def buddyinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: Versi
 _PROGRAM_HELP = {
     "stress": "stress -m N --vm-bytes SIZE [--vm-keep] [-t SECS]: N workers that each allocate and touch SIZE",
     "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
-    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement",
+    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement "
+    "(POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
     "printcpu": "print the cpu the program runs on (numactl's test helper)",
     "numactl": "a nested numactl in the same process",
     "true": "do nothing, exit 0",

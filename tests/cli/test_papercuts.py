@@ -204,3 +204,55 @@ def test_numactl_hardware_text_round_trip_is_byte_identical(
         assert capsys.readouterr().out == text
         assert main(["numactl", "--machine", machine, "-H"]) == 0
         assert capsys.readouterr().out == text
+
+
+# -- alloc: a raw nodemask, as a real program passes it -----------------------------------------------------------
+
+
+def _alloc_json(machine: str, capsys: pytest.CaptureFixture[str], *policy: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    assert main(["numactl", "--machine", machine, "--json", "--", "alloc", "--pages", "64", *policy]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_alloc_raw_mask_drops_absent_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    # bits 0 and 23 on a 4-node machine: node 23 does not exist, the kernel keeps node 0 (nodes & mems_allowed)
+    report = _alloc_json("seed-000-4node", capsys, "--set-mempolicy", "interleave:mask=0x800001")
+    call = report["syscalls"][0]
+    assert (call["call"], call["ret"], call["errno"]) == ("set_mempolicy", 0, None)
+    assert report["pages_per_node"]["0"] >= 64 and report["pages_per_node"].get("1", 0) == 0
+    # the node-list form refuses node 23 as numactl does
+    assert main(["numactl", "--machine", "seed-000-4node", "--", "alloc", "--pages", "4",
+                 "--set-mempolicy", "interleave:0,23"]) == 2
+    assert "alloc: policy 'interleave:0,23': nodes '0,23'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("policy", "errno"),
+    [("interleave:mask=0x800000", "EINVAL"),  # only an absent node: empty effective mask
+     ("bind:mask=0", "EINVAL"),
+     ("bind:mask=0x" + "1" + "0" * 300, "EINVAL"),  # bit 1200 >= MAX_NUMNODES (1024)
+     ("bind:mask=0b1010", None), ("preferred:mask=12", None)],  # 12 = nodes 2 and 3
+)
+def test_alloc_raw_mask_errnos(policy: str, errno: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    for option in ("--set-mempolicy", "--mbind"):
+        report = _alloc_json("seed-000-4node", capsys, option, policy)
+        call = report["syscalls"][0]
+        assert call["errno"] == errno, (option, call)
+        assert call["call"] == option.lstrip("-").replace("-", "_")
+
+
+def test_alloc_raw_mask_places_where_the_kernel_would(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _alloc_json("seed-000-4node", capsys, "--mbind", "bind:mask=0b1000")
+    assert report["syscalls"][0]["ret"] == 0
+    assert report["pages_per_node"]["3"] == 64  # the program image stays on node 0 (touched from cpu 0)
+    assert [3, 64] in report["page_runs"]
+
+
+def test_alloc_bad_raw_mask_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["numactl", "--machine", "seed-000-4node", "--", "alloc", "--pages", "4",
+                 "--set-mempolicy", "bind:mask=0xzz"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("alloc: policy 'bind:mask=0xzz': mask '0xzz': expected a number such as 0x800001")
+    assert "Traceback" not in err and "invalid literal" not in err
