@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.numactl import NumactlRun
 
-__all__ = ["register", "build_kernel", "apply_after"]
+__all__ = ["register", "build_kernel", "apply_after", "THP_MODES"]
 
 _MAX_RUNS = 100_000
 """At most this many ``[node, count]`` runs in ``--json`` (an interleaved 64 GiB would give 16.7 million)."""
@@ -63,16 +63,28 @@ def register(app: typer.Typer) -> None:
     )(numastat_command)
 
 
-def build_kernel(machine: str, kernel_version: str = "6.12") -> Kernel:
-    """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file."""
+THP_MODES = ("always", "madvise", "never")
+"""``/sys/kernel/mm/transparent_hugepage/enabled`` at boot (``transparent_hugepage=`` on the command line)."""
+
+
+def build_kernel(machine: str, kernel_version: str = "6.12", thp: str = "always") -> Kernel:
+    """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
+
+    ``thp``: ``always`` or ``madvise`` start khugepaged, whose ``set_recommended_min_free_kbytes`` raises
+    ``min_free_kbytes`` (``khugepaged_enabled()`` is true for both); ``never`` keeps the value
+    ``calculate_min_free_kbytes`` gives. Huge-page faults themselves are not modelled, so ``always`` and
+    ``madvise`` boot the same kernel.
+    """
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
     from numasim.topology.io import load_machine
 
     check_kernel_version(kernel_version)
+    if thp not in THP_MODES:
+        _fail(f"--thp {thp!r}: expected one of {', '.join(THP_MODES)}")
     m = load_machine(machine)
     try:
-        config = KernelConfig(version=kernel_version)
+        config = KernelConfig(version=kernel_version, thp_enabled=thp != "never")
     except ValueError as exc:
         _fail(str(exc))
         raise
@@ -173,7 +185,7 @@ def _split_own(
     return opts, args[i:]
 
 
-_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration"}
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp"}
 _OWN_FLAGS = {"--nominal", "--catalog"}
 
 
@@ -181,7 +193,9 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     machines: list[str] = opts.get("--machine") or []
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
-    kernel = build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
+    kernel = build_kernel(
+        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["always"])[-1]
+    )
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
@@ -275,6 +289,13 @@ MachineArg = Annotated[
     str, typer.Argument(help="Shipped machine name or machine file (TOML, numactl text, ...).")
 ]
 VersionOpt = Annotated[str, typer.Option("--kernel-version", help="Kernel version to model (6.1 .. 6.12).")]
+ThpOpt = Annotated[
+    str,
+    typer.Option(
+        "--thp", metavar="always|madvise|never",
+        help="Transparent hugepages at boot: never keeps min_free_kbytes as computed (khugepaged does not raise it).",
+    ),
+]
 AfterOpt = Annotated[
     list[str] | None,
     typer.Option("--after", help='Run "numactl ARGS -- PROG ARGS" first (repeatable).'),
@@ -282,28 +303,32 @@ AfterOpt = Annotated[
 
 
 @kernel_app.command("zonelists")
-def zonelists(machine: MachineArg, kernel_version: VersionOpt = "6.12") -> None:
+def zonelists(machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always") -> None:
     """Print the zonelist fallback order of every node, as the kernel logs it at boot."""
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     typer.echo("\n".join(line.rstrip("\n") for line in kernel.pm.boot_log()))
 
 
 @kernel_app.command("zoneinfo")
-def zoneinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12") -> None:
+def zoneinfo(
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+) -> None:
     """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_zoneinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
 
 
 @kernel_app.command("buddyinfo")
-def buddyinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12") -> None:
+def buddyinfo(
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+) -> None:
     """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_buddyinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
 
@@ -352,6 +377,8 @@ _OWN_OPTIONS_HELP = """\
 numasim's options (before any numactl / numastat option):
   --machine MACHINE       shipped machine name (see 'numasim topo list') or machine file (required)
   --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
+  --thp MODE              transparent hugepages at boot: always (default), madvise or never (never: khugepaged
+                          does not raise min_free_kbytes)
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
   --catalog               time them with the platform catalog's priors for the machine's cpu model
@@ -365,7 +392,7 @@ def help_text(command: str) -> str:
         from numasim.kernel.numastat import _USAGE
 
         return (
-            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
+            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--thp MODE] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
             "Run numastat on the simulated kernel (after the --after commands) and print what it prints.\n\n"
             + _OWN_OPTIONS_HELP
             + "  -h, --help              show this help\n\n"
@@ -373,7 +400,7 @@ def help_text(command: str) -> str:
             + "".join(f"  {line}\n" for line in _USAGE.format(p="numastat").splitlines())
         )
     return (
-        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal | --catalog] [--json]\n"
+        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--thp MODE] [--calibration FILE | --nominal | --catalog] [--json]\n"
         "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
         "the program's processes if it exits 0. Its own exit status is passed through (137: OOM-killed).\n\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,59 @@ def test_alloc_bad_raw_mask_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err
     assert err.startswith("alloc: policy 'bind:mask=0xzz': mask '0xzz': expected a number such as 0x800001")
     assert "Traceback" not in err and "invalid literal" not in err
+
+
+# -- --thp: a kernel booted with transparent hugepages off ---------------------------------------------------------
+
+
+def _zones(text: str) -> list[dict[str, int | str]]:
+    zones: list[dict[str, int | str]] = []
+    for line in text.splitlines():
+        if line.startswith("Node "):
+            zones.append({"zone": line.split("zone")[1].strip()})
+        elif zones and line.strip().split()[:1] in (["min"], ["low"], ["high"], ["managed"]):
+            key, value = line.split()
+            zones[-1][key] = int(value)
+    return zones
+
+
+def _expected_min_free_kbytes(zones: list[dict[str, int | str]], thp: bool) -> int:
+    # mm/page_alloc.c calculate_min_free_kbytes: int_sqrt(lowmem_kbytes * 16) clamped to 128..262144 kB, where
+    # lowmem is the managed pages of the zones up to Normal (their high marks are still 0 at boot)
+    lowmem = [z for z in zones if z["zone"] != "Movable"]
+    lowmem_pages = sum(int(z["managed"]) for z in lowmem)
+    kbytes = min(max(math.isqrt(lowmem_pages * 4 * 16), 128), 262144)
+    if thp:  # mm/khugepaged.c set_recommended_min_free_kbytes: 512 * populated zones * (2 + 3*3), <= 5 % lowmem
+        populated = sum(1 for z in lowmem if int(z["managed"]) > 0)
+        kbytes = max(kbytes, min(512 * populated * 11, lowmem_pages // 20) * 4)
+    return kbytes
+
+
+@pytest.mark.parametrize("name", ["seed-003-2node", "seed-000-4node", "opteron-865-8s"])
+@pytest.mark.parametrize("thp", ["always", "madvise", "never"])
+def test_watermarks_follow_the_formula_for_each_thp_setting(
+    name: str, thp: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["kernel", "zoneinfo", name, "--thp", thp]) == 0
+    zones = _zones(capsys.readouterr().out)
+    lowmem_pages = sum(int(z["managed"]) for z in zones if z["zone"] != "Movable")
+    pages_min = _expected_min_free_kbytes(zones, thp != "never") // 4
+    for z in zones:
+        if z["zone"] == "Movable":
+            continue
+        managed = int(z["managed"])
+        expected_min = pages_min * managed // lowmem_pages  # __setup_per_zone_wmarks
+        delta = max(expected_min >> 2, managed * 10 // 10000)
+        assert (z["min"], z["low"], z["high"]) == (expected_min, expected_min + delta, expected_min + 2 * delta), z
+
+
+def test_thp_never_boots_with_lower_min_watermarks(capsys: pytest.CaptureFixture[str]) -> None:
+    mins = {}
+    for thp in ("always", "never"):
+        assert main(["kernel", "zoneinfo", "seed-003-2node", "--thp", thp]) == 0
+        mins[thp] = sum(int(z.get("min", 0)) for z in _zones(capsys.readouterr().out) if z["zone"] != "Movable")
+    assert mins["never"] < mins["always"]
+    # and numactl / numastat boot the same way
+    assert main(["numastat", "--machine", "seed-003-2node", "--thp", "never", "-m"]) == 0
+    assert main(["numactl", "--machine", "seed-003-2node", "--thp", "sometimes", "-H"]) == 2
+    assert capsys.readouterr().err.endswith("--thp 'sometimes': expected one of always, madvise, never\n")
