@@ -6,8 +6,8 @@
 * ``numasim numactl --machine MACHINE [--kernel-version V] [--calibration F | --nominal | --catalog] [--json] [NUMACTL OPTIONS]
   -- PROGRAM [ARGS]`` --
   runs numactl and its program, then prints what ``numastat -p`` shows for the program's processes
-  (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]``, numastat deltas and
-  every policy syscall with its return value and errno name);
+  (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]`` for the process and per
+  mapping, numastat deltas and every policy syscall with its return value and errno name);
 * ``numasim numastat --machine MACHINE [--after ...] [NUMASTAT ARGS]``.
 
 numactl's own option syntax (``-i 0,1``, ``--interleave=0,1``, ``-m``) clashes with typer's, so ``numasim
@@ -217,7 +217,7 @@ def numactl_command(ctx: typer.Context) -> None:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
-    from numasim.kernel.procfs import numastat_sources, page_runs, pages_per_node_of
+    from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
     kernel = _kernel_from(opts)
@@ -229,6 +229,13 @@ def numactl_command(ctx: typer.Context) -> None:
     pids = [p for p in run.program_pids if p in kernel.tasks]
     if opts.get("--json"):
         runs = page_runs(kernel, pids)
+        all_mappings = mapping_page_runs(kernel, pids)
+        mappings, mapping_runs = [], 0
+        for mapping in all_mappings:
+            if mapping_runs + len(mapping["runs"]) > _MAX_RUNS:
+                break  # the same budget as page_runs: a mapping is listed whole or not at all
+            mapping_runs += len(mapping["runs"])
+            mappings.append(mapping)
         report = {
             "machine": kernel.machine.name,
             "kernel_version": f"{kernel.version[0]}.{kernel.version[1]}",
@@ -240,6 +247,8 @@ def numactl_command(ctx: typer.Context) -> None:
             "pages_per_node": {str(k): v for k, v in pages_per_node_of(kernel, pids).items()},
             "page_runs": runs[:_MAX_RUNS],
             "page_runs_truncated": len(runs) > _MAX_RUNS,
+            "mappings": mappings,
+            "mappings_truncated": len(mappings) < len(all_mappings),
             "numastat_delta": {
                 str(nid): {name: after[nid][name] - before[nid].get(name, 0) for name in after[nid]}
                 for nid in after
@@ -405,7 +414,8 @@ def help_text(command: str) -> str:
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
         "the program's processes if it exits 0. Its own exit status is passed through (137: OOM-killed).\n\n"
         + _OWN_OPTIONS_HELP
-        + "  --json                  one JSON report: pages per node, page runs, numastat deltas, syscalls, OOM kills\n"
+        + "  --json                  one JSON report: pages per node, page runs (per process and per mapping),\n"
+        "                          numastat deltas, syscalls, OOM kills\n"
         "  -h, --help              show this help\n\n"
         "numactl's options (numactl 2.0.19; they act in order, as in numactl.c):\n"
         "  -i, --interleave=NODES           interleave pages over NODES\n"

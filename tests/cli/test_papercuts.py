@@ -313,3 +313,36 @@ def test_thp_never_boots_with_lower_min_watermarks(capsys: pytest.CaptureFixture
     assert main(["numastat", "--machine", "seed-003-2node", "--thp", "never", "-m"]) == 0
     assert main(["numactl", "--machine", "seed-003-2node", "--thp", "sometimes", "-H"]) == 2
     assert capsys.readouterr().err.endswith("--thp 'sometimes': expected one of always, madvise, never\n")
+
+
+# -- --json: the pages of each mapping ----------------------------------------------------------------------------
+
+
+def test_json_lists_the_pages_of_each_mapping(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["numactl", "--machine", "seed-000-4node", "--json", "-m", "2", "--",
+                 "alloc", "--pages", "10", "--mbind", "interleave:0-1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    mappings = report["mappings"]
+    assert report["mappings_truncated"] is False
+    # the buffer alloc mapped, found by the address it printed: interleaved over 0-1 by its mbind
+    start = report["stdout"].split("mmap(10 pages) = ")[1].split()[0]
+    buffer = [m for m in mappings if m["start"] == start]
+    assert len(buffer) == 1 and buffer[0]["pages"] == 10 and buffer[0]["present"] == 10
+    assert sorted(node for node, _ in buffer[0]["runs"]) == [0] * 5 + [1] * 5
+    # the image (binary, libc, stack) follows the task policy -m 2
+    image = [m for m in mappings if m["start"] != start and m["present"]]
+    assert {m["name"] for m in image} >= {"stack", "file=/usr/bin/alloc"}
+    assert all(node == 2 for m in image for node, _ in m["runs"])
+    # the per-mapping runs are the process-wide page_runs, split at mapping boundaries
+    merged: list[list[int]] = []
+    for m in mappings:
+        assert m["present"] == sum(c for _, c in m["runs"]) <= m["pages"]
+        for node, count in m["runs"]:
+            if merged and merged[-1][0] == node:
+                merged[-1][1] += count
+            else:
+                merged.append([node, count])
+    assert merged == report["page_runs"]
+    assert sum(m["present"] for m in mappings) == sum(report["pages_per_node"].values())
