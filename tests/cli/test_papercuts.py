@@ -346,3 +346,21 @@ def test_json_lists_the_pages_of_each_mapping(capsys: pytest.CaptureFixture[str]
                 merged.append([node, count])
     assert merged == report["page_runs"]
     assert sum(m["present"] for m in mappings) == sum(report["pages_per_node"].values())
+
+
+def test_run_boots_its_kernel_with_the_thp_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.kernel.config import KernelConfig
+    from numasim.timing.model import nominal_calibration
+    from numasim.workload.run import run_workload
+    from numasim.workload.spec import load_workload
+
+    machine = load_machine("seed-003-2node")
+    spec = load_workload(_TRIAD)
+    kbytes = {}
+    for thp in (True, False):
+        out = run_workload(machine, spec, nominal_calibration(machine), kernel_config=KernelConfig(thp_enabled=thp))
+        kbytes[thp] = out.placement.kernel.pm.min_free_kbytes
+    # khugepaged's floor (512 x 4 zones x 11 pages) vs int_sqrt(lowmem kB * 16), lowmem just under 64 GiB
+    assert (kbytes[True], kbytes[False]) == (90112, 32764)
+    assert main(["run", "-m", "seed-003-2node", "-w", _TRIAD, "--nominal", "--no-progress", "--thp", "often"]) == 2
+    assert capsys.readouterr().err.endswith("--thp = 'often': expected always, madvise or never\n")
