@@ -11,6 +11,7 @@ import sys
 import typer
 from pydantic import ValidationError
 
+from numasim.cli.help_labels import plain_help_labels
 from numasim.errors import NumasimError
 
 __all__ = ["app", "main", "run"]
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     _register()
     try:
         # standalone mode: typer prints usage errors itself and exits 2; our own errors come through here.
-        app(args=argv, prog_name="numasim", standalone_mode=True)
+        command = typer.main.get_command(app)
+        plain_help_labels(command)  # --machine MACHINE, --seed N, flags bare: not <str>, <int>, <bool>
+        command(args=argv, prog_name="numasim", standalone_mode=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except NumasimError as exc:

@@ -132,9 +132,10 @@ def validate_cmd(
     from numasim.calibrate.text import format_validation, validation_json
     from numasim.calibrate.validate import validate
     from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import machine_source
 
     m = _load_machine(machine)
-    machine_path = Path(machine) if Path(machine).exists() else None
+    machine_path = machine_source(machine)
     if holdout:
         if calibration is not None:
             raise CalibrationError("--holdout fits its own calibration per table; do not give --calibration")

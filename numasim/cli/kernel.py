@@ -6,8 +6,8 @@
 * ``numasim numactl --machine MACHINE [--kernel-version V] [--calibration F | --nominal | --catalog] [--json] [NUMACTL OPTIONS]
   -- PROGRAM [ARGS]`` --
   runs numactl and its program, then prints what ``numastat -p`` shows for the program's processes
-  (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]``, numastat deltas and
-  every policy syscall with its return value and errno name);
+  (``--json``: pages per node, the node of every page as runs ``[[node, count], ...]`` for the process and per
+  mapping, numastat deltas and every policy syscall with its return value and errno name);
 * ``numasim numastat --machine MACHINE [--after ...] [NUMASTAT ARGS]``.
 
 numactl's own option syntax (``-i 0,1``, ``--interleave=0,1``, ``-m``) clashes with typer's, so ``numasim
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.numactl import NumactlRun
 
-__all__ = ["register", "build_kernel", "apply_after"]
+__all__ = ["register", "build_kernel", "apply_after", "THP_MODES"]
 
 _MAX_RUNS = 100_000
 """At most this many ``[node, count]`` runs in ``--json`` (an interleaved 64 GiB would give 16.7 million)."""
@@ -64,16 +63,28 @@ def register(app: typer.Typer) -> None:
     )(numastat_command)
 
 
-def build_kernel(machine: str, kernel_version: str = "6.12") -> Kernel:
-    """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file."""
+THP_MODES = ("always", "madvise", "never")
+"""``/sys/kernel/mm/transparent_hugepage/enabled`` at boot (``transparent_hugepage=`` on the command line)."""
+
+
+def build_kernel(machine: str, kernel_version: str = "6.12", thp: str = "always") -> Kernel:
+    """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
+
+    ``thp``: ``always`` or ``madvise`` start khugepaged, whose ``set_recommended_min_free_kbytes`` raises
+    ``min_free_kbytes`` (``khugepaged_enabled()`` is true for both); ``never`` keeps the value
+    ``calculate_min_free_kbytes`` gives. Huge-page faults themselves are not modelled, so ``always`` and
+    ``madvise`` boot the same kernel.
+    """
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
     from numasim.topology.io import load_machine
 
     check_kernel_version(kernel_version)
+    if thp not in THP_MODES:
+        _fail(f"--thp {thp!r}: expected one of {', '.join(THP_MODES)}")
     m = load_machine(machine)
     try:
-        config = KernelConfig(version=kernel_version)
+        config = KernelConfig(version=kernel_version, thp_enabled=thp != "never")
     except ValueError as exc:
         _fail(str(exc))
         raise
@@ -174,7 +185,7 @@ def _split_own(
     return opts, args[i:]
 
 
-_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration"}
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp"}
 _OWN_FLAGS = {"--nominal", "--catalog"}
 
 
@@ -182,15 +193,18 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     machines: list[str] = opts.get("--machine") or []
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
-    kernel = build_kernel(machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1])
+    kernel = build_kernel(
+        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["always"])[-1]
+    )
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
         # option they use the one the machine names, and fail clearly if it names none.
         from numasim.timing.resolve import resolve_calibration
         from numasim.tools import bind_calibration
+        from numasim.topology.io import machine_source
 
-        path = machines[-1] if Path(machines[-1]).exists() else None
+        path = machine_source(machines[-1])
         cal = resolve_calibration(
             kernel.machine, calibrations[-1] if calibrations else None,
             nominal=bool(opts.get("--nominal")), catalog=bool(opts.get("--catalog")), machine_path=path,
@@ -203,7 +217,7 @@ def numactl_command(ctx: typer.Context) -> None:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
-    from numasim.kernel.procfs import numastat_sources, page_runs, pages_per_node_of
+    from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
     kernel = _kernel_from(opts)
@@ -215,6 +229,13 @@ def numactl_command(ctx: typer.Context) -> None:
     pids = [p for p in run.program_pids if p in kernel.tasks]
     if opts.get("--json"):
         runs = page_runs(kernel, pids)
+        all_mappings = mapping_page_runs(kernel, pids)
+        mappings, mapping_runs = [], 0
+        for mapping in all_mappings:
+            if mapping_runs + len(mapping["runs"]) > _MAX_RUNS:
+                break  # the same budget as page_runs: a mapping is listed whole or not at all
+            mapping_runs += len(mapping["runs"])
+            mappings.append(mapping)
         report = {
             "machine": kernel.machine.name,
             "kernel_version": f"{kernel.version[0]}.{kernel.version[1]}",
@@ -226,6 +247,8 @@ def numactl_command(ctx: typer.Context) -> None:
             "pages_per_node": {str(k): v for k, v in pages_per_node_of(kernel, pids).items()},
             "page_runs": runs[:_MAX_RUNS],
             "page_runs_truncated": len(runs) > _MAX_RUNS,
+            "mappings": mappings,
+            "mappings_truncated": len(mappings) < len(all_mappings),
             "numastat_delta": {
                 str(nid): {name: after[nid][name] - before[nid].get(name, 0) for name in after[nid]}
                 for nid in after
@@ -248,7 +271,9 @@ def numactl_command(ctx: typer.Context) -> None:
         typer.echo(kill.log_line(), err=True)
     if run.stderr:
         typer.echo(run.stderr, nl=False, err=True)
-    if pids and run.command:
+    # Only after a program that ran and succeeded: after an error (an unknown program, a mistyped option, an OOM
+    # kill) the message is the whole answer, and the table of a process that did nothing would bury it.
+    if pids and run.command and run.exit_code == 0:
         stat = run_numastat(["-p", *[str(p) for p in pids]], numastat_sources(kernel))
         typer.echo(stat.stdout, nl=False)
     raise typer.Exit(run.exit_code)
@@ -273,6 +298,13 @@ MachineArg = Annotated[
     str, typer.Argument(help="Shipped machine name or machine file (TOML, numactl text, ...).")
 ]
 VersionOpt = Annotated[str, typer.Option("--kernel-version", help="Kernel version to model (6.1 .. 6.12).")]
+ThpOpt = Annotated[
+    str,
+    typer.Option(
+        "--thp", metavar="always|madvise|never",
+        help="Transparent hugepages at boot: never keeps min_free_kbytes as computed (khugepaged does not raise it).",
+    ),
+]
 AfterOpt = Annotated[
     list[str] | None,
     typer.Option("--after", help='Run "numactl ARGS -- PROG ARGS" first (repeatable).'),
@@ -280,28 +312,32 @@ AfterOpt = Annotated[
 
 
 @kernel_app.command("zonelists")
-def zonelists(machine: MachineArg, kernel_version: VersionOpt = "6.12") -> None:
+def zonelists(machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always") -> None:
     """Print the zonelist fallback order of every node, as the kernel logs it at boot."""
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     typer.echo("\n".join(line.rstrip("\n") for line in kernel.pm.boot_log()))
 
 
 @kernel_app.command("zoneinfo")
-def zoneinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12") -> None:
+def zoneinfo(
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+) -> None:
     """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_zoneinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
 
 
 @kernel_app.command("buddyinfo")
-def buddyinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12") -> None:
+def buddyinfo(
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+) -> None:
     """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_buddyinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version)
+    kernel = build_kernel(machine, kernel_version, thp)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
 
@@ -309,7 +345,8 @@ def buddyinfo(machine: MachineArg, after: AfterOpt = None, kernel_version: Versi
 _PROGRAM_HELP = {
     "stress": "stress -m N --vm-bytes SIZE [--vm-keep] [-t SECS]: N workers that each allocate and touch SIZE",
     "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
-    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement",
+    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement "
+    "(POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
     "printcpu": "print the cpu the program runs on (numactl's test helper)",
     "numactl": "a nested numactl in the same process",
     "true": "do nothing, exit 0",
@@ -349,6 +386,8 @@ _OWN_OPTIONS_HELP = """\
 numasim's options (before any numactl / numastat option):
   --machine MACHINE       shipped machine name (see 'numasim topo list') or machine file (required)
   --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
+  --thp MODE              transparent hugepages at boot: always (default), madvise or never (never: khugepaged
+                          does not raise min_free_kbytes)
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
   --catalog               time them with the platform catalog's priors for the machine's cpu model
@@ -362,7 +401,7 @@ def help_text(command: str) -> str:
         from numasim.kernel.numastat import _USAGE
 
         return (
-            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
+            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--thp MODE] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
             "Run numastat on the simulated kernel (after the --after commands) and print what it prints.\n\n"
             + _OWN_OPTIONS_HELP
             + "  -h, --help              show this help\n\n"
@@ -370,12 +409,13 @@ def help_text(command: str) -> str:
             + "".join(f"  {line}\n" for line in _USAGE.format(p="numastat").splitlines())
         )
     return (
-        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--calibration FILE | --nominal | --catalog] [--json]\n"
+        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--thp MODE] [--calibration FILE | --nominal | --catalog] [--json]\n"
         "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
-        "the program's processes. The program's own exit status is passed through (137: OOM-killed).\n\n"
+        "the program's processes if it exits 0. Its own exit status is passed through (137: OOM-killed).\n\n"
         + _OWN_OPTIONS_HELP
-        + "  --json                  one JSON report: pages per node, page runs, numastat deltas, syscalls, OOM kills\n"
+        + "  --json                  one JSON report: pages per node, page runs (per process and per mapping),\n"
+        "                          numastat deltas, syscalls, OOM kills\n"
         "  -h, --help              show this help\n\n"
         "numactl's options (numactl 2.0.19; they act in order, as in numactl.c):\n"
         "  -i, --interleave=NODES           interleave pages over NODES\n"

@@ -69,6 +69,10 @@ def run(
     trace_format: str | None = typer.Option(None, "--trace-format", help="--trace: format if the suffix does not say it."),
     compare: list[str] | None = typer.Option(None, "--compare", help="Run once per policy (repeat the option) and print a comparison table."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress line on stderr (terminals only)."),
+    thp: str = typer.Option(
+        "always", "--thp", metavar="always|madvise|never",
+        help="Transparent hugepages of the kernel that places the memory (never: min_free_kbytes not raised).",
+    ),
 ) -> None:
     """Place memory through the simulated kernel, time every access, and print the per-node cost report."""
     from numasim.report.run_report import (
@@ -80,20 +84,32 @@ def run(
     )
     from numasim.timing.resolve import resolve_calibration
     from numasim.topology.cpulist import parse_cpulist
-    from numasim.topology.io import load_machine
+    from numasim.topology.io import load_machine, machine_source
     from numasim.workload.run import compare_policies, run_trace, run_workload
     from numasim.workload.spec import load_workload
 
     if (workload is None) == (trace is None):
         raise WorkloadError("run: give exactly one of --workload FILE or --trace FILE")
+    if workload is not None and (cpus is not None or trace_format is not None):
+        # A workload file pins its threads itself (threads = [{cpu|node|cpus}]): ignoring these would mislead.
+        given = "--cpus" if cpus is not None else "--trace-format"
+        raise WorkloadError(
+            f"{given} = {cpus if cpus is not None else trace_format!r}: applies to --trace only "
+            "(a workload's threads name their cpu or node in the workload file)"
+        )
     if mode not in ("epoch", "exact"):
         raise WorkloadError(f"--mode = {mode!r}: expected epoch or exact")
+    if thp not in ("always", "madvise", "never"):
+        raise WorkloadError(f"--thp = {thp!r}: expected always, madvise or never")
+    from numasim.kernel.config import KernelConfig
+
+    kernel_config = KernelConfig(thp_enabled=thp != "never")
     # Refuse unwritable destinations before simulating, not after minutes of work.
     for dest, is_dir in ((output, False), (csv_dir, True), (plots_dir, True)):
         if dest is not None:
             check_output_path(dest, is_dir=is_dir)
     m = load_machine(machine)
-    machine_path = machine if Path(machine).exists() else None
+    machine_path = machine_source(machine)
     cal = resolve_calibration(m, calibration, nominal=nominal, catalog=catalog, machine_path=machine_path)
     if nominal:
         typer.echo(f"note: timing with nominal calibration {cal.id} (the machine file's own numbers, not fitted)", err=True)
@@ -108,7 +124,7 @@ def run(
         if workload is None:
             raise WorkloadError("--compare needs --workload (a trace replays one placement)")
         spec = load_workload(workload)
-        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed)
+        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config)
         typer.echo(f"{spec.name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
         typer.echo(format_comparison(rows))
         return
@@ -116,7 +132,8 @@ def run(
     bar = _Progress("simulating", progress)
     try:
         if workload is not None:
-            outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar)
+            outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar,
+                                   kernel_config=kernel_config)
         else:
             assert trace is not None
             try:
@@ -124,7 +141,7 @@ def run(
             except ValueError as exc:
                 raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
             outcome = run_trace(m, trace, cal, policy=policy, mode=mode, seed=seed, cpus=cpu_list,
-                                format=trace_format, progress=bar)
+                                format=trace_format, progress=bar, kernel_config=kernel_config)
     finally:
         bar.close()
     typer.echo(format_run_report(outcome))

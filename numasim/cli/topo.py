@@ -45,6 +45,13 @@ def _load(spec: str) -> Machine:
     return load_machine(spec)
 
 
+def _source(spec: str) -> Path | None:
+    """The user's machine file ``spec`` names, ``None`` for a shipped machine (whose calibration lies beside it)."""
+    from numasim.topology.io import machine_source
+
+    return machine_source(spec)
+
+
 def _echo_block(text: str) -> None:
     typer.echo(text, nl=not text.endswith("\n"))
 
@@ -78,7 +85,7 @@ def _timed(spec: str, machine: Machine) -> tuple[Machine, str]:
 
     if not machine.calibration:
         return machine, "the machine file's nominal numbers (it names no calibration; not fitted to measurements)"
-    cal = resolve_calibration(machine, machine_path=spec if Path(spec).exists() else None)
+    cal = resolve_calibration(machine, machine_path=_source(spec))
     origin = f"calibration {cal.id} ({cal.provenance.method})"
     if cal.provenance.priors:
         origin += f", {len(cal.provenance.priors)} parameter(s) not constrained by its measurements"
@@ -133,12 +140,15 @@ def show_cmd(machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE
 @topo_app.command("hardware")
 def hardware_cmd(
     machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
-    style: str = typer.Option("2.0.19", "--style", help="numactl version whose distance-table layout to print."),
+    style: str | None = typer.Option(
+        None, "--style", help="numactl version whose distance-table layout to print (2.0.18 or 2.0.19; default: "
+        "that of the numactl text the machine was read from, else 2.0.19)."
+    ),
 ) -> None:
     """Exactly what 'numactl --hardware' prints on this machine."""
     from numasim.topology.io.numactl import numactl_hardware_for
 
-    if style not in _STYLES:
+    if style is not None and style not in _STYLES:
         raise typer.BadParameter(f"{style!r}: expected one of {', '.join(_STYLES)}", param_hint="'--style'")
     _echo_block(numactl_hardware_for(_load(machine), style=style))  # type: ignore[arg-type]
 
@@ -171,7 +181,9 @@ def import_cmd(
     _check_output(output, force)
     machine = _load(source)
     # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
-    ours = not Path(source).exists() or detect_format(source) == "toml"
+    src = _source(source)
+    ours = src is None or detect_format(src) == "toml"
+
     def timed_by_catalog(cpu_model: str | None) -> Machine:
         return catalog_machine(machine, cpu_model, cxl_device=cxl_device, cxl_expanders=cxl, cxl_socket=cxl_socket,
                                cxl_size_bytes=cxl_size_gib * 2**30)
@@ -363,7 +375,7 @@ def reconfigure_cmd(
         raise typer.BadParameter(f"{output}: the machine is written as TOML; name it .toml", param_hint="'-o' / '--output'")
     _check_output(output, force)
     m = _load(machine)
-    machine_path = machine if Path(machine).exists() else None
+    machine_path = _source(machine)
     timed_by_cal = calibration is not None or m.calibration is not None
     cal = resolve_calibration(m, calibration, machine_path=machine_path) if timed_by_cal else nominal_calibration(m)
     channels_per_socket, die_bandwidth_gb_s, prior_source = _catalog_reconfigure_defaults(

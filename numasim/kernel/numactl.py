@@ -424,8 +424,13 @@ def format_hardware(proc: NumaProcess, *, cpu_compress: bool = False, style: Num
 # --- main() -------------------------------------------------------------------------------------------------
 
 
-def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: bool = True) -> NumactlRun:
+def numactl_main(
+    proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: bool = True, hardware_style: NumactlStyle = "2.0.19"
+) -> NumactlRun:
     """Run ``numactl argv...`` (without the program name) in ``proc`` and return what it printed.
+
+    ``hardware_style``: the distance-table layout ``--hardware`` prints (that of the numactl the machine was
+    read from, :attr:`~numasim.topology.model.Machine.numactl_style`, so a text round trip keeps its columns).
 
     The command after the options is run with :meth:`NumaProcess.execvp` in the same process (exec keeps
     the policy and affinity numactl set).
@@ -614,7 +619,7 @@ def numactl_main(proc: NumaProcess, argv: Sequence[str], *, has_preferred_many: 
         else:  # pragma: no cover - getopt always ends with the "" item
             command = []
         if state.hardware:
-            out.append(format_hardware(proc, cpu_compress=state.compress))
+            out.append(format_hardware(proc, cpu_compress=state.compress, style=hardware_style))
             raise _Exit(0)
         if state.strict:
             err.append("numactl: warning. Strict flag for process ignored.\n")
@@ -753,7 +758,9 @@ def run_numactl(
 
         load_image(kernel, task)
     proc = KernelProcess(kernel, task, keep_alive=keep_alive)
-    run = numactl_main(proc, argv, has_preferred_many=kernel.version >= (5, 15))
+    run = numactl_main(
+        proc, argv, has_preferred_many=kernel.version >= (5, 15), hardware_style=kernel.machine.numactl_style or "2.0.19"
+    )
     run.program_pages_per_node = dict(proc.pages_per_node)
     if spawned and not keep_alive and not proc.running and task.pid in kernel.tasks:
         kernel.exit(task)  # numactl exited (--show, an error) or its program finished

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from numasim.topology.cpulist import format_cpulist
+from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from numasim.kernel.zones import Zone
 
 __all__ = [
+    "mapping_page_runs",
     "NR_PAGE_ORDERS",
     "NUMASTAT_ITEMS",
     "ZONE_NAMES",
@@ -560,30 +562,67 @@ def pages_per_node_of(kernel: Kernel, pids: Sequence[int]) -> dict[int, int]:
     return dict(sorted(total.items()))
 
 
-def page_runs(kernel: Kernel, pids: Sequence[int]) -> list[list[int]]:
-    """The node of every present page of ``pids``, in address order, as runs ``[[node, count], ...]``."""
+def _node_runs(page_nodes: Any) -> list[list[int]]:
+    """Runs ``[[node, count], ...]`` of the present pages (node >= 0) of one mapping, in address order."""
     import numpy as np
 
+    nodes = np.asarray(page_nodes)
+    nodes = nodes[nodes >= 0]
+    if nodes.size == 0:
+        return []
+    edges = np.flatnonzero(np.diff(nodes)) + 1
+    starts = np.concatenate(([0], edges))
+    counts = np.diff(np.concatenate((starts, [nodes.size])))
+    return [[int(n), int(c)] for n, c in zip(nodes[starts].tolist(), counts.tolist(), strict=True)]
+
+
+def page_runs(kernel: Kernel, pids: Sequence[int]) -> list[list[int]]:
+    """The node of every present page of ``pids``, in address order, as runs ``[[node, count], ...]``."""
     runs: list[list[int]] = []
     for pid in pids:
         task = kernel.tasks.get(pid)
         if task is None:
             continue
         for v in sorted(task.mm.vmas, key=lambda vma: vma.start):
-            nodes = np.asarray(v.nodes)
-            nodes = nodes[nodes >= 0]
-            if nodes.size == 0:
-                continue
-            edges = np.flatnonzero(np.diff(nodes)) + 1
-            starts = np.concatenate(([0], edges))
-            ends = np.concatenate((edges, [nodes.size]))
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                node = int(nodes[s])
-                if runs and runs[-1][0] == node:
-                    runs[-1][1] += e - s
+            for node, count in _node_runs(v.nodes):
+                if runs and runs[-1][0] == node:  # runs continue across mappings
+                    runs[-1][1] += count
                 else:
-                    runs.append([node, e - s])
+                    runs.append([node, count])
     return runs
+
+
+def mapping_page_runs(kernel: Kernel, pids: Sequence[int]) -> list[dict[str, Any]]:
+    """Each mapping of ``pids`` with the node of its pages: what :func:`page_runs` gives for the whole process,
+    split per mapping, so a program's own buffer can be told apart from its image (binary, libc, stack).
+
+    One dict per mapping in address order: ``pid``, ``start`` (hex, as ``alloc`` prints its ``mmap``),
+    ``name`` (``heap``, ``stack``, ``file=PATH``, ``anon`` or ``shmem``, as numa_maps labels it), ``pages``
+    (its length in pages), ``present`` (pages faulted in) and ``runs`` (``[[node, count], ...]`` of the present
+    pages in address order).
+
+    Examples
+    --------
+    >>> from numasim.kernel.kernel import Kernel
+    >>> from numasim.topology.builders import glueless
+    >>> k = Kernel(glueless(2)); t = k.spawn("a", cpu=0)
+    >>> vma = k.mmap(t, 8 * 4096); _ = k.touch(t, vma.start, 4 * 4096)
+    >>> [(m["pages"], m["present"], m["runs"]) for m in mapping_page_runs(k, [t.pid])]
+    [(8, 4, [[0, 4]])]
+    """
+    out: list[dict[str, Any]] = []
+    for pid in pids:
+        task = kernel.tasks.get(pid)
+        if task is None:
+            continue
+        for v in sorted(task.mm.vmas, key=lambda vma: vma.start):
+            runs = _node_runs(v.nodes)
+            name = v.tag or (f"file={v.path}" if v.kind == "file" and v.path else v.kind)
+            out.append({
+                "pid": pid, "start": f"{v.start:#x}", "name": name, "pages": (v.end - v.start) // PAGE_SIZE_BYTES,
+                "present": sum(c for _, c in runs), "runs": runs,
+            })
+    return out
 
 
 def status_mems_allowed_of(kernel: Kernel, task: Task) -> str:

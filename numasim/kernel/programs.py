@@ -39,6 +39,7 @@ from numasim.errors import NumasimError
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.kernel import MmapError
 from numasim.kernel.mempolicy import (
+    MAX_NUMNODES,
     MPOL_BIND,
     MPOL_DEFAULT,
     MPOL_F_ADDR,
@@ -116,6 +117,9 @@ class PolicySpec:
     mode: int
     nodes: frozenset[int]
     flags: int
+    maxnode: int | None = None
+    """The ``maxnode`` a program passes with a raw ``mask=``: one more than the mask's bits (libnuma's
+    convention), never less than the default; ``None`` for a node list (large enough for every node)."""
 
     @property
     def mode_arg(self) -> int:
@@ -125,6 +129,12 @@ class PolicySpec:
 def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
     """Parse ``MODE[:NODES[:FLAGS]]`` (``bind:0-1``, ``interleave:all:static``, ``local``).
 
+    ``NODES`` is a node string as libnuma parses it (``numa_parse_nodestring``: only nodes that exist and are
+    allowed), or ``mask=BITS``: the raw nodemask a program hands to ``set_mempolicy(2)`` / ``mbind(2)``, in hex
+    (``0x800001``), binary (``0b101``) or decimal, bit *n* for node *n*, not checked here. The kernel then does
+    what it does with such a mask (``get_nodes``, ``mpol_set_nodemask``): bits of nodes that are absent or not
+    allowed are dropped, and an effective mask left empty is ``EINVAL``.
+
     Raises :class:`~numasim.errors.PolicyError` naming the part that is wrong.
 
     Examples
@@ -132,6 +142,9 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
     >>> spec = parse_policy_spec("bind:0-1:static+numa_balancing", ParseContext.of({0, 1}, 2))
     >>> spec.mode, sorted(spec.nodes), spec.flags == MPOL_F_STATIC_NODES | MPOL_F_NUMA_BALANCING
     (2, [0, 1], True)
+    >>> spec = parse_policy_spec("interleave:mask=0x800001", ParseContext.of({0, 1}, 2))
+    >>> sorted(spec.nodes), spec.maxnode
+    ([0, 23], 1025)
     """
     from numasim.errors import PolicyError
 
@@ -142,7 +155,10 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
     if mode_name not in _MODES:
         raise PolicyError(f"policy {text!r}: unknown mode {parts[0]!r} (expected one of {', '.join(_MODES)})")
     nodes: frozenset[int] = frozenset()
-    if len(parts) > 1:
+    maxnode: int | None = None
+    if len(parts) > 1 and parts[1].strip().lower().startswith("mask="):
+        nodes, maxnode = _raw_mask(text, parts[1].strip()[5:])
+    elif len(parts) > 1:
         try:
             nodes = parse_nodestring(parts[1], ctx)
         except NodeStringError as exc:
@@ -155,7 +171,31 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
                     f"policy {text!r}: unknown flag {name!r} (expected static, relative, numa_balancing)"
                 )
             flags |= _FLAGS[name]
-    return PolicySpec(_MODES[mode_name], nodes, flags)
+    return PolicySpec(_MODES[mode_name], nodes, flags, maxnode)
+
+
+_MASK_MAX_BITS = PAGE_SIZE_BYTES * 8
+"""The widest user nodemask the kernel reads (``get_nodes``: more than ``PAGE_SIZE * 8`` bits is EINVAL)."""
+
+
+def _raw_mask(text: str, digits: str) -> tuple[frozenset[int], int]:
+    from numasim.errors import PolicyError
+
+    try:
+        # a wider literal than the kernel could ever read is refused before int() sees it
+        if len(digits) > _MASK_MAX_BITS // 4 + 2:
+            raise ValueError("wider than the kernel reads")
+        value = int(digits.replace("_", ""), 0)
+    except ValueError:
+        raise PolicyError(
+            f"policy {text!r}: mask {digits!r}: expected a number such as 0x800001 (bit n = node n, at most "
+            f"{_MASK_MAX_BITS} bits)"
+        ) from None
+    if value < 0:
+        raise PolicyError(f"policy {text!r}: mask {digits!r}: a nodemask has no sign")
+    bits = frozenset(b for b in range(value.bit_length()) if value >> b & 1)
+    # libnuma passes maxnode = bits + 1; the kernel reads maxnode - 1 bits, so every bit set here is read
+    return bits, max(MAX_NUMNODES + 1, value.bit_length() + 1)
 
 
 def load_image(kernel: Kernel, task: Task) -> None:
@@ -385,6 +425,7 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             "usage: alloc --pages N [--addr 0x7f...] [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]\n"
             "       POL = MODE[:NODES[:FLAGS]], MODE default|local|preferred|preferred_many|bind|interleave|"
             "weighted_interleave, FLAGS static|relative|numa_balancing joined by '+'\n"
+            "       NODES = a node list as numactl takes it, or mask=0x... : the raw nodemask the syscall gets\n"
         )
         run.exit_code = 2
         return run
@@ -401,7 +442,7 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.exit_code = 2
         return run
     if set_spec is not None:
-        res = kernel.set_mempolicy(task, set_spec.mode_arg, set_spec.nodes)
+        res = kernel.set_mempolicy(task, set_spec.mode_arg, set_spec.nodes, set_spec.maxnode)
         run.syscalls.append(("set_mempolicy", set_pol or "", res))
         run.stdout += f"set_mempolicy({set_pol}) = {_ret_text(res)}\n"
     length = pages * PAGE_SIZE_BYTES
@@ -420,7 +461,7 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         return run
     run.stdout += f"mmap({pages} pages) = {vma.start:#x}\n"
     if mbind_spec is not None:
-        res = kernel.mbind(task, vma.start, length, mbind_spec.mode_arg, mbind_spec.nodes)
+        res = kernel.mbind(task, vma.start, length, mbind_spec.mode_arg, mbind_spec.nodes, mbind_spec.maxnode)
         run.syscalls.append(("mbind", mbind_pol or "", res))
         run.stdout += f"mbind({mbind_pol}) = {_ret_text(res)}\n"
     if touch_cpu is not None:

@@ -251,7 +251,12 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from numasim.engine.plots import access_heatmap, latency_histograms, utilisation_over_time
+    from numasim.engine.plots import (
+        access_heatmap,
+        latency_histograms,
+        smooth_utilisation,
+        utilisation_over_time,
+    )
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -305,12 +310,15 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
     controllers = [j for j, res in enumerate(r.resources) if res.kind == "controller" and j < util.shape[-1]]
     if util.ndim == 2 and util.shape[0] > 1 and controllers:
         fig, ax = new_axes()
-        t_us = np.arange(util.shape[0]) * r.utilisation_bucket_ns / 1e3
-        for j in controllers:
-            ax.plot(t_us, 100 * util[:, j], label=r.resources[j].name)
+        # window means, not raw buckets: bucket by bucket a busy controller swings between ~0 and its peak
+        windows, window_ns = smooth_utilisation(util[:, controllers], r.utilisation_bucket_ns, max_windows=60)
+        t_us = (np.arange(windows.shape[0]) + 0.5) * window_ns / 1e3
+        for k, j in enumerate(controllers):
+            ax.plot(t_us, 100 * windows[:, k], label=r.resources[j].name)
         ax.set_xlabel("time (us)")
         ax.set_ylabel("utilisation (%)")
-        ax.set_title("memory controller utilisation")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"memory controller utilisation (mean over {window_ns / 1e3:.3g} us windows)")
         _legend(ax)
         save(fig, "controller_utilisation.png")
 

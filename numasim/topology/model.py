@@ -15,7 +15,7 @@ those. Links are directed in their timing: ``latency_ns``/``bandwidth_gb_s`` app
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -259,6 +259,10 @@ class Machine(_Model):
     caches: list[CacheLevel] = Field(default_factory=list)
     routes: list[Route] = Field(default_factory=list)
     firmware_slit: list[list[int]] | None = None
+    numactl_style: Literal["2.0.18", "2.0.19"] | None = None
+    """The layout of the ``numactl --hardware`` text this machine was read from: ``"2.0.18"`` (and older numactl:
+    3-wide distance columns) or ``"2.0.19"`` (4-wide). ``topo hardware`` and the virtual numactl print the same
+    layout, so a text round trip keeps its column widths; ``None`` (not read from numactl text): 2.0.19's."""
     cpu_model: str | None = None
     """The processor as the OS names it (``/proc/cpuinfo``'s "model name", lscpu's "Model name", hwloc's
     ``CPUModel``), e.g. ``"Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz"``: the key into the platform catalog

@@ -24,6 +24,7 @@ from numasim.errors import PolicyError, WorkloadError
 from numasim.kernel import mempolicy as mp
 from numasim.kernel.kernel import Kernel, MmapError
 from numasim.kernel.task import Task
+from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import Machine
 from numasim.units import PAGE_SIZE_BYTES, format_size
 from numasim.workload.access import AccessChunk
@@ -70,12 +71,24 @@ class Placement:
         return {n: int(counts[n]) for n in self.kernel.machine.node_ids}
 
 
-def _mode_args(spec: PolicySpec, machine: Machine) -> tuple[int, list[int]]:
+def _mode_args(spec: PolicySpec, machine: Machine, what: str) -> tuple[int, list[int]]:
     mode = _MODES[spec.mode]
     for f in spec.flags:
         mode |= _FLAGS[f]
     if spec.all_nodes:  # numactl's "all": every node with memory
         return mode, [n.id for n in machine.nodes if n.has_memory]
+    # A node the machine does not have is a typo, as numactl (libnuma's numa_parse_nodestring: "node argument
+    # N out of range") treats it; the kernel would silently drop it from a mask that still names a real node.
+    # Relative nodes (MPOL_F_RELATIVE_NODES) are indices into the allowed set, folded by the kernel: no check.
+    if "relative" not in spec.flags:
+        absent = [n for n in spec.nodes if n not in machine.node_ids]
+        if absent:
+            # all absent: the kernel's own answer (empty effective mask) is EINVAL; say so too
+            empty = "; no node left: the kernel answers EINVAL" if len(absent) == len(spec.nodes) else ""
+            raise PolicyError(
+                f"{what} = {str(spec)!r}: node {format_cpulist(absent)} out of range "
+                f"(machine {machine.name} has nodes {format_cpulist(list(machine.node_ids))}{empty})"
+            )
     return mode, list(spec.nodes)
 
 
@@ -108,7 +121,7 @@ def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
             raise PolicyError(f"--policy {policy!r}: {syntax_error}; nor a plug-in policy ({exc}). Known: {known}") from None
         kernel.set_placement(task, plugin)
         return str(getattr(plugin, "name", policy))
-    mode, nodes = _mode_args(spec, kernel.machine)
+    mode, nodes = _mode_args(spec, kernel.machine, "--policy")
     _check(kernel.set_mempolicy(task, mode, nodes), f"set_mempolicy({policy})")
     return str(spec)
 
@@ -229,7 +242,7 @@ def place_workload(
                 ) from None
             spec = a.policy_spec
             if spec.mode != "default":
-                mode, mask = _mode_args(spec, kernel.machine)
+                mode, mask = _mode_args(spec, kernel.machine, f"{_in(workload)}allocations[{a.name}].policy")
                 _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
             if a.prefault:
                 kernel.touch(task, r.base, r.size_bytes, cpu=cpus[workload.first_touch_thread(a.name)])

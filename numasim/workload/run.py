@@ -19,6 +19,8 @@ from typing import Any
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import WorkloadError
+from numasim.kernel.config import KernelConfig
+from numasim.kernel.kernel import Kernel
 from numasim.timing.model import Calibration
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
@@ -85,11 +87,14 @@ def run_workload(
     seed: int = 0,
     progress: Callable[[int, int | None], None] | None = None,
     epoch_ns: float = 1000.0,
+    kernel_config: KernelConfig | None = None,
 ) -> RunOutcome:
-    """Place ``workload`` under ``policy`` and time its generated accesses (seeded by ``seed``)."""
+    """Place ``workload`` under ``policy`` and time its generated accesses (seeded by ``seed``).
+
+    ``kernel_config``: the kernel placement boots (version, THP, sysctls); default ``KernelConfig()``."""
     started = time.perf_counter()
     threads = thread_specs(machine, workload)
-    placement = place_workload(machine, workload, policy=policy, seed=seed)
+    placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, kernel_config))
     total = total_accesses(workload)
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
@@ -124,6 +129,7 @@ def run_trace(
     format: str | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     epoch_ns: float = 1000.0,
+    kernel_config: KernelConfig | None = None,
     **reader_options: Any,
 ) -> RunOutcome:
     """Replay a trace file: its pages first-touched by the first thread touching each (under ``policy``), then
@@ -143,7 +149,10 @@ def run_trace(
                 n_threads = max(n_threads, int(c.thread.max()) + 1)
     cpu_of = trace_threads(machine, max(1, n_threads), cpus)
     threads = [ThreadSpec(id=i, cpu=cpu) for i, cpu in enumerate(cpu_of)]
-    placement = place_trace(machine, read_trace(path, format, **reader_options), cpu_of, policy=policy)
+    placement = place_trace(
+        machine, read_trace(path, format, **reader_options), cpu_of, policy=policy,
+        kernel=Kernel(machine, kernel_config),
+    )
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None,
@@ -163,6 +172,7 @@ def compare_policies(
     nominal: bool = False,
     mode: str = "epoch",
     seed: int = 0,
+    kernel_config: KernelConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``workload`` once per policy and tabulate the outcome, one row per policy.
 
@@ -184,7 +194,7 @@ def compare_policies(
     cal = calibration if calibration is not None else resolve_calibration(machine, nominal=nominal)
     rows: list[dict[str, Any]] = []
     for pol in policies:
-        out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed)
+        out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config)
         r = out.result
         local = sum(n.local_accesses for n in r.nodes)
         remote = sum(n.remote_accesses for n in r.nodes)

@@ -30,6 +30,7 @@ __all__ = [
     "MachineFormat",
     "detect_format",
     "load_machine",
+    "machine_source",
     "save_machine",
     "read_hwloc_xml",
     "write_hwloc_xml",
@@ -48,20 +49,63 @@ __all__ = [
 ]
 
 
+def machine_source(spec: str | Path) -> Path | None:
+    """The user's file or folder that ``spec`` names, or ``None`` when it names a shipped machine.
+
+    The rule, so that a stray folder never hides a shipped machine and a typo in a path is reported as one:
+
+    * a ``Path``, or a string with a path separator (``./box``, ``dir/box.txt``) or a file suffix
+      (``box.toml``, ``nosuch.txt``), is a path: it must exist;
+    * a bare name (``seed-003-2node``) is a file in the current directory when such a *file* exists,
+      otherwise a shipped machine, and only when no shipped machine has that name a directory (a sysfs tree)
+      of that name. Write ``./NAME`` for a folder named like a shipped machine.
+
+    Raises
+    ------
+    FormatError
+        ``no such file`` for a path that does not exist.
+    UnknownMachineError
+        For a bare name that is neither a file, a shipped machine nor a directory (naming the shipped ones).
+
+    Examples
+    --------
+    >>> machine_source("seed-003-2node") is None
+    True
+    >>> machine_source("nosuch.toml")
+    Traceback (most recent call last):
+    ...
+    numasim.errors.FormatError: nosuch.toml: no such file
+    """
+    from numasim.topology.library import UnknownMachineError, find_shipped
+
+    p = Path(spec)
+    text = str(spec)
+    if isinstance(spec, Path) or "/" in text or "\\" in text or p.suffix:
+        if not p.exists():
+            raise FormatError(text, "no such file")
+        return p
+    if p.is_file():
+        return p
+    try:
+        find_shipped(text)
+    except UnknownMachineError:
+        if p.is_dir():
+            return p
+        raise
+    return None
+
+
 def load_machine(spec: str | Path) -> Machine:
     """Load a machine: a shipped machine's name (``"seed-001-e5-2680v2"``) or a path in any known format.
 
-    An existing path wins over a shipped name; a string that is neither names the shipped machines (with a
-    close-match suggestion) in the error.
+    Which one ``spec`` names follows :func:`machine_source`: a path has a separator or a suffix (and must
+    exist), a bare name is a shipped machine unless a file of that name exists; a name that is neither names
+    the shipped machines (with a close-match suggestion) in the error.
     """
     from numasim.topology.library import find_shipped
 
-    p = Path(spec)
-    if not p.exists():
-        if isinstance(spec, str) and "/" not in spec and "\\" not in spec:
-            p = find_shipped(spec)
-        else:
-            raise FormatError(str(p), "no such file or directory")
+    source = machine_source(spec)
+    p = find_shipped(str(spec)) if source is None else source
     fmt = detect_format(p)
     if fmt == "toml":
         return load_machine_toml(p)

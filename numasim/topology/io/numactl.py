@@ -345,7 +345,10 @@ def format_numactl_hardware(hw: NumactlHardware, style: NumactlStyle | None = No
 def machine_from_numactl(text: str, name: str, source: str = "<text>") -> Machine:
     """A :class:`Machine` from ``numactl --hardware`` text.
 
-    ``memory_bytes`` is ``size`` MiB and ``free_bytes`` is ``free`` MiB (numactl truncates to whole MiB).
+    ``memory_bytes`` is ``size`` MiB. ``free_bytes`` is ``free`` MiB plus half a MiB (an assumption, not a
+    reading): numactl truncates to whole MiB, so the true value lies in ``[free, free + 1)`` MiB, and the numactl
+    that printed it held a fraction of a MiB itself (the virtual one: 0.27 MB). Half a MiB is the middle of that
+    interval, and makes ``numasim numactl -H`` on the imported machine print the same ``free`` again.
     Links are inferred from the distance table (:func:`numasim.topology.infer.from_distance_matrix`), so both the
     stored ``firmware_slit`` and the SLIT derived from the link timing equal the printed table. Cpu-less nodes
     become memory-only nodes.
@@ -371,7 +374,7 @@ def machine_from_numactl(text: str, name: str, source: str = "<text>") -> Machin
             notes.append(f"node {n.id} has neither cpus nor memory: dropped")
             continue
         memory = size_mb * MiB
-        free = min(n.free_mb * MiB, memory) if n.free_mb is not None else None
+        free = min(n.free_mb * MiB + MiB // 2, memory) if n.free_mb is not None else None
         nodes.append(Node(id=n.id, cpus=n.cpus, memory_bytes=memory, free_bytes=free))
         keep.append(k)
     if not nodes:
@@ -385,15 +388,18 @@ def machine_from_numactl(text: str, name: str, source: str = "<text>") -> Machin
         notes.append("no distance information: remote distance 20 assumed")
     description = "from numactl --hardware" + (f" ({'; '.join(notes)})" if notes else "")
     try:
-        return from_distance_matrix(
+        machine = from_distance_matrix(
             table, name=name, nodes=nodes, firmware_slit=firmware, description=description, source=source
         )
     except TopologyError as exc:
         raise FormatError(source, f"distance table: {exc}") from None
+    # the printing numactl's layout, when the table tells it (it cannot without a table or with lost newlines)
+    return machine.model_copy(update={"numactl_style": hw.style}) if hw.style else machine
 
 
-def hardware_of(machine: Machine, style: NumactlStyle = "2.0.19") -> NumactlHardware:
-    """What ``numactl --hardware`` would report on ``machine`` (free = ``free_bytes``, else all memory)."""
+def hardware_of(machine: Machine, style: NumactlStyle | None = None) -> NumactlHardware:
+    """What ``numactl --hardware`` would report on ``machine`` (free = ``free_bytes``, else all memory), in
+    ``style``, else the layout of the numactl it was read from (``machine.numactl_style``), else 2.0.19's."""
     nodes = [
         NumactlNode(
             id=n.id,
@@ -403,10 +409,11 @@ def hardware_of(machine: Machine, style: NumactlStyle = "2.0.19") -> NumactlHard
         )
         for n in machine.nodes
     ]
-    return NumactlHardware(nodes=nodes, distances=machine.slit(), style=style, source=machine.name)
+    chosen = style or machine.numactl_style or "2.0.19"
+    return NumactlHardware(nodes=nodes, distances=machine.slit(), style=chosen, source=machine.name)
 
 
-def numactl_hardware_for(machine: Machine, style: NumactlStyle = "2.0.19") -> str:
+def numactl_hardware_for(machine: Machine, style: NumactlStyle | None = None) -> str:
     """The ``numactl --hardware`` text for ``machine`` (distances: :func:`~numasim.topology.distances.slit`).
 
     Examples
@@ -427,7 +434,7 @@ def load_machine_numactl(path: str | Path, name: str | None = None) -> Machine:
     return machine_from_numactl(p.read_text(encoding="utf-8"), name or p.stem, str(p))
 
 
-def save_machine_numactl(machine: Machine, path: str | Path, style: NumactlStyle = "2.0.19") -> None:
+def save_machine_numactl(machine: Machine, path: str | Path, style: NumactlStyle | None = None) -> None:
     """Write the ``numactl --hardware`` text of ``machine`` atomically."""
     p = Path(path)
     text = numactl_hardware_for(machine, style)  # render first: a failure here touches no file
