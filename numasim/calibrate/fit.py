@@ -42,6 +42,7 @@ __all__ = [
     "fit_latency",
     "fit_bandwidth",
     "fit_peak_mix",
+    "peak_mix_gb_s",
     "READ_FRACTION",
     "slit_warnings",
 ]
@@ -446,10 +447,23 @@ class BandwidthFit:
     result: FitResult = field(default_factory=FitResult)
 
 
-def fit_peak_mix(peak_mb_s: dict[str, float]) -> tuple[float, float | None, FitResult]:
-    """System read and write bandwidth (GB/s) from mlc's traffic mixes: ``1/bw = f/R + (1-f)/W``.
+def peak_mix_gb_s(read_fraction: np.ndarray, read_gb_s: float, write_gb_s: float, write_cost_factor: float = 1.0) -> np.ndarray:
+    """What mlc reports for a mix whose operations are a share ``f`` reads: ``(f + (1-f) w) / (f/R + (1-f) w/W)``.
 
-    Returns ``(read, write, result)``; write is ``None`` with only the all-reads figure.
+    A write moves ``w`` (``write_cost_factor``) lines through the controller at its write bandwidth, as the
+    engine charges it, and mlc counts what moves (module :mod:`numasim.tools.mlc`); ``w = 1`` gives
+    ``1/bw = f/R + (1-f)/W``.
+    """
+    f = np.asarray(read_fraction, dtype=float)
+    w = write_cost_factor
+    return (f + (1 - f) * w) / (f / read_gb_s + (1 - f) * w / write_gb_s)
+
+
+def fit_peak_mix(peak_mb_s: dict[str, float], write_cost_factor: float = 1.0) -> tuple[float, float | None, FitResult]:
+    """System read and write bandwidth (GB/s) from mlc's traffic mixes (:func:`peak_mix_gb_s`).
+
+    Returns ``(read, write, result)``; write is ``None`` with only the all-reads figure. ``write_cost_factor``
+    is the calibration's (the priors'): the write bandwidth is then that of the lines writes move.
 
     Examples
     --------
@@ -468,12 +482,11 @@ def fit_peak_mix(peak_mb_s: dict[str, float]) -> tuple[float, float | None, FitR
     bw = np.array(list(known.values()))
 
     def resid(z: np.ndarray) -> np.ndarray:
-        model = 1.0 / (f / z[0] + (1 - f) / z[1])
-        return (model - bw) / bw
+        return (peak_mix_gb_s(f, z[0], z[1], write_cost_factor) - bw) / bw
 
     sol = least_squares(resid, [bw.max(), bw.min()], bounds=(1e-3, np.inf))
     rd, wr = (float(v) for v in sol.x)
-    model = 1.0 / (f / rd + (1 - f) / wr)
+    model = peak_mix_gb_s(f, rd, wr, write_cost_factor)
     dof = len(bw) - 2
     stderr = [math.nan, math.nan]
     if dof > 0:
@@ -497,6 +510,7 @@ def fit_bandwidth(
     *,
     routes: Routing | None = None,
     link_bound_margin: float = 0.95,
+    write_cost_factor: float = 1.0,
 ) -> BandwidthFit:
     """Fit controller read/write and link bandwidths (GB/s) under the bottleneck model.
 
@@ -517,7 +531,7 @@ def fit_bandwidth(
     diag_mean = {j: float(np.mean(v)) for j, v in diag.items()}
     write_ratio: float | None = None
     if peak_mb_s:
-        rd, wr, peak_res = fit_peak_mix(peak_mb_s)
+        rd, wr, peak_res = fit_peak_mix(peak_mb_s, write_cost_factor)
         res.extend(peak_res)
         weights = {j: diag_mean.get(j, math.nan) for j in cpu_mem_nodes}
         if all(np.isfinite(w) for w in weights.values()):

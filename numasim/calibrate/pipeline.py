@@ -312,7 +312,8 @@ def calibrate(
         merged_peak: dict[str, float] = {}
         for _, p in peaks if use_peak else []:
             merged_peak.update(p)
-        bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r)
+        bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r,
+                           write_cost_factor=core.write_cost_factor)
         report.extend(bf.result)
         ctrl_rd.update(bf.controller_read_gb_s)
         ctrl_wr.update(bf.controller_write_gb_s)

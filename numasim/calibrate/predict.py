@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numasim.calibrate.fit import READ_FRACTION
+from numasim.calibrate.fit import READ_FRACTION, peak_mix_gb_s
 from numasim.calibrate.parsers import NodeMatrix
 from numasim.engine.cores import thread_mlp
 from numasim.timing.model import Calibration, apply_calibration, default_curve
@@ -75,7 +75,8 @@ def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:
 def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]) -> dict[str, float]:
     """mlc peak-injection figures (MB/s) for the given mixes."""
     rd, wr = _system(machine, calibration)
-    return {k: 1000.0 / (READ_FRACTION[k] / rd + (1 - READ_FRACTION[k]) / wr) for k in keys if k in READ_FRACTION}
+    w = calibration.core.write_cost_factor
+    return {k: 1000.0 * float(peak_mix_gb_s(np.array(READ_FRACTION[k]), rd, wr, w)) for k in keys if k in READ_FRACTION}
 
 
 def predict_loaded_latency(

@@ -54,6 +54,7 @@ class CatalogFigures:
     read_factor: float
     read_factor_source: str
     write_factor: float | None
+    write_factor_source: str
     links_to_sockets: int
     link_bandwidth_gb_s: float
     local_ns: float
@@ -122,6 +123,10 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
             f"median of the catalog's {len(measured)} measured read efficiencies ({platform.name} has none)"
         )
         write_factor = None
+    write_source = f"{platform.name} efficiency: measured write factor"
+    if write_factor is None:
+        write_factor = factor * WRITE_TO_READ_EFFICIENCY
+        write_source = WRITE_TO_READ_SOURCE
     if platform.latency is not None:
         local, mode_note = _local_for_mode(platform.latency, mode)
         local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]{mode_note}"
@@ -160,6 +165,7 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         read_factor=factor,
         read_factor_source=factor_src,
         write_factor=write_factor,
+        write_factor_source=write_source,
         links_to_sockets=to_sockets,
         link_bandwidth_gb_s=ic.bandwidth_gb_s * gt_s / ic.gt_s,
         local_ns=local,
@@ -229,6 +235,18 @@ LINE_PACKET_EFFICIENCY = {
     "upi": (8 / 9, "assumed as QPI's: header + 8 data flits per 64-byte line (no public UPI flit breakdown found)"),
 }
 """Share of a socket link's data rate that carries cache-line payload, per link kind (others: 1)."""
+
+WRITE_TO_READ_EFFICIENCY = 0.72
+"""Write over read bandwidth of a controller under mixed traffic, when the platform has no write figure: the
+median of eight public likwid-bench runs (``shared/data/kerncraft``: update ``a[i] = s * a[i]``, one line read and
+one written back per element, against load, all cores of a socket): ``W / R = 1 / (R (2/U - 1/R))`` = 0.53
+(Haswell-EP), 0.63 (Naples), 0.67 (Ice Lake-SP), 0.69 (Broadwell-EP), 0.74 (Skylake-SP), 0.75 (Sapphire
+Rapids), 0.81 (Cascade Lake-SP), 0.95 (Rome); median 0.72. DRAM pays a bus turnaround between reads and writes."""
+
+WRITE_TO_READ_SOURCE = (
+    "read factor x 0.72, the median write/read ratio of 8 public likwid-bench update-vs-load runs "
+    "(numasim shared/data/kerncraft; WRITE_TO_READ_EFFICIENCY): the platform has no write efficiency of its own"
+)
 
 WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
@@ -345,7 +363,8 @@ def catalog_calibration(
               f"{channels:g} channels ({fig.channels_per_socket} per socket / {share} memory nodes) x {fig.mt_s} MT/s x 8 B "
               f"x efficiency {fig.read_factor:.3f}; {mem_src}; efficiency: {fig.read_factor_source}")
         prior(f"{key}.write_bandwidth_gb_s", write, "GB/s",
-              "read peak x the write factor" if fig.write_factor is not None
+              f"channel peak x write factor {fig.write_factor:.3f}" + f" ({fig.write_factor_source})"
+              if fig.write_factor is not None
               else "equal to read bandwidth: the catalog has no write efficiency for this platform")
         prior(f"{key}.latency_ns", fig.local_ns, "ns", fig.local_source)
     priors += cxl.priors

@@ -24,13 +24,12 @@ Examples
 from __future__ import annotations
 
 import functools
-import tomllib
 from importlib import resources
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from numasim.errors import CalibrationError, FormatError
+from numasim.errors import CalibrationError
 from numasim.timing.catalog.model import Source
 
 __all__ = ["CxlLinkSpec", "CxlDevice", "CxlLatency", "CxlCatalog", "load_cxl_catalog", "parse_cxl_toml"]
@@ -201,16 +200,9 @@ class CxlCatalog(_Model):
 
 def parse_cxl_toml(text: str, source: str = "<text>") -> CxlCatalog:
     """The CXL section from the text of its TOML file (``source`` names it in errors)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FormatError(source, f"not valid TOML: {exc}") from None
-    try:
-        return CxlCatalog.model_validate(data)
-    except ValidationError as exc:
-        from numasim.topology.io.toml_format import format_validation_error
+    from numasim.timing.catalog.loader import parse_toml_model
 
-        raise FormatError(source, format_validation_error(exc)) from None
+    return parse_toml_model(CxlCatalog, text, source)
 
 
 @functools.cache

@@ -10,13 +10,16 @@ from __future__ import annotations
 import functools
 import tomllib
 from importlib import resources
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from numasim.errors import FormatError
 from numasim.timing.catalog.model import Platform
 
-__all__ = ["load_catalog", "platform_names", "get_platform", "parse_platform_toml"]
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["load_catalog", "platform_names", "get_platform", "parse_platform_toml", "parse_toml_model"]
 
 
 def parse_platform_toml(text: str, source: str = "<text>") -> Platform:
@@ -28,12 +31,17 @@ def parse_platform_toml(text: str, source: str = "<text>") -> Platform:
     >>> p.name, p.memory.channels_per_socket, p.skus[0].model
     ('example-one', 2, 'Example 1')
     """
+    return parse_toml_model(Platform, text, source)
+
+
+def parse_toml_model(model: type[M], text: str, source: str) -> M:
+    """``model`` validated from TOML ``text``; a syntax or field error is a FormatError naming ``source``."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FormatError(source, f"not valid TOML: {exc}") from None
     try:
-        return Platform.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         from numasim.topology.io.toml_format import format_validation_error
 
