@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
+
 __all__ = ["DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
 
 DONE = 0
@@ -291,7 +293,7 @@ def run_epochs(
             if lv < n_levels:
                 lat = level_lat[lv]
                 if prefetched[p] and lv > 0:
-                    lat = max(lat * pff[a], level_lat[min(lv - 1, 1)])  # exact mode's rule (see there)
+                    lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
@@ -321,11 +323,7 @@ def run_epochs(
                 req_out[p] = req  # (read for memory requests only)
                 lat = req
                 if prefetched[p]:
-                    # exact mode's rule: not before the last server has served the line, nor below a hit in the
-                    # level the prefetcher fills
-                    lat = max(req * pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1])
-                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
-                        lat = level_lat[min(n_levels - 1, 1)]
+                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1], level_lat, n_levels)
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, j - 1] > done:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
+
 __all__ = [
     "run_kernel",
     "DONE",
@@ -278,10 +280,7 @@ def run_kernel(
             if level < n_levels:
                 lat = level_lat[level]
                 if prefetched[p] and level > 0:
-                    # the stream prefetcher hides the same share of a hit's latency as of a miss's, but the line
-                    # is at best in the level it prefetches into (the second; the first for an L2 hit): no level
-                    # is faster than the one above it (see ``timing``)
-                    lat = max(lat * pff[a], level_lat[min(level - 1, 1)])
+                    lat = prefetched_hit_ns(lat, pff[a], level_lat, level)  # see _prefetch_rules
             else:
                 tt = ready
                 b_last = 0.0
@@ -314,11 +313,7 @@ def run_kernel(
                 req = class_base[c] + (tt - ready) + class_curve[c]
                 lat = req
                 if prefetched[p]:
-                    # prefetching hides latency, not bandwidth: the line is not usable before its last server
-                    # has served it; and it lands in the second level at best
-                    lat = max(req * pff[a], (tt - ready) + b_last)
-                    if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
-                        lat = level_lat[min(n_levels - 1, 1)]
+                    lat = prefetched_miss_ns(req, pff[a], (tt - ready) + b_last, level_lat, n_levels)
             done = ready + lat
             lo = infl_off[a]
             _push(infl, lo, infl_n[a], done)
