@@ -11,7 +11,9 @@ Layout, version 1::
     c000000.compute_ns.npy      float32  /
     c000001.thread.npy ...
 
-Chunks are written as they arrive and the header last (it holds the counts), so writing streams; reading
+Chunks are written as they arrive and the header last (it holds the counts), so writing streams; every member
+carries the same fixed timestamp (:data:`ZIP_DATE_TIME`, zip's epoch), so one seed gives byte-identical files
+(``numpy.savez`` stamps the current time); reading
 opens one member at a time, so a trace larger than memory streams back chunk by chunk. A truncated or
 corrupt file (bad zip directory, CRC mismatch, missing member, wrong dtype or length) raises
 :class:`~numasim.errors.TraceError` naming the file and the chunk.
@@ -32,9 +34,11 @@ import numpy as np
 from numasim.errors import TraceError
 from numasim.workload.access import AccessChunk
 
-__all__ = ["NpzTraceWriter", "write_npz", "read_npz", "read_npz_header", "NPZ_VERSION", "COLUMNS"]
+__all__ = ["NpzTraceWriter", "write_npz", "read_npz", "read_npz_header", "NPZ_VERSION", "COLUMNS", "ZIP_DATE_TIME"]
 
 NPZ_VERSION = 1
+ZIP_DATE_TIME = (1980, 1, 1, 0, 0, 0)
+"""The timestamp of every zip member: the earliest a zip can hold, so a trace's bytes depend on its data only."""
 COLUMNS: dict[str, np.dtype[Any]] = {
     "thread": np.dtype(np.int32),
     "address": np.dtype(np.uint64),
@@ -74,6 +78,16 @@ class NpzTraceWriter:
         self._zip = zipfile.ZipFile(self._tmp, "w", compression=self.compression, compresslevel=1, allowZip64=True)
         return self
 
+    def _member(self, name: str) -> zipfile.ZipInfo:
+        # An explicit ZipInfo: ZipFile.open(name) would stamp the current time and make each file's bytes unique.
+        info = zipfile.ZipInfo(name, date_time=ZIP_DATE_TIME)
+        info.compress_type = self.compression
+        # Level 1 as the writer's own: a bare ZipInfo would get zlib's slower default. The attribute is private
+        # before Python 3.13 (public compress_level there, with _compresslevel kept as an alias).
+        setattr(info, "_compresslevel", 1)  # noqa: B010
+        info.external_attr = 0o644 << 16  # rw-r--r-- for unzip, as numpy.savez's members
+        return info
+
     def write(self, chunk: AccessChunk) -> None:
         if self._zip is None:
             raise RuntimeError("NpzTraceWriter.write outside its `with` block")
@@ -81,7 +95,7 @@ class NpzTraceWriter:
             return
         for name, dtype in COLUMNS.items():
             array = np.ascontiguousarray(getattr(chunk, name), dtype=dtype)
-            with self._zip.open(f"c{self.chunks:06d}.{name}.npy", "w", force_zip64=True) as member:
+            with self._zip.open(self._member(f"c{self.chunks:06d}.{name}.npy"), "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, array, allow_pickle=False)
         self.accesses += len(chunk)
         self.max_thread = max(self.max_thread, int(chunk.thread.max()))
@@ -100,7 +114,7 @@ class NpzTraceWriter:
                     "columns": list(COLUMNS),
                     "meta": self.meta,
                 }
-                self._zip.writestr("header.json", json.dumps(header, sort_keys=True))
+                self._zip.writestr(self._member("header.json"), json.dumps(header, sort_keys=True))
             self._zip.close()
             if exc_type is None:
                 os.replace(self._tmp, self.path)
