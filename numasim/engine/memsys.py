@@ -281,10 +281,10 @@ def build_memory_system(
     node_i = np.repeat(np.arange(n_nodes, dtype=np.int64), n_nodes)
     node_j = np.tile(np.arange(n_nodes, dtype=np.int64), n_nodes)
     to_memory = ctrl_idx[node_j] >= 0
-    lens_node = np.zeros((n_nodes * n_nodes, 2), dtype=np.int64)
-    lens_node[:, 0] = np.where(to_memory, 1 + pair_len[node_j * n_nodes + node_i], 0)
-    lens_node[:, 1] = np.where(to_memory, pair_len[node_i * n_nodes + node_j] + 1, 0)
-    lens_node = lens_node.ravel()
+    lens_rw = np.zeros((n_nodes * n_nodes, 2), dtype=np.int64)
+    lens_rw[:, 0] = np.where(to_memory, 1 + pair_len[node_j * n_nodes + node_i], 0)
+    lens_rw[:, 1] = np.where(to_memory, pair_len[node_i * n_nodes + node_j] + 1, 0)
+    lens_node = lens_rw.ravel()
     cls = np.repeat(np.arange(len(lens_node), dtype=np.int64), lens_node)
     k = np.arange(len(cls), dtype=np.int64) - np.r_[0, np.cumsum(lens_node)[:-1]][cls]
     write = cls % 2 == 1
