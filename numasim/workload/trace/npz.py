@@ -22,16 +22,16 @@ corrupt file (bad zip directory, CRC mismatch, missing member, wrong dtype or le
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from numasim.errors import TraceError
+from numasim.fileio import atomic_path
 from numasim.workload.access import AccessChunk
 
 __all__ = ["NpzTraceWriter", "write_npz", "read_npz", "read_npz_header", "NPZ_VERSION", "COLUMNS", "ZIP_DATE_TIME"]
@@ -69,13 +69,18 @@ class NpzTraceWriter:
         self.chunks = 0
         self.max_thread = -1
         self._zip: zipfile.ZipFile | None = None
-        self._tmp: str | None = None
+        self._atomic: AbstractContextManager[Path] | None = None
 
     def __enter__(self) -> NpzTraceWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        self._zip = zipfile.ZipFile(self._tmp, "w", compression=self.compression, compresslevel=1, allowZip64=True)
+        # fileio's temporary: renamed into place on success, removed on an error, Ctrl-C or SIGTERM, and swept
+        # by a later write if this process is killed outright.
+        self._atomic = atomic_path(self.path)
+        tmp = self._atomic.__enter__()
+        try:
+            self._zip = zipfile.ZipFile(tmp, "w", compression=self.compression, compresslevel=1, allowZip64=True)
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     def _member(self, name: str) -> zipfile.ZipInfo:
@@ -101,8 +106,8 @@ class NpzTraceWriter:
         self.max_thread = max(self.max_thread, int(chunk.thread.max()))
         self.chunks += 1
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._zip is not None and self._tmp is not None
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._zip is not None and self._atomic is not None
         try:
             if exc_type is None:
                 header = {
@@ -116,11 +121,10 @@ class NpzTraceWriter:
                 }
                 self._zip.writestr(self._member("header.json"), json.dumps(header, sort_keys=True))
             self._zip.close()
-            if exc_type is None:
-                os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+        except BaseException as error:
+            self._atomic.__exit__(type(error), error, error.__traceback__)  # removes the temporary
+            raise
+        self._atomic.__exit__(exc_type, exc, tb)  # renames it into place, or removes it after an error
 
 
 def write_npz(chunks: Iterable[AccessChunk], path: str | Path, *, meta: dict[str, Any] | None = None) -> int:
