@@ -138,11 +138,13 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
         if match is None:
             continue
         pid = int(match.group(1))
+        if pid == me:
+            continue
         try:
             age_s = now - entry.stat(follow_symlinks=False).st_mtime
         except OSError:
             continue
-        if age_s < STALE_AFTER_S and (pid == me or _pid_alive(pid)):
+        if age_s < STALE_AFTER_S and _pid_alive(pid):
             continue
         try:
             if entry.is_dir(follow_symlinks=False):

@@ -87,7 +87,7 @@ def test_stale_temporaries_of_ours_are_removed_and_nothing_else(tmp_path: Path) 
     dead = tmp_path / f".a.json{TEMP_MARKER}{_dead_pid()}-0123abcd"
     old = tmp_path / f".b.json{TEMP_MARKER}{os.getppid()}-89abcdef"  # a live process, but days old
     live = tmp_path / f".c.json{TEMP_MARKER}{os.getppid()}-00000000"  # a live process writing now
-    mine = tmp_path / f".d.json{TEMP_MARKER}{os.getpid()}-11111111"  # this process: maybe mid-write
+    mine = tmp_path / f".d.json{TEMP_MARKER}{os.getpid()}-11111111"  # this process's: maybe mid-write
     dead_dir = tmp_path / f".tree{TEMP_MARKER}{_dead_pid()}-22222222"
     foreign = [tmp_path / ".a.json.tmp", tmp_path / f"a{TEMP_MARKER}1-0123abcd", tmp_path / "kept.txt"]
     for p in [dead, old, live, mine, *foreign]:
@@ -96,6 +96,7 @@ def test_stale_temporaries_of_ours_are_removed_and_nothing_else(tmp_path: Path) 
     (dead_dir / "cpulist").write_text("0\n")
     days_ago = time.time() - STALE_AFTER_S - 86400
     os.utime(old, (days_ago, days_ago))
+    os.utime(mine, (days_ago, days_ago))  # this process's own are never stale, however old
 
     atomic_write_texts({tmp_path / "new.txt": "fresh\n"})  # any write into the directory sweeps it
 
