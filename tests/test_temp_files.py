@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 
 from numasim.cli import main
-from numasim.fileio import STALE_AFTER_S, TEMP_MARKER, atomic_path, atomic_write_texts, remove_stale_temporaries
+from numasim.fileio import (
+    STALE_AFTER_S,
+    TEMP_MARKER,
+    atomic_path,
+    atomic_write_texts,
+    remove_stale_temporaries,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
