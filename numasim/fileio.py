@@ -7,21 +7,158 @@ only when writing finished without an error (``os.replace`` is atomic on one fil
 A destination that cannot be written (a parent is a regular file, a read-only or permission-denied directory)
 raises :class:`~numasim.errors.OutputError` naming the path the user asked for and the cause;
 :func:`check_output_path` performs the same check up front, so a command can refuse before doing any work.
+
+No temporary file outlives the command that made it:
+
+* An error, Ctrl-C (``KeyboardInterrupt``) or ``SIGTERM`` removes it: while a temporary exists, the main thread
+  handles ``SIGTERM`` by unwinding (``finally`` blocks remove the file), then restores the previous handler and
+  raises the signal again, so the process still ends as ``SIGTERM`` says (or the previous handler runs).
+* ``SIGKILL`` (and a power cut) cannot be caught, so temporaries are named recognisably,
+  ``.NAME.numasim-tmp-PID-RANDOM`` (a hidden file, or directory, beside the target ``NAME``), and the next write
+  into the same directory removes those of ours whose process is gone, or which are older than
+  :data:`STALE_AFTER_S` (a process id can be reused). Nothing else is ever removed.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import secrets
+import shutil
+import signal
 import stat
-import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from numasim.errors import OutputError
 
-__all__ = ["atomic_path", "atomic_write_text", "atomic_write_texts", "atomic_write_bytes", "check_output_path", "output_error", "save_figure"]
+__all__ = [
+    "atomic_path",
+    "atomic_write_text",
+    "atomic_write_texts",
+    "atomic_write_bytes",
+    "atomic_dir",
+    "check_output_path",
+    "output_error",
+    "save_figure",
+    "remove_stale_temporaries",
+    "TEMP_MARKER",
+    "STALE_AFTER_S",
+]
+
+TEMP_MARKER = ".numasim-tmp-"
+"""What every temporary file or directory numasim creates has in its name: ``.NAME.numasim-tmp-PID-RANDOM``."""
+STALE_AFTER_S = 6 * 3600.0
+"""A temporary of ours this old (by modification time) is stale even if a process with its id runs: ids are
+reused, and a live writer keeps its file's modification time fresh."""
+_TEMP_NAME = re.compile(r"^\..*\.numasim-tmp-(\d+)-[0-9a-f]{8}$")
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler while a temporary exists, so that ``finally`` blocks remove it."""
+
+
+@contextmanager
+def _unwind_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM unwinds it (cleaning up) and is then re-raised with the old handler.
+
+    Only in the main thread (Python runs signal handlers there, and only there may set them), and not when
+    SIGTERM is ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN or previous is None:  # ignored, or set outside Python: leave it alone
+        yield
+        return
+    terminated = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal terminated
+        terminated = True
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if terminated:
+            # The temporaries are gone; now end as the signal asked (the default action kills the process).
+            signal.raise_signal(signal.SIGTERM)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Remove the temporaries of ours in ``directory`` that no running write owns; returns what was removed.
+
+    Ours: hidden entries named ``.NAME.numasim-tmp-PID-RANDOM`` (RANDOM 8 hex digits). Stale: the process
+    ``PID`` no longer exists, or the entry is older than :data:`STALE_AFTER_S`. This process's own
+    temporaries are never stale (a write may be under way). Errors (a file removed meanwhile, no permission)
+    are ignored: cleaning up never fails a write.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, subprocess, sys
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+    ...                       text=True).stdout.strip()  # the id of a process that has ended
+    >>> _ = (d / f".out.npz.numasim-tmp-{gone}-0123abcd").write_bytes(b"half a trace")
+    >>> _ = (d / ".out.npz.tmp").write_bytes(b"not ours")
+    >>> [p.name for p in remove_stale_temporaries(d)] == [f".out.npz.numasim-tmp-{gone}-0123abcd"]
+    True
+    >>> sorted(p.name for p in d.iterdir())
+    ['.out.npz.tmp']
+    """
+    removed: list[Path] = []
+    now = time.time()
+    me = os.getpid()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP_NAME.match(entry.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid == me:
+            continue
+        try:
+            age_s = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        if age_s < STALE_AFTER_S and _pid_alive(pid):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _temp_name(target: Path) -> Path:
+    return target.parent / f".{target.name}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def _umask() -> int:
@@ -104,12 +241,12 @@ def check_output_path(path: str | Path, is_dir: bool = False) -> None:
     if cause is not None:
         raise OutputError(f"cannot write {target}: {cause}")
     probe_dir = _existing_ancestor(target if is_dir else target.parent)
+    probe = _temp_name(probe_dir / "numasim-check")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".numasim-check.", suffix=".tmp", dir=probe_dir)
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as exc:
         raise OutputError(f"cannot write {target}: cannot create files in directory {probe_dir} ({exc.strerror})") from None
-    os.close(fd)
-    os.unlink(tmp)
+    os.unlink(probe)
 
 
 @contextmanager
@@ -179,29 +316,73 @@ def atomic_write_texts(files: dict[Path, str]) -> None:
                 done.append((Path(target), backup))
                 _chmod_like(tmp, backup)
                 os.replace(tmp, target)
-        except OSError as exc:
+        except BaseException as exc:  # an OSError, or SIGTERM / Ctrl-C half way: put the old files back
             for target, backup in reversed(done):
                 if backup is not None and backup.exists():
                     os.replace(backup, target)
                 elif target.exists():
                     target.unlink()
+            if not isinstance(exc, OSError):
+                raise
             raise output_error(done[-1][0] if done else next(iter(files)), exc) from None
 
 
 @contextmanager
-def _temp_beside(target: Path) -> Iterator[Path]:
-    """An empty temporary file in ``target``'s directory, removed on exit if still there."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise output_error(target, exc) from None
-    try:
-        yield Path(tmp)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _temp_beside(target: Path, *, directory: bool = False) -> Iterator[Path]:
+    """An empty temporary file (or directory) in ``target``'s directory, removed on exit if still there, and on
+    SIGTERM; stale temporaries of earlier, killed writes there are removed first."""
+    with _unwind_on_sigterm():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(target.parent)
+            while True:
+                tmp = _temp_name(target)
+                try:
+                    if directory:
+                        os.mkdir(tmp, 0o700)
+                    else:
+                        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                    break
+                except FileExistsError:  # 32 random bits taken already: draw again
+                    continue
+        except OSError as exc:
+            raise output_error(target, exc) from None
+        try:
+            yield tmp
+        finally:
+            if os.path.isdir(tmp) and not os.path.islink(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif os.path.lexists(tmp):
+                os.unlink(tmp)
+
+
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """A temporary directory beside ``path`` to fill; it becomes ``path`` (replacing a directory there) only if
+    the block finishes without an error. Named, cleaned up and swept like the files of :func:`atomic_path`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "tree"
+    >>> with atomic_dir(target) as tmp:
+    ...     _ = (tmp / "a").write_text("1")
+    >>> sorted(p.name for p in target.iterdir())
+    ['a']
+    """
+    target = Path(path)
+    with _temp_beside(target, directory=True) as tmp:
+        yield tmp
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())  # what mkdir would give, not the private 0700 of the temporary
+            if target.exists():
+                with _temp_beside(target, directory=True) as old:
+                    os.rename(target, old / target.name)
+                    os.rename(tmp, target)
+            else:
+                os.rename(tmp, target)
+        except OSError as exc:
+            raise output_error(target, exc) from None
 
 
 def _chmod_like(tmp: Path, old: Path | None) -> None:

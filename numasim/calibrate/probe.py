@@ -27,6 +27,7 @@ from pathlib import Path
 
 from numasim.calibrate.parsers.probe import ProbeResult
 from numasim.calibrate.probe_kernel import measure
+from numasim.fileio import atomic_write_text
 from numasim.topology.cpulist import parse_cpulist
 
 __all__ = ["probe", "copy_node_tree", "node_cpus"]
@@ -190,7 +191,5 @@ def probe(
         repeats=repeats,
         notes=notes,
     )
-    tmp = out / "probe.json.tmp"
-    tmp.write_text(result.model_dump_json(indent=2) + "\n")
-    tmp.replace(out / "probe.json")
+    atomic_write_text(out / "probe.json", result.model_dump_json(indent=2) + "\n")
     return result

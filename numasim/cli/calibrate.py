@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from numasim.errors import CalibrationError
+from numasim.fileio import atomic_write_text
 
 __all__ = ["register"]
 
@@ -36,9 +37,7 @@ def _load_machine(spec: str):  # type: ignore[no-untyped-def]
 
 
 def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _load_priors(machine, path: Path | None):  # type: ignore[no-untyped-def]
@@ -155,9 +154,7 @@ def validate_cmd(
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         _write_json(output / "report.json", data)
-        tmp = output / "report.txt.tmp"
-        tmp.write_text(text + "\n")
-        tmp.replace(output / "report.txt")
+        atomic_write_text(output / "report.txt", text + "\n")
         if plots:
             from numasim.calibrate.plots import plot_report
 

@@ -27,10 +27,15 @@ def register(app: typer.Typer) -> None:
 
 
 class _Progress:
-    """A one-line progress indicator on stderr (only when stderr is a terminal)."""
+    """A one-line progress indicator on stderr (only when stderr is a terminal), and the wall time at the end.
+
+    The wall time goes to stderr, never into the report or a result file: those depend on the inputs and the
+    seed only, so two runs give the same bytes.
+    """
 
     def __init__(self, label: str, enabled: bool) -> None:
         self.label = label
+        self.wanted = enabled
         self.enabled = enabled and sys.stderr.isatty()
         self.last = -1.0
         self.started = time.perf_counter()
@@ -48,6 +53,10 @@ class _Progress:
     def close(self) -> None:
         if self.enabled and self.last >= 0:
             typer.echo("", err=True)
+
+    def wall_time(self, wall_s: float) -> None:
+        if self.wanted:
+            typer.echo(f"wall time {wall_s:.2f} s (not part of the result)", err=True)
 
 
 def run(
@@ -68,7 +77,9 @@ def run(
     cpus: str | None = typer.Option(None, help="--trace: cpus of the trace's threads in order, e.g. 0,24 or 0-3."),
     trace_format: str | None = typer.Option(None, "--trace-format", help="--trace: format if the suffix does not say it."),
     compare: list[str] | None = typer.Option(None, "--compare", help="Run once per policy (repeat the option) and print a comparison table."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress line on stderr (terminals only)."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Progress line (terminals only) and the wall time, on stderr."
+    ),
     thp: str = typer.Option(
         "always", "--thp", metavar="always|madvise|never",
         help="Transparent hugepages of the kernel that places the memory (never: min_free_kbytes not raised).",
@@ -144,6 +155,7 @@ def run(
                                 format=trace_format, progress=bar, kernel_config=kernel_config)
     finally:
         bar.close()
+    bar.wall_time(outcome.wall_s)
     typer.echo(format_run_report(outcome))
     if output is not None:
         write_result_json(outcome, output)

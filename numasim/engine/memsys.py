@@ -63,10 +63,10 @@ class MemorySystem:
         ``"node<k>"`` for nodes then the device names.
     base_latency_ns : ndarray (n_initiators, n_nodes)
         Idle latency of a miss from an initiator to memory of a node (``nan`` for memoryless nodes).
-    busy_ns : ndarray (n_classes, n_resources)
-        Busy time a 64-byte line of a route class costs on each resource.
-    crosses : ndarray of bool (n_classes, n_resources)
-        Whether the class's latency sees the resource's queueing delay.
+    path_ptr, path_res, path_busy : ndarray
+        The route classes' resources in the order a miss crosses them, as CSR: class ``c`` crosses
+        ``path_res[path_ptr[c]:path_ptr[c + 1]]``, where one 64-byte line costs ``path_busy`` ns of work. Sparse
+        on purpose: a dense class x resource table is O(nodes^3) (800 MB for 256 nodes).
     """
 
     machine: Machine
@@ -77,9 +77,9 @@ class MemorySystem:
     initiator_node: np.ndarray
     resources: list[Resource]
     base_latency_ns: np.ndarray
-    busy_ns: np.ndarray
-    crosses: np.ndarray
-    class_resources: list[list[int]]
+    path_ptr: np.ndarray
+    path_res: np.ndarray
+    path_busy: np.ndarray
     write_cost_factor: float
     write_latency_factor: float
 
@@ -110,19 +110,47 @@ class MemorySystem:
     def class_paths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Route classes' resources in the order a miss crosses them, as CSR: (start of each class's run, with
         one end entry; resource; busy ns of one line there). Both engines' compiled loops walk these."""
-        lens = np.array([len(p) for p in self.class_resources], dtype=np.int64)
-        start = np.r_[0, np.cumsum(lens)].astype(np.int64)
-        res = np.array([r for p in self.class_resources for r in p], dtype=np.int64)
-        busy = np.array([float(self.busy_ns[c, r]) for c, p in enumerate(self.class_resources) for r in p], dtype=float)
-        return start, res, busy
+        return self.path_ptr, self.path_res, self.path_busy
+
+    @property
+    def class_resources(self) -> list[list[int]]:
+        """Each route class's resources in crossing order (a list per class; built on demand from the CSR)."""
+        res = self.path_res.tolist()
+        ptr = self.path_ptr.tolist()
+        return [res[ptr[c]:ptr[c + 1]] for c in range(self.n_classes)]
+
+    def path_class(self) -> np.ndarray:
+        """The route class of every CSR entry (``path_res``'s parallel array)."""
+        return np.repeat(np.arange(self.n_classes, dtype=np.int64), np.diff(self.path_ptr))
+
+    def resource_totals(self, lines_per_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per resource: the busy ns and the lines that ``lines_per_class`` lines of each class put on it."""
+        weight = np.asarray(lines_per_class, dtype=float)[self.path_class()]
+        n = len(self.resources)
+        return (
+            np.bincount(self.path_res, weights=weight * self.path_busy, minlength=n),
+            np.bincount(self.path_res, weights=np.where(self.path_busy > 0, weight, 0.0), minlength=n),
+        )
+
+    @property
+    def busy_ns(self) -> np.ndarray:
+        """Dense (n_classes, n_resources) busy time of one line of each class on each resource (0 where it does
+        not cross). For small machines and tests: it grows as nodes^3; the engines use the CSR."""
+        out = np.zeros((self.n_classes, len(self.resources)))
+        out[self.path_class(), self.path_res] = self.path_busy
+        return out
+
+    @property
+    def crosses(self) -> np.ndarray:
+        """Dense: whether each class's latency sees each resource's queueing delay (see :attr:`busy_ns`)."""
+        return self.busy_ns > 0
 
     def own_line_busy_ns(self) -> np.ndarray:
         """Per resource, one line's busy time (the least over classes): what a request's own line adds to the
         utilisation it sees, left out so that a request does not queue behind itself."""
-        if not len(self.resources):
-            return np.zeros(0)
-        line_busy = np.where(self.busy_ns > 0, self.busy_ns, np.inf).min(axis=0)
-        return np.where(np.isfinite(line_busy), line_busy, 0.0)
+        out = np.full(len(self.resources), np.inf)
+        np.minimum.at(out, self.path_res, np.where(self.path_busy > 0, self.path_busy, np.inf))
+        return np.where(np.isfinite(out), out, 0.0)
 
     def curve_delay_ns(self, utilisation: np.ndarray) -> np.ndarray:
         """Loaded-latency added delay per resource; ``utilisation`` has the resources on the last axis."""
@@ -132,6 +160,11 @@ class MemorySystem:
             if res.curve is not None:
                 out[..., r] = res.curve.added_ns(u[..., r])
         return out
+
+
+def _route_resources(path: list[Vertex], edge_of: dict[tuple[Vertex, Vertex], int]) -> list[int]:
+    """The link-direction resources a route (a vertex sequence) crosses, in order."""
+    return [edge_of[(path[k], path[k + 1])] for k in range(len(path) - 1)]
 
 
 def build_memory_system(
@@ -231,34 +264,79 @@ def build_memory_system(
             resources.append(Resource(f"{name}~{mem_node}", "attach", dma_bw, None, src=name, dst=mem_node))
         dma_path.append(paths)
 
-    n_init, n_nodes, n_res = len(initiator_names), len(ids), len(resources)
+    n_init, n_nodes = len(initiator_names), len(ids)
     base = np.full((n_init, n_nodes), np.nan)
-    busy = np.zeros((n_init * n_nodes * 2, n_res))
-    class_resources: list[list[int]] = [[] for _ in range(n_init * n_nodes * 2)]
+    ctrl_idx = np.array([ctrl_of.get(nid, -1) for nid in ids], dtype=np.int64)
     for i in range(n_init):
-        src = initiator_node[i]
         for j, dst in enumerate(ids):
-            if dst not in ctrl_of:
-                continue
             ctrl = timed.nodes[j].controller
-            assert ctrl is not None
-            base[i, j] = ctrl.latency_ns + routes.path_latency_ns(src, dst) + attach_latency[i]
+            if dst in ctrl_of and ctrl is not None:
+                base[i, j] = ctrl.latency_ns + routes.path_latency_ns(initiator_node[i], dst) + attach_latency[i]
+
+    # Every class's path as CSR, in class order ((i * n_nodes + j) * 2 + is_write); classes to memoryless nodes
+    # are empty. A read crosses the target's controller, then the links of the route back to the initiator; a
+    # write the links of the route to the target, then its controller. Built with numpy from each node pair's
+    # route: a Python list per class costs seconds on a 256-node machine (131,072 classes).
+    pair_lists = [_route_resources(routes.paths[(a, b)], edge_of) for a in ids for b in ids]
+    pair_len = np.array([len(x) for x in pair_lists], dtype=np.int64)
+    pair_start = np.r_[0, np.cumsum(pair_len)[:-1]].astype(np.int64)
+    pair_res = np.array([r for x in pair_lists for r in x] or [0], dtype=np.int64)
+    node_i = np.repeat(np.arange(n_nodes, dtype=np.int64), n_nodes)
+    node_j = np.tile(np.arange(n_nodes, dtype=np.int64), n_nodes)
+    to_memory = ctrl_idx[node_j] >= 0
+    lens_rw = np.zeros((n_nodes * n_nodes, 2), dtype=np.int64)
+    lens_rw[:, 0] = np.where(to_memory, 1 + pair_len[node_j * n_nodes + node_i], 0)
+    lens_rw[:, 1] = np.where(to_memory, pair_len[node_i * n_nodes + node_j] + 1, 0)
+    lens_node = lens_rw.ravel()
+    cls = np.repeat(np.arange(len(lens_node), dtype=np.int64), lens_node)
+    k = np.arange(len(cls), dtype=np.int64) - np.r_[0, np.cumsum(lens_node)[:-1]][cls]
+    write = cls % 2 == 1
+    ij = cls // 2
+    pair = np.where(write, node_i[ij] * n_nodes + node_j[ij], node_j[ij] * n_nodes + node_i[ij])
+    at_controller = np.where(write, k == lens_node[cls] - 1, k == 0)
+    link_pos = np.clip(pair_start[pair] + np.where(write, k, k - 1), 0, len(pair_res) - 1)
+    node_entries = np.where(at_controller, ctrl_idx[node_j[ij]], pair_res[link_pos])
+
+    # Devices (few): their attach link directions and DMA read paths around the route of their node.
+    lens_dev: list[int] = []
+    dev_entries: list[int] = []
+    for i in range(n_nodes, n_init):
+        src = initiator_node[i]
+        for dst in ids:
             for is_write in (0, 1):
-                c = (i * n_nodes + j) * 2 + is_write
-                factor = wcf if is_write else 1.0
-                edges = routes.edges(src, dst) if is_write else routes.edges(dst, src)
-                path = [edge_of[e] for e in edges]
-                if i >= len(ids):
-                    a = attach_in[i] if is_write else attach_out[i]
-                    assert a is not None
-                    path = [a, *path] if is_write else [*path, a]
-                    if not is_write and dst in dma_path[i]:
-                        path = [*path, dma_path[i][dst]]
-                for r in path:
-                    busy[c, r] += factor * LINE_BYTES / resources[r].capacity_bytes_per_ns
-                cap = write_cap[dst] if is_write else resources[ctrl_of[dst]].capacity_bytes_per_ns
-                busy[c, ctrl_of[dst]] += factor * LINE_BYTES / cap
-                class_resources[c] = [*path, ctrl_of[dst]] if is_write else [ctrl_of[dst], *path]
+                if dst not in ctrl_of:
+                    lens_dev.append(0)
+                    continue
+                mc = ctrl_of[dst]
+                path = _route_resources(routes.paths[(src, dst)] if is_write else routes.paths[(dst, src)], edge_of)
+                a = attach_in[i] if is_write else attach_out[i]
+                assert a is not None
+                path = [a, *path] if is_write else [*path, a]
+                if not is_write and dst in dma_path[i]:
+                    path = [*path, dma_path[i][dst]]
+                full = [*path, mc] if is_write else [mc, *path]
+                lens_dev.append(len(full))
+                dev_entries += full
+    lens = np.r_[lens_node, np.array(lens_dev, dtype=np.int64)].astype(np.int64)
+    path_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
+    path_res = np.r_[node_entries, np.array(dev_entries, dtype=np.int64)].astype(np.int64)
+    entry_class = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    is_write_entry = entry_class % 2 == 1
+    # the controller of each entry's class (its target node's)
+    entry_ctrl = path_res == ctrl_idx[(entry_class // 2) % max(1, n_nodes)]
+    capacity = np.array([r.capacity_bytes_per_ns for r in resources], dtype=float)
+    ctrl_write_cap = np.zeros(len(resources))
+    for nid, r in ctrl_of.items():
+        ctrl_write_cap[r] = write_cap[nid]
+    # A line costs 64 B / capacity at every resource it crosses, a write ``wcf`` times that, and at the
+    # controller a write uses the write bandwidth.
+    cap = np.where(is_write_entry & entry_ctrl, ctrl_write_cap[path_res], capacity[path_res])
+    path_busy = np.where(is_write_entry, wcf, 1.0) * LINE_BYTES / cap if len(path_res) else np.zeros(0)
+    # A resource crossed twice by one class (only an odd explicit route could) carries its total at each entry.
+    key = entry_class * max(1, len(resources)) + path_res
+    uniq, inverse = np.unique(key, return_inverse=True)
+    if len(uniq) < len(key):
+        path_busy = np.bincount(inverse, weights=path_busy)[inverse]
     return MemorySystem(
         machine=timed,
         calibration=calibration,
@@ -268,9 +346,9 @@ def build_memory_system(
         initiator_node=np.array(initiator_node, dtype=np.int64),
         resources=resources,
         base_latency_ns=base,
-        busy_ns=busy,
-        crosses=busy > 0,
-        class_resources=class_resources,
+        path_ptr=path_ptr,
+        path_res=path_res,
+        path_busy=np.ascontiguousarray(path_busy, dtype=float),
         write_cost_factor=wcf,
         write_latency_factor=write_latency_factor(calibration.core),
     )

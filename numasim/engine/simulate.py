@@ -404,8 +404,8 @@ def _collect(
 
     run_time = float(st.agent_finish_ns.max()) if len(agents) else 0.0
     lines_rc = st.memory_lines.reshape(-1).astype(float)
-    busy_total = lines_rc @ ms.busy_ns
-    bytes_total = (lines_rc @ ms.crosses.astype(float)) * LINE_BYTES
+    busy_total, lines_total = ms.resource_totals(lines_rc)
+    bytes_total = lines_total * LINE_BYTES
     util = st.series.utilisation(run_time)
     resources = []
     for r, res in enumerate(ms.resources):

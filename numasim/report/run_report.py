@@ -126,7 +126,7 @@ def numastat_view(outcome: RunOutcome) -> str:
 
 
 def format_run_report(outcome: RunOutcome) -> str:
-    """The full text report of one run."""
+    """The full text report of one run (deterministic: the wall time is not in it)."""
     r = outcome.result
     cal = outcome.calibration
     link_rows = [
@@ -145,8 +145,7 @@ def format_run_report(outcome: RunOutcome) -> str:
         f"calibration  {cal.id} ({cal.provenance.method})",
         f"accesses     {r.accesses}",
         f"run time     {r.run_time_ns / 1e3:.3f} us simulated"
-        + (f", {total_bytes / seconds / 1e9:.2f} GB/s overall" if seconds else "")
-        + f"  (wall {outcome.wall_s:.2f} s)",
+        + (f", {total_bytes / seconds / 1e9:.2f} GB/s overall" if seconds else ""),
     ]
     if outcome.placement.failed_pages:
         lines.append(f"WARNING      {outcome.placement.failed_pages} pages could not be allocated")

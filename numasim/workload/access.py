@@ -64,11 +64,11 @@ class AccessChunk:
         addr = np.asarray(address, dtype=np.uint64)
         n = len(addr)
         return cls(
-            thread=np.broadcast_to(np.asarray(thread, dtype=np.int32), (n,)).copy(),
+            thread=_column(thread, np.int32, n),
             address=addr,
-            is_write=np.broadcast_to(np.asarray(is_write, dtype=bool), (n,)).copy(),
-            size_bytes=np.broadcast_to(np.asarray(size_bytes, dtype=np.uint16), (n,)).copy(),
-            compute_ns=np.broadcast_to(np.asarray(compute_ns, dtype=np.float32), (n,)).copy(),
+            is_write=_column(is_write, np.bool_, n),
+            size_bytes=_column(size_bytes, np.uint16, n),
+            compute_ns=_column(compute_ns, np.float32, n),
         )
 
     def slice(self, start: int, stop: int) -> AccessChunk:
@@ -79,6 +79,17 @@ class AccessChunk:
             self.size_bytes[start:stop],
             self.compute_ns[start:stop],
         )
+
+
+def _column(value: np.ndarray | float | bool, dtype: type[np.generic], n: int) -> np.ndarray:
+    # A scalar fills a new array (np.full: a generator builds thousands of small blocks, and broadcasting then
+    # copying costs several times more); an array is broadcast and copied as before.
+    v = np.asarray(value, dtype=dtype)
+    if v.ndim == 0:
+        out = np.empty(n, dtype=dtype)
+        out.fill(v)
+        return out
+    return np.broadcast_to(v, (n,)).copy()
 
 
 def concat_chunks(chunks: Iterable[AccessChunk]) -> AccessChunk:

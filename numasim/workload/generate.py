@@ -12,13 +12,14 @@ thread does not perturb the others, and the output does not depend on ``chunk_ac
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from numasim.workload.access import DEFAULT_CHUNK_ACCESSES, AccessChunk, rechunk
 from numasim.workload.layout import Region, layout
 from numasim.workload.patterns import make_walker
-from numasim.workload.spec import Workload
+from numasim.workload.spec import PointerChasePhase, RandomPhase, Workload, ZipfPhase
 
 __all__ = ["generate", "thread_blocks", "phase_accesses", "total_accesses"]
 
@@ -28,16 +29,17 @@ def phase_accesses(workload: Workload, index: int, regions: dict[str, Region] | 
     regions = regions if regions is not None else layout(workload)
     phase = workload.phases[index]
     members = workload.phase_threads(index)
+    if phase.accesses is not None:
+        return dict.fromkeys(members, phase.accesses)
+    if phase.duration_ns is not None:
+        return dict.fromkeys(members, max(1, round(phase.duration_ns / (phase.compute_ns + phase.assumed_access_ns))))
+    # Natural length needs the walker's geometry (a thread's slice of a split region); the length is not random,
+    # so one throwaway rng serves every member.
+    rng = np.random.default_rng(0)
     out: dict[int, int] = {}
     for rank, tid in enumerate(members):
-        if phase.accesses is not None:
-            out[tid] = phase.accesses
-        elif phase.duration_ns is not None:
-            out[tid] = max(1, round(phase.duration_ns / (phase.compute_ns + phase.assumed_access_ns)))
-        else:
-            # Natural length needs the walker's geometry; a throwaway rng is fine (length is not random).
-            walker = make_walker(phase, regions, rank, len(members), np.random.default_rng(0))
-            out[tid] = int(np.ceil((phase.passes or 1.0) * walker.length))
+        walker = make_walker(phase, regions, rank, len(members), rng)
+        out[tid] = int(np.ceil((phase.passes or 1.0) * walker.length))
     return out
 
 
@@ -47,20 +49,52 @@ def total_accesses(workload: Workload) -> int:
     return sum(sum(phase_accesses(workload, i, regions).values()) for i in range(len(workload.phases)))
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every thread's stream shares, computed once per workload: the layout, and per phase its members,
+    each member's rank among them and its access count. Computing these per thread made generation quadratic in
+    the thread count."""
+
+    regions: dict[str, Region]
+    members: list[list[int]]
+    rank: list[dict[int, int]]
+    counts: list[dict[int, int]]
+
+    @classmethod
+    def of(cls, workload: Workload) -> _Plan:
+        regions = layout(workload)
+        members = [workload.phase_threads(i) for i in range(len(workload.phases))]
+        rank = [{tid: r for r, tid in enumerate(m)} for m in members]
+        counts = [phase_accesses(workload, i, regions) for i in range(len(workload.phases))]
+        return cls(regions, members, rank, counts)
+
+
+def _thread_seed(seed: int, thread: int) -> np.random.SeedSequence:
+    # Child ``thread`` of SeedSequence(seed).spawn(n), built directly: spawning all n children for each
+    # thread is quadratic in the thread count, and SeedSequence defines child i by its spawn_key (i,).
+    return np.random.SeedSequence(seed, spawn_key=(thread,))
+
+
 def thread_blocks(workload: Workload, thread: int, seed: int = 0) -> Iterator[AccessChunk]:
     """Thread ``thread``'s accesses, phase after phase, in blocks of at most ``workload.block_accesses``."""
-    regions = layout(workload)
-    thread_seq = np.random.SeedSequence(seed).spawn(len(workload.threads))[thread]
-    phase_seqs = thread_seq.spawn(max(1, len(workload.phases)))
+    return _thread_blocks(workload, thread, seed, _Plan.of(workload))
+
+
+def _thread_blocks(workload: Workload, thread: int, seed: int, plan: _Plan) -> Iterator[AccessChunk]:
+    thread_seq = _thread_seed(seed, thread)
     block = workload.block_accesses
     for index, phase in enumerate(workload.phases):
-        members = workload.phase_threads(index)
-        if thread not in members:
+        rank = plan.rank[index].get(thread)
+        if rank is None:
             continue
-        count = phase_accesses(workload, index, regions)[thread]
-        addr_seq, write_seq = phase_seqs[index].spawn(2)
-        walker = make_walker(phase, regions, members.index(thread), len(members), np.random.default_rng(addr_seq))
-        write_rng = np.random.default_rng(write_seq)
+        count = plan.counts[index][thread]
+        # The phase's address and read/write generators, as SeedSequence(seed).spawn(threads)[thread]
+        # .spawn(phases)[index].spawn(2) defines them, made only when the phase draws random numbers: making
+        # them costs more than a small block of a deterministic pattern (STREAM, sequential, strided).
+        seqs = _LazySeeds(thread_seq, index)
+        rng = np.random.default_rng(seqs.child(0)) if _is_random(phase) else None
+        walker = make_walker(phase, plan.regions, rank, len(plan.members[index]), rng)
+        write_rng: np.random.Generator | None = None
         for start in range(0, count, block):
             n = min(block, count - start)
             address, is_write = walker.take(start, n)
@@ -68,6 +102,8 @@ def thread_blocks(workload: Workload, thread: int, seed: int = 0) -> Iterator[Ac
                 if phase.write_fraction >= 1.0:
                     is_write = np.ones(n, dtype=bool)
                 elif phase.write_fraction > 0.0:
+                    if write_rng is None:
+                        write_rng = np.random.default_rng(seqs.child(1))
                     is_write = write_rng.random(n) < phase.write_fraction
                 else:
                     is_write = np.zeros(n, dtype=bool)
@@ -80,8 +116,27 @@ def thread_blocks(workload: Workload, thread: int, seed: int = 0) -> Iterator[Ac
             )
 
 
+class _LazySeeds:
+    """Child ``k`` of phase ``index``'s seed sequence, without spawning every phase's sequence up front."""
+
+    def __init__(self, thread_seq: np.random.SeedSequence, index: int) -> None:
+        self.thread_seq = thread_seq
+        self.index = index
+
+    def child(self, k: int) -> np.random.SeedSequence:
+        # thread_seq.spawn(p)[index].spawn(2)[k] is, by SeedSequence's definition, the sequence with the
+        # parent's entropy and spawn key extended by (index, k).
+        key = (*self.thread_seq.spawn_key, self.index, k)
+        return np.random.SeedSequence(self.thread_seq.entropy, spawn_key=key, pool_size=self.thread_seq.pool_size)
+
+
+def _is_random(phase: object) -> bool:
+    return isinstance(phase, RandomPhase | PointerChasePhase | ZipfPhase)
+
+
 def _round_robin(workload: Workload, seed: int) -> Iterator[AccessChunk]:
-    streams = {t.id: thread_blocks(workload, t.id, seed) for t in workload.threads}
+    plan = _Plan.of(workload)
+    streams = {t.id: _thread_blocks(workload, t.id, seed, plan) for t in workload.threads}
     while streams:
         for tid in list(streams):
             block = next(streams[tid], None)

@@ -209,11 +209,14 @@ class _Stream(Walker):
         self.length = self.m * self.lines
 
     def take(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray | None]:
-        idx = np.arange(start, start + n, dtype=np.uint64)
-        which = idx % np.uint64(self.m)
-        line = (idx // np.uint64(self.m)) % np.uint64(self.lines)
-        addr = self.bases[which] + line * np.uint64(self.unit)
-        return addr, which == np.uint64(self.m - 1)
+        # int64 indices (an index never nears 2^63), uint64 only for the addresses: the same values, without
+        # numpy's slower uint64-scalar arithmetic (a generator takes thousands of small blocks).
+        idx = np.arange(start, start + n, dtype=np.int64)
+        line, which = np.divmod(idx, self.m)
+        line %= self.lines
+        line *= self.unit
+        addr = self.bases[which] + line.astype(np.uint64)
+        return addr, which == self.m - 1
 
 
 def make_walker(
@@ -221,9 +224,12 @@ def make_walker(
     regions: dict[str, Region],
     rank: int,
     of: int,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
 ) -> Walker:
-    """The walker of ``phase`` for thread number ``rank`` of the ``of`` threads running it."""
+    """The walker of ``phase`` for thread number ``rank`` of the ``of`` threads running it.
+
+    ``rng`` feeds the random patterns (random, pointer chase, zipf); the others never draw, and may get None.
+    """
     unit = phase.size_bytes
     if isinstance(phase, StreamPhase):
         return _Stream([_slice(regions[n], unit, rank, of, phase.split) for n in phase.array_names])
@@ -233,6 +239,8 @@ def make_walker(
     if isinstance(phase, SequentialPhase):
         span = _slice(regions[phase.allocation], unit, rank, of, phase.split)
         return _Linear(span, unit, regions[phase.allocation].size_bytes)
+    if rng is None:
+        raise TypeError(f"make_walker: a {type(phase).__name__} draws random numbers and needs an rng")
     if isinstance(phase, RandomPhase):
         return _Uniform(_slice(regions[phase.allocation], unit, rank, of, phase.split), rng)
     if isinstance(phase, PointerChasePhase):

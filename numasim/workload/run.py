@@ -35,7 +35,11 @@ __all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace
 
 @dataclass
 class RunOutcome:
-    """One run: the engine's result and everything needed to say where it came from."""
+    """One run: the engine's result and everything needed to say where it came from.
+
+    ``wall_s`` (how long the run took on this computer) is kept here but is not part of the result:
+    :meth:`to_dict` leaves it out, so one seed gives byte-identical result files (the CLI prints it on stderr).
+    """
 
     result: SimulationResult
     placement: Placement
@@ -50,7 +54,8 @@ class RunOutcome:
     inputs: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: the engine's result plus provenance and the kernel's placement view."""
+        """JSON-able: the engine's result plus provenance and the kernel's placement view (no wall time: the same
+        inputs and seed give the same dict)."""
         return {
             "numasim_run": 1,
             "machine": self.machine.name,
@@ -72,7 +77,6 @@ class RunOutcome:
                 "numastat": {str(k): v for k, v in self.placement.numastat().items()},
             },
             "inputs": self.inputs,
-            "wall_s": self.wall_s,
             "result": self.result.to_dict(),
         }
 

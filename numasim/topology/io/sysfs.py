@@ -22,13 +22,11 @@ values, when present, replace the inferred controller timing of that node.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from numasim.errors import FormatError, TopologyError
+from numasim.fileio import atomic_dir
 from numasim.topology.cpulist import format_cpulist, parse_cpulist
 from numasim.topology.io.cpumodel import cpu_model_near
 from numasim.topology.model import Machine, MemoryController, Node
@@ -296,17 +294,5 @@ def write_sysfs_node_tree(machine: Machine, path: str | Path, *, overwrite: bool
     target = Path(path)
     if target.exists() and not overwrite:
         raise FormatError(str(target), "exists already (pass overwrite=True to replace it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with atomic_dir(target) as tmp:  # never a half-written tree; no temporary survives a kill (see fileio)
         _write_tree(machine, tmp)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            os.rename(target, old / target.name)
-            os.rename(tmp, target)
-            shutil.rmtree(old)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

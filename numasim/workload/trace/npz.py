@@ -11,7 +11,9 @@ Layout, version 1::
     c000000.compute_ns.npy      float32  /
     c000001.thread.npy ...
 
-Chunks are written as they arrive and the header last (it holds the counts), so writing streams; reading
+Chunks are written as they arrive and the header last (it holds the counts), so writing streams; every member
+carries the same fixed timestamp (:data:`ZIP_DATE_TIME`, zip's epoch), so one seed gives byte-identical files
+(``numpy.savez`` stamps the current time); reading
 opens one member at a time, so a trace larger than memory streams back chunk by chunk. A truncated or
 corrupt file (bad zip directory, CRC mismatch, missing member, wrong dtype or length) raises
 :class:`~numasim.errors.TraceError` naming the file and the chunk.
@@ -20,21 +22,23 @@ corrupt file (bad zip directory, CRC mismatch, missing member, wrong dtype or le
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from numasim.errors import TraceError
+from numasim.fileio import atomic_path
 from numasim.workload.access import AccessChunk
 
-__all__ = ["NpzTraceWriter", "write_npz", "read_npz", "read_npz_header", "NPZ_VERSION", "COLUMNS"]
+__all__ = ["NpzTraceWriter", "write_npz", "read_npz", "read_npz_header", "NPZ_VERSION", "COLUMNS", "ZIP_DATE_TIME"]
 
 NPZ_VERSION = 1
+ZIP_DATE_TIME = (1980, 1, 1, 0, 0, 0)
+"""The timestamp of every zip member: the earliest a zip can hold, so a trace's bytes depend on its data only."""
 COLUMNS: dict[str, np.dtype[Any]] = {
     "thread": np.dtype(np.int32),
     "address": np.dtype(np.uint64),
@@ -65,14 +69,29 @@ class NpzTraceWriter:
         self.chunks = 0
         self.max_thread = -1
         self._zip: zipfile.ZipFile | None = None
-        self._tmp: str | None = None
+        self._atomic: AbstractContextManager[Path] | None = None
 
     def __enter__(self) -> NpzTraceWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        self._zip = zipfile.ZipFile(self._tmp, "w", compression=self.compression, compresslevel=1, allowZip64=True)
+        # fileio's temporary: renamed into place on success, removed on an error, Ctrl-C or SIGTERM, and swept
+        # by a later write if this process is killed outright.
+        self._atomic = atomic_path(self.path)
+        tmp = self._atomic.__enter__()
+        try:
+            self._zip = zipfile.ZipFile(tmp, "w", compression=self.compression, compresslevel=1, allowZip64=True)
+        except BaseException as exc:
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
+
+    def _member(self, name: str) -> zipfile.ZipInfo:
+        # An explicit ZipInfo: ZipFile.open(name) would stamp the current time and make each file's bytes unique.
+        info = zipfile.ZipInfo(name, date_time=ZIP_DATE_TIME)
+        info.compress_type = self.compression
+        # Level 1 as the writer's own: a bare ZipInfo would get zlib's slower default. The attribute is private
+        # before Python 3.13 (public compress_level there, with _compresslevel kept as an alias).
+        setattr(info, "_compresslevel", 1)  # noqa: B010
+        info.external_attr = 0o644 << 16  # rw-r--r-- for unzip, as numpy.savez's members
+        return info
 
     def write(self, chunk: AccessChunk) -> None:
         if self._zip is None:
@@ -81,14 +100,14 @@ class NpzTraceWriter:
             return
         for name, dtype in COLUMNS.items():
             array = np.ascontiguousarray(getattr(chunk, name), dtype=dtype)
-            with self._zip.open(f"c{self.chunks:06d}.{name}.npy", "w", force_zip64=True) as member:
+            with self._zip.open(self._member(f"c{self.chunks:06d}.{name}.npy"), "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, array, allow_pickle=False)
         self.accesses += len(chunk)
         self.max_thread = max(self.max_thread, int(chunk.thread.max()))
         self.chunks += 1
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self._zip is not None and self._tmp is not None
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._zip is not None and self._atomic is not None
         try:
             if exc_type is None:
                 header = {
@@ -100,13 +119,12 @@ class NpzTraceWriter:
                     "columns": list(COLUMNS),
                     "meta": self.meta,
                 }
-                self._zip.writestr("header.json", json.dumps(header, sort_keys=True))
+                self._zip.writestr(self._member("header.json"), json.dumps(header, sort_keys=True))
             self._zip.close()
-            if exc_type is None:
-                os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+        except BaseException as error:
+            self._atomic.__exit__(type(error), error, error.__traceback__)  # removes the temporary
+            raise
+        self._atomic.__exit__(exc_type, exc, tb)  # renames it into place, or removes it after an error
 
 
 def write_npz(chunks: Iterable[AccessChunk], path: str | Path, *, meta: dict[str, Any] | None = None) -> int:
