@@ -67,6 +67,7 @@ from numasim.kernel.mempolicy import (
     parse_version,
     weighted_interleave_nodes_bulk,
 )
+from numasim.kernel.migrate import migrate_vma_pages, to_node
 from numasim.kernel.modes import KernelMode, decide
 from numasim.kernel.protocol import PlacementContext, PlacementDecision, PlacementPolicy
 from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, ShmSegment, Task, VmaKind
@@ -894,15 +895,8 @@ class Kernel:
         idx = np.unique(idx[(cur >= 0) & (cur != dest)])
         if idx.size == 0:
             return 0, 0
-        placed = self.allocate(PlacementDecision(preferred=dest, nodemask=frozenset({dest})), int(idx.size),
-                               self.cpu_to_node[task.cpu], task.mems_allowed, migrating=True, thisnode=True)
-        ok = placed.nodes >= 0
-        moved = idx[ok]
-        if moved.size:
-            self.pm.free(vma.nodes[moved].copy(), vma.zones[moved].copy())
-            vma.nodes[moved] = placed.nodes[ok]
-            vma.zones[moved] = placed.zones[ok]
-        return int(moved.size), int(idx.size - moved.size)
+        moved = int(np.count_nonzero(migrate_vma_pages(self, task, vma, idx, to_node(dest), thisnode=True)))
+        return moved, int(idx.size) - moved
 
     def first_node_in_zonelist(self, nid: int, mask: Iterable[int]) -> int:
         """``first_zones_zonelist(node_zonelist(nid), ..., mask)``: first node of ``nid``'s fallback order in ``mask``."""

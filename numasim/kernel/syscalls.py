@@ -43,8 +43,8 @@ from numasim.kernel.mempolicy import (
     policy_report,
     sanitize_mpol_flags,
 )
+from numasim.kernel.migrate import migrate_vma_pages, to_node
 from numasim.kernel.modes import decide
-from numasim.kernel.protocol import PlacementDecision
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
 
 if TYPE_CHECKING:
@@ -260,19 +260,9 @@ def mbind(
 def _migrate_vma_pages(k: Kernel, task: Task, vma: VMA, idx: np.ndarray, pol: MemPolicy | None) -> tuple[int, int]:
     """Move pages ``idx`` of ``vma`` to where ``pol`` puts them (``alloc_migration_target_by_mpol``)."""
     ctx = k.placement_context(task, vma, idx, task.cpu)
-    decision = decide(pol, ctx)
-    placed = k.allocate(decision, int(idx.size), ctx.cpu_node, task.mems_allowed, migrating=True)
-    return _commit_moves(k, vma, idx, placed.nodes, placed.zones)
-
-
-def _commit_moves(k: Kernel, vma: VMA, idx: np.ndarray, nodes: np.ndarray, zones: np.ndarray) -> tuple[int, int]:
-    ok = nodes >= 0
-    moved = idx[ok]
-    if moved.size:
-        k.pm.free(vma.nodes[moved].copy(), vma.zones[moved].copy())
-        vma.nodes[moved] = nodes[ok]
-        vma.zones[moved] = zones[ok]
-    return int(moved.size), int(idx.size - moved.size)
+    ok = migrate_vma_pages(k, task, vma, idx, decide(pol, ctx), cpu_node=ctx.cpu_node)
+    moved = int(np.count_nonzero(ok))
+    return moved, int(idx.size) - moved
 
 
 # --- migrate_pages -------------------------------------------------------------------------------------------
@@ -345,10 +335,8 @@ def migrate_to_node(k: Kernel, task: Task, source: int, dest: int, *, move_all: 
             continue
         if vma.shm is not None and not move_all and k.shm_attach_count(vma.shm) > 1:
             continue
-        placed = k.allocate(PlacementDecision(preferred=dest, nodemask=frozenset({dest})), int(idx.size),
-                            k.cpu_to_node[task.cpu], task.mems_allowed, migrating=True, thisnode=True)
-        _, failed = _commit_moves(k, vma, idx, placed.nodes, placed.zones)
-        left += failed
+        ok = migrate_vma_pages(k, task, vma, idx, to_node(dest), thisnode=True)
+        left += int(idx.size - np.count_nonzero(ok))
     return left
 
 
@@ -417,10 +405,8 @@ def move_pages(
         for dest in np.unique(targets[sel][(cur >= 0) & (cur != targets[sel])]).tolist():
             want = sel[(cur >= 0) & (targets[sel] == dest) & (cur != dest)]
             pidx = np.unique(idx_of[want])
-            placed = k.allocate(PlacementDecision(preferred=dest, nodemask=frozenset({dest})), int(pidx.size),
-                                k.cpu_to_node[task.cpu], task.mems_allowed, migrating=True, thisnode=True)
-            _commit_moves(k, vma, pidx, placed.nodes, placed.zones)
-            failed_pages = pidx[placed.nodes < 0]
+            ok = migrate_vma_pages(k, task, vma, pidx, to_node(dest), thisnode=True)
+            failed_pages = pidx[~ok]
             if failed_pages.size:
                 hit = want[np.isin(idx_of[want], failed_pages)]
                 status[hit] = -ERRNO["ENOMEM"]
