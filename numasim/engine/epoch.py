@@ -37,15 +37,12 @@ import numpy as np
 import simpy
 
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
-from .memsys import MemorySystem
-from .stats import Stats, bin_table
-from .stream import Agent, Feeder
-from .timing import prefetch_factor
+from .protocol import EngineInput, grow_bucket_ring
+from .stats import bin_table
+from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
 __all__ = ["EpochEngine"]
 
-EMA_WEIGHT = 0.5
-"""Weight of the previous epoch's utilisation in the smoothed value the curves read (as in exact mode)."""
 
 _SERIES_ROWS = 4096
 _RING_ROWS = 256
@@ -54,22 +51,15 @@ _RING_ROWS = 256
 class EpochEngine:
     """Runs the epoch fidelity over a :class:`Feeder` (see module docstring)."""
 
-    def __init__(
-        self,
-        ms: MemorySystem,
-        agents: list[Agent],
-        feeder: Feeder,
-        stats: Stats,
-        level_latency_ns: np.ndarray,
-        prefetch_distance_lines: int,
-        epoch_ns: float,
-        window_accesses: int = 1 << 19,
-    ) -> None:
-        self.ms, self.agents, self.feeder, self.stats = ms, agents, feeder, stats
-        self.level_lat = np.r_[np.asarray(level_latency_ns, dtype=float), 0.0]
+    def __init__(self, inp: EngineInput) -> None:
+        ms, agents = inp.ms, list(inp.agents)
+        self.ms, self.agents, self.feeder, self.stats = ms, agents, inp.feeder, inp.stats
+        level_latency_ns = inp.level_latency_ns
+        prefetch_distance_lines = inp.prefetch_distance_lines
+        self.level_lat = np.r_[level_latency_ns, 0.0]
         self.n_levels = len(level_latency_ns)
-        self.E = float(epoch_ns)
-        self.window_accesses = window_accesses
+        self.E = float(inp.epoch_ns)
+        self.window_accesses = inp.window_accesses
         n_res = len(ms.resources)
         mlp = np.array([1 if a.dependent else a.mlp for a in agents], dtype=np.int64)
         self.mlp = mlp
@@ -234,7 +224,7 @@ class EpochEngine:
                 self.curve_y,
                 self.own_busy,
                 self.E,
-                EMA_WEIGHT,
+                UTILISATION_EMA_WEIGHT,
                 self.last_issue,
                 self.last_done,
                 self.inflight,
@@ -265,14 +255,13 @@ class EpochEngine:
 
     def _grow_ring(self, rows: int) -> None:
         """At least ``rows`` ring rows (a power of two), each bucket moved to its row in the larger ring."""
-        n = len(self.ring)
-        size = 1 << max(rows - 1, 1).bit_length()
-        ring, touched = np.zeros((size, self.ring.shape[1])), np.zeros(size, dtype=bool)
-        for k in range(int(self.istate[LOW]), int(self.istate[LOW]) + n):
-            ring[k % size], touched[k % size] = self.ring[k % n], self.ring_touched[k % n]
-        self.ring, self.ring_touched = ring, touched
+        self.ring, self.ring_touched = grow_bucket_ring(self.ring, self.ring_touched, int(self.istate[LOW]), rows)
+        size = len(self.ring)
         self.ser_idx = np.zeros(max(len(self.ser_idx), 2 * size), dtype=np.int64)
         self.ser_rows = np.zeros((len(self.ser_idx), self.ring.shape[1]))
+
+    def diagnostics(self) -> dict[str, float]:
+        return {"windows": float(self.windows), "last_epoch": float(self.istate[0])}
 
     def flush(self) -> None:
         """Record the buckets not recorded yet (the queues' last work) in the time series."""

@@ -35,39 +35,30 @@ from numasim.timing.model import LoadedLatencyCurve
 
 from . import _exact_kernel as K
 from .caches import LRUCache
-from .memsys import MemorySystem
-from .stats import Stats
-from .stream import Agent, Block, Feeder
-from .timing import prefetch_factor
+from .protocol import EngineInput, grow_bucket_ring
+from .stream import Block
+from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
 __all__ = ["ExactEngine"]
 
-_EMA = 0.5
 _RING_ROWS = 64  # initial open epoch buckets held (a power of two; grown on demand)
 
 
 class ExactEngine:
-    """Runs the exact fidelity (see module docstring).
+    """Runs the exact fidelity (see module docstring); an :class:`~numasim.engine.protocol.Engine`.
 
-    ``caches[a]`` lists agent ``a``'s cache per level (the same object for agents that share an instance; empty
-    for devices). The objects, empty, give each instance's geometry; the run keeps the cache state in its own
-    arrays (the objects are not updated).
+    Each agent's caches come from the input's cache instances (:func:`_agent_caches`); the run keeps the cache
+    state in its own arrays.
     """
 
-    def __init__(
-        self,
-        ms: MemorySystem,
-        agents: list[Agent],
-        feeder: Feeder,
-        stats: Stats,
-        caches: list[list[LRUCache]],
-        level_latency_ns: list[float],
-        prefetch_distance_lines: int,
-        epoch_ns: float,
-    ) -> None:
-        self.ms, self.agents, self.feeder, self.stats = ms, agents, feeder, stats
+    def __init__(self, inp: EngineInput) -> None:
+        ms, agents = inp.ms, list(inp.agents)
+        self.ms, self.agents, self.feeder, self.stats = ms, agents, inp.feeder, inp.stats
+        caches = _agent_caches(inp)
+        level_latency_ns = inp.level_latency_ns.tolist()
+        prefetch_distance_lines = inp.prefetch_distance_lines
         self.n_levels = len(level_latency_ns)
-        self.E = float(epoch_ns)
+        self.E = float(inp.epoch_ns)
         n_res = len(ms.resources)
         n_agents = len(agents)
         self.free = np.full(n_res, -np.inf)  # idle since ever: a thread may start at a negative time
@@ -199,7 +190,7 @@ class ExactEngine:
         u_seen = np.clip((last - self.own_busy) / self.E, 0.0, 1.0)  # a request does not queue behind itself
         # Smoothed over epochs: a one-epoch-late counter would otherwise make load and delay chase each other.
         if b == self._ema_bucket + 1:
-            u_seen = _EMA * self._ema + (1.0 - _EMA) * u_seen
+            u_seen = UTILISATION_EMA_WEIGHT * self._ema + (1.0 - UTILISATION_EMA_WEIGHT) * u_seen
         self._ema, self._ema_bucket = u_seen, b
         key = u_seen.tobytes()
         if key != self._curve_key:  # (often the same: an idle or steady machine)
@@ -218,16 +209,10 @@ class ExactEngine:
     def _grow(self, need: int) -> None:
         """Hold open buckets up to ``need`` in the ring."""
         lo = int(self.st_i[K.I_RING_LO])
-        rows = len(self.ring)
-        new = rows * 2
-        while new < need - lo + 1:
-            new *= 2
-        ks = np.arange(lo, lo + rows, dtype=np.int64)
-        ring = np.zeros((new, self.ring.shape[1]))
-        touched = np.zeros(new, dtype=np.bool_)
-        ring[ks & (new - 1)] = self.ring[ks & (rows - 1)]
-        touched[ks & (new - 1)] = self.touched[ks & (rows - 1)]
-        self.ring, self.touched = ring, touched
+        self.ring, self.touched = grow_bucket_ring(self.ring, self.touched, lo, need - lo + 1)
+
+    def diagnostics(self) -> dict[str, float]:
+        return {}
 
     def flush(self) -> None:
         lo = int(self.st_i[K.I_RING_LO])
@@ -305,7 +290,7 @@ class ExactEngine:
             )
         )  # fmt: skip
 
-    def run(self, env: simpy.Environment) -> Generator[simpy.Event, None, None]:
+    def process(self, env: simpy.Environment) -> Generator[simpy.Event, None, None]:
         """The SimPy process: run the kernel, advance the SimPy clock at every epoch boundary."""
         for agent in self.agents:
             self._next_block(agent.index)
@@ -327,3 +312,19 @@ class ExactEngine:
                 self._grow(int(self.st_i[K.I_NEED]))
             else:
                 raise RuntimeError(f"exact engine: bucket {int(self.st_i[K.I_NEED])} outside the open epochs")
+
+
+def _agent_caches(inp: EngineInput) -> list[list[LRUCache]]:
+    """Each agent's cache per level: one object per cache instance, shared by the agents that share it (devices,
+    whose DMA bypasses the cpu caches, get none). The objects, empty, give each instance's geometry."""
+    objects: dict[int, LRUCache] = {}
+    for lv, spec in enumerate(inp.levels):
+        for a in inp.agents:
+            if a.cpu is not None:
+                gid = int(inp.instances[lv, a.index])
+                if gid not in objects:
+                    objects[gid] = LRUCache(spec.sets, spec.associativity)
+    return [
+        [objects[int(inp.instances[lv, a.index])] for lv in range(len(inp.levels))] if a.cpu is not None else []
+        for a in inp.agents
+    ]

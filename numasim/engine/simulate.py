@@ -16,12 +16,13 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
-from .caches import LRUCache, cache_levels, instance_keys
+from .caches import CacheLevelSpec, cache_levels, instance_keys
 from .cores import thread_mlp
 from .epoch import EpochEngine
 from .exact import ExactEngine
 from .memsys import LINE_BYTES, MemorySystem, build_memory_system
 from .pagemap import PageMap
+from .protocol import Engine, EngineInput
 from .result import (
     CacheLevelRecord,
     DeviceRecord,
@@ -36,7 +37,10 @@ from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "ENGINES"]
+
+ENGINES: dict[EngineMode, Callable[[EngineInput], Engine]] = {EngineMode.EPOCH: EpochEngine, EngineMode.EXACT: ExactEngine}
+"""The class that runs each fidelity (an :class:`~numasim.engine.protocol.Engine` built from an input record)."""
 
 
 def _agents(
@@ -173,7 +177,6 @@ def simulate(
     # Cache instances: per level, a global index per thread agent (devices use none).
     thread_agents = [a for a in agents if a.cpu is not None]
     instances = np.zeros((n_levels, len(agents)), dtype=np.int64)
-    keys_by_level = []
     next_id = 0
     for lv, spec in enumerate(levels):
         keys = instance_keys(ms.machine, spec, [a.cpu for a in thread_agents if a.cpu is not None])
@@ -183,7 +186,6 @@ def simulate(
                 uniq[key] = next_id
                 next_id += 1
             instances[lv, a.index] = uniq[key]
-        keys_by_level.append(uniq)
 
     epoch = engine_mode == EngineMode.EPOCH
     feeder = Feeder(
@@ -201,8 +203,8 @@ def simulate(
     )
     try:
         return _run_engine(
-            ms, calibration, agents, devices, pages, feeder, levels, instances, keys_by_level, threads,
-            engine_mode, seed, epoch_ns, window_accesses, record_latencies, n_levels,
+            ms, calibration, agents, devices, pages, feeder, levels, instances, engine_mode, seed, epoch_ns,
+            window_accesses, record_latencies,
         )  # fmt: skip
     finally:
         feeder.close()
@@ -215,71 +217,36 @@ def _run_engine(
     devices: Sequence[DeviceTransfer],
     pages: PageMap,
     feeder: Feeder,
-    levels: list,
+    levels: list[CacheLevelSpec],
     instances: np.ndarray,
-    keys_by_level: list,
-    threads: Sequence[ThreadSpec],
     engine_mode: EngineMode,
     seed: int,
     epoch_ns: float,
     window_accesses: int,
     record_latencies: bool,
-    n_levels: int,
 ) -> SimulationResult:
-    epoch = engine_mode == EngineMode.EPOCH
-    for a, d in zip(agents[len(threads) :], devices, strict=True):
+    n_levels = len(levels)
+    for a, d in zip(agents[len(agents) - len(devices) :], devices, strict=True):
         feeder.add_block(
             a.index, feeder.device_block(d.address, d.size_bytes, d.direction == "write", n_levels, a.index)
         )
-
     stats = Stats(
         ms.n_initiators, ms.n_nodes, len(agents), n_levels, len(ms.resources), epoch_ns, record_latencies
     )
+    inp = EngineInput(
+        ms=ms, agents=agents, feeder=feeder, stats=stats, levels=levels, instances=instances,
+        prefetch_distance_lines=calibration.core.prefetch_distance_lines, epoch_ns=epoch_ns,
+        window_accesses=window_accesses,
+    )
+    engine: Engine = ENGINES[engine_mode](inp)
     env = simpy.Environment()
-    core = calibration.core
-    diagnostics: dict[str, float] = {}
-    if epoch:
-        eng = EpochEngine(
-            ms,
-            agents,
-            feeder,
-            stats,
-            np.array([s.latency_ns for s in levels]),
-            core.prefetch_distance_lines,
-            epoch_ns,
-            window_accesses,
-        )
-        env.process(eng.process(env))
-        env.run()
-        eng.flush()
-        diagnostics = {"windows": float(eng.windows), "last_epoch": float(eng.istate[0])}
-    else:
-        objects: dict[int, LRUCache] = {}
-        for lv, spec in enumerate(levels):
-            for gid in keys_by_level[lv].values():
-                objects[gid] = LRUCache(spec.sets, spec.associativity)
-        per_agent = [
-            [objects[int(instances[lv, a.index])] for lv in range(n_levels)] if a.cpu is not None else []
-            for a in agents
-        ]
-        # Devices (DMA) bypass the cpu caches: their cache list is empty.
-        xeng = ExactEngine(
-            ms,
-            agents,
-            feeder,
-            stats,
-            per_agent,
-            [s.latency_ns for s in levels],
-            core.prefetch_distance_lines,
-            epoch_ns,
-        )
-        env.process(xeng.run(env))
-        env.run()
-        xeng.flush()
+    env.process(engine.process(env))
+    env.run()
+    engine.flush()
     if not feeder.exhausted:
         feeder.pull()
     return _collect(
-        ms, calibration, agents, devices, pages, stats, engine_mode, seed, epoch_ns, levels, diagnostics
+        ms, calibration, agents, devices, pages, stats, engine_mode, seed, epoch_ns, levels, engine.diagnostics()
     )
 
 

@@ -25,7 +25,11 @@ Both fidelities apply these rules request by request (see :mod:`exact` and :mod:
 
 from __future__ import annotations
 
-__all__ = ["prefetch_factor"]
+__all__ = ["UTILISATION_EMA_WEIGHT", "prefetch_factor"]
+
+UTILISATION_EMA_WEIGHT = 0.5
+"""Weight of the previous epoch's utilisation in the smoothed value the loaded-latency curves read (both
+fidelities): a one-epoch-late counter would otherwise make load and delay chase each other."""
 
 
 def prefetch_factor(mlp: int, prefetch_distance_lines: int) -> float:

@@ -125,7 +125,7 @@ def ib_send(ctx: ToolContext, test: str, argv: Sequence[str] = (), model: Perfte
     >>> m = load_machine("seed-000-4node")
     >>> r = ib_send(tool_context(m, resolve_calibration(m), membind=[1]), "ib_send_bw", ["-s", "8M"])
     >>> r.size_bytes, round(r.bandwidth_gbit_s[0])
-    ([8388608], 131)
+    ([8388608], 132)
     """
     model = model or PerftestModel()
     if test not in ("ib_send_lat", "ib_send_bw"):
