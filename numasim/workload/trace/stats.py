@@ -126,7 +126,7 @@ def trace_info(chunks: Iterable[AccessChunk]) -> TraceInfo:
     info = TraceInfo()
     lines = _DistinctCounter()
     pages = _DistinctCounter()
-    per_thread = np.zeros(0, dtype=np.int64)
+    per_thread: dict[int, int] = {}  # by id: ids are labels (0..2**31-1), so no array indexed by id
     for c in chunks:
         if not len(c):
             continue
@@ -141,11 +141,10 @@ def trace_info(chunks: Iterable[AccessChunk]) -> TraceInfo:
         info.max_address = hi if info.max_address is None else max(info.max_address, hi)
         lines.add(c.address // np.uint64(_LINE_BYTES))
         pages.add(c.address // np.uint64(PAGE_SIZE_BYTES))
-        counts = np.bincount(c.thread, minlength=len(per_thread))
-        if len(counts) > len(per_thread):
-            per_thread = np.concatenate([per_thread, np.zeros(len(counts) - len(per_thread), dtype=np.int64)])
-        per_thread += counts
+        ids, counts = np.unique(c.thread, return_counts=True)
+        for tid, count in zip(ids.tolist(), counts.tolist(), strict=True):
+            per_thread[tid] = per_thread.get(tid, 0) + count
     info.footprint_lines = len(lines)
     info.footprint_pages = len(pages)
-    info.per_thread = {i: int(n) for i, n in enumerate(per_thread) if n}
+    info.per_thread = dict(sorted(per_thread.items()))
     return info
