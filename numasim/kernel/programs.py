@@ -54,7 +54,7 @@ from numasim.kernel.mempolicy import (
     MPOL_WEIGHTED_INTERLEAVE,
 )
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring
-from numasim.units import PAGE_SIZE_BYTES, parse_size
+from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel

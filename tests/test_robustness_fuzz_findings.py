@@ -1,0 +1,49 @@
+"""Regression tests for what tests/fuzz found, kept outside the fuzz suite so each stays covered whatever the
+fuzz strategies draw next."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from numasim.cli import main
+from numasim.topology.builders import glueless
+from numasim.topology.io import write_hwloc_xml, write_sysfs_node_tree
+
+MACHINE = glueless(2, cpus_per_node=2, memory_bytes=256 << 20)
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "invalid literal" not in err and err.count("\n") == 1, err
+    return err
+
+
+def test_hwloc_bad_gp_index_is_a_format_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = write_hwloc_xml(MACHINE)
+    assert 'gp_index="4" local_memory' in text  # node 0's NUMANode
+    path = tmp_path / "m.xml"
+    path.write_text(text.replace('gp_index="4" local_memory', 'gp_index="1e308" local_memory', 1))
+    assert main(["topo", "show", str(path)]) == 2
+    assert "NUMANode object: bad gp_index='1e308'" in _one_line(capsys)
+
+
+def test_hwloc_model_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a PU listed twice under one NUMA node: the Node model refuses it; the message must say which file
+    text = write_hwloc_xml(MACHINE)
+    pu = text[text.index('<object type="PU"') : text.index("/>", text.index('<object type="PU"')) + 2]
+    path = tmp_path / "m.xml"
+    path.write_text(text.replace(pu, pu + pu, 1))
+    assert main(["topo", "show", str(path)]) == 2
+    err = _one_line(capsys)
+    assert str(path) in err and "cpu" in err
+
+
+def test_sysfs_model_errors_name_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = tmp_path / "node"
+    write_sysfs_node_tree(MACHINE, tree)
+    (tree / "node1" / "access0" / "initiators" / "read_bandwidth").write_text("-1\n")
+    assert main(["topo", "show", str(tree)]) == 2
+    err = _one_line(capsys)
+    assert str(tree) in err and "read_bandwidth_gb_s = -0.001" in err
