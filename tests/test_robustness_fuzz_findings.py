@@ -47,3 +47,44 @@ def test_sysfs_model_errors_name_the_tree(tmp_path: Path, capsys: pytest.Capture
     assert main(["topo", "show", str(tree)]) == 2
     err = _one_line(capsys)
     assert str(tree) in err and "read_bandwidth_gb_s = -0.001" in err
+
+
+def test_an_access_spanning_pages_places_every_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a 65535-byte access (the npz format allows it) touches 17 pages: each must be placed, else the engine
+    # met "address ... is not mapped to any node"
+    import json
+
+    import numpy as np
+
+    from numasim.workload.access import AccessChunk
+    from numasim.workload.trace import read_trace, trace_info, write_trace
+    from numasim.workload.trace.stats import touched_pages
+
+    chunk = AccessChunk.build(np.array([0x7F0000000000, 0x7F0000100000], dtype=np.uint64),
+                              size_bytes=np.array([65535, 64]), thread=np.array([0, 1]))
+    pages, first = touched_pages([chunk])
+    assert len(pages) == 17 and first.tolist() == [0] * 16 + [1]
+    path = tmp_path / "t.npz"
+    write_trace([chunk], path)
+    assert trace_info(read_trace(path)).footprint_pages == 17
+    machine = tmp_path / "m.toml"
+    from numasim.topology.io.toml_format import save_machine_toml
+
+    save_machine_toml(MACHINE, machine)
+    result = tmp_path / "r.json"
+    assert main(["run", "-m", str(machine), "--nominal", "-t", str(path), "--no-progress", "-o", str(result)]) == 0
+    placement = json.loads(result.read_text())["placement"]
+    assert sum(placement["pages_per_node"].values()) == 17 and placement["failed_pages"] == 0
+
+
+def test_placement_errors_name_the_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from numasim.workload.access import AccessChunk
+    from numasim.workload.trace import write_trace
+
+    path = tmp_path / "k.npz"
+    write_trace([AccessChunk.build(np.array([2**64 - 4096], dtype=np.uint64))], path)
+    assert main(["run", "-m", "seed-003-2node", "-t", str(path), "--no-progress"]) == 2
+    err = _one_line(capsys)
+    assert f"{path}: trace touches address 0xfffffffffffff000, beyond user space" in err

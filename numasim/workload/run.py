@@ -31,7 +31,7 @@ from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace
 from numasim.workload.trace.npz import read_npz_header
 
-__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads", "trace_thread_ids"]
+__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads", "trace_census"]
 
 
 @dataclass
@@ -104,20 +104,22 @@ def run_workload(
     )
 
 
-def trace_thread_ids(chunks: Iterable[AccessChunk]) -> list[int]:
-    """The distinct thread ids of a trace, in increasing order (one streaming pass).
+def trace_census(chunks: Iterable[AccessChunk]) -> tuple[list[int], int]:
+    """The distinct thread ids of a trace in increasing order, and its number of accesses (one streaming pass).
 
     Examples
     --------
     >>> import numpy as np
-    >>> trace_thread_ids([AccessChunk.build(np.arange(3, dtype=np.uint64), thread=np.array([7, 2**31 - 1, 7]))])
-    [7, 2147483647]
+    >>> trace_census([AccessChunk.build(np.arange(3, dtype=np.uint64), thread=np.array([7, 2**31 - 1, 7]))])
+    ([7, 2147483647], 3)
     """
     seen = np.zeros(0, dtype=np.int64)
+    accesses = 0
     for c in chunks:
         if len(c):
+            accesses += len(c)
             seen = np.union1d(seen, np.unique(c.thread))
-    return [int(t) for t in seen]
+    return [int(t) for t in seen], accesses
 
 
 def trace_threads(machine: Machine, count: int, cpus: Sequence[int] | None = None) -> list[int]:
@@ -152,18 +154,21 @@ def run_trace(
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
     total: int | None = read_npz_header(path)["accesses"] if path.suffix == ".npz" else None
-    ids = trace_thread_ids(read_trace(path, format, **reader_options))
+    ids, accesses = trace_census(read_trace(path, format, **reader_options))
     cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
     threads = [ThreadSpec(id=tid, cpu=cpu) for tid, cpu in zip(ids or [0], cpu_of, strict=True)]
-    placement = place_trace(machine, read_trace(path, format, **reader_options),
-                            {t.id: t.cpu for t in threads}, policy=policy)
+    try:
+        placement = place_trace(machine, read_trace(path, format, **reader_options),
+                                {t.id: t.cpu for t in threads}, policy=policy)
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None,
     )
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"trace": str(path), "accesses": result.accesses},
+        time.perf_counter() - started, {"trace": str(path), "accesses": accesses},
     )
 
 

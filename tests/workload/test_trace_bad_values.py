@@ -133,7 +133,7 @@ def test_run_trace_gives_one_thread_per_distinct_id() -> None:
         write_trace([_chunk(thread=np.array([7, MAX_THREAD_ID] * 25, dtype=np.int32))], path)
         out = run_trace(machine, path, cal, cpus=[0, 2])
     assert [(t.id, t.cpu) for t in out.threads] == [(7, 0), (MAX_THREAD_ID, 2)]
-    assert out.result.accesses == 50
+    assert out.result.accesses == 50 and out.inputs["accesses"] == 50
 
 
 @pytest.mark.parametrize(("value", "needle"), [("inf", "compute_ns"), ("nan", "compute_ns"), ("1e20", "compute_ns")])
