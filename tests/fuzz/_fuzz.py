@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import signal
 from collections.abc import Iterator, Sequence
@@ -40,11 +41,18 @@ TRICKY = (
 )
 
 
+FUZZ_SCALE = float(os.environ.get("NUMASIM_FUZZ_SCALE", "1"))
+"""Multiplies every test's examples: ``NUMASIM_FUZZ_SCALE=20 pytest tests/fuzz`` searches deeper; the default
+keeps the suite within its budget in ``make test``."""
+FUZZ_RANDOM = os.environ.get("NUMASIM_FUZZ_RANDOM", "") not in ("", "0")
+"""``NUMASIM_FUZZ_RANDOM=1``: draw new examples each run (with ``--hypothesis-seed=N`` to repeat one)."""
+
+
 def fuzz_settings(max_examples: int) -> settings:
     """Deterministic (derandomised, no example database) and timed by the per-call alarm, not by hypothesis."""
     return settings(
-        max_examples=max_examples,
-        derandomize=True,
+        max_examples=max(1, round(max_examples * FUZZ_SCALE)),
+        derandomize=not FUZZ_RANDOM,
         database=None,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
