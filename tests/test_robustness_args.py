@@ -30,7 +30,7 @@ def small(tmp_path: Path) -> Path:
 
 
 def _numactl(small: Path, capsys: pytest.CaptureFixture[str], *program: str) -> tuple[int, str, str]:
-    code = main(["numactl", "--machine", str(small), "--", *program])
+    code = main(["numactl", "--machine", str(small), "--nominal", "--", *program])
     out, err = capsys.readouterr()
     _clean(out + err)
     return code, out, err
@@ -185,3 +185,17 @@ def test_cli_cpus_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         _clean(err)
         assert f"--cpus = '{bad}'" in err and needle in err
 
+
+
+@pytest.mark.parametrize(
+    ("args", "first"),
+    [
+        (["ib_send_lat", "-n", "x"], "ib_send_lat: -n 'x' is not a number of iterations"),
+        (["ib_send_bw", "-s", "1Q"], "ib_send_bw: -s '1Q' is not a message size in bytes (1, 64K, 8M ...)"),
+        (["ib_send_bw", "-s", "0"], "ib_send_bw: -s '0' is not a message size in bytes (1, 64K, 8M ...)"),
+    ],
+)
+def test_perftest_bad_numbers(small: Path, capsys: pytest.CaptureFixture[str], args: list[str], first: str) -> None:
+    code, _, err = _numactl(small, capsys, *args)
+    assert code == 1
+    assert err.splitlines()[0] == first

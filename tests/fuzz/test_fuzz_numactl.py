@@ -38,6 +38,9 @@ PROGRAMS = st.one_of(
     st.lists(st.sampled_from(["1", "0", "x", "OMP_NUM_THREADS=2", ""]), max_size=1).map(lambda a: ["stream", *a]),
     st.lists(st.sampled_from(["--idle_latency", "-b1M", "-e", "-x", "--bogus", "-t1", "-bx"]), max_size=2)
     .map(lambda a: ["mlc", *a]),
+    st.tuples(st.sampled_from(["ib_send_lat", "ib_send_bw"]),
+              st.lists(st.sampled_from(["-n", "-s", "-a", "-d", "mlx5_0", "x", "0", "64K", "1Q", "--bogus"]), max_size=4))
+    .map(lambda t: [t[0], *t[1]]),
     st.sampled_from([["true"], ["printcpu"], ["nodemap"], ["nosuch"], ["sleep", "x"], ["ls"]]),
 )
 NUMACTL_OPTIONS = st.lists(
