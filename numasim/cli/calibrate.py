@@ -63,8 +63,8 @@ def calibrate_cmd(
             "caches, device (e.g. latency,caches)."
         ))
     ] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the bootstrap.")] = 0,
     created: Annotated[str | None, typer.Option(help="Provenance date (ISO), for reproducible files.")] = None,
     assume_local_latency_ns: Annotated[
         float | None,
