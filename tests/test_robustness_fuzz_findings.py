@@ -88,3 +88,38 @@ def test_placement_errors_name_the_trace(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["run", "-m", "seed-003-2node", "-t", str(path), "--no-progress"]) == 2
     err = _one_line(capsys)
     assert f"{path}: trace touches address 0xfffffffffffff000, beyond user space" in err
+
+
+@pytest.mark.parametrize(
+    ("tail", "needle"),
+    [
+        ("benchmarks: none\n", "benchmarks: expected a mapping"),
+        ("benchmarks:\n  measurements:\n    MEM:\n      1: x\n", "benchmarks.measurements.MEM.1: expected a mapping"),
+        ("benchmarks:\n  measurements:\n    MEM:\n      1:\n        cores: [1]\n        results: c\n",
+         "benchmarks.measurements.MEM.1.results: expected a mapping of kernels"),
+    ],
+)
+def test_kerncraft_wrong_types_are_format_errors(tail: str, needle: str) -> None:
+    from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
+    from numasim.errors import FormatError
+
+    head = "model name: Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz\nsockets: 2\n"
+    with pytest.raises(FormatError, match=needle):
+        parse_kerncraft_text(head + tail, "k.yml")
+
+
+def test_mlc_peak_fit_error_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # peak bandwidths without the ALL Reads row: the fit cannot start, and must say from which file
+    text = (
+        "Intel(R) Memory Latency Checker - v3.1a\nMeasuring Peak Memory Bandwidths for the system\n"
+        "Bandwidths are in MB/sec (1 MB/sec = 1,000,000 Bytes/sec)\nUsing all the threads from each core if "
+        "Hyper-threading is enabled\nUsing traffic with the following read-write ratios\n"
+        "3:1 Reads-Writes :\t93000.0\n1:1 Reads-Writes :\t81000.0\n"
+    )
+    path = tmp_path / "mlc.txt"
+    path.write_text(text)
+    code = main(["calibrate", str(path), "-m", "seed-001-e5-2680v2", "-o", str(tmp_path / "c.json")])
+    assert code == 2
+    err = _one_line(capsys)
+    assert f"{path}: peak bandwidth: no 'ALL Reads' figure" in err
+    assert not (tmp_path / "c.json").exists()

@@ -312,7 +312,13 @@ def calibrate(
         merged_peak: dict[str, float] = {}
         for _, p in peaks if use_peak else []:
             merged_peak.update(p)
-        bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r)
+        try:
+            bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r)
+        except CalibrationError as exc:  # say which file's tables could not be fitted
+            ks = [k for k, _ in peaks] if use_peak else []
+            ks += [k for k, _ in bw_mats] if use_mat else []
+            files = sorted({str(measurements[k].path) for k in ks})
+            raise CalibrationError(f"{', '.join(files)}: {exc}") from None
         report.extend(bf.result)
         ctrl_rd.update(bf.controller_read_gb_s)
         ctrl_wr.update(bf.controller_write_gb_s)

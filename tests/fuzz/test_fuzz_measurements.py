@@ -76,7 +76,7 @@ def test_mutated_measurements(work: Path, kind: str, suffix: str, fit_on: str | 
         pytest.skip(f"{MLC} is not here")
     base = {"mlc": MLC.read_text() if MLC.is_file() else "", "stream": STREAM, "kerncraft": KERNCRAFT}[kind]
 
-    @fuzz_settings(20 if fit_on or kind != "mlc" else 4)
+    @fuzz_settings({"mlc": 20 if fit_on else 4, "stream": 20, "kerncraft": 10}[kind])
     @given(mutated(base))
     def check(text: str) -> None:
         path = work / f"{kind}{next(_counter)}{suffix}"
