@@ -123,3 +123,28 @@ def test_mlc_peak_fit_error_names_the_file(tmp_path: Path, capsys: pytest.Captur
     err = _one_line(capsys)
     assert f"{path}: peak bandwidth: no 'ALL Reads' figure" in err
     assert not (tmp_path / "c.json").exists()
+
+
+def test_numactl_distance_beyond_64_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.topology.io.numactl import numactl_hardware_for
+
+    text = numactl_hardware_for(MACHINE)
+    assert "   0:   10   16" in text
+    path = tmp_path / "h.txt"
+    path.write_text(text.replace("   0:   10   16", "   0:   18446744073709551616   16"))
+    assert main(["topo", "show", str(path)]) == 2
+    err = _one_line(capsys)
+    assert str(path) in err and "distances must be whole numbers 10..255" in err
+
+
+def test_calibration_errors_name_the_measurement_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        "Intel(R) Memory Latency Checker - v3.1a\nMeasuring idle latencies (in ns)...\n\t\tNuma node\n"
+        "Numa node\t     0\t     1\t\n       0\t  61.7\t 115.1\t\n       1\t -114.6\t  61.2\t\n"
+    )
+    path = tmp_path / "mlc.txt"
+    path.write_text(text)
+    code = main(["calibrate", str(path), "-m", "seed-001-e5-2680v2", "-o", str(tmp_path / "c.json")])
+    assert code == 2
+    assert f"{path}: latency_matrix: cell (1, 0) = -114.6 is not positive" in _one_line(capsys)
+    assert not (tmp_path / "c.json").exists()

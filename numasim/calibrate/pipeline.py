@@ -155,6 +155,36 @@ def calibrate(
     assume_local_latency_ns: float | None = None,
     priors: Calibration | None = None,
 ) -> CalibrationReport:
+    """Fit a :class:`Calibration` of ``machine`` to ``measurements`` (parameters: :func:`_calibrate`).
+
+    A table the fit cannot use raises :class:`~numasim.errors.CalibrationError` naming the measurement files
+    (at most three) before what is wrong, unless the message names one already.
+    """
+    try:
+        return _calibrate(
+            machine, measurements, fit_on=fit_on, bootstrap=bootstrap, seed=seed, notes=notes, created=created,
+            assume_local_latency_ns=assume_local_latency_ns, priors=priors,
+        )
+    except CalibrationError as exc:
+        files = [str(m.path) for m in measurements]
+        if not files or any(f in str(exc) for f in files):
+            raise
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise CalibrationError(f"{shown}: {exc}") from None
+
+
+def _calibrate(
+    machine: Machine,
+    measurements: list[Measurement],
+    *,
+    fit_on: tuple[str, ...] | list[str] | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    notes: str = "",
+    created: str | None = None,
+    assume_local_latency_ns: float | None = None,
+    priors: Calibration | None = None,
+) -> CalibrationReport:
     """Fit a :class:`Calibration` of ``machine`` to ``measurements``.
 
     Parameters
