@@ -63,8 +63,8 @@ def calibrate_cmd(
             "caches, device (e.g. latency,caches)."
         ))
     ] = None,
-    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the bootstrap.")] = 0,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     created: Annotated[str | None, typer.Option(help="Provenance date (ISO), for reproducible files.")] = None,
     assume_local_latency_ns: Annotated[
         float | None,
@@ -81,6 +81,9 @@ def calibrate_cmd(
     from numasim.calibrate.text import fit_report_json, format_fit_report
     from numasim.timing.model import save_calibration
 
+    for name, value in (("--bootstrap", bootstrap), ("--seed", seed)):
+        if value < 0:  # checked here, not with min=0: that widens every option's label in --help
+            raise typer.BadParameter(f"{value} is below 0", param_hint=f"'{name}'")
     m = _load_machine(machine)
     ms = load_measurements(list(files), format)
     report = calibrate(
