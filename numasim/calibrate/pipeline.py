@@ -155,6 +155,36 @@ def calibrate(
     assume_local_latency_ns: float | None = None,
     priors: Calibration | None = None,
 ) -> CalibrationReport:
+    """Fit a :class:`Calibration` of ``machine`` to ``measurements`` (parameters: :func:`_calibrate`).
+
+    A table the fit cannot use raises :class:`~numasim.errors.CalibrationError` naming the measurement files
+    (at most three) before what is wrong, unless the message names one already.
+    """
+    try:
+        return _calibrate(
+            machine, measurements, fit_on=fit_on, bootstrap=bootstrap, seed=seed, notes=notes, created=created,
+            assume_local_latency_ns=assume_local_latency_ns, priors=priors,
+        )
+    except CalibrationError as exc:
+        files = [str(m.path) for m in measurements]
+        if not files or any(f in str(exc) for f in files):
+            raise
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise CalibrationError(f"{shown}: {exc}") from None
+
+
+def _calibrate(
+    machine: Machine,
+    measurements: list[Measurement],
+    *,
+    fit_on: tuple[str, ...] | list[str] | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    notes: str = "",
+    created: str | None = None,
+    assume_local_latency_ns: float | None = None,
+    priors: Calibration | None = None,
+) -> CalibrationReport:
     """Fit a :class:`Calibration` of ``machine`` to ``measurements``.
 
     Parameters
@@ -312,8 +342,14 @@ def calibrate(
         merged_peak: dict[str, float] = {}
         for _, p in peaks if use_peak else []:
             merged_peak.update(p)
-        bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r,
-                           write_cost_factor=core.write_cost_factor)
+        try:
+            bf = fit_bandwidth(machine, [x for _, x in bw_mats] if use_mat else [], merged_peak or None, routes=r,
+                               write_cost_factor=core.write_cost_factor)
+        except CalibrationError as exc:  # say which file's tables could not be fitted
+            ks = [k for k, _ in peaks] if use_peak else []
+            ks += [k for k, _ in bw_mats] if use_mat else []
+            files = sorted({str(measurements[k].path) for k in ks})
+            raise CalibrationError(f"{', '.join(files)}: {exc}") from None
         report.extend(bf.result)
         ctrl_rd.update(bf.controller_read_gb_s)
         ctrl_wr.update(bf.controller_write_gb_s)

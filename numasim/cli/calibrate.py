@@ -80,6 +80,9 @@ def calibrate_cmd(
     from numasim.calibrate.text import fit_report_json, format_fit_report
     from numasim.timing.model import save_calibration
 
+    for name, value in (("--bootstrap", bootstrap), ("--seed", seed)):
+        if value < 0:  # checked here, not with min=0: that widens every option's label in --help
+            raise typer.BadParameter(f"{value} is below 0", param_hint=f"'{name}'")
     m = _load_machine(machine)
     ms = load_measurements(list(files), format)
     report = calibrate(

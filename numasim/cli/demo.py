@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
 def demo(
     machine_name: str = typer.Option(DEMO_MACHINE, "--machine", help="Shipped machine name or machine file."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the simulation (stored in every result)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the simulation (stored in every result)."),
 ) -> None:
     from numasim.report.run_report import format_comparison, format_table, node_cost_rows
     from numasim.timing.resolve import resolve_calibration

@@ -65,7 +65,7 @@ def run(
     trace: Path | None = typer.Option(None, "--trace", "-t", help="Trace file (.npz .csv .parquet .perf .lackey)."),
     policy: str | None = typer.Option(None, help="Process policy MODE[:NODES[:FLAGS]] (e.g. interleave:0-3) or a plug-in policy name/path."),
     mode: str = typer.Option("epoch", help="Fidelity: epoch (fast, aggregated) or exact (every access an event)."),
-    seed: int = typer.Option(0, help="Seed of the workload's random streams (stored in the result)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the workload's random streams (stored in the result)."),
     calibration: Path | None = typer.Option(None, help="Calibration JSON (default: the one the machine names)."),
     nominal: bool = typer.Option(False, "--nominal", help="Time with the machine file's own nominal numbers (explicit)."),
     catalog: bool = typer.Option(

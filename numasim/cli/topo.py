@@ -217,7 +217,7 @@ def draw_cmd(
     machine: str = typer.Argument(..., metavar="MACHINE", help=_MACHINE_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Figure file: .png, .svg or .pdf."),
     layout: str = typer.Option("kamada-kawai", "--layout", help="kamada-kawai (deterministic) or spring."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the spring layout."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the spring layout."),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
 ) -> None:
     """Draw the link graph: nodes, switches, links labelled with latency and bandwidth."""

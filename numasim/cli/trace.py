@@ -104,7 +104,7 @@ def generate_cmd(
     output: Path = typer.Option(..., "-o", "--output", help="Output trace (.npz .csv .parquet)."),
     workload: Path | None = typer.Option(None, "--workload", "-w", help="Workload TOML file to synthesise."),
     pattern: str | None = typer.Option(None, help=f"Quick one-phase pattern: {', '.join(_QUICK_PATTERNS)}."),
-    seed: int = typer.Option(0, help="Seed of the random streams (stored in the trace header)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the random streams (stored in the trace header)."),
     size: str = typer.Option("64M", help="--pattern: allocation size (64M, 1G, ...)."),
     accesses: int = typer.Option(1_000_000, help="--pattern: accesses per thread."),
     threads: int = typer.Option(1, help="--pattern: number of threads."),

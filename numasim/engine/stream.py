@@ -28,7 +28,12 @@ from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_le
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
 
-__all__ = ["PREFETCH_STREAMS", "Agent", "Block", "Feeder"]
+__all__ = ["PREFETCH_STREAMS", "MAX_RUN_NS", "Agent", "Block", "Feeder"]
+
+MAX_RUN_NS = float(1 << 53)
+"""The longest run the float64 clock holds at nanosecond resolution (2**53 ns, about 104 days): a thread whose
+compute time adds up to more is refused instead of running with a clock that no longer advances (at 1e20 ns the
+epoch index overflowed int64 and the run never ended)."""
 
 _LINE_SHIFT = np.uint64(6)
 _MAX_CHUNK = 1 << 20
@@ -129,6 +134,8 @@ class Feeder:
         if len(ids) and ids.min() >= 0 and ids.max() < 1 << 16:
             self._dense = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
             self._dense[self._tid_sorted] = self._tid_agent
+        # Each agent's compute time so far, from its start: the clock must stay below MAX_RUN_NS.
+        self._compute_total_ns = np.array([a.start_ns for a in agents], dtype=np.float64)
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
         # Per agent, its last PREFETCH_STREAMS lines (oldest first) and how many it has requested.
@@ -221,6 +228,22 @@ class Feeder:
             self._thread.join(timeout=10.0)
             self._thread = None
 
+    def _check_compute(self, compute: np.ndarray, agent: np.ndarray) -> None:
+        """Refuse compute times the clock cannot hold: NaN, negative, or a thread's total beyond MAX_RUN_NS (the
+        last line of defence; trace readers and workload files name the file and line first)."""
+        with np.errstate(invalid="ignore"):
+            bad = ~(compute >= 0)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise WorkloadError(f"access {k} of a chunk: compute_ns = {float(compute[k]):g} is not a time >= 0")
+        self._compute_total_ns += np.bincount(agent, weights=compute, minlength=len(self.agents))
+        worst = int(np.argmax(self._compute_total_ns))
+        if self._compute_total_ns[worst] > MAX_RUN_NS:
+            raise WorkloadError(
+                f"{self.agents[worst].name}: compute_ns adds up to {self._compute_total_ns[worst]:.3g} ns, beyond the "
+                f"simulated clock's range ({MAX_RUN_NS:.3g} ns, about 104 days, keeps nanosecond resolution)"
+            )
+
     def _distribute(self, chunk: AccessChunk) -> list[tuple[int, Block]]:
         n = len(chunk)
         out: list[tuple[int, Block]] = []
@@ -245,6 +268,7 @@ class Feeder:
         compute = np.asarray(chunk.compute_ns)
         if compute.dtype != np.float32:
             compute = compute.astype(np.float64, copy=False)
+        self._check_compute(compute, agent)
         is_write = np.asarray(chunk.is_write, dtype=bool)
         node = self._lookup(addr)
         first = addr >> _LINE_SHIFT

@@ -31,6 +31,7 @@ A process killed by the OOM killer makes the shell print ``Killed`` with exit st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,7 +55,7 @@ from numasim.kernel.mempolicy import (
     MPOL_WEIGHTED_INTERLEAVE,
 )
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring
-from numasim.units import PAGE_SIZE_BYTES, parse_size
+from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = ["PROGRAMS", "ProgramRun", "run_program", "parse_policy_spec", "PolicySpec", "load_image"]
 
 _MEMHOG_UNIT = 10 * 1024 * 1024
+_MEMHOG_MAX_REPEAT = 1000
 _MEMHOG_POLICIES = {
     "preferred-many": (MPOL_PREFERRED_MANY, False),
     "local": (MPOL_LOCAL, True),
@@ -234,37 +236,94 @@ def _killed(run: ProgramRun) -> ProgramRun:
 # --- the programs ---------------------------------------------------------------------------------------
 
 
+def _sscanf_lli(text: str) -> int | None:
+    """C ``sscanf(text, "%lli", &v)``: the leading integer (base 0: 0x hex, 0 octal), saturated to long long;
+    None when there is none."""
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if m is None:
+        return None
+    digits = m.group(2)
+    value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8 if digits.startswith("0") else 10)
+    value = -value if m.group(1) == "-" else value
+    return max(min(value, (1 << 63) - 1), -(1 << 63))
+
+
+_STRESS_BYTE_SHIFT = {"b": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+_STRESS_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 365 * 86400}
+
+
+def _stress_number(text: str, factors: dict[str, int], shift: bool) -> tuple[int, int | str]:
+    """stress 1.0.4's ``atoll_b`` (``shift``: a b/k/m/g suffix is a shift) or ``atoll_s`` (s/m/h/d/y multiply):
+    ``(value, 0)``, or ``(line, message)`` for the error it prints before exiting 1. numasim also takes a
+    ``t`` suffix for bytes (terabytes), so a huge ``--vm-bytes`` can show stress's malloc failure."""
+    if not text:
+        return 622 if shift else 676, "invalid string"
+    suffix = text[-1].lower()
+    if suffix in factors:
+        factor = factors[suffix]
+    elif text[-1].isdigit():
+        factor = 0 if shift else 1
+    else:
+        return 647 if shift else 705, f"unrecognized suffix: {text[-1]}"
+    value = _sscanf_lli(text)
+    if value is None:
+        return 654 if shift else 712, f"invalid number: {text}"
+    return (value << factor) if shift else value * factor, 0
+
+
 def _stress(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     run = ProgramRun()
     workers = 0
     vm_bytes = 256 * 1024 * 1024
-    timeout: str | None = None
+    timeout_s: int | None = None
     keep = False
     args = list(argv[1:])
+
+    def fail(line: int, message: str) -> ProgramRun:
+        # stress's err(): "stress: FAIL: [pid] (source line) message", then exit(1)
+        run.stderr += f"stress: FAIL: [{task.pid}] ({line}) {message}\n"
+        run.exit_code = 1
+        return run
+
+    # (option names, name in messages, atoll_b or atoll_s, line and text of the range error, smallest valid)
+    numeric = {
+        ("-m", "--vm"): ("--vm", True, 184, "invalid number of vm hogs: {}", 1),
+        ("--vm-bytes",): ("--vm-bytes", True, 194, "invalid vm byte value: {}", 1),
+        ("-t", "--timeout"): ("--timeout", False, 154, "invalid timeout value: {}s", 1),
+        ("--vm-stride",): ("--vm-stride", True, 204, "invalid stride value: {}", 1),
+        ("--vm-hang",): ("--vm-hang", True, 214, "invalid value: {}", 0),
+    }
     i = 0
     while i < len(args):
         a = args[i]
         i += 1
-        if a in ("-m", "--vm"):
-            workers = int(args[i])
+        if a.startswith("--vm-bytes="):  # numasim's extension: stress itself takes only "--vm-bytes N"
+            args[i - 1 : i] = ["--vm-bytes", a.split("=", 1)[1]]
+            a = "--vm-bytes"
+        spec = next((v for k, v in numeric.items() if a in k), None)
+        if spec is not None:
+            name, shift, line, range_text, smallest = spec
+            # assert_arg(): the value is missing, or is another option (a '-' not followed by a digit)
+            if i == len(args) or (args[i][:1] == "-" and not args[i][1:2].isdigit()):
+                return fail(62, f"missing argument to option '{name}'")
+            value, problem = _stress_number(args[i], _STRESS_BYTE_SHIFT if shift else _STRESS_SECONDS, shift)
             i += 1
-        elif a == "--vm-bytes":
-            vm_bytes = parse_size(args[i])
-            i += 1
-        elif a.startswith("--vm-bytes="):
-            vm_bytes = parse_size(a.split("=", 1)[1])
+            if isinstance(problem, str):
+                return fail(value, problem)
+            if value < smallest:
+                return fail(line, range_text.format(value))
+            if name == "--vm":
+                workers = value
+            elif name == "--vm-bytes":
+                vm_bytes = value
+            elif name == "--timeout":
+                timeout_s = value
         elif a == "--vm-keep":
             keep = True
-        elif a in ("-t", "--timeout"):
-            timeout = args[i]
-            i += 1
-        elif a in ("-q", "--quiet", "-v", "--verbose", "--vm-hang", "--vm-stride"):
-            if a in ("--vm-hang", "--vm-stride"):
-                i += 1
+        elif a in ("-q", "--quiet", "-v", "--verbose"):
+            pass
         else:
-            run.stderr += f"stress: FAIL: [{task.pid}] (244) unrecognized option: {a}\n"
-            run.exit_code = 1
-            return run
+            return fail(244, f"unrecognized option: {a}")
     del keep  # one pass of writes places every page; re-dirtying does not move them
     run.stdout += f"stress: info: [{task.pid}] dispatching hogs: 0 cpu, 0 io, {workers} vm, 0 hdd\n"
     for _ in range(workers):
@@ -292,13 +351,12 @@ def _stress(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             )
             run.exit_code = 1
             return run
-    run.running = timeout is None
-    if timeout is not None:
+    run.running = timeout_s is None
+    if timeout_s is not None:
         for pid in run.pids:
             if pid in kernel.tasks:
                 kernel.exit(kernel.tasks[pid])
-        secs = timeout.rstrip("smhd") or "0"
-        run.stdout += f"stress: info: [{task.pid}] successful run completed in {secs}s\n"
+        run.stdout += f"stress: info: [{task.pid}] successful run completed in {timeout_s}s\n"
     return run
 
 
@@ -316,13 +374,19 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     while args and args[0].startswith("-"):
         opt = args.pop(0)
         if opt[1:2] == "r":
-            repeat = int(opt[2:] or 0)
+            repeat = _atoi(opt[2:])  # atoi: "-rx" repeats 0 times, as the real memhog does
         elif opt[1:2] in ("H", "f"):
             pass
         else:
             return ProgramRun(stdout=usage, exit_code=1)
     if not args:
         return ProgramRun(stdout=usage, exit_code=1)
+    if repeat > _MEMHOG_MAX_REPEAT:
+        return ProgramRun(
+            stderr=f"memhog: numasim: -r{repeat}: at most {_MEMHOG_MAX_REPEAT} passes are simulated "
+            "(every pass after the first writes the same pages and changes nothing)\n",
+            exit_code=1, pids=[task.pid],
+        )
     length = _memsize(args[0])
     policy_name = args[1] if len(args) > 1 else None
     nodes_arg = args[2] if len(args) > 2 else None
@@ -360,7 +424,7 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     run.syscalls.append(("get_mempolicy", "MPOL_F_ADDR", got))
     if not got.ok:
         run.stderr += f"get_mempolicy: {_strerror(got.errno)}\n"
-    for _ in range(max(repeat, 1) if repeat else 0):
+    for _ in range(max(repeat, 0)):  # for (i = 0; i < repeat; i++): none for 0 or a negative count
         dots = (length + _MEMHOG_UNIT - 1) // _MEMHOG_UNIT
         fault = kernel.touch(task, vma.start, length)
         if fault.oom_killed or not task.alive:
@@ -368,6 +432,13 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             return _killed(run)
         run.stdout += "." * dots + "\n"
     return run
+
+
+def _atoi(text: str) -> int:
+    """C ``atoi``: the leading decimal integer (0 when there is none), wrapped to a 32-bit int."""
+    m = re.match(r"\s*([+-]?[0-9]+)", text)
+    value = int(m.group(1)) if m else 0
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def _memsize(text: str) -> int:
@@ -410,15 +481,15 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
                 value = args[i + 1]
                 i += 2
             if name == "--pages":
-                pages = int(value, 0)
+                pages = _option_int(name, value, "a number of pages")
             elif name == "--addr":
-                addr = int(value, 0)
+                addr = _option_int(name, value, "an address (0x7f..., or decimal)")
             elif name == "--set-mempolicy":
                 set_pol = value
             elif name == "--mbind":
                 mbind_pol = value
             else:
-                touch_cpu = int(value, 0)
+                touch_cpu = _option_int(name, value, "a cpu number")
     except ValueError as exc:
         run.stderr = (
             f"alloc: {exc}\n"
@@ -480,6 +551,14 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         + "\n"
     )
     return run
+
+
+def _option_int(name: str, value: str, what: str) -> int:
+    """``value`` as a C-style integer (decimal, 0x hex, 0o octal); ValueError naming the option and value."""
+    try:
+        return int(value.strip(), 0)
+    except ValueError:
+        raise ValueError(f"{name} {value[:40]!r} is not {what}") from None
 
 
 def _ret_text(res: SyscallResult) -> str:

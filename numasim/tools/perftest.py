@@ -83,9 +83,16 @@ def parse_perftest_args(test: str, argv: Sequence[str]) -> PerftestArgs:
             if opt in ("-d", "--ib-dev"):
                 a.device = value
             elif opt in ("-s", "--size"):
-                a.size = parse_size(value)
+                try:
+                    a.size = parse_size(value)
+                except ValueError:
+                    a.size = 0
+                if a.size < 1:
+                    raise PerftestUsageError(f"{test}: -s {value!r} is not a message size in bytes (1, 64K, 8M ...)")
             elif opt in ("-n", "--iters"):
-                a.iterations = int(value)
+                a.iterations = int(value) if value.strip().isdigit() else 0
+                if a.iterations < 1:
+                    raise PerftestUsageError(f"{test}: -n {value!r} is not a number of iterations")
         elif opt.startswith("-"):
             raise PerftestUsageError(f"{test}: unrecognized option '{opt}'")
         else:

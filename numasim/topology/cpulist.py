@@ -6,35 +6,48 @@ strings and our TOML files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-__all__ = ["parse_cpulist", "format_cpulist"]
+__all__ = ["parse_cpulist", "format_cpulist", "MAX_LIST_ID"]
+
+MAX_LIST_ID = 65535
+"""Largest cpu or node id a list may name (Linux: NR_CPUS <= 8192, MAX_NUMNODES <= 1024)."""
+
+_ITEM = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$", re.ASCII)
 
 
 def parse_cpulist(text: str) -> list[int]:
     """Parse ``"0-3,8"`` into ``[0, 1, 2, 3, 8]`` (sorted, duplicates removed; empty string -> ``[]``).
 
+    Raises ValueError with a short message naming the bad item (never Python's own ``int()`` text); ids above
+    :data:`MAX_LIST_ID` are refused (Linux's ``NR_CPUS`` is at most 8192), so a list such as ``0-99999999999``
+    cannot exhaust memory.
+
     Examples
     --------
     >>> parse_cpulist("0-2,8,10-11")
     [0, 1, 2, 8, 10, 11]
+    >>> parse_cpulist("0-x")
+    Traceback (most recent call last):
+    ...
+    ValueError: item '0-x' is not a number or a range a-b
     """
     out: set[int] = set()
     text = text.strip()
     if not text:
         return []
     for item in text.split(","):
-        item = item.strip()
-        if "-" in item:
-            lo_s, hi_s = item.split("-", 1)
-            lo, hi = int(lo_s), int(hi_s)
-            if hi < lo:
-                raise ValueError(f"bad range {item!r} in list {text!r}")
-            out.update(range(lo, hi + 1))
-        else:
-            out.add(int(item))
-    if any(v < 0 for v in out):
-        raise ValueError(f"negative id in list {text!r}")
+        m = _ITEM.match(item)
+        if m is None:
+            raise ValueError(f"item {item.strip()[:40]!r} is not a number or a range a-b")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ValueError(f"item {item.strip()!r} is a range that runs backwards")
+        if hi > MAX_LIST_ID:
+            raise ValueError(f"id {hi} is above {MAX_LIST_ID}")
+        out.update(range(lo, hi + 1))
     return sorted(out)
 
 

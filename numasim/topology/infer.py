@@ -60,6 +60,8 @@ def check_distance_matrix(
         raise TopologyError(field, distances, "rows of different lengths") from None
     if d.ndim != 2 or d.shape[0] != d.shape[1] or d.shape[0] == 0:
         raise TopologyError(field, np.asarray(distances).tolist(), "must be a non-empty square table")
+    if d.dtype == object:  # an int beyond 64 bits, or a value that is not a number at all
+        raise TopologyError(field, d.tolist(), "distances must be whole numbers 10..255")
     if not np.issubdtype(d.dtype, np.integer):
         if not np.all(np.isfinite(d)) or not np.all(d == np.round(d)):
             raise TopologyError(field, d.tolist(), "distances must be whole numbers")

@@ -12,9 +12,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AccessChunk", "DEFAULT_CHUNK_ACCESSES", "concat_chunks", "rechunk"]
+__all__ = [
+    "AccessChunk",
+    "DEFAULT_CHUNK_ACCESSES",
+    "MAX_COMPUTE_NS",
+    "MAX_THREAD_ID",
+    "chunk_problem",
+    "concat_chunks",
+    "rechunk",
+]
 
 DEFAULT_CHUNK_ACCESSES = 1 << 20
+
+MAX_COMPUTE_NS = 1e12
+"""Largest ``compute_ns`` before one access: 1000 s. The simulated clock is float64 nanoseconds, so a run keeps
+nanosecond resolution only below 2**53 ns (about 104 days); a bound per access keeps ordinary traces far from
+that, and the engine checks each thread's total against it (:data:`numasim.engine.stream.MAX_RUN_NS`). Values
+beyond it (1e20 ns made the epoch index overflow int64 and the run never end) are rejected."""
+
+MAX_THREAD_ID = (1 << 31) - 1
+"""Largest thread id a trace may hold (the ``thread`` column is int32). Ids are labels: a run gives a thread
+only to the ids that occur, so a trace of threads 0 and 2**31-1 runs two threads."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,32 @@ def _column(value: np.ndarray | float | bool, dtype: type[np.generic], n: int) -
         out.fill(v)
         return out
     return np.broadcast_to(v, (n,)).copy()
+
+
+def chunk_problem(chunk: AccessChunk) -> str | None:
+    """Describe the first value of ``chunk`` outside its column's range, or None when every value is valid.
+
+    ``thread`` must be 0..:data:`MAX_THREAD_ID`; ``compute_ns`` a finite time in 0..:data:`MAX_COMPUTE_NS`.
+    Vectorised: one pass per column.
+
+    Examples
+    --------
+    >>> chunk_problem(AccessChunk.build(np.arange(3, dtype=np.uint64), compute_ns=5.0)) is None
+    True
+    >>> chunk_problem(AccessChunk.build(np.arange(3, dtype=np.uint64), compute_ns=float("nan")))
+    'access 0: compute_ns = nan is not a time in 0..1e+12 ns'
+    """
+    thread = np.asarray(chunk.thread)
+    if len(thread) and (int(thread.min()) < 0 or int(thread.max()) > MAX_THREAD_ID):
+        k = int(np.flatnonzero((thread < 0) | (thread > MAX_THREAD_ID))[0])
+        return f"access {k}: thread = {int(thread[k])} is not a thread id in 0..{MAX_THREAD_ID}"
+    compute = np.asarray(chunk.compute_ns)
+    with np.errstate(invalid="ignore"):
+        bad = ~((compute >= 0) & (compute <= MAX_COMPUTE_NS))  # NaN fails both comparisons
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        return f"access {k}: compute_ns = {float(compute[k]):g} is not a time in 0..{MAX_COMPUTE_NS:g} ns"
+    return None
 
 
 def concat_chunks(chunks: Iterable[AccessChunk]) -> AccessChunk:

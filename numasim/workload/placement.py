@@ -12,7 +12,7 @@ views (pages per allocation and node, numastat counters).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,8 +181,10 @@ def _touch_runs(kernel: Kernel, task: Task, pages: np.ndarray, first: np.ndarray
     and cpu (:meth:`Kernel.touch_pages`), never one kernel call per page."""
     if not len(pages):
         return
-    cpu_by_thread = np.array([cpu_of(t) for t in range(int(first.max()) + 1)], dtype=np.int64)
-    kernel.touch_pages(task, pages.astype(np.uint64) * np.uint64(PAGE_SIZE_BYTES), cpu_by_thread[first])
+    # One cpu per distinct thread, not per id up to the largest: trace thread ids may be as large as 2**31-1.
+    ids, index = np.unique(first, return_inverse=True)
+    cpu_by_thread = np.array([cpu_of(int(t)) for t in ids], dtype=np.int64)
+    kernel.touch_pages(task, pages.astype(np.uint64) * np.uint64(PAGE_SIZE_BYTES), cpu_by_thread[index])
 
 
 def _record(vma_nodes: list[tuple[int, np.ndarray]], page_numbers: list[np.ndarray], nodes: list[np.ndarray]) -> int:
@@ -275,12 +277,15 @@ def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
 def place_trace(
     machine: Machine,
     chunks: Iterable[AccessChunk],
-    thread_cpu: list[int],
+    thread_cpu: Sequence[int] | Mapping[int, int],
     *,
     policy: str | None = None,
     kernel: Kernel | None = None,
 ) -> Placement:
     """Map a trace's pages: each touched page faults in from the cpu of the first thread that touches it.
+
+    ``thread_cpu`` gives the cpu of each thread id: a sequence indexed by id, or a mapping from id to cpu
+    (trace thread ids are labels and may be sparse).
 
     The trace's address space is rebuilt as one mapping per cluster of touched pages (clusters split at gaps of
     more than ``TRACE_GAP_PAGES`` pages), so sparse addresses (heap, stacks, libraries) cost no more than the
@@ -295,8 +300,10 @@ def place_trace(
             f"trace touches address {int(pages[-1]) * PAGE_SIZE_BYTES:#x}, beyond user space "
             f"({USER_ADDRESS_LIMIT:#x}): kernel memory cannot be placed by a simulated process"
         )
-    if len(pages) and int(first.max()) >= len(thread_cpu):
-        raise WorkloadError(f"trace uses thread {int(first.max())} but only {len(thread_cpu)} thread cpus were given")
+    known = thread_cpu.keys() if isinstance(thread_cpu, Mapping) else range(len(thread_cpu))
+    missing = [t for t in np.unique(first).tolist() if t not in known]
+    if missing:
+        raise WorkloadError(f"trace uses thread {missing[0]} but no cpu was given for it")
     if len(pages):
         gaps = np.flatnonzero(np.diff(pages.astype(np.int64)) > TRACE_GAP_PAGES) + 1
         for lo, hi in zip(np.r_[0, gaps], np.r_[gaps, len(pages)], strict=True):

@@ -11,10 +11,12 @@ asked to).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
@@ -24,13 +26,14 @@ from numasim.kernel.kernel import Kernel
 from numasim.timing.model import Calibration
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
+from numasim.workload.access import AccessChunk
 from numasim.workload.generate import generate, total_accesses
 from numasim.workload.placement import Placement, place_trace, place_workload, thread_specs
 from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace
 from numasim.workload.trace.npz import read_npz_header
 
-__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads"]
+__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads", "trace_census"]
 
 
 @dataclass
@@ -110,6 +113,24 @@ def run_workload(
     )
 
 
+def trace_census(chunks: Iterable[AccessChunk]) -> tuple[list[int], int]:
+    """The distinct thread ids of a trace in increasing order, and its number of accesses (one streaming pass).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> trace_census([AccessChunk.build(np.arange(3, dtype=np.uint64), thread=np.array([7, 2**31 - 1, 7]))])
+    ([7, 2147483647], 3)
+    """
+    seen = np.zeros(0, dtype=np.int64)
+    accesses = 0
+    for c in chunks:
+        if len(c):
+            accesses += len(c)
+            seen = np.union1d(seen, np.unique(c.thread))
+    return [int(t) for t in seen], accesses
+
+
 def trace_threads(machine: Machine, count: int, cpus: Sequence[int] | None = None) -> list[int]:
     """The cpu of each of a trace's ``count`` threads: ``cpus`` in order (cycled), or the machine's cpus in order."""
     pool = list(cpus) if cpus else sorted(machine.cpu_to_node)
@@ -137,33 +158,28 @@ def run_trace(
     **reader_options: Any,
 ) -> RunOutcome:
     """Replay a trace file: its pages first-touched by the first thread touching each (under ``policy``), then
-    every access timed. The file is read twice (placement, then timing), streaming both times."""
+    every access timed. The file is read three times (thread ids, placement, timing), streaming each time."""
     started = time.perf_counter()
     path = Path(trace)
-    # Threads: the largest thread id in the trace (one streaming pass shared with placement would need the cpus
-    # first, so count threads here; the npz header has it for free).
-    total: int | None = None
-    if path.suffix == ".npz":
-        header = read_npz_header(path)
-        n_threads, total = header["threads"], header["accesses"]
-    else:
-        n_threads = 0
-        for c in read_trace(path, format, **reader_options):
-            if len(c):
-                n_threads = max(n_threads, int(c.thread.max()) + 1)
-    cpu_of = trace_threads(machine, max(1, n_threads), cpus)
-    threads = [ThreadSpec(id=i, cpu=cpu) for i, cpu in enumerate(cpu_of)]
-    placement = place_trace(
-        machine, read_trace(path, format, **reader_options), cpu_of, policy=policy,
-        kernel=Kernel(machine, kernel_config),
-    )
+    # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
+    # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
+    total: int | None = read_npz_header(path)["accesses"] if path.suffix == ".npz" else None
+    ids, accesses = trace_census(read_trace(path, format, **reader_options))
+    cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
+    threads = [ThreadSpec(id=tid, cpu=cpu) for tid, cpu in zip(ids or [0], cpu_of, strict=True)]
+    try:
+        placement = place_trace(machine, read_trace(path, format, **reader_options),
+                                {t.id: t.cpu for t in threads}, policy=policy,
+                                kernel=Kernel(machine, kernel_config))
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None,
     )
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"trace": str(path), "accesses": result.accesses},
+        time.perf_counter() - started, {"trace": str(path), "accesses": accesses},
     )
 
 

@@ -47,6 +47,7 @@ from pydantic import (
 from numasim.errors import PolicyError, WorkloadError
 from numasim.topology.cpulist import parse_cpulist
 from numasim.units import parse_size
+from numasim.workload.access import MAX_COMPUTE_NS
 from numasim.workload.policy_text import PolicySpec, parse_policy
 
 __all__ = [
@@ -77,7 +78,8 @@ STREAM_ARRAYS: dict[str, tuple[str, ...]] = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf/nan are valid TOML but no field means them (compute_ns = inf would never end a run).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WorkloadThread(_Model):
@@ -155,8 +157,8 @@ class _PhaseBase(_Model):
     duration_ns: Annotated[float, Field(gt=0)] | None = None
     """Approximate length in time, turned into a count as duration_ns / (compute_ns + assumed_access_ns)."""
     assumed_access_ns: Annotated[float, Field(gt=0)] = 100.0
-    compute_ns: Annotated[float, Field(ge=0)] = 0.0
-    """Compute time before each access."""
+    compute_ns: Annotated[float, Field(ge=0, le=MAX_COMPUTE_NS)] = 0.0
+    """Compute time before each access (at most :data:`~numasim.workload.access.MAX_COMPUTE_NS`, 1000 s)."""
     size_bytes: Annotated[int, Field(ge=1, le=4096)] = 64
     """Bytes per access (64: one cache line)."""
     write_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0

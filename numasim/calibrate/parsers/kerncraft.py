@@ -128,14 +128,21 @@ def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
     clock = doc.get("clock")
     clock_ghz = _quantity(clock, "Hz", source, "clock") / 1e9 if clock is not None else None
     scaling: dict[str, dict[str, BandwidthScaling]] = {}
-    measurements = (doc.get("benchmarks") or {}).get("measurements") or {}
+    benchmarks = doc.get("benchmarks") or {}
+    if not isinstance(benchmarks, dict):
+        raise FormatError(source, "benchmarks: expected a mapping (with measurements:)")
+    measurements = benchmarks.get("measurements") or {}
     if not isinstance(measurements, dict):
         raise FormatError(source, "benchmarks.measurements: expected a mapping of levels")
     for level, by_threads in measurements.items():
         one = (by_threads or {}).get(1) if isinstance(by_threads, dict) else None
         if not one:
             continue
+        if not isinstance(one, dict):
+            raise FormatError(source, f"benchmarks.measurements.{level}.1: expected a mapping (cores:, results:)")
         results = one.get("results") or {}
+        if not isinstance(results, dict):
+            raise FormatError(source, f"benchmarks.measurements.{level}.1.results: expected a mapping of kernels")
         cores = _core_counts(one.get("cores") or [], source, f"benchmarks.measurements.{level}.1.cores")
         for kernel, values in results.items():
             where = f"benchmarks.measurements.{level}.1.results.{kernel}"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from numasim.errors import FormatError
+from pydantic import ValidationError
+
+from numasim.errors import FormatError, TopologyError
 from numasim.topology.io.detect import KNOWN_FORMATS, MachineFormat, detect_format, format_for_suffix
 from numasim.topology.io.hwloc import read_hwloc_xml, save_machine_hwloc, write_hwloc_xml
 from numasim.topology.io.numactl import (
@@ -22,7 +24,13 @@ from numasim.topology.io.numactl import (
     save_machine_numactl,
 )
 from numasim.topology.io.sysfs import read_sysfs_node_tree, write_sysfs_node_tree
-from numasim.topology.io.toml_format import dumps_machine, load_machine_toml, loads_machine, save_machine_toml
+from numasim.topology.io.toml_format import (
+    dumps_machine,
+    load_machine_toml,
+    loads_machine,
+    save_machine_toml,
+    validation_error,
+)
 from numasim.topology.model import Machine
 
 __all__ = [
@@ -107,13 +115,21 @@ def load_machine(spec: str | Path) -> Machine:
     source = machine_source(spec)
     p = find_shipped(str(spec)) if source is None else source
     fmt = detect_format(p)
-    if fmt == "toml":
-        return load_machine_toml(p)
-    if fmt == "numactl":
-        return load_machine_numactl(p)
-    if fmt == "sysfs":
-        return read_sysfs_node_tree(p)
-    return read_hwloc_xml(p)
+    try:
+        if fmt == "toml":
+            return load_machine_toml(p)
+        if fmt == "numactl":
+            return load_machine_numactl(p)
+        if fmt == "sysfs":
+            return read_sysfs_node_tree(p)
+        return read_hwloc_xml(p)
+    except ValidationError as exc:
+        # A value the reader took from the file broke a model rule: say which file, then which field.
+        raise validation_error(exc, str(p)) from None
+    except TopologyError as exc:
+        if str(p) in str(exc):
+            raise
+        raise TopologyError(f"{p}: {exc.field}", exc.value, exc.reason) from None
 
 
 def save_machine(machine: Machine, path: str | Path, format: MachineFormat | None = None) -> None:

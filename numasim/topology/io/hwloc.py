@@ -110,7 +110,7 @@ class _Tree:
                 _NumaObj(
                     elem=e,
                     os_index=self._int(e, "os_index"),
-                    gp_index=int(e.get("gp_index")) if e.get("gp_index") is not None else None,  # type: ignore[arg-type]
+                    gp_index=self._int(e, "gp_index") if e.get("gp_index") is not None else None,
                     memory_bytes=self._int(e, "local_memory") if e.get("local_memory") is not None else None,
                     kind=memory_kind_of_subtype(e.get("subtype")),
                     order=order,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from numasim.errors import TraceError
-from numasim.workload.access import AccessChunk
+from numasim.workload.access import MAX_COMPUTE_NS, MAX_THREAD_ID, AccessChunk
 from numasim.workload.trace._text import TEXT_CHUNK_ACCESSES, ChunkBuilder, atomic_text_file, numbered_lines
 
 __all__ = ["read_csv", "write_csv", "parse_address", "CSV_COLUMNS"]
@@ -69,14 +69,16 @@ def read_csv(path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES) -> 
             raise TraceError(src, f"expected {width} fields, got {len(fields)}: {text!r}", number)
         try:
             thread = int(fields[columns["thread"]])
-            if thread < 0:
-                raise ValueError("negative")
+            if not 0 <= thread <= MAX_THREAD_ID:
+                raise ValueError("range")
         except ValueError:
-            raise TraceError(src, f"thread = {fields[columns['thread']]!r} is not a thread number", number) from None
+            raise TraceError(src, f"thread = {fields[columns['thread']][:40]!r} is not a thread id in 0..{MAX_THREAD_ID}",
+                             number) from None
         try:
             address = parse_address(fields[columns["address"]])
         except ValueError:
-            raise TraceError(src, f"address = {fields[columns['address']]!r} is not an address", number) from None
+            raise TraceError(src, f"address = {fields[columns['address']][:40]!r} is not an address in 0..2**64-1",
+                             number) from None
         flag = fields[columns["is_write"]].lower()
         if flag in _TRUE:
             is_write = True
@@ -94,10 +96,11 @@ def read_csv(path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES) -> 
         if "compute_ns" in columns:
             try:
                 compute = float(fields[columns["compute_ns"]])
-                if not compute >= 0:
-                    raise ValueError("negative")
+                if not 0 <= compute <= MAX_COMPUTE_NS:  # NaN fails too
+                    raise ValueError("range")
             except ValueError:
-                raise TraceError(src, f"compute_ns = {fields[columns['compute_ns']]!r} is not a time >= 0", number) from None
+                raise TraceError(src, f"compute_ns = {fields[columns['compute_ns']][:40]!r} is not a time in "
+                                 f"0..{MAX_COMPUTE_NS:g} ns", number) from None
         builder.add(thread, address, is_write, size, compute)
         if builder.full():
             yield builder.take()

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from numasim.errors import TraceError
-from numasim.workload.access import AccessChunk
+from numasim.workload.access import AccessChunk, chunk_problem
 from numasim.workload.trace.csv_format import read_csv, write_csv
 from numasim.workload.trace.lackey import looks_like_lackey, read_lackey
 from numasim.workload.trace.npz import read_npz, write_npz
 from numasim.workload.trace.parquet_format import read_parquet, write_parquet
 from numasim.workload.trace.perf_script import looks_like_perf_script, read_perf_script
 
-__all__ = ["TRACE_FORMATS", "WRITABLE_FORMATS", "trace_format", "read_trace", "write_trace"]
+__all__ = ["TRACE_FORMATS", "WRITABLE_FORMATS", "trace_format", "read_trace", "write_trace", "checked_chunks"]
 
 TRACE_FORMATS = ("npz", "csv", "parquet", "perf", "lackey")
 WRITABLE_FORMATS = ("npz", "csv", "parquet")
@@ -92,13 +92,25 @@ def read_trace(path: str | Path, format: str | None = None, **options: Any) -> I
     if not p.exists():
         raise FileNotFoundError(2, "No such file", str(p))
     readers = {"npz": read_npz, "csv": read_csv, "parquet": read_parquet, "perf": read_perf_script, "lackey": read_lackey}
-    return readers[fmt](p, **options)  # type: ignore[operator]
+    return checked_chunks(readers[fmt](p, **options), str(p))  # type: ignore[operator]
+
+
+def checked_chunks(chunks: Iterable[AccessChunk], source: str) -> Iterator[AccessChunk]:
+    """Pass ``chunks`` through, raising :class:`~numasim.errors.TraceError` naming ``source`` and the chunk at
+    the first value outside its column's range (NaN, negative or huge ``compute_ns``, a negative thread id):
+    every reader and writer goes through it, so a bad value never reaches the engine or a file."""
+    for i, chunk in enumerate(chunks):
+        problem = chunk_problem(chunk)
+        if problem is not None:
+            raise TraceError(source, f"chunk {i}, {problem}")
+        yield chunk
 
 
 def write_trace(chunks: Iterable[AccessChunk], path: str | Path, format: str | None = None,
                 *, meta: dict[str, Any] | None = None) -> int:
     """Write chunks to ``path`` atomically in the format its suffix names; returns the accesses written."""
     fmt = trace_format(path, format)
+    chunks = checked_chunks(chunks, str(path))
     if fmt == "npz":
         return write_npz(chunks, path, meta=meta)
     if fmt == "csv":

@@ -56,6 +56,8 @@ def read_lackey(
         if not 1 <= size <= 65535:
             raise TraceError(src, f"size {size_text} is not 1..65535", number)
         address = int(addr_text, 16)
+        if address >= 1 << 64:
+            raise TraceError(src, f"address {addr_text[:40]} is beyond 64 bits", number)
         if op == "I":
             if instructions:
                 builder.add(thread, address, False, size)

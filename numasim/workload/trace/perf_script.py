@@ -107,6 +107,8 @@ def read_perf_script(
         else:
             is_write = "store" in m["event"].lower()
         address = int(m["addr"], 16)
+        if address >= 1 << 64:
+            raise TraceError(src, f"data address {m['addr'][:40]} is beyond 64 bits", number)
         if address >= USER_ADDRESS_LIMIT and not kernel_addresses:
             continue
         tid = int(m["tid"])

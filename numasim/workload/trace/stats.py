@@ -15,7 +15,7 @@ import numpy as np
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk
 
-__all__ = ["TraceInfo", "trace_info", "touched_pages"]
+__all__ = ["TraceInfo", "trace_info", "touched_pages", "spanned_units"]
 
 _LINE_BYTES = 64
 
@@ -58,6 +58,28 @@ class TraceInfo:
             "per_thread": {str(k): v for k, v in sorted(self.per_thread.items())},
             "compute_ns_total": self.compute_ns_total,
         }
+
+
+def spanned_units(address: np.ndarray, size_bytes: np.ndarray, unit_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``unit_bytes`` unit (line, page) each access touches, in access order, and the index of the access
+    each belongs to: an access of ``size_bytes`` may span several (a size of 0 counts as 1 byte).
+
+    Examples
+    --------
+    >>> units, index = spanned_units(np.array([0, 4090], dtype=np.uint64), np.array([64, 10], dtype=np.uint16), 4096)
+    >>> units.tolist(), index.tolist()
+    ([0, 0, 1], [0, 1, 1])
+    """
+    unit = np.uint64(unit_bytes)
+    first = address // unit
+    # (offset in the unit + size - 1) // unit: no uint64 overflow for addresses near 2**64
+    extra = ((address % unit).astype(np.int64) + np.maximum(size_bytes.astype(np.int64), 1) - 1) // unit_bytes
+    if not extra.any():
+        return first, np.arange(len(address))
+    index = np.repeat(np.arange(len(address)), extra + 1)
+    starts = np.r_[0, np.cumsum(extra + 1)[:-1]]
+    offset = (np.arange(len(index)) - starts[index]).astype(np.uint64)
+    return first[index] + offset, index
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -110,14 +132,14 @@ def touched_pages(chunks: Iterable[AccessChunk], page_bytes: int = PAGE_SIZE_BYT
     pages = np.zeros(0, dtype=np.uint64)
     first = np.zeros(0, dtype=np.int32)
     for c in chunks:
-        vp = c.address // np.uint64(page_bytes)
+        vp, access = spanned_units(c.address, c.size_bytes, page_bytes)  # an access may span pages
         new, idx = np.unique(vp, return_index=True)  # idx: first occurrence in this chunk
         keep = ~np.isin(new, pages, assume_unique=True)
         new, idx = new[keep], idx[keep]
         merged = np.concatenate([pages, new])
         order = np.argsort(merged, kind="stable")
         pages = merged[order]
-        first = np.concatenate([first, c.thread[idx].astype(np.int32)])[order]
+        first = np.concatenate([first, c.thread[access[idx]].astype(np.int32)])[order]
     return pages, first
 
 
@@ -126,7 +148,7 @@ def trace_info(chunks: Iterable[AccessChunk]) -> TraceInfo:
     info = TraceInfo()
     lines = _DistinctCounter()
     pages = _DistinctCounter()
-    per_thread = np.zeros(0, dtype=np.int64)
+    per_thread: dict[int, int] = {}  # by id: ids are labels (0..2**31-1), so no array indexed by id
     for c in chunks:
         if not len(c):
             continue
@@ -139,13 +161,12 @@ def trace_info(chunks: Iterable[AccessChunk]) -> TraceInfo:
         lo, hi = int(c.address.min()), int(c.address.max())
         info.min_address = lo if info.min_address is None else min(info.min_address, lo)
         info.max_address = hi if info.max_address is None else max(info.max_address, hi)
-        lines.add(c.address // np.uint64(_LINE_BYTES))
-        pages.add(c.address // np.uint64(PAGE_SIZE_BYTES))
-        counts = np.bincount(c.thread, minlength=len(per_thread))
-        if len(counts) > len(per_thread):
-            per_thread = np.concatenate([per_thread, np.zeros(len(counts) - len(per_thread), dtype=np.int64)])
-        per_thread += counts
+        lines.add(spanned_units(c.address, c.size_bytes, _LINE_BYTES)[0])
+        pages.add(spanned_units(c.address, c.size_bytes, PAGE_SIZE_BYTES)[0])
+        ids, counts = np.unique(c.thread, return_counts=True)
+        for tid, count in zip(ids.tolist(), counts.tolist(), strict=True):
+            per_thread[tid] = per_thread.get(tid, 0) + count
     info.footprint_lines = len(lines)
     info.footprint_pages = len(pages)
-    info.per_thread = {i: int(n) for i, n in enumerate(per_thread) if n}
+    info.per_thread = dict(sorted(per_thread.items()))
     return info
