@@ -1,0 +1,125 @@
+"""The epoch design's floor: a minimal numba kernel doing only what epoch mode cannot avoid (issue 14).
+
+Per access: page -> node lookup, route class, a FIFO update at each resource of the route (the controller and
+every link, from the same :class:`~numasim.engine.memsys.MemorySystem` the engine builds), issue limited by the
+thread's outstanding-miss slots, and time-ordered dispatch across threads (the thread with the earliest next
+issue goes next). No caches, no prefetching, no loaded-latency curve, no statistics beyond a latency sum.
+
+It is a yardstick for cpu time, not a model: its mean latency is compared with the engine's only as a sanity
+check that it does comparable work on the same queues (see ``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from numasim.engine.memsys import MemorySystem
+
+__all__ = ["floor_run"]
+
+
+@nb.njit(cache=True)
+def _floor(
+    thread: np.ndarray,
+    page_node: np.ndarray,
+    address: np.ndarray,
+    thread_init: np.ndarray,
+    mlp: np.ndarray,
+    n_nodes: int,
+    base_ns: np.ndarray,
+    path_ptr: np.ndarray,
+    path_res: np.ndarray,
+    path_busy: np.ndarray,
+    n_res: int,
+) -> tuple[float, float]:
+    n = thread.shape[0]
+    n_thr = thread_init.shape[0]
+    # each thread's accesses in program order, as CSR by a counting sort (O(n), stable)
+    ptr = np.zeros(n_thr + 1, np.int64)
+    for i in range(n):
+        ptr[thread[i] + 1] += 1
+    for t in range(n_thr):
+        ptr[t + 1] += ptr[t]
+    order = np.empty(n, np.int64)
+    fill = ptr[:-1].copy()
+    for i in range(n):
+        order[fill[thread[i]]] = i
+        fill[thread[i]] += 1
+    pos = ptr[:-1].copy()
+    max_mlp = 1
+    for t in range(n_thr):
+        max_mlp = max(max_mlp, mlp[t])
+    ring = np.zeros((n_thr, max_mlp))  # completion times of each thread's in-flight misses (slots)
+    nxt = np.zeros(n_thr)  # earliest next issue per thread
+    free_at = np.zeros(n_res)
+    lat_sum = 0.0
+    end = 0.0
+    for _ in range(n):
+        # time-ordered dispatch: the thread with the earliest next issue
+        a = -1
+        best = np.inf
+        for t in range(n_thr):
+            if pos[t] < ptr[t + 1] and nxt[t] < best:
+                best = nxt[t]
+                a = t
+        i = order[pos[a]]
+        pos[a] += 1
+        # issue needs a free slot: the earliest-completing in-flight miss must be done (as the engine's sorted
+        # in-flight set; freeing the oldest-issued instead slows remote-heavy threads by ~1.5x)
+        h = 0
+        for s in range(1, mlp[a]):
+            if ring[a, s] < ring[a, h]:
+                h = s
+        issue = max(best, ring[a, h])
+        node = page_node[address[i] >> np.uint64(12)]
+        c = (thread_init[a] * n_nodes + node) * 2
+        t_now = issue
+        for e in range(path_ptr[c], path_ptr[c + 1]):
+            r = path_res[e]
+            start = max(t_now, free_at[r])
+            free_at[r] = start + path_busy[e]
+            t_now = start
+        done = t_now + base_ns[c]
+        lat_sum += done - issue
+        ring[a, h] = done
+        nxt[a] = issue
+        end = max(end, done)
+    return lat_sum / max(n, 1), end
+
+
+def floor_run(
+    ms: MemorySystem,
+    thread: np.ndarray,
+    address: np.ndarray,
+    page_node: np.ndarray,
+    thread_init: np.ndarray,
+    mlp: np.ndarray,
+) -> tuple[float, float]:
+    """Mean memory latency (ns) and run time (ns) of loads through the floor kernel.
+
+    Parameters
+    ----------
+    ms : MemorySystem
+        From :func:`numasim.engine.memsys.build_memory_system` (the engine's queues).
+    thread, address : ndarray
+        Thread index (0..k-1, int64) and byte address (uint64) of each access, in program order per thread.
+    page_node : ndarray
+        Node index of every 4 KiB page (int64).
+    thread_init, mlp : ndarray
+        Initiator (node index) and outstanding-miss slots of each thread (int64).
+    """
+    path_ptr, path_res, path_busy = ms.class_paths()
+    return _floor(
+        np.asarray(thread, dtype=np.int64),
+        np.asarray(page_node, dtype=np.int64),
+        np.asarray(address, dtype=np.uint64),
+        np.asarray(thread_init, dtype=np.int64),
+        np.asarray(mlp, dtype=np.int64),
+        ms.n_nodes,
+        np.asarray(ms.class_base_latency_ns(), dtype=np.float64),
+        np.asarray(path_ptr, dtype=np.int64),
+        np.asarray(path_res, dtype=np.int64),
+        np.asarray(path_busy, dtype=np.float64),
+        len(ms.resources),
+    )
