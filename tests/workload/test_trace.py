@@ -229,3 +229,18 @@ def test_round_trip_property(tmp_path_factory: pytest.TempPathFactory, parts: li
     for name in ("t.npz", "t.csv"):
         write_trace(parts, d / name)
         assert same(concat_chunks(read_trace(d / name)), whole)
+
+
+def test_parquet_thread_ids_beyond_int32_are_refused_not_wrapped() -> None:
+    # The Parquet reader casts thread ids to int32; an int64 id of 2**40 used to wrap silently to 0.
+    import numpy as np
+    import pytest
+
+    from numasim.errors import TraceError
+    from numasim.workload.trace.parquet_format import checked_thread_ids
+
+    assert checked_thread_ids(np.array([0, 3], dtype=np.int64), "t.parquet", "row group 0").tolist() == [0, 3]
+    with pytest.raises(TraceError, match=r"t.parquet: row group 2, row 1: thread = 1099511627776 is not a thread id"):
+        checked_thread_ids(np.array([5, 1 << 40], dtype=np.int64), "t.parquet", "row group 2")
+    with pytest.raises(TraceError, match="not integers"):
+        checked_thread_ids(np.array([0.5]), "t.parquet", "row group 0")

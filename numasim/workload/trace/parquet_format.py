@@ -15,10 +15,10 @@ import numpy as np
 
 from numasim.errors import TraceError
 from numasim.fileio import atomic_path
-from numasim.workload.access import AccessChunk
+from numasim.workload.access import MAX_THREAD_ID, AccessChunk
 from numasim.workload.trace.npz import COLUMNS
 
-__all__ = ["parquet_available", "read_parquet", "write_parquet"]
+__all__ = ["checked_thread_ids", "parquet_available", "read_parquet", "write_parquet"]
 
 
 def parquet_available() -> bool:
@@ -70,4 +70,24 @@ def read_parquet(path: str | Path) -> Iterator[AccessChunk]:
             table = f.read_row_group(i, columns=list(COLUMNS))
         except (OSError, pa.ArrowException) as exc:
             raise TraceError(str(p), f"row group {i} is corrupt: {exc}") from None
-        yield AccessChunk(**{n: np.asarray(table.column(n).to_numpy(), dtype=d) for n, d in COLUMNS.items()})
+        cols = {n: table.column(n).to_numpy() for n in COLUMNS}
+        checked_thread_ids(cols["thread"], str(p), f"row group {i}")
+        yield AccessChunk(**{n: np.asarray(cols[n], dtype=d) for n, d in COLUMNS.items()})
+
+
+def checked_thread_ids(raw: np.ndarray, source: str, where: str) -> np.ndarray:
+    """``raw`` thread ids (any integer type a Parquet writer chose), refused before the cast to int32 when one
+    is outside 0..MAX_THREAD_ID (an int64 id of 2**40 would otherwise wrap silently).
+
+    Examples
+    --------
+    >>> checked_thread_ids(np.array([0, 7], dtype=np.int64), "t.parquet", "row group 0").tolist()
+    [0, 7]
+    """
+    ids = np.asarray(raw)
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise TraceError(source, f"{where}: thread ids are {ids.dtype}, not integers")
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) > MAX_THREAD_ID):
+        k = int(np.flatnonzero((ids < 0) | (ids > MAX_THREAD_ID))[0])
+        raise TraceError(source, f"{where}, row {k}: thread = {int(ids[k])} is not a thread id in 0..{MAX_THREAD_ID}")
+    return ids
