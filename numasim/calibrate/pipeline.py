@@ -20,8 +20,11 @@ Tables (``fit_on``):
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ParamSpec
 
 import numpy as np
 
@@ -143,37 +146,30 @@ def _source_file(m: Measurement, sections: list[str]) -> SourceFile:
     return SourceFile(path=str(m.path), sha256=m.sha256, tool=m.format, tool_version=m.tool_version, sections=sections)
 
 
+_P = ParamSpec("_P")
+
+
+def _naming_measurement_files(fit: Callable[_P, CalibrationReport]) -> Callable[_P, CalibrationReport]:
+    """A table the fit cannot use raises :class:`~numasim.errors.CalibrationError` naming the measurement files
+    (at most three) before what is wrong, unless the message names one already."""
+
+    @functools.wraps(fit)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> CalibrationReport:
+        try:
+            return fit(*args, **kwargs)
+        except CalibrationError as exc:
+            measurements = kwargs["measurements"] if "measurements" in kwargs else args[1]
+            files = [str(m.path) for m in measurements]  # type: ignore[attr-defined]
+            if not files or any(f in str(exc) for f in files):
+                raise
+            shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+            raise CalibrationError(f"{shown}: {exc}") from None
+
+    return wrapped
+
+
+@_naming_measurement_files
 def calibrate(
-    machine: Machine,
-    measurements: list[Measurement],
-    *,
-    fit_on: tuple[str, ...] | list[str] | None = None,
-    bootstrap: int = 0,
-    seed: int = 0,
-    notes: str = "",
-    created: str | None = None,
-    assume_local_latency_ns: float | None = None,
-    priors: Calibration | None = None,
-) -> CalibrationReport:
-    """Fit a :class:`Calibration` of ``machine`` to ``measurements`` (parameters: :func:`_calibrate`).
-
-    A table the fit cannot use raises :class:`~numasim.errors.CalibrationError` naming the measurement files
-    (at most three) before what is wrong, unless the message names one already.
-    """
-    try:
-        return _calibrate(
-            machine, measurements, fit_on=fit_on, bootstrap=bootstrap, seed=seed, notes=notes, created=created,
-            assume_local_latency_ns=assume_local_latency_ns, priors=priors,
-        )
-    except CalibrationError as exc:
-        files = [str(m.path) for m in measurements]
-        if not files or any(f in str(exc) for f in files):
-            raise
-        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-        raise CalibrationError(f"{shown}: {exc}") from None
-
-
-def _calibrate(
     machine: Machine,
     measurements: list[Measurement],
     *,

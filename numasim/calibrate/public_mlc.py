@@ -20,11 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from numasim.topology.model import Machine
+from numasim.units import GiB
 
 __all__ = ["PublicMlcCase", "PUBLIC_MLC_CASES", "public_machine"]
-
-_GIB = 1 << 30
-
 
 @dataclass(frozen=True)
 class PublicMlcCase:
@@ -42,7 +40,9 @@ class PublicMlcCase:
     @property
     def mode(self) -> str:
         """The builder's NUMA mode: ``SNCn`` on Intel, ``NPSn`` on AMD (``SNC1``/``NPS1``: one node a socket)."""
-        amd = "AMD" in self.cpu.upper() or "EPYC" in self.cpu.upper()
+        from numasim.timing.catalog import match_cpu
+
+        amd = match_cpu(self.cpu).platform.vendor == "amd"
         return f"{'NPS' if amd else 'SNC'}{self.nodes_per_socket}"
 
 
@@ -83,7 +83,7 @@ def public_machine(case: PublicMlcCase) -> Machine:
         case.mode,
         cores_per_socket=case.cores_per_socket,
         threads_per_core=case.threads_per_core,
-        memory_bytes=64 * _GIB,
+        memory_bytes=64 * GiB,
         name=f"public-{stem}",
     )
     return catalog_machine(layout, case.cpu)

@@ -40,7 +40,7 @@ from numasim.calibrate.predict import (
 )
 from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.errors import CalibrationError
-from numasim.timing.model import Calibration, apply_calibration, write_latency_factor
+from numasim.timing.model import Calibration, apply_calibration
 from numasim.topology.model import Machine
 
 __all__ = [
@@ -188,7 +188,7 @@ def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) ->
             if h not in by_hops:
                 continue
             read = float(np.mean(by_hops[h])) / local
-            model = read if q == "read" else read * write_latency_factor(calibration.core) if q == "write" else 1.0 / read
+            model = read if q == "read" else read * calibration.core.write_cost_factor if q == "write" else 1.0 / read
             cells.append(CellResidual("hop_ratios", q, f"{h} hops", v, model, "ratio"))
     return cells
 

@@ -15,9 +15,7 @@ to the initiator, a write the route from the initiator to the memory (for symmet
 route reversed). A write costs ``write_cost_factor`` times a read: in busy time on every resource it crosses (it is a
 read-for-ownership plus a write-back), the controller using its write bandwidth for it, and in idle latency
 (the calibration fits the factor as write latency / read latency, AMD's hop table for source 002, and its closed
-form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A calibration
-that gives ``write_latency_factor`` separates the two: its writes take that factor in latency and
-``write_cost_factor`` in traffic (the catalog's write-allocate prior: twice the traffic, a read's latency).
+form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numasim.errors import CalibrationError, WorkloadError
-from numasim.timing.model import Calibration, LoadedLatencyCurve, apply_calibration, write_latency_factor
+from numasim.timing.model import Calibration, LoadedLatencyCurve, apply_calibration
 from numasim.topology.model import Machine, Vertex
 from numasim.topology.routing import Routing, routing
 
@@ -81,7 +79,6 @@ class MemorySystem:
     path_res: np.ndarray
     path_busy: np.ndarray
     write_cost_factor: float
-    write_latency_factor: float
 
     @property
     def n_nodes(self) -> int:
@@ -102,9 +99,9 @@ class MemorySystem:
         return self.n_initiators * self.n_nodes * 2
 
     def class_base_latency_ns(self) -> np.ndarray:
-        """Idle latency per route class: the route's for a read, ``write_latency_factor`` times it for a write."""
+        """Idle latency per route class: the route's for a read, ``write_cost_factor`` times it for a write."""
         out = np.repeat(self.base_latency_ns.ravel(), 2)
-        out[1::2] *= self.write_latency_factor
+        out[1::2] *= self.write_cost_factor
         return out
 
     def class_paths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -350,5 +347,4 @@ def build_memory_system(
         path_res=path_res,
         path_busy=np.ascontiguousarray(path_busy, dtype=float),
         write_cost_factor=wcf,
-        write_latency_factor=write_latency_factor(calibration.core),
     )

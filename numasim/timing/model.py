@@ -43,7 +43,6 @@ __all__ = [
     "nominal_calibration",
     "machine_devices_and_relays",
     "apply_calibration",
-    "write_latency_factor",
     "load_calibration",
     "save_calibration",
 ]
@@ -240,12 +239,7 @@ class CoreTiming(_Model):
     """How far ahead the stream prefetcher runs on a detected sequential stream."""
     write_cost_factor: Annotated[float, Field(gt=0)] = 1.0
     """Extra cost of a write relative to a read on the same route (read-for-ownership + writeback): in busy time
-    on every resource it crosses and, unless ``write_latency_factor`` is given, in idle latency too."""
-    write_latency_factor: Annotated[float, Field(gt=0)] | None = None
-    """Idle latency of a write relative to a read on the same route, when it differs from the traffic factor: a
-    store miss's read for ownership takes a read's latency, while its write-back is posted (no one waits for it)
-    but still moves the line. ``None``: ``write_cost_factor`` for both (one number, as a hop table's write/read
-    latency ratio fits it)."""
+    on every resource it crosses and in idle latency."""
     outstanding_misses_per_core: Annotated[int, Field(gt=0)] | None = None
     """Misses one physical core can keep in flight, shared by its hardware threads: Intel's L2 superqueue, AMD's
     L2 miss buffers. A thread then keeps ``min(max_outstanding_misses, this / busy threads of its core)``: with
@@ -256,11 +250,6 @@ class CoreTiming(_Model):
     core_clock_ghz: PositiveFloat | None = None
     """The cores' clock (GHz) while running memory-bound code, used where a tool counts in core cycles (mlc's
     injection delay, its "core clocks" line). ``None``: unknown; such a tool then says it assumed one."""
-
-
-def write_latency_factor(core: CoreTiming) -> float:
-    """A write's idle latency over a read's on the same route (``write_latency_factor``, else ``write_cost_factor``)."""
-    return core.write_cost_factor if core.write_latency_factor is None else core.write_latency_factor
 
 
 class Calibration(_Model):
@@ -302,7 +291,7 @@ class Calibration(_Model):
         for dev in body.get("devices", []):
             if not dev.get("dma_read_bandwidth_gb_s"):
                 dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
-        for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core", "write_latency_factor"):
+        for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core"):
             if body.get("core", {}).get(optional) is None:
                 # ... and so do those written before these fields existed.
                 body.get("core", {}).pop(optional, None)

@@ -387,9 +387,8 @@ def catalog_calibration(
         # Write-back, write-allocate caches: a store that misses reads the line for ownership and later
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
-        # A write's latency stays tied to the factor (write_latency_factor unset): a posted write-back costing a
-        # read's latency is the better physics, but with the default prefetch depth it made kerncraft's copy
-        # series worse (mean MAPE 16.3 -> 19.7 % over 8 CPUs): the two errors cancel today (docs/design-rationale.md).
+        # The factor is a write's latency too. A posted write-back costing a read's latency is the better physics,
+        # but tried as a prior it made kerncraft's copy series worse out of sample (docs/design-rationale.md).
     )
     prior("core.max_outstanding_misses", core.max_outstanding_misses, "lines",
           f"{here}: L1D fill buffers [{platform.cite(platform.core.sources)}]" if fb is not None
