@@ -68,7 +68,7 @@ THP_MODES = ("always", "madvise", "never")
 
 
 def build_kernel(
-    machine: str, kernel_version: str = "6.12", thp: str = "always", sysctls: list[str] | None = None
+    machine: str, kernel_version: str = "6.12", thp: str = "madvise", sysctls: list[str] | None = None
 ) -> Kernel:
     """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
 
@@ -199,7 +199,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
     kernel = build_kernel(
-        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["always"])[-1],
+        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["madvise"])[-1],
         opts.get("--sysctl") or [],
     )
     calibrations: list[str] = opts.get("--calibration") or []
@@ -324,7 +324,7 @@ AfterOpt = Annotated[
 
 @kernel_app.command("zonelists")
 def zonelists(
-    machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always", sysctl: SysctlOpt = None
+    machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise", sysctl: SysctlOpt = None
 ) -> None:
     """Print the zonelist fallback order of every node, as the kernel logs it at boot."""
     kernel = build_kernel(machine, kernel_version, thp, sysctl)
@@ -333,7 +333,7 @@ def zonelists(
 
 @kernel_app.command("zoneinfo")
 def zoneinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always",
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
     sysctl: SysctlOpt = None,
 ) -> None:
     """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
@@ -346,7 +346,7 @@ def zoneinfo(
 
 @kernel_app.command("buddyinfo")
 def buddyinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always",
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
     sysctl: SysctlOpt = None,
 ) -> None:
     """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
@@ -360,8 +360,8 @@ def buddyinfo(
 _PROGRAM_HELP = {
     "stress": "stress -m N --vm-bytes SIZE [--vm-keep] [-t SECS]: N workers that each allocate and touch SIZE",
     "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
-    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement "
-    "(POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
+    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C] [--hugetlb] "
+    "[--madvise hugepage|nohugepage]: probe syscalls and placement (POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
     "printcpu": "print the cpu the program runs on (numactl's test helper)",
     "numactl": "a nested numactl in the same process",
     "true": "do nothing, exit 0",
@@ -401,8 +401,9 @@ _OWN_OPTIONS_HELP = """\
 numasim's options (before any numactl / numastat option):
   --machine MACHINE       shipped machine name (see 'numasim topo list') or machine file (required)
   --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
-  --thp MODE              transparent hugepages at boot: always (default), madvise or never (never: khugepaged
-                          does not raise min_free_kbytes); the knob /sys/kernel/mm/transparent_hugepage/enabled
+  --thp MODE              transparent hugepages at boot: always, madvise (default) or never (never: khugepaged
+                          does not raise min_free_kbytes; always: anonymous faults get 2 MiB folios); the knob
+                          /sys/kernel/mm/transparent_hugepage/enabled
   --sysctl NAME=VALUE     write a kernel knob before boot (repeatable, in order), e.g. vm.nr_hugepages=512
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose

@@ -81,7 +81,7 @@ def run(
         True, "--progress/--no-progress", help="Progress line (terminals only) and the wall time, on stderr."
     ),
     thp: str = typer.Option(
-        "always", "--thp", metavar="always|madvise|never",
+        "madvise", "--thp", metavar="always|madvise|never",
         help="Transparent hugepages of the kernel that places the memory (the same knob as "
         "--sysctl /sys/kernel/mm/transparent_hugepage/enabled=MODE).",
     ),

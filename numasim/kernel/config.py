@@ -66,8 +66,11 @@ class KernelConfig:
         ``pageblock_nr_pages * nr_zones * 11`` (capped at 5 % of lowmem), e.g. 90112 kB on two nodes.
         Kept for older callers: it is ``thp_mode != "never"``; ``thp_enabled=False`` means ``thp_mode="never"``.
     thp_mode : str
-        ``/sys/kernel/mm/transparent_hugepage/enabled``: ``always`` (default, the Kconfig default
-        ``TRANSPARENT_HUGEPAGE_ALWAYS``), ``madvise`` or ``never``.
+        ``/sys/kernel/mm/transparent_hugepage/enabled``: ``always``, ``madvise`` (default) or ``never``. The
+        Kconfig default is ``always``; numasim boots ``madvise`` (Debian's and Ubuntu's choice) so that only a
+        mapping that asks (``MADV_HUGEPAGE``) or a user who asks (``--thp always``) gets huge folios, and runs
+        that did not ask place their pages as before. ``always`` and ``madvise`` both run khugepaged, so the
+        watermarks are the same.
     thp_defrag : str
         ``/sys/kernel/mm/transparent_hugepage/defrag``: ``always``, ``defer``, ``defer+madvise``, ``madvise``
         (default) or ``never``; decides whether a huge-page fault may reclaim/compact (``vma_thp_gfp_mask``).
@@ -102,7 +105,7 @@ class KernelConfig:
     cpus_known_at_boot: bool = False
     page_size_bytes: int = 4096
     thp_enabled: bool = True
-    thp_mode: str = "always"
+    thp_mode: str = "madvise"
     thp_defrag: str = "madvise"
     numa_balancing: NumaBalancingConfig = NumaBalancingConfig()
     hugetlb_pool_writes: tuple[tuple[int | None, int], ...] = ()

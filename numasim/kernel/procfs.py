@@ -394,7 +394,7 @@ def _task_pages_by_zone(kernel: Kernel) -> dict[tuple[int, int, bool], int]:
     for task in kernel.tasks.values():
         for v in task.mm.vmas:
             present = v.nodes >= 0
-            if not present.any():
+            if not present.any() or v.hugetlb:  # hugetlb pages are the pool's, not AnonPages
                 continue
             key = v.nodes[present].astype(np.int64) * 16 + v.zones[present].astype(np.int64)
             values, n = np.unique(key, return_counts=True)
@@ -524,15 +524,29 @@ def node_meminfo_of(kernel: Kernel, nid: int) -> str:
         ("Slab", 0),
         ("SReclaimable", 0),
         ("SUnreclaim", 0),
-        ("AnonHugePages", 0),
+        ("AnonHugePages", _thp_pages(kernel, nid) * ps),
         ("ShmemHugePages", 0),
         ("ShmemPmdMapped", 0),
         ("FileHugePages", 0),
         ("FilePmdMapped", 0),
     ]
+    pool = kernel.hugetlb
     return format_node_meminfo(
-        nid, items, [("HugePages_Total", 0), ("HugePages_Free", 0), ("HugePages_Surp", 0)]
+        nid, items,
+        [("HugePages_Total", pool.total(nid)), ("HugePages_Free", pool.free(nid)), ("HugePages_Surp", 0)],
     )
+
+
+def _thp_pages(kernel: Kernel, nid: int) -> int:
+    """Base pages of transparent huge folios on node ``nid`` (``NR_ANON_THPS`` x 512), over live tasks."""
+    import numpy as np
+
+    total = 0
+    for task in kernel.tasks.values():
+        for v in task.mm.vmas:
+            if v.thp.any():
+                total += int(np.count_nonzero(v.thp & (v.nodes == nid)))
+    return total
 
 
 def numastat_sources(kernel: Kernel) -> NumastatSources:

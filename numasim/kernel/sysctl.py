@@ -307,7 +307,7 @@ def sysctl_values(config: KernelConfig) -> dict[str, str]:
     --------
     >>> v = sysctl_values(KernelConfig())
     >>> v["kernel.numa_balancing"], v["/sys/kernel/mm/transparent_hugepage/enabled"]
-    ('0', '[always] madvise never')
+    ('0', 'always [madvise] never')
     """
     out: dict[str, str] = {}
     for knob in KNOBS:

@@ -124,6 +124,10 @@ class Allocation(_Model):
     """Thread whose touch faults the pages in; default: the first thread that accesses the allocation."""
     prefault: bool = True
     """Touch every page when the allocation is created (like ``memset``); False: pages fault on first access."""
+    hugetlb: bool = False
+    """``MAP_HUGETLB``: 2 MiB pages from the hugetlb pool (size it with ``[sysctl] "vm.nr_hugepages"``)."""
+    madvise: Literal["hugepage", "nohugepage"] | None = None
+    """``madvise(MADV_HUGEPAGE)`` (transparent huge pages under ``thp = madvise``) or ``MADV_NOHUGEPAGE``."""
 
     @field_validator("size_bytes", mode="before")
     @classmethod
