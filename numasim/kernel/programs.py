@@ -571,7 +571,7 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     run.stdout += (
         f"touched {length // PAGE_SIZE_BYTES} pages from cpu {task.cpu}: "
         + " ".join(f"N{n}={c}" for n, c in sorted(per_node.items()))
-        + (f" ({huge} transparent huge pages)" if huge else "")
+        + (f" ({huge} transparent huge page{'s' if huge > 1 else ''})" if huge else "")
         + "\n"
     )
     if fault.failed:
