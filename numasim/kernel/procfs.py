@@ -469,6 +469,8 @@ def numa_maps_of(kernel: Kernel, task: Task) -> str:
     vmas = []
     for v in task.mm.vmas:
         per_node = v.pages_per_node()
+        if v.hugetlb:  # gather_hugetlb_stats: counted in huge pages, kernelpagesize_kB=2048
+            per_node = {n: c // 512 for n, c in per_node.items()}
         present = int(sum(per_node.values()))
         anon = present if v.kind != "file" else 0
         vmas.append(
@@ -479,8 +481,10 @@ def numa_maps_of(kernel: Kernel, task: Task) -> str:
                 file=v.path if v.kind == "file" else None,
                 heap=v.tag == "heap",
                 stack=v.tag == "stack",
+                huge=v.hugetlb,
                 anon=anon,
                 dirty=anon,
+                kernelpagesize_kb=2048 if v.hugetlb else 4,
             )
         )
     return format_numa_maps(vmas, sorted(kernel.memory_nodes))
