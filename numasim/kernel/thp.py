@@ -57,7 +57,7 @@ def thp_allowed(config: KernelConfig, vma: VMA) -> bool:
     Examples
     --------
     >>> vma = VMA(0x200000, 0x600000, 0x200)
-    >>> thp_allowed(KernelConfig(), vma), thp_allowed(KernelConfig(thp_mode="madvise"), vma)
+    >>> thp_allowed(KernelConfig(thp_mode="always"), vma), thp_allowed(KernelConfig(thp_mode="madvise"), vma)
     (True, False)
     """
     if vma.kind != "anon" or vma.shm is not None or vma.hugetlb or vma.hugepage_advice < 0:
