@@ -15,6 +15,7 @@ __all__ = [
     "TraceError",
     "WorkloadError",
     "OutputError",
+    "SysctlError",
 ]
 
 
@@ -83,4 +84,11 @@ class OutputError(NumasimError, OSError):
     """An output file or directory cannot be written (a parent is a file, permission denied, ...).
 
     The message names the path the user asked for (never an internal temporary file) and the cause.
+    """
+
+
+class SysctlError(NumasimError, ValueError):
+    """A sysctl write names no knob numasim models, or a value the knob does not take.
+
+    The message reads like ``sysctl -w``'s: ``sysctl: kernel.numa_balancing = 7: valid values are 0..3``.
     """

@@ -67,13 +67,15 @@ THP_MODES = ("always", "madvise", "never")
 """``/sys/kernel/mm/transparent_hugepage/enabled`` at boot (``transparent_hugepage=`` on the command line)."""
 
 
-def build_kernel(machine: str, kernel_version: str = "6.12", thp: str = "always") -> Kernel:
+def build_kernel(
+    machine: str, kernel_version: str = "6.12", thp: str = "madvise", sysctls: list[str] | None = None
+) -> Kernel:
     """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
 
     ``thp``: ``always`` or ``madvise`` start khugepaged, whose ``set_recommended_min_free_kbytes`` raises
     ``min_free_kbytes`` (``khugepaged_enabled()`` is true for both); ``never`` keeps the value
-    ``calculate_min_free_kbytes`` gives. Huge-page faults themselves are not modelled, so ``always`` and
-    ``madvise`` boot the same kernel.
+    ``calculate_min_free_kbytes`` gives. It is the knob ``/sys/kernel/mm/transparent_hugepage/enabled``.
+    ``sysctls``: ``NAME=VALUE`` writes (``--sysctl``), applied in order after ``thp``, before boot.
     """
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
@@ -82,10 +84,13 @@ def build_kernel(machine: str, kernel_version: str = "6.12", thp: str = "always"
     check_kernel_version(kernel_version)
     if thp not in THP_MODES:
         _fail(f"--thp {thp!r}: expected one of {', '.join(THP_MODES)}")
+    from numasim.kernel.sysctl import parse_sysctl_arg
+
     m = load_machine(machine)
     try:
-        config = KernelConfig(version=kernel_version, thp_enabled=thp != "never")
-    except ValueError as exc:
+        config = KernelConfig(version=kernel_version, thp_mode=thp)
+        config = config.with_sysctls([parse_sysctl_arg(text) for text in sysctls or []])
+    except ValueError as exc:  # SysctlError is one
         _fail(str(exc))
         raise
     return Kernel(m, config)
@@ -185,7 +190,7 @@ def _split_own(
     return opts, args[i:]
 
 
-_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp"}
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp", "--sysctl"}
 _OWN_FLAGS = {"--nominal", "--catalog"}
 
 
@@ -194,7 +199,8 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     if not machines:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
     kernel = build_kernel(
-        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["always"])[-1]
+        machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["madvise"])[-1],
+        opts.get("--sysctl") or [],
     )
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
@@ -239,6 +245,7 @@ def numactl_command(ctx: typer.Context) -> None:
         report = {
             "machine": kernel.machine.name,
             "kernel_version": f"{kernel.version[0]}.{kernel.version[1]}",
+            "sysctl_writes": [[name, value] for name, value in kernel.config.sysctl_writes],
             "argv": argv,
             "exit_code": run.exit_code,
             "stdout": run.stdout,
@@ -305,6 +312,10 @@ ThpOpt = Annotated[
         help="Transparent hugepages at boot: never keeps min_free_kbytes as computed (khugepaged does not raise it).",
     ),
 ]
+SysctlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--sysctl", metavar="NAME=VALUE", help="Write a kernel knob before boot (repeatable, in order)."),
+]
 AfterOpt = Annotated[
     list[str] | None,
     typer.Option("--after", help='Run "numactl ARGS -- PROG ARGS" first (repeatable).'),
@@ -312,32 +323,36 @@ AfterOpt = Annotated[
 
 
 @kernel_app.command("zonelists")
-def zonelists(machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always") -> None:
+def zonelists(
+    machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise", sysctl: SysctlOpt = None
+) -> None:
     """Print the zonelist fallback order of every node, as the kernel logs it at boot."""
-    kernel = build_kernel(machine, kernel_version, thp)
+    kernel = build_kernel(machine, kernel_version, thp, sysctl)
     typer.echo("\n".join(line.rstrip("\n") for line in kernel.pm.boot_log()))
 
 
 @kernel_app.command("zoneinfo")
 def zoneinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
+    sysctl: SysctlOpt = None,
 ) -> None:
     """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_zoneinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version, thp)
+    kernel = build_kernel(machine, kernel_version, thp, sysctl)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
 
 
 @kernel_app.command("buddyinfo")
 def buddyinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "always"
+    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
+    sysctl: SysctlOpt = None,
 ) -> None:
     """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_buddyinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version, thp)
+    kernel = build_kernel(machine, kernel_version, thp, sysctl)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
 
@@ -345,8 +360,8 @@ def buddyinfo(
 _PROGRAM_HELP = {
     "stress": "stress -m N --vm-bytes SIZE [--vm-keep] [-t SECS]: N workers that each allocate and touch SIZE",
     "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
-    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]: probe syscalls and placement "
-    "(POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
+    "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C] [--hugetlb] "
+    "[--madvise hugepage|nohugepage]: probe syscalls and placement (POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
     "printcpu": "print the cpu the program runs on (numactl's test helper)",
     "numactl": "a nested numactl in the same process",
     "true": "do nothing, exit 0",
@@ -386,8 +401,10 @@ _OWN_OPTIONS_HELP = """\
 numasim's options (before any numactl / numastat option):
   --machine MACHINE       shipped machine name (see 'numasim topo list') or machine file (required)
   --kernel-version V      kernel version to model, 6.1 .. 6.12 (default 6.12)
-  --thp MODE              transparent hugepages at boot: always (default), madvise or never (never: khugepaged
-                          does not raise min_free_kbytes)
+  --thp MODE              transparent hugepages at boot: always, madvise (default) or never (never: khugepaged
+                          does not raise min_free_kbytes; always: anonymous faults get 2 MiB folios); the knob
+                          /sys/kernel/mm/transparent_hugepage/enabled
+  --sysctl NAME=VALUE     write a kernel knob before boot (repeatable, in order), e.g. vm.nr_hugepages=512
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
   --catalog               time them with the platform catalog's priors for the machine's cpu model
@@ -401,7 +418,7 @@ def help_text(command: str) -> str:
         from numasim.kernel.numastat import _USAGE
 
         return (
-            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--thp MODE] [--after CMD]... [NUMASTAT OPTIONS]\n\n"
+            "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--thp MODE] [--sysctl N=V]... [--after CMD]... [NUMASTAT OPTIONS]\n\n"
             "Run numastat on the simulated kernel (after the --after commands) and print what it prints.\n\n"
             + _OWN_OPTIONS_HELP
             + "  -h, --help              show this help\n\n"
@@ -409,7 +426,7 @@ def help_text(command: str) -> str:
             + "".join(f"  {line}\n" for line in _USAGE.format(p="numastat").splitlines())
         )
     return (
-        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--thp MODE] [--calibration FILE | --nominal | --catalog] [--json]\n"
+        "Usage: numasim numactl --machine MACHINE [--kernel-version V] [--thp MODE] [--sysctl N=V]... [--calibration FILE | --nominal | --catalog] [--json]\n"
         "                       [--after CMD]... [NUMACTL OPTIONS] [--] PROGRAM [ARGS]\n\n"
         "Run numactl and a virtual program on the simulated kernel, then print what 'numastat -p' shows for\n"
         "the program's processes if it exits 0. Its own exit status is passed through (137: OOM-killed).\n\n"

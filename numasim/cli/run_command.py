@@ -81,8 +81,14 @@ def run(
         True, "--progress/--no-progress", help="Progress line (terminals only) and the wall time, on stderr."
     ),
     thp: str = typer.Option(
-        "always", "--thp", metavar="always|madvise|never",
-        help="Transparent hugepages of the kernel that places the memory (never: min_free_kbytes not raised).",
+        "madvise", "--thp", metavar="always|madvise|never",
+        help="Transparent hugepages of the kernel that places the memory (the same knob as "
+        "--sysctl /sys/kernel/mm/transparent_hugepage/enabled=MODE).",
+    ),
+    sysctl: list[str] | None = typer.Option(
+        None, "--sysctl", metavar="NAME=VALUE",
+        help="Write a kernel knob before placement (repeatable, in order; after the workload's [sysctl]), "
+        "e.g. kernel.numa_balancing=1 or vm.nr_hugepages=512.",
     ),
 ) -> None:
     """Place memory through the simulated kernel, time every access, and print the per-node cost report."""
@@ -113,8 +119,10 @@ def run(
     if thp not in ("always", "madvise", "never"):
         raise WorkloadError(f"--thp = {thp!r}: expected always, madvise or never")
     from numasim.kernel.config import KernelConfig
+    from numasim.kernel.sysctl import parse_sysctl_arg
 
-    kernel_config = KernelConfig(thp_enabled=thp != "never")
+    kernel_config = KernelConfig(thp_mode=thp)
+    sysctls = [parse_sysctl_arg(text) for text in sysctl or []]  # SysctlError before any work
     # Refuse unwritable destinations before simulating, not after minutes of work.
     for dest, is_dir in ((output, False), (csv_dir, True), (plots_dir, True)):
         if dest is not None:
@@ -135,7 +143,8 @@ def run(
         if workload is None:
             raise WorkloadError("--compare needs --workload (a trace replays one placement)")
         spec = load_workload(workload)
-        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config)
+        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config,
+                                sysctls=sysctls)
         typer.echo(f"{spec.name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
         typer.echo(format_comparison(rows))
         return
@@ -144,7 +153,7 @@ def run(
     try:
         if workload is not None:
             outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar,
-                                   kernel_config=kernel_config)
+                                   kernel_config=kernel_config, sysctls=sysctls)
         else:
             assert trace is not None
             try:
@@ -152,7 +161,7 @@ def run(
             except ValueError as exc:
                 raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
             outcome = run_trace(m, trace, cal, policy=policy, mode=mode, seed=seed, cpus=cpu_list,
-                                format=trace_format, progress=bar, kernel_config=kernel_config)
+                                format=trace_format, progress=bar, kernel_config=kernel_config, sysctls=sysctls)
     finally:
         bar.close()
     bar.wall_time(outcome.wall_s)

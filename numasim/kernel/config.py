@@ -10,10 +10,18 @@ Sources: ``mm/page_alloc.c`` (watermarks, lowmem_reserve, zonelists), ``mm/vmsca
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["KernelConfig", "SUPPORTED_VERSIONS"]
+from numasim.kernel.balancing_config import NumaBalancingConfig
+
+__all__ = ["KernelConfig", "SUPPORTED_VERSIONS", "THP_MODES", "THP_DEFRAG_MODES"]
+
+THP_MODES = ("always", "madvise", "never")
+"""``/sys/kernel/mm/transparent_hugepage/enabled`` (``mm/huge_memory.c`` ``enabled_store``)."""
+
+THP_DEFRAG_MODES = ("always", "defer", "defer+madvise", "madvise", "never")
+"""``/sys/kernel/mm/transparent_hugepage/defrag`` (``mm/huge_memory.c`` ``defrag_store``)."""
 
 SUPPORTED_VERSIONS = ("6.1", "6.12")
 """The two kernels whose behaviour is pinned by golden tests; other ``5.x``/``6.x`` strings are accepted and
@@ -56,6 +64,24 @@ class KernelConfig:
     thp_enabled : bool
         Transparent hugepages enabled (distro default): khugepaged raises ``min_free_kbytes`` to
         ``pageblock_nr_pages * nr_zones * 11`` (capped at 5 % of lowmem), e.g. 90112 kB on two nodes.
+        Kept for older callers: it is ``thp_mode != "never"``; ``thp_enabled=False`` means ``thp_mode="never"``.
+    thp_mode : str
+        ``/sys/kernel/mm/transparent_hugepage/enabled``: ``always``, ``madvise`` (default) or ``never``. The
+        Kconfig default is ``always``; numasim boots ``madvise`` (Debian's and Ubuntu's choice) so that only a
+        mapping that asks (``MADV_HUGEPAGE``) or a user who asks (``--thp always``) gets huge folios, and runs
+        that did not ask place their pages as before. ``always`` and ``madvise`` both run khugepaged, so the
+        watermarks are the same.
+    thp_defrag : str
+        ``/sys/kernel/mm/transparent_hugepage/defrag``: ``always``, ``defer``, ``defer+madvise``, ``madvise``
+        (default) or ``never``; decides whether a huge-page fault may reclaim/compact (``vma_thp_gfp_mask``).
+    numa_balancing : NumaBalancingConfig
+        ``kernel.numa_balancing`` and its scanner and tiering knobs.
+    hugetlb_pool_writes : tuple of (int or None, int)
+        Writes to the 2 MiB hugetlb pool at boot, in order: ``(None, n)`` is ``vm.nr_hugepages = n`` (spread
+        over the nodes with memory), ``(nid, n)`` is node ``nid``'s ``nr_hugepages = n``.
+    sysctl_writes : tuple of (str, str)
+        The sysctl writes that made this config (canonical name, value as written), in order; set by
+        :meth:`with_sysctls`, so a result can say what kernel it ran.
     reclaimable_page_cache_bytes : Mapping[int, int] or None
         Clean, reclaimable page cache per node id (bytes), carved out of the node's used memory.
     page_cache_fraction_of_used : float
@@ -79,12 +105,31 @@ class KernelConfig:
     cpus_known_at_boot: bool = False
     page_size_bytes: int = 4096
     thp_enabled: bool = True
+    thp_mode: str = "madvise"
+    thp_defrag: str = "madvise"
+    numa_balancing: NumaBalancingConfig = NumaBalancingConfig()
+    hugetlb_pool_writes: tuple[tuple[int | None, int], ...] = ()
+    sysctl_writes: tuple[tuple[str, str], ...] = ()
     reclaimable_page_cache_bytes: Mapping[int, int] | None = None
     page_cache_fraction_of_used: float = 0.0
     movable_bytes: Mapping[int, int] | None = None
     hotplug_nodes: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
+        if self.thp_mode not in THP_MODES:
+            raise ValueError(f"KernelConfig.thp_mode = {self.thp_mode!r}: expected one of {', '.join(THP_MODES)}")
+        if self.thp_defrag not in THP_DEFRAG_MODES:
+            raise ValueError(
+                f"KernelConfig.thp_defrag = {self.thp_defrag!r}: expected one of {', '.join(THP_DEFRAG_MODES)}"
+            )
+        # One knob, two spellings: thp_enabled=False (older callers) wins, else it follows thp_mode.
+        if not self.thp_enabled:
+            object.__setattr__(self, "thp_mode", "never")
+        else:
+            object.__setattr__(self, "thp_enabled", self.thp_mode != "never")
+        for nid, count in self.hugetlb_pool_writes:
+            if count < 0 or (nid is not None and nid < 0):
+                raise ValueError(f"KernelConfig.hugetlb_pool_writes: ({nid}, {count}) must be non-negative")
         if not _VERSION_RE.match(self.version):
             raise ValueError(
                 f"KernelConfig.version = {self.version!r}: expected 'major.minor' such as '6.12'"
@@ -111,6 +156,24 @@ class KernelConfig:
             raise ValueError(
                 f"KernelConfig.min_unmapped_ratio = {self.min_unmapped_ratio}: must be in 0..100"
             )
+
+    def with_sysctls(self, writes: Mapping[str, object] | Iterable[tuple[str, object]]) -> KernelConfig:
+        """This config after the sysctl writes, applied in order as ``sysctl -w`` does.
+
+        Names are sysctl names (``kernel.numa_balancing``, ``vm.min_free_kbytes``; ``/`` works for ``.``) or
+        sysfs/debugfs paths (``/sys/kernel/mm/transparent_hugepage/enabled``); see
+        :mod:`numasim.kernel.sysctl` for the table. An unknown name or a bad value raises
+        :class:`~numasim.errors.SysctlError` and nothing is applied.
+
+        Examples
+        --------
+        >>> cfg = KernelConfig().with_sysctls({"kernel.numa_balancing": "1", "vm.min_free_kbytes": "65536"})
+        >>> cfg.numa_balancing.mode, cfg.min_free_kbytes
+        (1, 65536)
+        """
+        from numasim.kernel.sysctl import apply_sysctls
+
+        return apply_sysctls(self, writes)
 
     @property
     def version_tuple(self) -> tuple[int, int]:

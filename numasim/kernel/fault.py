@@ -18,6 +18,7 @@ import numpy as np
 
 from numasim.kernel.mempolicy import MemPolicy
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
+from numasim.kernel.thp import fault_huge, thp_allowed
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -94,6 +95,8 @@ def fault_pages_at(
         return FaultResult()
     idx = idx[missing]
     cpu = task.cpu if cpu is None else cpu
+    if vma.hugetlb:
+        return _fault_hugetlb(kernel, task, vma, idx, cpu)
     page_hints = {key: np.asarray(arr)[missing] for key, arr in (hints or {}).items()}
     if vma.shm is not None and vma.placement is None:
         # shmem: the shared policy is looked up per page offset (mpol_shared_policy_lookup)
@@ -121,11 +124,17 @@ def _fault_pages(
 ) -> FaultResult:
     """Allocate pages ``idx`` of ``vma`` (all missing, all under the mapping's own policy ``own``)."""
     policy = own if own is not None else task.mempolicy
-    ctx = kernel.placement_context(task, vma, idx, cpu, hints, policy=policy)
     plugin = kernel.placement_for(task, vma, own)
+    huge_pages = 0
+    if thp_allowed(kernel.config, vma) and kernel.is_kernel_placement(plugin) and not hints:
+        # do_huge_pmd_anonymous_page first: whole 2 MiB blocks; what it cannot place falls back to base pages
+        idx, huge_pages = fault_huge(kernel, task, vma, idx, cpu, policy, plugin)
+        if idx.size == 0:
+            return FaultResult(huge_pages, 0, False)
+    ctx = kernel.placement_context(task, vma, idx, cpu, hints, policy=policy)
     decision = plugin.place(ctx, int(idx.size))
     preferred = decision.preferred_array(int(idx.size))
-    faulted = 0
+    faulted = huge_pages
     while True:
         out = kernel.allocate(decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
         ok = out.nodes >= 0
@@ -145,3 +154,34 @@ def _fault_pages(
         idx = idx[~ok]
         preferred = preferred[~ok]
         decision = replace(decision, preferred=preferred)
+
+
+def _fault_hugetlb(kernel: Kernel, task: Task, vma: VMA, idx: np.ndarray, cpu: int) -> FaultResult:
+    """``hugetlb_fault`` -> ``alloc_hugetlb_folio`` -> ``dequeue_hugetlb_folio_vma`` for the 2 MiB blocks of
+    ``idx`` (a MAP_HUGETLB mapping is 2 MiB aligned): one free pool folio per block, under the VMA's policy."""
+    from numasim.kernel.folio_alloc import HPAGE_PMD_NR, HPAGE_PMD_ORDER
+
+    blocks = np.unique(idx // HPAGE_PMD_NR) * HPAGE_PMD_NR
+    own = vma.policy
+    policy = own if own is not None else task.mempolicy
+    plugin = kernel.placement_for(task, vma, own)
+    ctx = kernel.placement_context(task, vma, blocks, cpu, policy=policy)
+    # huge_node(): the interleave index of a huge page counts huge pages
+    ctx = replace(ctx, ilx=(vma.pgoff >> HPAGE_PMD_ORDER) + blocks // HPAGE_PMD_NR)
+    decision = plugin.place(ctx, int(blocks.size))
+    preferred = decision.preferred_array(int(blocks.size))
+    mems = task.mems_allowed if kernel.cpusets_enabled else None
+    if decision.soft_mask and decision.nodemask is not None:
+        nodes, zones = kernel.hugetlb.dequeue(preferred, decision.nodemask, mems)
+        miss = np.flatnonzero(nodes < 0)
+        if miss.size:
+            nodes[miss], zones[miss] = kernel.hugetlb.dequeue(preferred[miss], None, mems)
+    else:
+        nodes, zones = kernel.hugetlb.dequeue(preferred, decision.nodemask, mems)
+    ok = nodes >= 0
+    kernel.hugetlb.unreserve(int(np.count_nonzero(ok)))  # a reserved folio is now in use
+    pages = (blocks[ok][:, None] + np.arange(HPAGE_PMD_NR)).ravel()
+    vma.nodes[pages] = np.repeat(nodes[ok], HPAGE_PMD_NR)
+    vma.zones[pages] = np.repeat(zones[ok], HPAGE_PMD_NR)
+    failed = int(np.count_nonzero(np.isin(idx // HPAGE_PMD_NR, blocks[~ok] // HPAGE_PMD_NR)))
+    return FaultResult(int(pages.size), failed, False)

@@ -173,6 +173,11 @@ class Kernel:
         self._next_pid = 1000
         self.shm_segments: dict[int, ShmSegment] = {}
         self._next_shmid = 0
+        from numasim.kernel.hugetlb import HugetlbPool
+
+        self.hugetlb = HugetlbPool(self.pm)
+        for nid, count in getattr(config, "hugetlb_pool_writes", ()):
+            self.hugetlb.set_nr_hugepages(count, nid)  # the vm.nr_hugepages writes, in order, right after boot
 
     @property
     def memory_nodes(self) -> frozenset[int]:
@@ -342,8 +347,12 @@ class Kernel:
         tag: str | None = None,
         path: str | None = None,
         offset: int = 0,
+        hugetlb: bool = False,
     ) -> VMA:
         """Map ``length`` bytes (rounded up to pages); nothing is allocated until touched.
+
+        ``hugetlb=True`` is ``MAP_HUGETLB``: the length is rounded up to 2 MiB, the address is 2 MiB aligned, and
+        the folios are reserved from the hugetlb pool now (ENOMEM if it has too few free).
 
         ``addr=None`` picks an address top-down like the kernel (``tag="heap"`` grows the brk heap instead,
         ``tag="stack"`` goes below the stack top). ``kind="shmem"`` is MAP_SHARED|MAP_ANONYMOUS.
@@ -365,6 +374,8 @@ class Kernel:
                 errno="ENOMEM", length_bytes=length, limit_bytes=limit_bytes,
             )
         mm = task.mm
+        if hugetlb:
+            return self._mmap_hugetlb(task, size, addr)
         if addr is None:
             if tag == "heap":
                 addr = mm.brk
@@ -394,11 +405,47 @@ class Kernel:
             mm.brk = addr + size
         return mm.insert(VMA(addr, addr + size, pgoff, kind, tag, inode=inode, path=path))
 
+    def _mmap_hugetlb(self, task: Task, size: int, addr: int | None) -> VMA:
+        from numasim.kernel.folio_alloc import HPAGE_PMD_NR
+
+        huge = HPAGE_PMD_NR * PAGE_SIZE
+        size = -(-size // huge) * huge
+        if addr is None:
+            addr = task.mm.get_unmapped_area(size + huge)
+            addr = -(-addr // huge) * huge
+        if addr % huge:
+            raise WorkloadError(f"mmap(MAP_HUGETLB) address {addr:#x} is not 2 MiB aligned")
+        folios = size // huge
+        if not self.hugetlb.reserve(folios):
+            raise MmapError(
+                f"mmap(MAP_HUGETLB) of {size} bytes: Cannot allocate memory (ENOMEM): the hugetlb pool has "
+                f"{self.hugetlb.free() - self.hugetlb.reserved} free unreserved 2 MiB pages, {folios} needed "
+                "(vm.nr_hugepages)",
+                errno="ENOMEM", length_bytes=size,
+                limit_bytes=(self.hugetlb.free() - self.hugetlb.reserved) * huge,
+            )
+        return task.mm.insert(VMA(addr, addr + size, addr >> PAGE_SHIFT, "anon", None, hugetlb=True))
+
+    def madvise_hugepage(self, task: Task, addr: int, length: int, enable: bool) -> SyscallResult:
+        """``madvise(addr, length, MADV_HUGEPAGE)`` (``enable``) or ``MADV_NOHUGEPAGE``: sets ``VM_HUGEPAGE`` /
+        ``VM_NOHUGEPAGE`` on the range (splitting mappings); pages already present stay as they are."""
+        if addr % PAGE_SIZE or length <= 0:
+            return SyscallResult.fail("EINVAL", "madvise needs a page-aligned address and a positive length")
+        end = addr + ((length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1))
+        if not task.mm.covered(addr, end):
+            return SyscallResult.fail("ENOMEM", "madvise range is not fully mapped")
+        for vma in task.mm.isolate(addr, end):
+            vma.hugepage_advice = 1 if enable else -1
+        task.mm.merge_around(addr, end)
+        return SyscallResult.success()
+
     def munmap(self, task: Task, addr: int, length: int) -> SyscallResult:
         """Unmap ``[addr, addr+length)``; the pages are freed."""
         if addr % PAGE_SIZE or length <= 0:
             return SyscallResult.fail("EINVAL", "munmap needs a page-aligned address and a positive length")
         end = addr + ((length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1))
+        if (addr | end) & ((512 << PAGE_SHIFT) - 1) and any(v.hugetlb for v in task.mm.vmas_in(addr, end)):
+            return SyscallResult.fail("EINVAL", "munmap of a MAP_HUGETLB mapping must be 2 MiB aligned")
         for vma in task.mm.remove(addr, end):
             self._free_vma_pages(vma)
         return SyscallResult.success()
@@ -503,6 +550,11 @@ class Kernel:
         if task.placement is not None:
             return task.placement
         return _KERNEL_POLICY if task.mempolicy is not None else _DEFAULT
+
+    @staticmethod
+    def is_kernel_placement(plugin: PlacementPolicy) -> bool:
+        """Whether ``plugin`` is the kernel's own policy code (a mode or the policy in force), not a plug-in."""
+        return plugin is _KERNEL_POLICY or isinstance(plugin, KernelMode)
 
     def set_placement(
         self, task: Task, policy: PlacementPolicy | None, addr: int | None = None, length: int | None = None
@@ -678,10 +730,15 @@ class Kernel:
                 self._destroy_shm(vma.shm)
             return
         present = vma.nodes >= 0
-        if present.any():
+        if vma.hugetlb:
+            # back to the pool, not to the buddy allocator; folios never faulted give back their reservation
+            self.hugetlb.release(vma.nodes[present], vma.zones[present])
+            self.hugetlb.unreserve((vma.npages - int(np.count_nonzero(present))) // 512)
+        elif present.any():
             self.pm.free(vma.nodes[present], vma.zones[present])
         vma.nodes[:] = -1
         vma.zones[:] = -1
+        vma.thp[:] = False
 
     def hotadd_memory(self, nid: int, size_bytes: int, movable: bool = False) -> None:
         """Online ``size_bytes`` of new memory on node ``nid`` (e.g. a CXL expander via dax/kmem).

@@ -37,6 +37,8 @@ def migrate_vma_pages(
     fails the page stays where it is. Moved pages free their old frames. ``idx`` must hold present pages.
     """
     idx = np.asarray(idx, dtype=np.int64)
+    if vma.hugetlb:
+        return np.zeros(idx.size, dtype=bool)  # hugetlb migration is not modelled: the pages stay (row H9)
     node = k.cpu_to_node[task.cpu] if cpu_node is None else cpu_node
     placed = k.allocate(decision, int(idx.size), node, task.mems_allowed, migrating=True, thisnode=thisnode)
     ok = placed.nodes >= 0
@@ -45,4 +47,5 @@ def migrate_vma_pages(
         k.pm.free(vma.nodes[moved].copy(), vma.zones[moved].copy())
         vma.nodes[moved] = placed.nodes[ok]
         vma.zones[moved] = placed.zones[ok]
+        vma.thp[moved] = False  # moved as base pages: the huge folio is split (see coverage row H7)
     return ok

@@ -394,7 +394,7 @@ def _task_pages_by_zone(kernel: Kernel) -> dict[tuple[int, int, bool], int]:
     for task in kernel.tasks.values():
         for v in task.mm.vmas:
             present = v.nodes >= 0
-            if not present.any():
+            if not present.any() or v.hugetlb:  # hugetlb pages are the pool's, not AnonPages
                 continue
             key = v.nodes[present].astype(np.int64) * 16 + v.zones[present].astype(np.int64)
             values, n = np.unique(key, return_counts=True)
@@ -469,6 +469,8 @@ def numa_maps_of(kernel: Kernel, task: Task) -> str:
     vmas = []
     for v in task.mm.vmas:
         per_node = v.pages_per_node()
+        if v.hugetlb:  # gather_hugetlb_stats: counted in huge pages, kernelpagesize_kB=2048
+            per_node = {n: c // 512 for n, c in per_node.items()}
         present = int(sum(per_node.values()))
         anon = present if v.kind != "file" else 0
         vmas.append(
@@ -479,8 +481,10 @@ def numa_maps_of(kernel: Kernel, task: Task) -> str:
                 file=v.path if v.kind == "file" else None,
                 heap=v.tag == "heap",
                 stack=v.tag == "stack",
+                huge=v.hugetlb,
                 anon=anon,
                 dirty=anon,
+                kernelpagesize_kb=2048 if v.hugetlb else 4,
             )
         )
     return format_numa_maps(vmas, sorted(kernel.memory_nodes))
@@ -524,15 +528,29 @@ def node_meminfo_of(kernel: Kernel, nid: int) -> str:
         ("Slab", 0),
         ("SReclaimable", 0),
         ("SUnreclaim", 0),
-        ("AnonHugePages", 0),
+        ("AnonHugePages", _thp_pages(kernel, nid) * ps),
         ("ShmemHugePages", 0),
         ("ShmemPmdMapped", 0),
         ("FileHugePages", 0),
         ("FilePmdMapped", 0),
     ]
+    pool = kernel.hugetlb
     return format_node_meminfo(
-        nid, items, [("HugePages_Total", 0), ("HugePages_Free", 0), ("HugePages_Surp", 0)]
+        nid, items,
+        [("HugePages_Total", pool.total(nid)), ("HugePages_Free", pool.free(nid)), ("HugePages_Surp", 0)],
     )
+
+
+def _thp_pages(kernel: Kernel, nid: int) -> int:
+    """Base pages of transparent huge folios on node ``nid`` (``NR_ANON_THPS`` x 512), over live tasks."""
+    import numpy as np
+
+    total = 0
+    for task in kernel.tasks.values():
+        for v in task.mm.vmas:
+            if v.thp.any():
+                total += int(np.count_nonzero(v.thp & (v.nodes == nid)))
+    return total
 
 
 def numastat_sources(kernel: Kernel) -> NumastatSources:

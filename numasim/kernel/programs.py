@@ -371,11 +371,14 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     )
     args = list(argv[1:])
     repeat = 1
+    disable_thp = False
     while args and args[0].startswith("-"):
         opt = args.pop(0)
         if opt[1:2] == "r":
             repeat = _atoi(opt[2:])  # atoi: "-rx" repeats 0 times, as the real memhog does
-        elif opt[1:2] in ("H", "f"):
+        elif opt[1:2] == "H":
+            disable_thp = True  # madvise(map, length, MADV_NOHUGEPAGE)
+        elif opt[1:2] == "f":
             pass
         else:
             return ProgramRun(stdout=usage, exit_code=1)
@@ -416,6 +419,8 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.stderr += "mmap: Cannot allocate memory\n"  # memhog's err("mmap"): perror, exit 1
         run.exit_code = 1
         return run
+    if disable_thp:
+        run.syscalls.append(("madvise", "MADV_NOHUGEPAGE", kernel.madvise_hugepage(task, vma.start, length, False)))
     res = kernel.mbind(task, vma.start, length, mode, nodes)
     run.syscalls.append(("mbind", f"{length} bytes, mode {mode}, nodes {sorted(nodes)}", res))
     if not res.ok:
@@ -464,13 +469,19 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     set_pol: str | None = None
     mbind_pol: str | None = None
     touch_cpu: int | None = None
+    hugetlb = False
+    advice: str | None = None
     args = list(argv[1:])
     i = 0
     try:
         while i < len(args):
             opt = args[i]
+            if opt == "--hugetlb":  # MAP_HUGETLB: 2 MiB pages from the hugetlb pool (vm.nr_hugepages)
+                hugetlb = True
+                i += 1
+                continue
             name, eq, inline = opt.partition("=")
-            if name not in ("--pages", "--addr", "--set-mempolicy", "--mbind", "--touch-cpu"):
+            if name not in ("--pages", "--addr", "--set-mempolicy", "--mbind", "--touch-cpu", "--madvise"):
                 raise ValueError(f"unknown option {opt!r}")
             if eq:
                 value = inline
@@ -488,12 +499,17 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
                 set_pol = value
             elif name == "--mbind":
                 mbind_pol = value
+            elif name == "--madvise":
+                if value not in ("hugepage", "nohugepage"):
+                    raise ValueError(f"--madvise {value!r}: expected hugepage or nohugepage")
+                advice = value
             else:
                 touch_cpu = _option_int(name, value, "a cpu number")
     except ValueError as exc:
         run.stderr = (
             f"alloc: {exc}\n"
             "usage: alloc --pages N [--addr 0x7f...] [--set-mempolicy POL] [--mbind POL] [--touch-cpu C]\n"
+            "             [--hugetlb] [--madvise hugepage|nohugepage]\n"
             "       POL = MODE[:NODES[:FLAGS]], MODE default|local|preferred|preferred_many|bind|interleave|"
             "weighted_interleave, FLAGS static|relative|numa_balancing joined by '+'\n"
             "       NODES = a node list as numactl takes it, or mask=0x... : the raw nodemask the syscall gets\n"
@@ -518,7 +534,8 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.stdout += f"set_mempolicy({set_pol}) = {_ret_text(res)}\n"
     length = pages * PAGE_SIZE_BYTES
     try:
-        vma = kernel.mmap(task, length, addr=addr)
+        vma = kernel.mmap(task, length, addr=addr, hugetlb=hugetlb)
+        length = vma.end - vma.start  # MAP_HUGETLB rounds up to 2 MiB
     except MmapError:
         run.stdout += f"mmap({pages} pages) = -1 ENOMEM (Cannot allocate memory)\n"
         run.exit_code = 1
@@ -530,7 +547,11 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
         run.stderr += f"alloc: {exc}\n"
         run.exit_code = 1
         return run
-    run.stdout += f"mmap({pages} pages) = {vma.start:#x}\n"
+    run.stdout += f"mmap({pages} pages{', MAP_HUGETLB' if hugetlb else ''}) = {vma.start:#x}\n"
+    if advice is not None:
+        res = kernel.madvise_hugepage(task, vma.start, length, advice == "hugepage")
+        run.syscalls.append(("madvise", f"MADV_{advice.upper()}", res))
+        run.stdout += f"madvise(MADV_{advice.upper()}) = {_ret_text(res)}\n"
     if mbind_spec is not None:
         res = kernel.mbind(task, vma.start, length, mbind_spec.mode_arg, mbind_spec.nodes, mbind_spec.maxnode)
         run.syscalls.append(("mbind", mbind_pol or "", res))
@@ -544,12 +565,18 @@ def _alloc(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     fault = kernel.touch(task, vma.start, length)
     if fault.oom_killed or not task.alive:
         return _killed(run)
+    vma = task.find_vma(vma.start) or vma  # madvise may have split and merged it
     per_node = vma.pages_per_node()
+    huge = int(vma.thp.sum()) // 512
     run.stdout += (
-        f"touched {pages} pages from cpu {task.cpu}: "
+        f"touched {length // PAGE_SIZE_BYTES} pages from cpu {task.cpu}: "
         + " ".join(f"N{n}={c}" for n, c in sorted(per_node.items()))
+        + (f" ({huge} transparent huge page{'s' if huge > 1 else ''})" if huge else "")
         + "\n"
     )
+    if fault.failed:
+        run.stderr += f"alloc: {fault.failed} pages could not be faulted (SIGBUS: no free huge page allowed)\n"
+        run.exit_code = 135  # killed by SIGBUS
     return run
 
 

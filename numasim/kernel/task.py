@@ -38,6 +38,8 @@ __all__ = [
 
 PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT
+HPAGE_NR = 512
+"""Base pages per 2 MiB huge page (``HPAGE_PMD_NR``)."""
 MMAP_BASE = 0x7F00_0000_0000
 """Top of the top-down mmap area (x86_64, no randomisation: deterministic addresses)."""
 HEAP_BASE = 0x5555_5556_0000
@@ -133,6 +135,12 @@ class VMA:
         Zone index of each present page (-1 if not present).
     shm : ShmSegment or None
         The shared object mapped (its pages from ``pgoff`` on); ``nodes``/``zones`` are views into it.
+    thp : numpy.ndarray of bool
+        Per page: part of a 2 MiB transparent huge folio (``AnonHugePages``).
+    hugepage_advice : int
+        ``madvise``: 1 = MADV_HUGEPAGE (``VM_HUGEPAGE``), -1 = MADV_NOHUGEPAGE (``VM_NOHUGEPAGE``), 0 = none.
+    hugetlb : bool
+        A ``MAP_HUGETLB`` mapping: its pages come from the hugetlb pool, 512 at a time.
     """
 
     start: int
@@ -147,6 +155,9 @@ class VMA:
     nodes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int16))
     zones: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int16))
     shm: ShmSegment | None = None
+    thp: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    hugepage_advice: int = 0
+    hugetlb: bool = False
 
     def __post_init__(self) -> None:
         if self.start % PAGE_SIZE or self.end % PAGE_SIZE or self.end <= self.start:
@@ -160,6 +171,8 @@ class VMA:
         elif self.nodes.size != self.npages:
             self.nodes = np.full(self.npages, -1, dtype=np.int16)
             self.zones = np.full(self.npages, -1, dtype=np.int16)
+        if self.thp.size != self.npages:
+            self.thp = np.zeros(self.npages, dtype=bool)
 
     @property
     def npages(self) -> int:
@@ -201,10 +214,17 @@ class VMA:
         if not self.start < addr < self.end or addr % PAGE_SIZE:
             raise ValueError(f"cannot split [{self.start:#x}, {self.end:#x}) at {addr:#x}")
         k = self.page_index(addr)
+        # A huge folio cut by the split is split into base pages (split_huge_pmd): its pages stay where they are.
+        thp = self.thp.copy()
+        into = (addr >> PAGE_SHIFT) % HPAGE_NR  # pages of the 2 MiB block before the cut
+        if into and thp[k]:
+            thp[max(0, k - into) : k - into + HPAGE_NR] = False
         left = VMA(self.start, addr, self.pgoff, self.kind, self.tag, self.policy, self.placement,
-                   self.inode, self.path, self.nodes[:k].copy(), self.zones[:k].copy(), self.shm)
+                   self.inode, self.path, self.nodes[:k].copy(), self.zones[:k].copy(), self.shm,
+                   thp[:k].copy(), self.hugepage_advice, self.hugetlb)
         right = VMA(addr, self.end, self.pgoff + k, self.kind, self.tag, self.policy, self.placement,
-                    self.inode, self.path, self.nodes[k:].copy(), self.zones[k:].copy(), self.shm)
+                    self.inode, self.path, self.nodes[k:].copy(), self.zones[k:].copy(), self.shm,
+                    thp[k:].copy(), self.hugepage_advice, self.hugetlb)
         return left, right
 
     def can_merge_with(self, nxt: VMA) -> bool:
@@ -219,12 +239,15 @@ class VMA:
             and mpol_equal(self.policy, nxt.policy)
             and self.placement is nxt.placement
             and self.shm is nxt.shm
+            and self.hugepage_advice == nxt.hugepage_advice
+            and self.hugetlb == nxt.hugetlb
         )
 
     def merged(self, nxt: VMA) -> VMA:
         return VMA(self.start, nxt.end, self.pgoff, self.kind, self.tag, self.policy, self.placement,
                    self.inode, self.path, np.concatenate([self.nodes, nxt.nodes]),
-                   np.concatenate([self.zones, nxt.zones]), self.shm)
+                   np.concatenate([self.zones, nxt.zones]), self.shm, np.concatenate([self.thp, nxt.thp]),
+                   self.hugepage_advice, self.hugetlb)
 
 
 class MM:

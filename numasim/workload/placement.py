@@ -31,7 +31,7 @@ from numasim.workload.access import AccessChunk
 from numasim.workload.generate import generate, phase_accesses
 from numasim.workload.layout import layout
 from numasim.workload.policy_text import PolicySpec, parse_policy
-from numasim.workload.spec import PointerChasePhase, Workload
+from numasim.workload.spec import Allocation, PointerChasePhase, Workload
 from numasim.workload.trace.perf_script import USER_ADDRESS_LIMIT
 from numasim.workload.trace.stats import touched_pages
 
@@ -176,6 +176,12 @@ def thread_specs(machine: Machine, workload: Workload) -> list[ThreadSpec]:
     ]
 
 
+def _mapped_size(a: Allocation, size_bytes: int) -> int:
+    """The mapping's length: MAP_HUGETLB mappings are whole 2 MiB pages (the layout leaves room for that)."""
+    huge = 2 << 20
+    return -(-size_bytes // huge) * huge if a.hugetlb else size_bytes
+
+
 def _touch_runs(kernel: Kernel, task: Task, pages: np.ndarray, first: np.ndarray, cpu_of: Callable[[int], int]) -> None:
     """Fault ``pages`` (page numbers) from the cpu of the thread that touched each first, in batches per mapping
     and cpu (:meth:`Kernel.touch_pages`), never one kernel call per page."""
@@ -229,14 +235,17 @@ def place_workload(
         for a in workload.allocations:
             if workload.free_phase(a.name) == boundary:
                 r = regions[a.name]
-                _check(kernel.munmap(task, r.base, r.size_bytes), f"munmap({a.name})")
+                _check(kernel.munmap(task, r.base, _mapped_size(a, r.size_bytes)), f"munmap({a.name})")
         for a in workload.allocations:
             if workload.malloc_phase(a.name) != boundary:
                 continue
             r = regions[a.name]
+            size = _mapped_size(a, r.size_bytes)
             try:
-                kernel.mmap(task, r.size_bytes, addr=r.base)
+                kernel.mmap(task, size, addr=r.base, hugetlb=a.hugetlb)
             except MmapError as exc:
+                if a.hugetlb:
+                    raise WorkloadError(f"{_in(workload)}allocations[{a.name}]: {exc}") from None
                 raise WorkloadError(
                     f"{_in(workload)}allocations[{a.name}]: size_bytes = {a.size_bytes} ({format_size(a.size_bytes)}) is larger "
                     f"than the machine's memory ({exc.limit_bytes} bytes = {format_size(exc.limit_bytes)}; mmap fails "
@@ -245,9 +254,12 @@ def place_workload(
             spec = a.policy_spec
             if spec.mode != "default":
                 mode, mask = _mode_args(spec, kernel.machine, f"{_in(workload)}allocations[{a.name}].policy")
-                _check(kernel.mbind(task, r.base, r.size_bytes, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
+                _check(kernel.mbind(task, r.base, size, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
+            if a.madvise is not None:
+                _check(kernel.madvise_hugepage(task, r.base, size, a.madvise == "hugepage"),
+                       f"{_in(workload)}allocations[{a.name}]: madvise({a.madvise})")
             if a.prefault:
-                kernel.touch(task, r.base, r.size_bytes, cpu=cpus[workload.first_touch_thread(a.name)])
+                kernel.touch(task, r.base, size, cpu=cpus[workload.first_touch_thread(a.name)])
             else:
                 pages, first = first_touch[a.name]
                 _touch_runs(kernel, task, pages, first, lambda t: cpus[t])

@@ -11,7 +11,7 @@ asked to).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from numasim.engine.spec import ThreadSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
+from numasim.kernel.sysctl import apply_sysctls, sysctl_values
 from numasim.timing.model import Calibration
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
@@ -33,7 +34,35 @@ from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace
 from numasim.workload.trace.npz import read_npz_header
 
-__all__ = ["RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads", "trace_census"]
+__all__ = [
+    "RunOutcome", "run_workload", "run_trace", "compare_policies", "trace_threads", "trace_census", "run_kernel_config",
+]
+
+SysctlWrites = Mapping[str, object] | Sequence[tuple[str, object]]
+
+
+def run_kernel_config(
+    kernel_config: KernelConfig | None, workload_sysctls: SysctlWrites = (), sysctls: SysctlWrites = ()
+) -> KernelConfig:
+    """The kernel a run boots: ``kernel_config`` (default ``KernelConfig()``), then the workload file's
+    ``[sysctl]`` writes, then ``sysctls`` (the caller's, e.g. ``--sysctl``: they win over the file's).
+
+    Examples
+    --------
+    >>> run_kernel_config(None, {"kernel.numa_balancing": 1}, [("kernel.numa_balancing", "0")]).sysctl_writes
+    (('kernel.numa_balancing', '1'), ('kernel.numa_balancing', '0'))
+    """
+    cfg = kernel_config if kernel_config is not None else KernelConfig()
+    return apply_sysctls(apply_sysctls(cfg, workload_sysctls), sysctls)
+
+
+def kernel_inputs(cfg: KernelConfig) -> dict[str, Any]:
+    """What a result records of its kernel: the version, the sysctl writes in order and every knob's value."""
+    return {
+        "version": cfg.version,
+        "sysctl_writes": [[name, value] for name, value in cfg.sysctl_writes],
+        "sysctl": sysctl_values(cfg),
+    }
 
 
 @dataclass
@@ -95,13 +124,17 @@ def run_workload(
     progress: Callable[[int, int | None], None] | None = None,
     epoch_ns: float = 1000.0,
     kernel_config: KernelConfig | None = None,
+    sysctls: SysctlWrites = (),
 ) -> RunOutcome:
     """Place ``workload`` under ``policy`` and time its generated accesses (seeded by ``seed``).
 
-    ``kernel_config``: the kernel placement boots (version, THP, sysctls); default ``KernelConfig()``."""
+    ``kernel_config``: the kernel placement boots (version, THP, sysctls); default ``KernelConfig()``. The
+    workload's ``[sysctl]`` table is written to it, then ``sysctls`` (``NAME -> VALUE`` or pairs, in order;
+    see :mod:`numasim.kernel.sysctl`). The result's ``inputs["kernel"]`` records every knob."""
     started = time.perf_counter()
+    cfg = run_kernel_config(kernel_config, workload.sysctl, sysctls)
     threads = thread_specs(machine, workload)
-    placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, kernel_config))
+    placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
     total = total_accesses(workload)
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
@@ -109,7 +142,7 @@ def run_workload(
     )
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"accesses": total},
+        time.perf_counter() - started, {"accesses": total, "kernel": kernel_inputs(cfg)},
     )
 
 
@@ -155,11 +188,14 @@ def run_trace(
     progress: Callable[[int, int | None], None] | None = None,
     epoch_ns: float = 1000.0,
     kernel_config: KernelConfig | None = None,
+    sysctls: SysctlWrites = (),
     **reader_options: Any,
 ) -> RunOutcome:
     """Replay a trace file: its pages first-touched by the first thread touching each (under ``policy``), then
-    every access timed. The file is read three times (thread ids, placement, timing), streaming each time."""
+    every access timed. The file is read three times (thread ids, placement, timing), streaming each time.
+    ``sysctls`` are written to ``kernel_config`` (default ``KernelConfig()``) in order before placement."""
     started = time.perf_counter()
+    cfg = run_kernel_config(kernel_config, (), sysctls)
     path = Path(trace)
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
@@ -170,7 +206,7 @@ def run_trace(
     try:
         placement = place_trace(machine, read_trace(path, format, **reader_options),
                                 {t.id: t.cpu for t in threads}, policy=policy,
-                                kernel=Kernel(machine, kernel_config))
+                                kernel=Kernel(machine, cfg))
     except WorkloadError as exc:
         raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
     result = simulate(
@@ -179,7 +215,7 @@ def run_trace(
     )
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"trace": str(path), "accesses": accesses},
+        time.perf_counter() - started, {"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)},
     )
 
 
@@ -193,6 +229,7 @@ def compare_policies(
     mode: str = "epoch",
     seed: int = 0,
     kernel_config: KernelConfig | None = None,
+    sysctls: SysctlWrites = (),
 ) -> list[dict[str, Any]]:
     """Run ``workload`` once per policy and tabulate the outcome, one row per policy.
 
@@ -214,7 +251,8 @@ def compare_policies(
     cal = calibration if calibration is not None else resolve_calibration(machine, nominal=nominal)
     rows: list[dict[str, Any]] = []
     for pol in policies:
-        out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config)
+        out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config,
+                           sysctls=sysctls)
         r = out.result
         local = sum(n.local_accesses for n in r.nodes)
         remote = sum(n.remote_accesses for n in r.nodes)

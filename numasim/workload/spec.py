@@ -124,6 +124,10 @@ class Allocation(_Model):
     """Thread whose touch faults the pages in; default: the first thread that accesses the allocation."""
     prefault: bool = True
     """Touch every page when the allocation is created (like ``memset``); False: pages fault on first access."""
+    hugetlb: bool = False
+    """``MAP_HUGETLB``: 2 MiB pages from the hugetlb pool (size it with ``[sysctl] "vm.nr_hugepages"``)."""
+    madvise: Literal["hugepage", "nohugepage"] | None = None
+    """``madvise(MADV_HUGEPAGE)`` (transparent huge pages under ``thp = madvise``) or ``MADV_NOHUGEPAGE``."""
 
     @field_validator("size_bytes", mode="before")
     @classmethod
@@ -273,6 +277,9 @@ class Workload(_Model):
     phases: list[Phase] = Field(default_factory=list)
     block_accesses: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
     """Accesses per round-robin block: threads take turns in blocks of this many accesses."""
+    sysctl: dict[str, int | str] = Field(default_factory=dict)
+    """``[sysctl]``: knob writes the kernel gets before placement, in file order (``"kernel.numa_balancing" = 1``;
+    names as :mod:`numasim.kernel.sysctl` lists them, quoted because they contain dots)."""
     _source: str | None = PrivateAttr(default=None)
 
     @property
@@ -304,6 +311,34 @@ class Workload(_Model):
                 entry["id"] = i
                 expanded[i] = entry
         return {**data, "threads": expanded}
+
+    @field_validator("sysctl", mode="before")
+    @classmethod
+    def _flatten_sysctl(cls, value: object) -> object:
+        # Unquoted TOML keys with dots (kernel.numa_balancing = 1) arrive as nested tables: join them back.
+        if not isinstance(value, dict):
+            return value
+        flat: dict[str, object] = {}
+
+        def walk(prefix: str, table: dict[str, object]) -> None:
+            for key, item in table.items():
+                name = f"{prefix}.{key}" if prefix else key
+                if isinstance(item, dict):
+                    walk(name, item)
+                else:
+                    flat[name] = item
+
+        walk("", value)
+        return flat
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl(cls, value: dict[str, int | str]) -> dict[str, int | str]:
+        from numasim.kernel.config import KernelConfig
+        from numasim.kernel.sysctl import apply_sysctls
+
+        apply_sysctls(KernelConfig(), value)  # SysctlError (a ValueError) names the knob and its valid values
+        return value
 
     @model_validator(mode="after")
     def _cross_check(self) -> Self:

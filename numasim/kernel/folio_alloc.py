@@ -1,0 +1,136 @@
+"""Order-9 (2 MiB) allocations from the zones: the page allocator walk for one huge folio at a time.
+
+``__alloc_pages(gfp, order=9, nid, nodemask)`` (``mm/page_alloc.c``) walks the same zonelist as an order-0
+allocation (:meth:`~numasim.kernel.physmem.PhysicalMemory._plan` builds it: fast path at the LOW watermark, slow
+path at MIN, ``__GFP_THISNODE`` keeps it on one node), but a zone passes ``__zone_watermark_ok`` for order 9 only
+if ``free - (1 << 9) + 1 > watermark + lowmem_reserve``, i.e. it keeps at least the watermark after giving the
+512 pages, and only if its free area has a block of order >= 9.
+
+Model limits (documented in docs/kernel-spec-coverage.md, rows H*):
+
+* no fragmentation: a zone with 512 free pages above its watermark has a free order-9 block (a freshly booted
+  machine whose free memory is in MAX_ORDER blocks; compaction would always succeed, so it is not modelled);
+* no reclaim and no compaction for huge pages: a candidate that would reclaim (node_reclaim, direct reclaim)
+  is skipped, so an order-9 request gets exactly what is free above the watermarks;
+* a huge allocation never calls the OOM killer (THP faults fall back to base pages; hugetlb pools stop).
+
+A folio's 512 pages land in one zone of one node. numastat counts one event per folio (``zone_statistics(...,
+1)`` in ``rmqueue``), ``pgalloc_<zone>`` counts 512 pages (``1 << order``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from numasim.kernel.gfp import Gfp
+
+if TYPE_CHECKING:
+    from numasim.kernel.allocator import AllocRequest, Candidate
+    from numasim.kernel.physmem import PhysicalMemory
+
+__all__ = ["HPAGE_PMD_ORDER", "HPAGE_PMD_NR", "alloc_folios", "folio_capacity"]
+
+HPAGE_PMD_ORDER = 9
+"""``HPAGE_PMD_ORDER`` on x86_64 with 4 KiB pages: a PMD maps 2 MiB."""
+
+HPAGE_PMD_NR = 1 << HPAGE_PMD_ORDER
+"""Base pages per 2 MiB folio (512)."""
+
+
+def _candidates(pm: PhysicalMemory, target: int, req: AllocRequest) -> list[Candidate]:
+    gfp = Gfp(int(req.gfp))
+    if req.no_direct_reclaim:
+        gfp &= ~Gfp.DIRECT_RECLAIM
+    # Huge allocations never reclaim here (module docstring): drop the reclaiming candidates.
+    return [c for c in pm._plan(target, req, gfp).candidates if not c.reclaim]
+
+
+def folio_capacity(pm: PhysicalMemory, target: int, req: AllocRequest, order: int = HPAGE_PMD_ORDER) -> int:
+    """How many order-``order`` folios ``req`` (preferred node ``target``) could get now, without taking them."""
+    nr = 1 << order
+    free = {c.zone: pm.zones[c.zone].free_pages for c in _candidates(pm, target, req)}
+    total = 0
+    for c in _candidates(pm, target, req):
+        k = max(0, (free[c.zone] - c.thr) // nr)
+        free[c.zone] -= k * nr
+        total += k
+    return total
+
+
+def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_ORDER) -> tuple[np.ndarray, np.ndarray]:
+    """Allocate ``req.count`` folios of ``1 << order`` pages; returns (node, zone type) per folio, -1 if none.
+
+    ``req.preferred_nid`` is one node or one per folio (interleave). Unlike order-0 :meth:`PhysicalMemory.alloc`,
+    a failed folio does not stop the walk: each folio is its own allocation call, and the caller falls back
+    (to base pages, or stops growing a pool) per folio.
+    """
+    nr = 1 << order
+    count = int(req.count)
+    nodes = np.full(count, -1, dtype=np.int16)
+    zones = np.full(count, -1, dtype=np.int16)
+    if count == 0:
+        return nodes, zones
+    targets = np.asarray(req.preferred_nid, dtype=np.int64)
+    if targets.ndim == 0:
+        targets = np.full(count, int(targets), dtype=np.int64)
+    order_of = {int(t): _candidates(pm, int(t), req) for t in np.unique(targets)}
+    free = [z.free_pages for z in pm.zones]
+    taken = np.zeros(len(pm.zones), dtype=np.int64)
+    first_of = {t: cands[0] if cands else None for t, cands in order_of.items()}
+    # Common case in closed form: every target's first candidate has room for all of that target's folios
+    # (first candidates of different nodes are different zones, so targets do not interact).
+    wanted = {t: int(np.count_nonzero(targets == t)) for t in order_of}
+    firsts = [first_of[t] for t in order_of]
+    easy = all(c is not None for c in firsts) and len({c.zone for c in firsts if c is not None}) == len(firsts) and all(
+        (free[c.zone] - c.thr) // nr >= wanted[t] for t, c in first_of.items() if c is not None
+    )
+    if easy:
+        for t, c in first_of.items():
+            assert c is not None
+            sel = targets == t
+            nodes[sel] = pm.zones[c.zone].node
+            zones[sel] = int(pm.zones[c.zone].type)
+            taken[c.zone] += wanted[t]
+            _count(pm, req, c, t, wanted[t], nr)
+    else:
+        # A zone runs dry: one allocation call per 2 MiB folio (512 times fewer steps than per page).
+        for i in range(count):
+            t = int(targets[i])
+            for c in order_of[t]:
+                if free[c.zone] - nr >= c.thr:
+                    free[c.zone] -= nr
+                    taken[c.zone] += 1
+                    nodes[i] = pm.zones[c.zone].node
+                    zones[i] = int(pm.zones[c.zone].type)
+                    _count(pm, req, c, t, 1, nr)
+                    break
+    for zi in np.flatnonzero(taken):
+        pm.zones[int(zi)].free_pages -= int(taken[zi]) * nr
+    return nodes, zones
+
+
+def _count(pm: PhysicalMemory, req: AllocRequest, c: Candidate, target: int, folios: int, nr: int) -> None:
+    z = pm.zones[c.zone]
+    pm.vmstat[f"pgalloc_{z.name.lower()}"] += folios * nr
+    if not pm.config.numa_stat:
+        return
+    # zone_statistics(preferred_zone, zone, 1): one event per folio
+    if z.node == c.pnode:
+        pm.counters.numa_hit[z.node] += folios
+        pm.zone_counters.numa_hit[c.zone] += folios
+    else:
+        pm.counters.numa_miss[z.node] += folios
+        pm.zone_counters.numa_miss[c.zone] += folios
+        pm.counters.numa_foreign[c.pnode] += folios
+        pm.zone_counters.numa_foreign[c.pzone] += folios
+    if z.node == req.cpu_node:
+        pm.counters.local_node[z.node] += folios
+        pm.zone_counters.local_node[c.zone] += folios
+    else:
+        pm.counters.other_node[z.node] += folios
+        pm.zone_counters.other_node[c.zone] += folios
+    if req.interleave and z.node == target:
+        pm.counters.interleave_hit[z.node] += folios
+        pm.zone_counters.interleave_hit[c.zone] += folios
