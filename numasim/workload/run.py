@@ -56,6 +56,29 @@ def run_kernel_config(
     return apply_sysctls(apply_sysctls(cfg, workload_sysctls), sysctls)
 
 
+def refuse_unsimulated(cfg: KernelConfig) -> None:
+    """Refuse a timed run whose kernel asks for what the engine does not run yet, rather than ignore it.
+
+    Automatic NUMA balancing needs its scanner and hinting faults on the simulation clock (issue 10): until
+    they run, a timed run with ``kernel.numa_balancing`` set would silently place every page once, at first
+    touch, as with 0. Kernel-only commands (``numasim numactl``, ``numastat``) take the knob: first-touch
+    placement does not depend on it.
+
+    Examples
+    --------
+    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}))
+    Traceback (most recent call last):
+    ...
+    numasim.errors.WorkloadError: kernel.numa_balancing = 1: automatic NUMA balancing does not run on the simulation clock yet; a timed run would place every page once at first touch, as with 0 (set it to 0 or leave it unset)
+    """
+    mode = cfg.numa_balancing.mode
+    if mode:
+        raise WorkloadError(
+            f"kernel.numa_balancing = {mode}: automatic NUMA balancing does not run on the simulation clock yet; "
+            "a timed run would place every page once at first touch, as with 0 (set it to 0 or leave it unset)"
+        )
+
+
 def kernel_inputs(cfg: KernelConfig) -> dict[str, Any]:
     """What a result records of its kernel: the version, the sysctl writes in order and every knob's value."""
     return {
@@ -133,6 +156,7 @@ def run_workload(
     see :mod:`numasim.kernel.sysctl`). The result's ``inputs["kernel"]`` records every knob."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, workload.sysctl, sysctls)
+    refuse_unsimulated(cfg)
     threads = thread_specs(machine, workload)
     placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
     total = total_accesses(workload)
@@ -196,6 +220,7 @@ def run_trace(
     ``sysctls`` are written to ``kernel_config`` (default ``KernelConfig()``) in order before placement."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, (), sysctls)
+    refuse_unsimulated(cfg)
     path = Path(trace)
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.

@@ -196,3 +196,16 @@ def test_resolve_calibration_nominal_excludes_a_file(tmp_path: Path) -> None:
         resolve_calibration(M, tmp_path / "cal.json", nominal=True)
     with pytest.raises(CalibrationError, match="not --nominal and --catalog"):
         resolve_calibration(M, nominal=True, catalog=True)
+
+
+def test_timed_run_refuses_numa_balancing_it_cannot_run():
+    """A timed run with kernel.numa_balancing set is refused (the scanner is not on the clock yet), not run as 0."""
+    import pytest as _pytest
+
+    from numasim.errors import WorkloadError
+    from numasim.workload.run import refuse_unsimulated, run_kernel_config
+
+    refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 0}))
+    for mode in (1, 2, 3):
+        with _pytest.raises(WorkloadError, match=f"kernel.numa_balancing = {mode}: automatic NUMA balancing"):
+            refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": mode}))
