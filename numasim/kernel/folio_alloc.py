@@ -112,25 +112,5 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
 
 
 def _count(pm: PhysicalMemory, req: AllocRequest, c: Candidate, target: int, folios: int, nr: int) -> None:
-    z = pm.zones[c.zone]
-    pm.vmstat[f"pgalloc_{z.name.lower()}"] += folios * nr
-    if not pm.config.numa_stat:
-        return
-    # zone_statistics(preferred_zone, zone, 1): one event per folio
-    if z.node == c.pnode:
-        pm.counters.numa_hit[z.node] += folios
-        pm.zone_counters.numa_hit[c.zone] += folios
-    else:
-        pm.counters.numa_miss[z.node] += folios
-        pm.zone_counters.numa_miss[c.zone] += folios
-        pm.counters.numa_foreign[c.pnode] += folios
-        pm.zone_counters.numa_foreign[c.pzone] += folios
-    if z.node == req.cpu_node:
-        pm.counters.local_node[z.node] += folios
-        pm.zone_counters.local_node[c.zone] += folios
-    else:
-        pm.counters.other_node[z.node] += folios
-        pm.zone_counters.other_node[c.zone] += folios
-    if req.interleave and z.node == target:
-        pm.counters.interleave_hit[z.node] += folios
-        pm.zone_counters.interleave_hit[c.zone] += folios
+    # zone_statistics(preferred_zone, zone, 1): one event per folio; pgalloc counts its base pages
+    pm.count_allocation(req, c, target, events=folios, pages=folios * nr)

@@ -595,28 +595,33 @@ class PhysicalMemory:
 
     def _account(self, segments: list[Segment], req: AllocRequest) -> None:
         for target, c, n in segments:
-            z = self.zones[c.zone]
-            self.vmstat[f"pgalloc_{z.name.lower()}"] += n
-            if not self.config.numa_stat:
-                continue
-            # zone_statistics(preferred_zone, z, 1) once per page
-            if z.node == c.pnode:
-                self.counters.numa_hit[z.node] += n
-                self.zone_counters.numa_hit[c.zone] += n
-            else:
-                self.counters.numa_miss[z.node] += n
-                self.zone_counters.numa_miss[c.zone] += n
-                self.counters.numa_foreign[c.pnode] += n
-                self.zone_counters.numa_foreign[c.pzone] += n
-            if z.node == req.cpu_node:
-                self.counters.local_node[z.node] += n
-                self.zone_counters.local_node[c.zone] += n
-            else:
-                self.counters.other_node[z.node] += n
-                self.zone_counters.other_node[c.zone] += n
-            if req.interleave and z.node == target:
-                self.counters.interleave_hit[z.node] += n
-                self.zone_counters.interleave_hit[c.zone] += n
+            self.count_allocation(req, c, target, events=n, pages=n)
+
+    def count_allocation(self, req: AllocRequest, c: Candidate, target: int, events: int, pages: int) -> None:
+        """Count ``pages`` allocated from candidate ``c``'s zone: ``pgalloc_<zone>`` by pages, the numastat
+        counters by ``events`` (``zone_statistics(preferred_zone, zone, 1)`` runs once per page, or once per
+        folio for a huge page). ``target`` is the interleave target (``interleave_hit``)."""
+        z = self.zones[c.zone]
+        self.vmstat[f"pgalloc_{z.name.lower()}"] += pages
+        if not self.config.numa_stat:
+            return
+        if z.node == c.pnode:
+            self.counters.numa_hit[z.node] += events
+            self.zone_counters.numa_hit[c.zone] += events
+        else:
+            self.counters.numa_miss[z.node] += events
+            self.zone_counters.numa_miss[c.zone] += events
+            self.counters.numa_foreign[c.pnode] += events
+            self.zone_counters.numa_foreign[c.pzone] += events
+        if z.node == req.cpu_node:
+            self.counters.local_node[z.node] += events
+            self.zone_counters.local_node[c.zone] += events
+        else:
+            self.counters.other_node[z.node] += events
+            self.zone_counters.other_node[c.zone] += events
+        if req.interleave and z.node == target:
+            self.counters.interleave_hit[z.node] += events
+            self.zone_counters.interleave_hit[c.zone] += events
 
     def free(self, nodes: np.ndarray, zones: np.ndarray) -> None:
         """Return pages to the free lists: one entry per page (node id, zone type), any order."""
