@@ -171,6 +171,7 @@ def run_epochs(
     istate: np.ndarray,
     lat_out: np.ndarray,
     req_out: np.ndarray,
+    issue_out: np.ndarray,
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
@@ -332,6 +333,7 @@ def run_epochs(
             inflight[a, j] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
+            issue_out[p] = ready  # when it issued (a run-time kernel times hinting faults by it)
             if done > last_done[a]:
                 last_done[a] = done
             if done > done_max[k]:

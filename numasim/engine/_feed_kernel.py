@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "prefetch_flags", "reuse_keys", "reuse_pairs"]
+__all__ = [
+    "PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "lookup_pages", "prefetch_flags", "reuse_keys", "reuse_pairs"
+]
 
 PREFETCH_STREAMS = 8
 """Requests of an agent the prefetch rule looks back over (see :mod:`stream`); a compile-time constant."""
@@ -53,6 +55,37 @@ def lookup_nodes(
         if r < 0 or page >= run_ends[r]:
             return out, i
         out[i] = flat[run_offsets[r] + np.int64(page - run_starts[r])]
+    return out, -1
+
+
+@njit(cache=True, nogil=True)
+def lookup_pages(
+    addresses: np.ndarray,
+    run_starts: np.ndarray,
+    run_ends: np.ndarray,
+    run_offsets: np.ndarray,
+    shift: int,
+) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
+    """Like :func:`lookup_nodes`, but each address's *flat page index* (its page's position in the flat node
+    array), for a run-time kernel that moves pages while the run goes on: (indices, first unmapped or -1)."""
+    n = len(addresses)
+    out = np.empty(n, dtype=np.int64)
+    n_runs = len(run_starts)
+    if n_runs == 0:
+        return out, 0 if n else -1
+    for i in range(n):
+        page = addresses[i] >> np.uint64(shift)
+        lo, hi = 0, n_runs
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if run_starts[mid] <= page:
+                lo = mid + 1
+            else:
+                hi = mid
+        r = lo - 1
+        if r < 0 or page >= run_ends[r]:
+            return out, i
+        out[i] = run_offsets[r] + np.int64(page - run_starts[r])
     return out, -1
 
 

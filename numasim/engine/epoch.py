@@ -107,6 +107,10 @@ class EpochEngine:
         self.ser_idx = np.zeros(_SERIES_ROWS, dtype=np.int64)
         self.ser_rows = np.zeros((_SERIES_ROWS, n_res))
         self.windows = 0
+        self.bridge = inp.bridge
+        self._ns_per_request = 0.0  # with a run-time kernel: the last window's pace (its busiest program agent)
+        self._min_take = 64  # ... and the fewest requests per agent a window takes (doubled while none commit)
+        self._program = np.array([not (self.bridge is not None and self.bridge.is_kernel[a.index]) for a in agents])
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
 
@@ -117,18 +121,65 @@ class EpochEngine:
         try:
             while True:
                 self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
-                progressed = self._window(per_agent)
+                take = per_agent
+                if self.bridge is not None:
+                    if self.feeder.exhausted and not self.feeder.buffered[self._program].any():
+                        break  # the program is done: what the kernel still had to do is not part of the run
+                    take = self._until_next_event(env, per_agent)
+                    self._kernel_work(take)
+                progressed = self._window(take)
                 if progressed is None:
                     break
                 if not progressed:
                     per_agent *= 2  # an agent runs out within one epoch: give every agent more per window
+                    self._min_take = min(2 * self._min_take, per_agent)
+                elif self._min_take > 64:
+                    self._min_take = 64
                 now = float(self.istate[EPOCH]) * self.E
+                if self.bridge is not None:
+                    self.bridge.sample(now)
+                    # how late the kernel's next event runs: it sees the window's end, not its own time
+                    self.bridge.late_ns_max = max(self.bridge.late_ns_max, now - env.peek())
                 if now > env.now:
                     yield env.timeout(now - env.now)
             self._wait(0)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def now_ns(self) -> float:
+        """The start of the epoch being dispatched: nothing the kernel adds may issue before it."""
+        return float(self.istate[EPOCH]) * self.E
+
+    def _until_next_event(self, env: simpy.Environment, per_agent: int) -> int:
+        """Requests per agent that reach about the environment's next event (a kernel daemon's), at the pace of
+        the last window: so that the kernel acts at its time, not a whole window late."""
+        assert self.bridge is not None
+        # the delays the kernel owes threads come first: they use up part of the gap
+        gap = env.peek() - self.now_ns() - float(self.bridge.pending_stall_ns.max(initial=0.0))
+        if not np.isfinite(gap):
+            return per_agent
+        if self._ns_per_request <= 0:
+            return min(per_agent, 4096)  # a short first window measures the pace
+        return int(min(per_agent, max(self._min_take, gap / self._ns_per_request)))
+
+    def _kernel_work(self, per_agent: int) -> None:
+        """Apply what the run-time kernel did since the last window: delays owed by threads (fault handling)
+        and the page copies its kernel agents are to issue (as many as a window takes)."""
+        bridge = self.bridge
+        assert bridge is not None
+        stall = bridge.take_stalls()
+        if stall.any():
+            self.last_issue += stall
+            self.last_done += stall
+        now = self.now_ns()
+        pages = max(1, per_agent // (2 * bridge.lines_per_page))
+        for a, block in bridge.copy_blocks(pages, self.n_levels):
+            if self.feeder.buffered[a] == 0:  # idle since its last copy: it starts now, not in the past
+                self.last_issue[a] = max(self.last_issue[a], now)
+                self.last_done[a] = max(self.last_done[a], now)
+                self.stalled[a] = False
+            self.feeder.add_block(a, block)
 
     def _submit(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
         self._wait(2)  # at most two windows behind: bounded memory
@@ -170,15 +221,28 @@ class EpochEngine:
         rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
         compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
+        bridge = self.bridge
+        if bridge is not None:  # nodes and routes as the kernel left them, protection bits as they are now
+            page = np.concatenate([b.page for b in blocks])  # type: ignore[misc]
+            rc = bridge.route_classes(ids_arr, lens, page, rc)
+            protected = bridge.page_protected[np.maximum(page, 0)] & (page >= 0)
+            t0 = self.now_ns()
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
         lat = np.empty(len(rc))  # written by the kernel for every request it commits
         req = np.empty(len(rc))
+        issue = np.empty(len(rc))
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat, req
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat, req, issue
         )
         self.windows += 1
         n_commit = pos - seg_start
+        if bridge is not None:
+            span = self.now_ns() - t0
+            bridge.window_done(ids_arr, lens, n_commit, page, protected, issue, rc)
+            most = int(n_commit[self._program[ids_arr]].max(initial=0))
+            if most and span > 0:
+                self._ns_per_request = span / most
         if not self.feeder.exhausted:
             self.stalled[ids_arr[~truncated & (pos == seg_end)]] = True
         if not n_commit.any():
@@ -188,9 +252,10 @@ class EpochEngine:
         hist = st.hist if st.hist is not None else np.zeros((1, 1), dtype=np.int64)
         # Counting the window's requests needs nothing the next window changes (its arrays are its own, the
         # counters are touched by nothing else until the end), so it runs on the stats thread meanwhile.
+        counted = n_commit if bridge is None else np.where(bridge.is_kernel[ids_arr], 0, n_commit)
         self._submit(
             accumulate_stats,
-            ids_arr, seg_start, n_commit, rc, level, lat, req, np.concatenate([b.size_bytes for b in blocks]),
+            ids_arr, seg_start, counted, rc, level, lat, req, np.concatenate([b.size_bytes for b in blocks]),
             compute, self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
             st.load_to_use_sum_ns.reshape(-1), st.memory_latency_sum_ns.reshape(-1), st.level_hits.reshape(-1),
@@ -201,11 +266,12 @@ class EpochEngine:
         for k, a in enumerate(ids):
             n = int(n_commit[k])
             if n:
-                self.stats.finish(a, float(done_max[k]))
+                if self._program[a]:  # kernel agents' copies are not the program's run time
+                    self.stats.finish(a, float(done_max[k]))
                 self.feeder.consume(a, n)
         return True
 
-    def _run(self, window: tuple, pos, done_max, lat, req):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat, req, issue):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
         compute) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
@@ -243,6 +309,7 @@ class EpochEngine:
                 self.istate,
                 lat,
                 req,
+                issue,
                 self.ser_idx,
                 self.ser_rows,
             )
@@ -261,7 +328,10 @@ class EpochEngine:
         self.ser_rows = np.zeros((len(self.ser_idx), self.ring.shape[1]))
 
     def diagnostics(self) -> dict[str, float]:
-        return {"windows": float(self.windows), "last_epoch": float(self.istate[0])}
+        out = {"windows": float(self.windows), "last_epoch": float(self.istate[0])}
+        if self.bridge is not None:
+            out["runtime_late_ns_max"] = self.bridge.late_ns_max
+        return out
 
     def flush(self) -> None:
         """Record the buckets not recorded yet (the queues' last work) in the time series."""

@@ -19,6 +19,7 @@ import simpy
 if TYPE_CHECKING:
     from .caches import CacheLevelSpec
     from .memsys import MemorySystem
+    from .runtime import EngineBridge
     from .stats import Stats
     from .stream import Agent, Feeder
 
@@ -49,6 +50,9 @@ class EngineInput:
         Epoch length (utilisation buckets, curve updates).
     window_accesses : int
         Accesses per window the epoch fidelity times at once.
+    bridge : EngineBridge or None
+        With a run-time kernel: what it may change between windows (pages' nodes and protection, routes,
+        stalls, copies); the kernel agents are the last agents.
     """
 
     ms: MemorySystem
@@ -60,6 +64,7 @@ class EngineInput:
     prefetch_distance_lines: int
     epoch_ns: float
     window_accesses: int
+    bridge: EngineBridge | None = None
 
     @property
     def level_latency_ns(self) -> np.ndarray:

@@ -200,6 +200,9 @@ class SimulationResult:
     initiator_names: list[str] = field(default_factory=list)
     diagnostics: dict[str, float] = field(default_factory=dict)
     """Engine statistics (epoch mode: windows timed, the last epoch reached); not part of ``to_dict``."""
+    kernel: dict[str, Any] | None = None
+    """With a run-time kernel (``simulate(runtime=...)``): its /proc/vmstat counters (``vmstat``), pages per node
+    over time (``pages_per_node_series``), the bytes its page copies read and wrote per node, its thread moves."""
 
     _TABLES = ("nodes", "initiators", "matrix", "resources", "threads", "devices", "cache_levels")
 
@@ -231,7 +234,7 @@ class SimulationResult:
             f.name: _clean(getattr(self, f.name))
             for f in fields(self)
             if f.name not in self._TABLES
-            and f.name != "diagnostics"
+            and f.name not in ("diagnostics", "kernel")
             and not isinstance(getattr(self, f.name), np.ndarray)
         }
         out |= self.tables()
@@ -239,6 +242,8 @@ class SimulationResult:
         out["hist_edges_ns"] = self.hist_edges_ns.tolist()
         out["latency_hist_by_node"] = self.latency_hist_by_node.tolist()
         out["latency_hist_by_initiator"] = self.latency_hist_by_initiator.tolist()
+        if self.kernel is not None:
+            out["kernel"] = self.kernel
         return out
 
     def to_pandas(self) -> dict[str, Any]:

@@ -6,13 +6,16 @@ object the caller hands to :func:`~numasim.engine.simulate.simulate`. Both fidel
 
 - :meth:`KernelRuntime.attach` once, before the first access, with the run's SimPy environment: the kernel
   starts its daemons there as SimPy processes (``env.process(...)``), timed with ``env.timeout``;
-- the engine times accesses only up to the next event the environment has scheduled (``env.peek()``, to an
-  epoch), then lets the environment run it: a daemon therefore sees the page map, and changes it, at the
-  simulated time it runs, to within one epoch;
+- the engine times accesses a window at a time (in epoch mode, up to ``window_accesses`` buffered requests;
+  at most until about the next event the environment has scheduled) and then lets the environment run every
+  event due by the window's end: a daemon therefore sees the page map, and changes it, at the simulated time it
+  runs, to within one window: the engine sizes windows to end near the environment's next event, at the pace of
+  the window before (the result's ``kernel["late_ns_max"]`` says how late a daemon ran at worst);
 - a request to a page whose :attr:`EngineControl.page_protected` flag is set (a PTE the scanner made
   PROT_NONE) takes a *hinting fault*: the engine clears the flag (the fault handler restores the PTE), records
-  the fault and times the request against the page's node as it is then. The faults are handed to
-  :meth:`KernelRuntime.on_faults` in time order, at the latest when the engine next yields to the environment;
+  the fault and times the request against the page's node as it is then (as are the page's other requests of
+  the same window). The faults are handed to :meth:`KernelRuntime.on_faults` in time order, when the window
+  ends;
   what the fault handler does (its cost on the faulting thread, a migration) the kernel applies with
   :meth:`EngineControl.stall` and :meth:`EngineControl.copy_pages`, which take effect at that thread's next
   request.
@@ -25,13 +28,23 @@ for every request issued after the write.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import simpy
 
-__all__ = ["FaultBatch", "EngineControl", "KernelRuntime"]
+if TYPE_CHECKING:
+    from .memsys import MemorySystem
+    from .pagemap import PageMap
+    from .stream import Agent, Block
+
+__all__ = ["FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP"]
+
+KERNEL_AGENT_MLP = 16
+"""Lines a kernel copy (``copy_page``/``copy_mc``, streaming) keeps in flight: an L2 streamer's worth, as a
+core's own streaming loop does (a nominal value, not fitted)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,11 @@ class EngineControl(Protocol):
         """The workload's thread id of each agent (int64; -1 for devices and kernel agents)."""
         ...
 
+    def agent_requests(self) -> np.ndarray:
+        """Requests each agent has issued so far (int64): which threads are running (a scheduler tick only
+        comes to a thread that runs)."""
+        ...
+
     def kernel_agent(self, node: int) -> int:
         """The agent index of the kernel thread (kworker/kswapd) on ``node``: copies a daemon makes are issued
         by it, on that node's cpus."""
@@ -120,3 +138,209 @@ class KernelRuntime(Protocol):
     def counters(self) -> dict[str, int]:
         """/proc/vmstat-style counters at the end of the run, with the kernel's names."""
         ...
+
+
+class EngineBridge:
+    """The engine's side of :class:`EngineControl`: one object both fidelities hand to a run-time kernel.
+
+    The engine owns the timing; this object owns what the kernel may change between windows -- the node and
+    the protection bit of every page, each agent's route (its initiator), delays owed by agents and copies
+    waiting to be issued -- and what the engine reports back (hinting faults, kernel traffic, pages per node
+    over time).
+
+    Parameters
+    ----------
+    ms : MemorySystem
+        The run's memory system (initiators, nodes, route classes).
+    pages : PageMap
+        The page map; its flat node array becomes :attr:`page_node` (written in place: the result's
+        ``pages_resident`` then counts where pages ended).
+    agents : list of Agent
+        Every agent: program threads and devices first, then the kernel agents (``kernel_agents``).
+    kernel_agents : dict of int to int
+        Node id -> index of the kernel agent that issues copies for that node.
+    now_ns : callable
+        The engine's current time (copies never issue before it).
+    """
+
+    def __init__(
+        self,
+        ms: MemorySystem,
+        pages: PageMap,
+        agents: Sequence[Agent],
+        kernel_agents: dict[int, int],
+        now_ns: Callable[[], float],
+        page_bytes: int,
+    ) -> None:
+        self.ms = ms
+        self.page_bytes = page_bytes
+        self.lines_per_page = page_bytes // 64
+        starts, ends, offsets, flat, _ = pages.lookup_tables()
+        self._runs = (starts.copy(), (ends - starts).astype(np.int64), offsets.copy())
+        self.page_node: np.ndarray = flat
+        self.page_protected: np.ndarray = np.zeros(len(flat), dtype=bool)
+        self.agents = list(agents)
+        self.n_program = len(self.agents) - len(kernel_agents)
+        self._kernel_of_node = dict(kernel_agents)
+        self.kernel_agent_ids = np.array(sorted(kernel_agents.values()), dtype=np.int64)
+        self.is_kernel = np.zeros(len(self.agents), dtype=bool)
+        self.is_kernel[self.kernel_agent_ids] = True
+        self.now_ns = now_ns
+        n_nodes = ms.n_nodes
+        top = max(ms.node_ids) + 1
+        self.node_index = np.full(max(top, 1), -1, dtype=np.int16)
+        self.node_index[np.array(ms.node_ids)] = np.arange(n_nodes, dtype=np.int16)
+        self.node_ids = np.array(ms.node_ids, dtype=np.int16)
+        self._initiator_of_node = {int(n): k for k, n in enumerate(ms.node_ids)}  # "node<k>" initiators first
+        self.agent_initiator = np.array([a.initiator for a in self.agents], dtype=np.int64)
+        self.agent_class_base = self.agent_initiator * (n_nodes * 2)
+        self._cpu = np.array([-1 if a.cpu is None else a.cpu for a in self.agents], dtype=np.int64)
+        self._tid = np.array([-1 if a.thread_id is None else a.thread_id for a in self.agents], dtype=np.int64)
+        # what the engine applies at the next window
+        self.pending_stall_ns = np.zeros(len(self.agents))
+        self._copies: dict[int, list[np.ndarray]] = {}  # kernel agent -> [(2, k) src/dst node ids]
+        self._copy_line = 0  # copy requests get line numbers of their own (never a program's, never reused)
+        # what the engine reports
+        self.kernel_lines_rc = np.zeros(ms.n_classes, dtype=np.int64)
+        self.pages_copied = 0
+        self.thread_moves: list[tuple[float, int, int, int]] = []  # (time, agent, from cpu, to cpu)
+        self.series_ns: list[float] = []
+        self.series_pages: list[np.ndarray] = []
+        self.late_ns_max = 0.0
+        self._requests = np.zeros(len(self.agents), dtype=np.int64)
+        self._runtime: KernelRuntime | None = None
+
+    # --- EngineControl ---------------------------------------------------------------------------------------
+    def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._runs
+
+    def agent_cpu(self) -> np.ndarray:
+        return self._cpu.copy()
+
+    def agent_thread_id(self) -> np.ndarray:
+        return self._tid.copy()
+
+    def agent_requests(self) -> np.ndarray:
+        return self._requests.copy()
+
+    def kernel_agent(self, node: int) -> int:
+        if node in self._kernel_of_node:
+            return self._kernel_of_node[node]
+        # a memory-only node: its copies are issued from the nearest node with cpus
+        m = self.ms.machine
+        row = m.slit()[m.index_of(node)]
+        best = min(self._kernel_of_node, key=lambda n: (row[m.index_of(n)], n))
+        return self._kernel_of_node[best]
+
+    def stall(self, agent: np.ndarray, duration_ns: np.ndarray) -> None:
+        np.add.at(self.pending_stall_ns, np.asarray(agent, dtype=np.int64), np.asarray(duration_ns, dtype=float))
+
+    def copy_pages(self, agent: int, src_node: np.ndarray, dst_node: np.ndarray) -> None:
+        pair = np.vstack([np.asarray(src_node, dtype=np.int16), np.asarray(dst_node, dtype=np.int16)])
+        if pair.shape[1]:
+            self._copies.setdefault(int(agent), []).append(pair)
+            self.pages_copied += int(pair.shape[1])
+
+    def move_thread(self, agent: int, cpu: int) -> None:
+        node = self.ms.machine.cpu_to_node[cpu]
+        init = self._initiator_of_node[node]
+        self.thread_moves.append((self.now_ns(), int(agent), int(self._cpu[agent]), int(cpu)))
+        self._cpu[agent] = cpu
+        self.agent_initiator[agent] = init
+        self.agent_class_base[agent] = init * (self.ms.n_nodes * 2)
+
+    # --- the engine's side -----------------------------------------------------------------------------------
+    def attach(self, runtime: KernelRuntime, env: simpy.Environment) -> None:
+        self._runtime = runtime
+        runtime.attach(env, self)
+        self.sample(0.0)
+
+    def sample(self, t_ns: float) -> None:
+        """Record pages per node (node order of the memory system) at ``t_ns``."""
+        counts = np.bincount(self.page_node, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]
+        if self.series_pages and t_ns <= self.series_ns[-1]:
+            self.series_pages[-1] = counts
+            return
+        self.series_ns.append(float(t_ns))
+        self.series_pages.append(counts)
+
+    def copy_blocks(self, budget_pages: int, n_levels: int) -> list[tuple[int, Block]]:
+        """Up to ``budget_pages`` queued page copies per kernel agent, as blocks of line requests (each page:
+        its lines read from the source node, then written to the destination)."""
+        from .stream import Block
+
+        out: list[tuple[int, Block]] = []
+        for agent, queue in self._copies.items():
+            if not queue:
+                continue
+            pairs = np.concatenate(queue, axis=1)
+            take, rest = pairs[:, :budget_pages], pairs[:, budget_pages:]
+            queue.clear()
+            if rest.shape[1]:
+                queue.append(rest)
+            k = take.shape[1]
+            lpp = self.lines_per_page
+            write = np.tile(np.repeat(np.array([False, True]), lpp), k)
+            node = np.where(write, np.repeat(take[1], 2 * lpp), np.repeat(take[0], 2 * lpp))
+            target = self.node_index[node]
+            n = len(target)
+            lines = np.arange(self._copy_line, self._copy_line + n, dtype=np.uint64) | np.uint64(1 << 62)
+            self._copy_line += n
+            rc = self.agent_class_base[agent] + target.astype(np.int64) * 2 + write
+            out.append((agent, Block(
+                lines, target, write, np.full(n, 64, dtype=np.int32), np.zeros(n), np.ones(n, dtype=bool),
+                np.full(n, n_levels, dtype=np.int8), rc, np.full(n, -1, dtype=np.int64),
+            )))  # fmt: skip
+        return out
+
+    def has_copies(self) -> bool:
+        return any(q for q in self._copies.values())
+
+    def route_classes(self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray) -> np.ndarray:
+        """Each request's route class from its page's node *now* and its agent's initiator now (requests
+        without a program page keep theirs)."""
+        prog = page >= 0
+        tgt = self.node_index[self.page_node[np.where(prog, page, 0)]].astype(np.int64)
+        new = np.repeat(self.agent_class_base[ids], lens) + 2 * tgt + (rc & 1)
+        return np.where(prog, new, rc)
+
+    def window_done(
+        self,
+        ids: np.ndarray,
+        lens: np.ndarray,
+        n_commit: np.ndarray,
+        page: np.ndarray,
+        protected: np.ndarray,
+        issue_ns: np.ndarray,
+        rc: np.ndarray,
+    ) -> None:
+        """After a window: count kernel traffic, take the hinting faults of its committed requests (the first
+        request to each protected page), hand them to the kernel."""
+        self._requests[ids] += n_commit
+        start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
+        committed = (np.arange(len(page)) - start) < np.repeat(n_commit, lens)
+        agent = np.repeat(ids, lens)
+        kern = committed & self.is_kernel[agent]
+        if kern.any():
+            self.kernel_lines_rc += np.bincount(rc[kern], minlength=len(self.kernel_lines_rc))
+        cand = np.flatnonzero(protected & committed)
+        if not len(cand) or self._runtime is None:
+            return
+        pg, t = page[cand], issue_ns[cand]
+        order = np.lexsort((t, pg))
+        first = np.r_[True, pg[order][1:] != pg[order][:-1]]
+        rows = cand[order[first]]
+        rows = rows[np.argsort(issue_ns[rows], kind="stable")]
+        faulted = page[rows]
+        self.page_protected[faulted] = False
+        self._runtime.on_faults(FaultBatch(
+            agent[rows], faulted, issue_ns[rows], (rc[rows] & 1).astype(bool), self.page_node[faulted].copy(),
+        ))  # fmt: skip
+
+    def take_stalls(self) -> np.ndarray:
+        out = self.pending_stall_ns.copy()
+        self.pending_stall_ns[:] = 0.0
+        return out
+
+    def counters(self) -> dict[str, int]:
+        return {} if self._runtime is None else self._runtime.counters()

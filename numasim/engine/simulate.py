@@ -33,6 +33,7 @@ from .result import (
     SimulationResult,
     ThreadRecord,
 )
+from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
 from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
@@ -112,6 +113,7 @@ def simulate(
     record_latencies: bool = True,
     *,
     window_accesses: int = 1 << 19,
+    runtime: KernelRuntime | None = None,
 ) -> SimulationResult:
     """Time a stream of memory accesses on ``machine`` under ``calibration``.
 
@@ -143,6 +145,11 @@ def simulate(
     window_accesses : int
         Epoch mode: buffered requests of all agents timed per call of the compiled loop (speed/memory
         trade-off: timing does not depend on it; sums of latencies may differ in their last bits).
+    runtime : KernelRuntime, optional
+        A kernel whose daemons and fault handlers run on the simulation clock (automatic NUMA balancing, see
+        :mod:`numasim.engine.runtime`); it may move pages and threads while the run goes on. Epoch mode only.
+        The result's ``kernel`` then holds its counters and pages per node over time; ``resources`` count the
+        kernel's copies too, while ``nodes``, ``initiators`` and ``threads`` count the program's requests only.
 
     Examples
     --------
@@ -162,9 +169,19 @@ def simulate(
         raise WorkloadError(f"mode = {mode!r}: expected 'epoch' or 'exact'") from None
     if not epoch_ns > 0:
         raise WorkloadError(f"epoch_ns = {epoch_ns}: must be positive")
+    if runtime is not None and engine_mode != EngineMode.EPOCH:
+        raise WorkloadError(
+            "mode = 'exact': a run-time kernel (automatic NUMA balancing) runs in epoch mode only; use mode 'epoch'"
+        )
     ms = build_memory_system(machine, calibration, list(threads), list(devices))
     assert calibration is not None
     agents = _agents(ms, calibration, threads, devices)
+    kernel_agents: dict[int, int] = {}
+    if runtime is not None:  # one kernel thread (kworker) per node with cpus issues the kernel's page copies
+        for k, node in enumerate(ms.machine.nodes):
+            if node.cpus:
+                kernel_agents[node.id] = len(agents)
+                agents.append(Agent(len(agents), f"kworker/{node.id}", k, KERNEL_AGENT_MLP, False, 0.0))
     levels = cache_levels(ms.machine, calibration)
     n_levels = len(levels)
     top = max(ms.node_ids) + 1
@@ -200,11 +217,12 @@ def simulate(
         progress=progress,
         background=True,
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
+        track_pages=runtime is not None,
     )
     try:
         return _run_engine(
             ms, calibration, agents, devices, pages, feeder, levels, instances, engine_mode, seed, epoch_ns,
-            window_accesses, record_latencies,
+            window_accesses, record_latencies, runtime, kernel_agents,
         )  # fmt: skip
     finally:
         feeder.close()
@@ -224,30 +242,74 @@ def _run_engine(
     epoch_ns: float,
     window_accesses: int,
     record_latencies: bool,
+    runtime: KernelRuntime | None = None,
+    kernel_agents: dict[int, int] | None = None,
 ) -> SimulationResult:
     n_levels = len(levels)
-    for a, d in zip(agents[len(agents) - len(devices) :], devices, strict=True):
+    n_program = len(agents) - len(kernel_agents or {})
+    for a, d in zip(agents[n_program - len(devices) : n_program], devices, strict=True):
         feeder.add_block(
             a.index, feeder.device_block(d.address, d.size_bytes, d.direction == "write", n_levels, a.index)
         )
     stats = Stats(
         ms.n_initiators, ms.n_nodes, len(agents), n_levels, len(ms.resources), epoch_ns, record_latencies
     )
+    env = simpy.Environment()
+    bridge: EngineBridge | None = None
+    engine: Engine
+    if runtime is not None:
+        holder: list[Engine] = []
+        bridge = EngineBridge(
+            ms, pages, agents, kernel_agents or {}, lambda: holder[0].now_ns() if holder else 0.0,  # type: ignore[attr-defined]
+            pages.page_bytes,
+        )
     inp = EngineInput(
         ms=ms, agents=agents, feeder=feeder, stats=stats, levels=levels, instances=instances,
         prefetch_distance_lines=calibration.core.prefetch_distance_lines, epoch_ns=epoch_ns,
-        window_accesses=window_accesses,
+        window_accesses=window_accesses, bridge=bridge,
     )
-    engine: Engine = ENGINES[engine_mode](inp)
-    env = simpy.Environment()
-    env.process(engine.process(env))
-    env.run()
+    engine = ENGINES[engine_mode](inp)
+    if bridge is not None:
+        assert runtime is not None
+        holder.append(engine)
+        bridge.attach(runtime, env)
+    done = env.process(engine.process(env))
+    env.run(until=done)  # kernel daemons would run forever: the run ends with the program
     engine.flush()
     if not feeder.exhausted:
         feeder.pull()
-    return _collect(
-        ms, calibration, agents, devices, pages, stats, engine_mode, seed, epoch_ns, levels, engine.diagnostics()
+    result = _collect(
+        ms, calibration, agents[:n_program], devices, pages, stats, engine_mode, seed, epoch_ns, levels,
+        engine.diagnostics(), None if bridge is None else bridge.kernel_lines_rc,
     )
+    if bridge is not None:
+        result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
+    return result
+
+
+def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -> dict:
+    """What the run-time kernel did: its /proc/vmstat counters, pages per node over time, its copy traffic."""
+    bridge.sample(run_time_ns)
+    lines = bridge.kernel_lines_rc.reshape(ms.n_initiators, ms.n_nodes, 2)
+    return {
+        "vmstat": dict(bridge.counters()),
+        "pages_per_node_series": {
+            "node_ids": list(ms.node_ids),
+            "time_ns": list(bridge.series_ns),
+            "pages": [c.tolist() for c in bridge.series_pages],
+        },
+        "copy_bytes_read_by_node": {
+            str(n): int(lines[:, j, 0].sum()) * LINE_BYTES for j, n in enumerate(ms.node_ids)
+        },
+        "copy_bytes_written_by_node": {
+            str(n): int(lines[:, j, 1].sum()) * LINE_BYTES for j, n in enumerate(ms.node_ids)
+        },
+        "pages_copied": bridge.pages_copied,
+        "thread_moves": [
+            {"time_ns": t, "agent": a, "from_cpu": c0, "to_cpu": c1} for t, a, c0, c1 in bridge.thread_moves
+        ],
+        "late_ns_max": bridge.late_ns_max,
+    }
 
 
 def _mean(total: float, count: int) -> float:
@@ -280,6 +342,7 @@ def _collect(
     epoch_ns: float,
     levels: list,
     diagnostics: dict[str, float],
+    kernel_lines_rc: np.ndarray | None = None,
 ) -> SimulationResult:
     ids = ms.node_ids
     n_nodes = len(ids)
@@ -369,8 +432,10 @@ def _collect(
         for lv, lname in enumerate(level_names):
             level_rows.append(CacheLevelRecord(name, lname, int(st.level_hits[i, lv])))
 
-    run_time = float(st.agent_finish_ns.max()) if len(agents) else 0.0
+    run_time = float(st.agent_finish_ns[: len(agents)].max()) if len(agents) else 0.0
     lines_rc = st.memory_lines.reshape(-1).astype(float)
+    if kernel_lines_rc is not None:  # the links and controllers carried the kernel's copies too
+        lines_rc = lines_rc + kernel_lines_rc
     busy_total, lines_total = ms.resource_totals(lines_rc)
     bytes_total = lines_total * LINE_BYTES
     util = st.series.utilisation(run_time)

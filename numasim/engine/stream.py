@@ -23,7 +23,7 @@ import numpy as np
 from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
-from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, prefetch_flags
+from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, lookup_pages, prefetch_flags
 from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
@@ -70,6 +70,7 @@ class Block:
     prefetched: np.ndarray  # bool
     level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
     route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
+    page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -84,6 +85,7 @@ class Block:
             self.prefetched[a:b],
             None if self.level is None else self.level[a:b],
             None if self.route_class is None else self.route_class[a:b],
+            None if self.page is None else self.page[a:b],
         )
 
 
@@ -110,6 +112,7 @@ class Feeder:
         progress: object = None,
         background: bool = False,
         class_base: np.ndarray | None = None,
+        track_pages: bool = False,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
         self._chunks = self._distributed()
@@ -155,6 +158,9 @@ class Feeder:
         # Per agent, ``initiator * n_nodes * 2``: given, every block carries its requests' route classes.
         self.class_base = class_base
         self.accesses_read = 0
+        # With a run-time kernel, every request keeps its flat page index: the engine resolves its node when it
+        # times it, not when it was read (the kernel may have moved the page in between).
+        self.track_pages = track_pages
 
     # --- input -------------------------------------------------------------------------------------------
     def add_block(self, agent: int, block: Block) -> None:
@@ -270,7 +276,8 @@ class Feeder:
             compute = compute.astype(np.float64, copy=False)
         self._check_compute(compute, agent)
         is_write = np.asarray(chunk.is_write, dtype=bool)
-        node = self._lookup(addr)
+        page = self._lookup_pages(addr) if self.track_pages else None
+        node = self._lookup(addr) if page is None else self.pages.lookup_tables()[3][page]
         first = addr >> _LINE_SHIFT
         if int(size.max()) > 1 and ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
             last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
@@ -280,7 +287,11 @@ class Feeder:
             offset = np.arange(len(rep)) - starts[rep]
             is_first = offset == 0
             lines = first[rep] + offset.astype(np.uint64)
-            node = np.where(is_first, node[rep], self._lookup(lines << _LINE_SHIFT))
+            if page is not None:
+                page = np.where(is_first, page[rep], self._lookup_pages(lines << _LINE_SHIFT))
+                node = self.pages.lookup_tables()[3][page]
+            else:
+                node = np.where(is_first, node[rep], self._lookup(lines << _LINE_SHIFT))
             agent, is_write = agent[rep], is_write[rep]
             size = np.where(is_first, size[rep], 0)
             compute = np.where(is_first, compute[rep], 0.0)
@@ -311,6 +322,7 @@ class Feeder:
                 self._carry = self._carry_long  # the next estimate looks that far back again
         ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
         lv = None if level is None else level[order]
+        pg = None if page is None else page[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
         rc = None
         if self.class_base is not None:
@@ -331,6 +343,7 @@ class Feeder:
                     pf[lo:hi],
                     None if lv is None else lv[lo:hi],
                     None if rc is None else rc[lo:hi],
+                    None if pg is None else pg[lo:hi],
                 ),
             ))
         return out
@@ -342,6 +355,14 @@ class Feeder:
         if bad >= 0:
             return self.pages.lookup(addresses[bad : bad + 1])  # raises, naming the address
         return node
+
+    def _lookup_pages(self, addresses: np.ndarray) -> np.ndarray:
+        """Flat page index of each address (compiled); an unmapped one raises its error."""
+        starts, ends, offsets, _, shift = self.pages.lookup_tables()
+        index, bad = lookup_pages(addresses, starts, ends, offsets, shift)
+        if bad >= 0:
+            self.pages.lookup(addresses[bad : bad + 1])  # raises, naming the address
+        return index
 
     def device_block(
         self, address: int, size_bytes: int, is_write: bool, n_levels: int, agent: int = 0
@@ -372,6 +393,7 @@ class Feeder:
             np.zeros(n, dtype=bool),
             np.full(n, n_levels, dtype=np.int8),
             None if self.class_base is None else self.class_base[agent] + target.astype(np.int64) * 2 + int(is_write),
+            None if not self.track_pages else np.full(n, -1, dtype=np.int64),  # DMA targets stay as read
         )
 
     # --- output ------------------------------------------------------------------------------------------

@@ -163,8 +163,31 @@ def format_run_report(outcome: RunOutcome) -> str:
             for c in cols:
                 row.setdefault(c, 0)
         lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>)", format_table(alloc_rows, cols)]
-    lines += ["", "numastat (simulated kernel, after placement)", numastat_view(outcome).rstrip()]
+    when = "after placement" if r.kernel is None else "at the end of the run, migrations included"
+    lines += ["", f"numastat (simulated kernel, {when})", numastat_view(outcome).rstrip()]
+    if r.kernel is not None:
+        lines += ["", *kernel_report_lines(r.kernel)]
     return "\n".join(lines)
+
+
+def kernel_report_lines(kernel: dict[str, Any]) -> list[str]:
+    """The run-time kernel's part of the report: /proc/vmstat counters, pages per node at the start and the
+    end, the bytes its page copies moved."""
+    series = kernel["pages_per_node_series"]
+    nodes = series["node_ids"]
+    first, last = series["pages"][0], series["pages"][-1]
+    rows = [
+        {"node": n, "pages_start": a, "pages_end": b, "copy_read_MB": kernel["copy_bytes_read_by_node"][str(n)] / 2**20,
+         "copy_written_MB": kernel["copy_bytes_written_by_node"][str(n)] / 2**20}
+        for n, a, b in zip(nodes, first, last, strict=True)
+    ]
+    vm = kernel["vmstat"]
+    out = ["/proc/vmstat at the end of the run (automatic NUMA balancing on the simulation clock)"]
+    out += [f"{name} {value}" for name, value in vm.items()]
+    out += ["", "pages per node: start and end of the run; the kernel's page copies", format_table(rows)]
+    if kernel["thread_moves"]:
+        out += ["", "thread moves", format_table(kernel["thread_moves"], digits=0)]
+    return out
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -210,6 +233,7 @@ PLOT_FILES = (
     "initiator_target_heatmap.png",
     "utilisation_over_time.png",
     "latency_histograms.png",
+    "pages_over_time.png",
 )
 """Every figure :func:`save_run_plots` can write (a figure with nothing to show is left out)."""
 
@@ -337,7 +361,31 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
             ax.set_xlim(edges[used[0]] / 1.5, edges[used[-1] + 1] * 1.5)
         _plain_log_axis(ax)
         save(fig, "latency_histograms.png")
+    if r.kernel is not None:
+        fig = numa_balancing_figure(r.kernel)
+        save(fig, "pages_over_time.png")
     return written
+
+
+def numa_balancing_figure(kernel: dict[str, Any]) -> Any:
+    """Pages per node over the run (what automatic NUMA balancing moved, and when)."""
+    from matplotlib.figure import Figure
+
+    series = kernel["pages_per_node_series"]
+    t_ms = np.asarray(series["time_ns"]) / 1e6
+    pages = np.asarray(series["pages"])
+    fig = Figure(figsize=(6, 3.5), layout="constrained")
+    ax = fig.add_subplot()
+    for j, nid in enumerate(series["node_ids"]):
+        if pages[:, j].any():
+            ax.step(t_ms, pages[:, j], where="post", label=f"node {nid}")
+    ax.set_xlabel("simulated time (ms)")
+    ax.set_ylabel("resident pages")
+    vm = kernel["vmstat"]
+    ax.set_title(f"pages per node: {vm.get('numa_pages_migrated', 0)} migrated, "
+                 f"{vm.get('numa_hint_faults', 0)} hinting faults", fontsize=9)
+    _legend(ax)
+    return fig
 
 
 def format_comparison(rows: Sequence[dict[str, Any]]) -> str:

@@ -60,6 +60,8 @@ class Placement:
     policy: str
     pages_by_allocation: dict[str, dict[int, int]] = field(default_factory=dict)
     failed_pages: int = 0
+    task: Task | None = None
+    """The process whose memory this is (a run-time kernel acts on it)."""
 
     def numastat(self) -> dict[int, dict[str, int]]:
         """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
@@ -277,7 +279,7 @@ def place_workload(
         np.concatenate(page_numbers) if page_numbers else np.zeros(0, dtype=np.uint64),
         np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),
     )
-    return Placement(pm, kernel, shown, by_allocation, failed)
+    return Placement(pm, kernel, shown, by_allocation, failed, task)
 
 
 def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
@@ -340,4 +342,4 @@ def place_trace(
     pm = PageMap.from_arrays(pages[ok], where[ok])
     counts = np.bincount(where[ok].astype(np.int64), minlength=1)
     return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
-                     int(np.count_nonzero(~ok)))
+                     int(np.count_nonzero(~ok)), task)

@@ -21,6 +21,8 @@ import numpy as np
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import WorkloadError
+from numasim.kernel.balancing import NumaBalancing
+from numasim.kernel.balancing_config import NUMA_BALANCING_MEMORY_TIERING
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.sysctl import apply_sysctls, sysctl_values
@@ -56,27 +58,62 @@ def run_kernel_config(
     return apply_sysctls(apply_sysctls(cfg, workload_sysctls), sysctls)
 
 
-def refuse_unsimulated(cfg: KernelConfig) -> None:
+def refuse_unsimulated(cfg: KernelConfig, mode: str = "epoch") -> None:
     """Refuse a timed run whose kernel asks for what the engine does not run yet, rather than ignore it.
 
-    Automatic NUMA balancing needs its scanner and hinting faults on the simulation clock (issue 10): until
-    they run, a timed run with ``kernel.numa_balancing`` set would silently place every page once, at first
-    touch, as with 0. Kernel-only commands (``numasim numactl``, ``numastat``) take the knob: first-touch
-    placement does not depend on it.
+    Automatic NUMA balancing (``kernel.numa_balancing = 1``) runs on the simulation clock in epoch mode; memory
+    tiering (bit 2) does not yet, nor does either in exact mode: such a run would silently place every page once,
+    at first touch, as with 0. Kernel-only commands (``numasim numactl``, ``numastat``) take every value:
+    first-touch placement does not depend on it.
 
     Examples
     --------
-    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}))
+    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}))  # runs
+    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 2}))
     Traceback (most recent call last):
     ...
-    numasim.errors.WorkloadError: kernel.numa_balancing = 1: automatic NUMA balancing does not run on the simulation clock yet; a timed run would place every page once at first touch, as with 0 (set it to 0 or leave it unset)
+    numasim.errors.WorkloadError: kernel.numa_balancing = 2: memory tiering (bit 2) does not run on the simulation clock yet; a timed run would place every page once at first touch (use 0 or 1)
     """
-    mode = cfg.numa_balancing.mode
-    if mode:
+    value = cfg.numa_balancing.mode
+    if value & NUMA_BALANCING_MEMORY_TIERING:
         raise WorkloadError(
-            f"kernel.numa_balancing = {mode}: automatic NUMA balancing does not run on the simulation clock yet; "
-            "a timed run would place every page once at first touch, as with 0 (set it to 0 or leave it unset)"
+            f"kernel.numa_balancing = {value}: memory tiering (bit 2) does not run on the simulation clock yet; "
+            "a timed run would place every page once at first touch (use 0 or 1)"
         )
+    if value and str(mode) != "epoch":
+        raise WorkloadError(
+            f"kernel.numa_balancing = {value}: automatic NUMA balancing runs in epoch mode only (--mode epoch)"
+        )
+
+
+def balancing_runtime(cfg: KernelConfig, placement: Placement, allowed: Mapping[int, frozenset[int]]) -> NumaBalancing | None:
+    """The run-time kernel a timed run gets: automatic NUMA balancing when ``kernel.numa_balancing`` is 1."""
+    if not cfg.numa_balancing.mode or placement.task is None:
+        return None
+    return NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed)
+
+
+def workload_allowed_cpus(machine: Machine, workload: Workload) -> dict[int, frozenset[int]]:
+    """Per thread id, the cpus the scheduler may move it to: its ``cpu``, its ``node``'s cpus, its ``cpus``, or
+    (unpinned) every cpu."""
+    every = frozenset(machine.cpus)
+    out: dict[int, frozenset[int]] = {}
+    for t in workload.threads:
+        if t.cpu is not None:
+            out[t.id] = frozenset({t.cpu})
+        elif t.node is not None:
+            out[t.id] = frozenset(machine.node(t.node).cpus)
+        elif t.cpus is not None:
+            out[t.id] = frozenset(t.cpus)
+        else:
+            out[t.id] = every
+    return out
+
+
+def _with_kernel(inputs: dict[str, Any], runtime: NumaBalancing | None) -> dict[str, Any]:
+    if runtime is not None:
+        inputs["kernel"]["numa_balancing_runtime"] = runtime.assumptions()
+    return inputs
 
 
 def kernel_inputs(cfg: KernelConfig) -> dict[str, Any]:
@@ -156,17 +193,18 @@ def run_workload(
     see :mod:`numasim.kernel.sysctl`). The result's ``inputs["kernel"]`` records every knob."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, workload.sysctl, sysctls)
-    refuse_unsimulated(cfg)
+    refuse_unsimulated(cfg, mode)
     threads = thread_specs(machine, workload)
     placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
     total = total_accesses(workload)
+    runtime = balancing_runtime(cfg, placement, workload_allowed_cpus(machine, workload))
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
-        epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None,
+        epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
     )
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"accesses": total, "kernel": kernel_inputs(cfg)},
+        time.perf_counter() - started, _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg)}, runtime),
     )
 
 
@@ -220,7 +258,7 @@ def run_trace(
     ``sysctls`` are written to ``kernel_config`` (default ``KernelConfig()``) in order before placement."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, (), sysctls)
-    refuse_unsimulated(cfg)
+    refuse_unsimulated(cfg, mode)
     path = Path(trace)
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
@@ -234,13 +272,16 @@ def run_trace(
                                 kernel=Kernel(machine, cfg))
     except WorkloadError as exc:
         raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
+    every = frozenset(machine.cpus)
+    runtime = balancing_runtime(cfg, placement, {t.id: frozenset({t.cpu}) if cpus else every for t in threads})
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
-        seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None,
+        seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
     )
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, {"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)},
+        time.perf_counter() - started,
+        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)}, runtime),
     )
 
 

@@ -1,0 +1,522 @@
+"""Automatic NUMA balancing on the simulation clock: the scanner, hinting faults, misplaced-page migration and
+task placement (``kernel.numa_balancing = 1``).
+
+:class:`NumaBalancing` is a :class:`~numasim.engine.runtime.KernelRuntime`: ``simulate(..., runtime=...)`` runs
+it beside the program. It follows kernel/sched/fair.c and mm/ (spec section 7):
+
+- **the scanner** (``task_numa_work``): ``scan_delay_ms`` after the process starts, then every scan period, it
+  makes up to ``scan_size_mb`` of the address space PROT_NONE from where the last pass stopped, in 2 MiB chunks
+  (a chunk uses the budget only if it changed a PTE; at most 8x the budget of virtual space per pass); after the
+  last VMA it starts over and the scan sequence advances. VMAs whose policy lacks ``MPOL_F_MOF`` (any explicit
+  policy without ``MPOL_F_NUMA_BALANCING``), plug-in placed ranges and hugetlb mappings are skipped; for a
+  single-threaded process, so are pages already on its cpu's node. One numpy pass per VMA, not per page.
+- **hinting faults** (``do_numa_page``): the engine reports the first access to a protected page; the handler
+  counts ``numa_hint_faults`` (and ``_local``), asks ``mpol_misplaced`` -- for the default policy the faulting
+  cpu's node, through the two-stage ``should_numa_migrate_memory`` filter over each page's last cpupid -- and
+  migrates misplaced pages (``migrate_misplaced_folio``: only if the target node keeps more than its high
+  watermark free, else ``TNF_MIGRATE_FAIL``), with the kernel's allocator, so the nodes' free memory and the
+  numastat counters follow. The copy goes over the links and controllers (the node's kernel agent issues it);
+  the faulting thread pays the fault and the migration (:class:`BalancingCosts`).
+- **fault statistics and placement** (``task_numa_fault``, ``task_numa_placement``, ``update_task_scan_period``):
+  per thread, faults per node, private or shared (by the page's last pid), local or remote; once per scan
+  sequence the decayed counts pick the preferred node and adapt the scan period between ``task_scan_min`` and
+  ``task_scan_max``; ``numa_migrate_preferred`` moves the thread to an idle allowed cpu of its preferred node
+  or swaps it with a thread there that does not prefer that node.
+
+What is simplified is listed in docs/kernel-spec-coverage.md (rows B1-B12): among others the numa group is the
+process's threads that took shared faults, a batch of faults (one engine window) sees the thread and group
+statistics as they were at its start, and the scheduler's load balancer (which would pull threads back) is not
+modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.kernel.balancing_config import NUMA_BALANCING_NORMAL, NumaBalancingConfig
+from numasim.kernel.mempolicy import MPOL_BIND, MPOL_F_MORON, MPOL_PREFERRED_MANY, NUMA_NO_NODE
+
+if TYPE_CHECKING:
+    from numasim.kernel.kernel import Kernel
+    from numasim.kernel.task import VMA, Task
+
+__all__ = ["BalancingCosts", "NumaBalancing", "task_scan_min_ms", "task_scan_max_ms", "next_scan_period_ms"]
+
+_PAGE_SHIFT = 12
+_HPAGE_PAGES = 512
+NUMA_PERIOD_SLOTS = 10
+NUMA_PERIOD_THRESHOLD = 7
+MAX_SCAN_WINDOW_MBPS = 2560
+ACTIVE_NODE_FRACTION = 3
+
+
+@dataclass(frozen=True)
+class BalancingCosts:
+    """What the kernel's work costs the thread doing it (nominal values, not fitted; each result lists them).
+
+    Attributes
+    ----------
+    hint_fault_ns : float
+        A NUMA hinting fault without migration: trap, ``do_numa_page``, PTE restored (about 1 us on
+        Skylake-class servers in published fault-latency measurements).
+    migrate_page_ns : float
+        Added per migrated 4 KiB page on the faulting thread: isolate, unmap with TLB shootdown, copy, remap
+        (``migrate_misplaced_folio`` is synchronous). The copy's memory traffic is simulated separately, on
+        the links and controllers, by the node's kernel agent.
+    pte_update_ns : float
+        Per PTE made PROT_NONE by ``change_prot_numa``, on the thread running the scan (task work).
+    """
+
+    hint_fault_ns: float = 1_000.0
+    migrate_page_ns: float = 5_000.0
+    pte_update_ns: float = 15.0
+
+
+def task_nr_scan_windows(rss_pages: int, scan_size_mb: int) -> int:
+    """``task_nr_scan_windows``: the address space's resident size in scan-size windows (at least 1)."""
+    per_window = scan_size_mb << (20 - _PAGE_SHIFT)
+    return max(1, -(-max(rss_pages, per_window) // per_window))
+
+
+def task_scan_min_ms(cfg: NumaBalancingConfig, rss_pages: int) -> int:
+    """``task_scan_min``: never scan faster than ``MAX_SCAN_WINDOW`` (2560 MB/s) nor than ``scan_period_min``
+    spread over the windows.
+
+    >>> task_scan_min_ms(NumaBalancingConfig(), 1 << 18)  # 1 GiB: 4 windows of 256 MB
+    250
+    """
+    windows = MAX_SCAN_WINDOW_MBPS // cfg.scan_size_mb if cfg.scan_size_mb < MAX_SCAN_WINDOW_MBPS else 1
+    floor = 1000 // windows
+    return max(floor, cfg.scan_period_min_ms // task_nr_scan_windows(rss_pages, cfg.scan_size_mb))
+
+
+def task_scan_max_ms(cfg: NumaBalancingConfig, rss_pages: int) -> int:
+    """``task_scan_max`` without the numa-group sharing term."""
+    smin = task_scan_min_ms(cfg, rss_pages)
+    return max(smin, cfg.scan_period_max_ms // task_nr_scan_windows(rss_pages, cfg.scan_size_mb))
+
+
+def next_scan_period_ms(
+    period_ms: int, local: int, remote: int, failed: int, private: int, shared: int, smin: int, smax: int
+) -> tuple[int, bool]:
+    """``update_task_scan_period``: the next scan period and whether the fault-locality counts are cleared.
+
+    >>> next_scan_period_ms(1000, local=10, remote=90, failed=0, private=100, shared=0, smin=100, smax=60000)
+    (1300, True)
+    >>> next_scan_period_ms(1000, local=10, remote=90, failed=0, private=50, shared=50, smin=100, smax=60000)
+    (800, True)
+    """
+    if local + shared == 0 or failed:
+        return min(smax, period_ms << 1), False
+    slot = -(-period_ms // NUMA_PERIOD_SLOTS)
+    lr = local * NUMA_PERIOD_SLOTS // (local + remote) if local + remote else 0
+    ps = private * NUMA_PERIOD_SLOTS // (private + shared) if private + shared else 0
+    if ps >= NUMA_PERIOD_THRESHOLD:
+        diff = max(ps - NUMA_PERIOD_THRESHOLD, 1) * slot
+    elif lr >= NUMA_PERIOD_THRESHOLD:
+        diff = max(lr - NUMA_PERIOD_THRESHOLD, 1) * slot
+    else:
+        diff = -(NUMA_PERIOD_THRESHOLD - max(lr, ps)) * slot
+    return int(min(max(period_ms + diff, smin), smax)), True
+
+
+@dataclass
+class _Thread:
+    """``task_struct``'s NUMA fields for one thread (an agent of the engine)."""
+
+    agent: int
+    tid: int
+    allowed_cpus: frozenset[int]
+    faults_mem: np.ndarray  # (nodes, 2) decayed, [.., priv]
+    faults_cpu: np.ndarray
+    buf_mem: np.ndarray
+    buf_cpu: np.ndarray
+    locality: np.ndarray  # remote, local, failed
+    preferred: int = NUMA_NO_NODE
+    scan_period_ms: int = 0
+    scan_seq: int = 0
+    migrate_retry_ns: float = 0.0
+    in_group: bool = False
+
+
+@dataclass
+class _Vma:
+    vma: VMA
+    flat_lo: int
+    flat_hi: int
+    index: np.ndarray  # page index within the VMA of each flat page in [flat_lo, flat_hi)
+    moron: bool  # the policy is MOF|MORON (default, or BIND/PREFERRED_MANY with MPOL_F_NUMA_BALANCING)
+    bind_nodes: frozenset[int] | None  # MORON with a node mask: the cpu node must be in it
+
+
+class NumaBalancing:
+    """``kernel.numa_balancing = 1`` for one process of a simulated kernel (see the module docstring).
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel that placed the process's memory (its free memory and counters follow migrations).
+    task : Task
+        The process.
+    config : NumaBalancingConfig
+        The sysctls (``mode`` must have the NORMAL bit).
+    allowed_cpus : mapping of int to frozenset of int, optional
+        Per workload thread id, the cpus it may run on (default: the task's affinity).
+    costs : BalancingCosts
+        What the kernel's work costs the threads.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        task: Task,
+        config: NumaBalancingConfig,
+        *,
+        allowed_cpus: Mapping[int, frozenset[int]] | None = None,
+        costs: BalancingCosts | None = None,
+    ) -> None:
+        if not config.mode & NUMA_BALANCING_NORMAL:
+            raise ValueError(f"kernel.numa_balancing = {config.mode}: NumaBalancing models mode 1 (NORMAL)")
+        self.kernel, self.task, self.cfg = kernel, task, config
+        self.costs = costs or BalancingCosts()
+        self._allowed = dict(allowed_cpus or {})
+        self.vmstat: dict[str, int] = dict.fromkeys(
+            ("numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
+             "numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail", "numa_task_migrated", "numa_task_swapped"),
+            0,
+        )  # fmt: skip
+        self.scans: list[tuple[float, int, int]] = []  # (time, PTEs updated, scan period after)
+        self._env: simpy.Environment | None = None
+
+    # --- KernelRuntime -----------------------------------------------------------------------------------------
+    def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
+        self._env, self.ctl = env, ctl
+        nodes = self.kernel.machine.node_ids
+        self._nid = {n: k for k, n in enumerate(nodes)}
+        self._node_ids = np.array(nodes, dtype=np.int64)
+        self.cpu_node = np.full(max(self.kernel.machine.cpus, default=0) + 1, -1, dtype=np.int64)
+        for c, n in self.kernel.machine.cpu_to_node.items():
+            self.cpu_node[c] = n
+        # Flat page -> virtual page number (runs are in address order, so this is sorted), and the VMAs scanned.
+        first, count, offset = ctl.page_runs()
+        n_flat = len(ctl.page_node)
+        self.flat_vpn = np.zeros(n_flat, dtype=np.uint64)
+        for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
+            self.flat_vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
+        self.flat_vma = np.full(n_flat, -1, dtype=np.int32)
+        self.vmas: list[_Vma] = []
+        for vma in self.task.mm.vmas_in(0, 1 << 62):
+            if vma.hugetlb or not self.kernel.numa_balancing_allowed(self.task, vma):
+                continue
+            lo = int(np.searchsorted(self.flat_vpn, np.uint64(vma.start >> _PAGE_SHIFT)))
+            hi = int(np.searchsorted(self.flat_vpn, np.uint64(vma.end >> _PAGE_SHIFT)))
+            if hi <= lo:
+                continue
+            pol = self.kernel.get_vma_policy(self.task, vma)
+            moron = bool(pol.flags & MPOL_F_MORON)
+            mask = frozenset(pol.nodes) if moron and pol.mode in (MPOL_BIND, MPOL_PREFERRED_MANY) else None
+            index = (self.flat_vpn[lo:hi] - np.uint64(vma.start >> _PAGE_SHIFT)).astype(np.int64)
+            self.flat_vma[lo:hi] = len(self.vmas)
+            self.vmas.append(_Vma(vma, lo, hi, index, moron, mask))
+        self.rss_pages = int(sum(v.flat_hi - v.flat_lo for v in self.vmas))
+        # each page's last cpupid: -1 = unset (never faulted)
+        self.last_cpu = np.full(n_flat, -1, dtype=np.int64)
+        self.last_tid = np.full(n_flat, -1, dtype=np.int64)
+        n_nodes = len(nodes)
+        tids = ctl.agent_thread_id()
+        every = frozenset(self.task.cpus_allowed) or frozenset(self.kernel.machine.cpus)
+        self.threads: dict[int, _Thread] = {}
+        for a in np.flatnonzero(tids >= 0).tolist():
+            z = np.zeros((n_nodes, 2))
+            tid = int(tids[a])
+            self.threads[a] = _Thread(
+                a, tid, self._allowed.get(tid, every), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros(3)
+            )
+        self.scan_offset = 0  # position in the scanned pages, as the flat index of the next chunk's start
+        self.scan_seq = 0
+        env.process(self._scanner(env))
+
+    def on_faults(self, faults: FaultBatch) -> None:
+        if not len(faults):
+            return
+        self._handle(faults)
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.vmstat)
+
+    def assumptions(self) -> dict[str, Any]:
+        """What the run assumed about the kernel's costs (nominal, not fitted)."""
+        return {"costs": asdict(self.costs), "status": "nominal"}
+
+    # --- the scanner -------------------------------------------------------------------------------------------
+    def _smin_smax(self) -> tuple[int, int]:
+        return task_scan_min_ms(self.cfg, self.rss_pages), task_scan_max_ms(self.cfg, self.rss_pages)
+
+    def _scanner(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+        """``task_tick_numa`` + ``task_numa_work`` for the process: the thread with the shortest period scans."""
+        # init_numa_balancing: the first scan scan_delay after the start, with that as the period until the
+        # first placement adapts it (p->numa_scan_period = sysctl_numa_balancing_scan_delay)
+        seen = self.ctl.agent_requests()
+        yield env.timeout(self.cfg.scan_delay_ms * 1e6)
+        for t in self.threads.values():
+            t.scan_period_ms = self.cfg.scan_delay_ms
+        while True:
+            # task_tick_numa comes to a thread that ran since the last scan; the shortest period fires first
+            now_seen = self.ctl.agent_requests()
+            running = [t for t in self.threads.values() if now_seen[t.agent] > seen[t.agent]]
+            seen = now_seen
+            runner = min(running, key=lambda t: (t.scan_period_ms, t.agent), default=None)
+            if runner is not None:
+                self._scan(runner)
+            period = runner.scan_period_ms if runner is not None else self.cfg.scan_period_min_ms
+            self._next_scan_ns = env.now + period * 1e6
+            while env.now < self._next_scan_ns:
+                yield env.timeout(self._next_scan_ns - env.now)
+
+    def _scan(self, runner: _Thread) -> None:
+        """One ``task_numa_work`` pass from ``scan_offset``: protect present pages chunk by chunk."""
+        budget = self.cfg.scan_size_mb << (20 - _PAGE_SHIFT)
+        virt = 8 * budget
+        updated_total = 0
+        single = len(self.threads) == 1
+        own_node = self.cpu_node[int(self.ctl.agent_cpu()[runner.agent])] if single else -1
+        wrapped = False
+        for k, v in enumerate(self.vmas):
+            if v.flat_hi <= self.scan_offset:
+                continue
+            lo = max(v.flat_lo, self.scan_offset)
+            idx = v.index[lo - v.flat_lo :]
+            chunk = idx // _HPAGE_PAGES  # 2 MiB-aligned chunks of the VMA's virtual pages
+            starts = np.r_[0, np.flatnonzero(np.diff(chunk)) + 1]
+            page_node = self.ctl.page_node[lo : v.flat_hi]
+            prot = self.ctl.page_protected[lo : v.flat_hi]
+            eligible = ~prot & ((page_node != own_node) if single else True)
+            per_chunk = np.add.reduceat(eligible.astype(np.int64), starts)
+            # a chunk's virtual span: from its first page (or the VMA's start) to the chunk's end
+            span = np.minimum((chunk[starts] + 1) * _HPAGE_PAGES, v.vma.npages) - np.maximum(
+                chunk[starts] * _HPAGE_PAGES, idx[0] if len(idx) else 0
+            )
+            used = np.where(per_chunk > 0, span, 0)
+            stop = np.flatnonzero((np.cumsum(used) >= budget) | (np.cumsum(span) >= virt))
+            last = int(stop[0]) if len(stop) else len(starts) - 1
+            end = int(starts[last + 1]) if last + 1 < len(starts) else len(idx)
+            take = np.flatnonzero(eligible[:end]) + lo
+            self.ctl.page_protected[take] = True
+            updated_total += len(take)
+            budget -= int(used[: last + 1].sum())
+            virt -= int(span[: last + 1].sum())
+            self.scan_offset = lo + end
+            if budget <= 0 or virt <= 0:
+                if self.scan_offset >= self.vmas[-1].flat_hi:
+                    wrapped = True
+                break
+            if k == len(self.vmas) - 1:
+                wrapped = True
+        else:
+            wrapped = True
+        if wrapped:  # reset_ptenuma_scan
+            self.scan_seq += 1
+            self.scan_offset = 0
+        self.vmstat["numa_pte_updates"] += updated_total
+        if updated_total:
+            self.ctl.stall(np.array([runner.agent]), np.array([updated_total * self.costs.pte_update_ns]))
+        assert self._env is not None
+        self.scans.append((float(self._env.now), updated_total, runner.scan_period_ms))
+
+    # --- hinting faults ----------------------------------------------------------------------------------------
+    def _handle(self, f: FaultBatch) -> None:
+        assert self._env is not None
+        now = float(f.time_ns[-1])
+        cpus = self.ctl.agent_cpu()
+        cpu = cpus[f.agent]
+        cpu_node = self.cpu_node[cpu]
+        src = f.node.astype(np.int64)
+        self.vmstat["numa_hint_faults"] += len(f)
+        self.vmstat["numa_hint_faults_local"] += int(np.count_nonzero(src == cpu_node))
+        vma_of = self.flat_vma[f.page]
+        # should_numa_migrate_memory's cpupid exchange (every page of a batch faults once)
+        last_cpu, last_tid = self.last_cpu[f.page], self.last_tid[f.page]
+        tid = np.array([self.threads[a].tid for a in f.agent.tolist()], dtype=np.int64)
+        self.last_cpu[f.page], self.last_tid[f.page] = cpu, tid
+        unset = last_tid < 0
+        same_pid = last_tid == tid
+        last_node = np.where(unset, -1, self.cpu_node[np.maximum(last_cpu, 0)])
+        ts = [self.threads[a] for a in f.agent.tolist()]
+        early = np.array([t.preferred == NUMA_NO_NODE or t.scan_seq <= 4 for t in ts], dtype=bool)
+        grouped = np.array([t.in_group for t in ts], dtype=bool)
+        first = early & (unset | same_pid)  # first faults and private faults early in the task's life
+        stage1_fail = ~unset & (last_node != cpu_node)  # the same node must be seen twice in a row
+        rest = ~first & ~stage1_fail & ~same_pid  # shared faults
+        ok = first | (~stage1_fail & same_pid) | (rest & ~grouped)
+        if (rest & grouped).any():
+            ok |= rest & grouped & self._group_allows(src, cpu_node, f.agent)
+        # mpol_misplaced: MORON policies target the cpu's node (if in a BIND mask); others ask the kernel
+        target = np.full(len(f), NUMA_NO_NODE, dtype=np.int64)
+        moron = np.array([self.vmas[v].moron for v in vma_of.tolist()], dtype=bool)
+        allowed = np.array(
+            [self.vmas[v].bind_nodes is None or int(n) in self.vmas[v].bind_nodes  # type: ignore[operator]
+             for v, n in zip(vma_of.tolist(), cpu_node.tolist(), strict=True)],
+            dtype=bool,
+        )  # fmt: skip
+        has_memory = np.array(
+            [any(z.managed_pages > 0 for z in self.kernel.pm.node_zones(int(n))) for n in cpu_node.tolist()], dtype=bool
+        )
+        pick = moron & allowed & ok & has_memory
+        target[pick] = cpu_node[pick]
+        for i in np.flatnonzero(~moron).tolist():  # MOF without MORON (MPOL_MF_LAZY): the policy's node
+            v = self.vmas[int(vma_of[i])]
+            addr = v.vma.start + (int(v.index[int(f.page[i]) - v.flat_lo]) << _PAGE_SHIFT)
+            target[i] = self.kernel.mpol_misplaced(self.task, addr, cpu=int(cpu[i]))
+        target[target == src] = NUMA_NO_NODE
+        mem_node = src.copy()
+        failed = np.zeros(len(f), dtype=bool)
+        migrated = np.zeros(len(f), dtype=bool)
+        want = np.flatnonzero(target != NUMA_NO_NODE)
+        for dst in np.unique(target[want]).tolist():
+            rows = want[target[want] == dst]
+            room = self._balanced_room(int(dst))
+            go, no = rows[:room], rows[room:]
+            failed[no] = True
+            for v in np.unique(vma_of[go]).tolist():
+                r = go[vma_of[go] == v]
+                vv = self.vmas[v]
+                idx = vv.index[f.page[r] - vv.flat_lo]
+                moved_before = vv.vma.nodes[idx].copy()
+                self.kernel.migrate_vma_pages(self.task, vv.vma, idx, int(dst))
+                ok_rows = vv.vma.nodes[idx] == dst
+                moved = r[ok_rows & (moved_before != dst)]
+                failed[r[~ok_rows]] = True
+                migrated[moved] = True
+                self.ctl.page_node[f.page[moved]] = dst
+                mem_node[moved] = dst
+                self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), src[moved].astype(np.int16),
+                                    np.full(len(moved), dst, dtype=np.int16))
+        n_mig = int(migrated.sum())
+        self.vmstat["numa_pages_migrated"] += n_mig
+        self.vmstat["pgmigrate_success"] += n_mig
+        self.vmstat["pgmigrate_fail"] += int(failed.sum())
+        self.ctl.stall(f.agent, self.costs.hint_fault_ns + migrated * self.costs.migrate_page_ns)
+        # task_numa_fault: per-thread buffers (private: first fault or the same pid)
+        priv = (unset | same_pid).astype(np.int64)
+        local = (cpu_node == mem_node).astype(np.int64)
+        n_idx = np.array([self._nid[int(n)] for n in mem_node.tolist()], dtype=np.int64)
+        c_idx = np.array([self._nid[int(n)] for n in cpu_node.tolist()], dtype=np.int64)
+        for a in np.unique(f.agent).tolist():
+            t = self.threads[a]
+            r = f.agent == a
+            np.add.at(t.buf_mem, (n_idx[r], priv[r]), 1)
+            np.add.at(t.buf_cpu, (c_idx[r], priv[r]), 1)
+            if (priv[r] == 0).any():
+                t.in_group = True
+            shared_local = self._shared_local(n_idx[r], c_idx[r], priv[r]) if t.in_group else 0
+            t.locality[0] += int(np.count_nonzero(local[r] == 0)) - shared_local
+            t.locality[1] += int(np.count_nonzero(local[r] == 1)) + shared_local
+            t.locality[2] += int(np.count_nonzero(failed[r]))
+            if now > t.migrate_retry_ns:
+                self._placement(t)
+                self._migrate_preferred(t, now)
+
+    def _balanced_room(self, nid: int) -> int:
+        """``migrate_balanced_pgdat``: pages node ``nid`` can take and stay above a zone's high watermark."""
+        movable = 3
+        room = [
+            z.free_pages - z.wmark_high - z.lowmem_reserve[movable]
+            for z in self.kernel.pm.node_zones(nid)
+            if z.managed_pages > 0
+        ]
+        return max(0, max(room, default=0))
+
+    def _group(self) -> list[_Thread]:
+        return [t for t in self.threads.values() if t.in_group]
+
+    def _group_allows(self, src: np.ndarray, dst: np.ndarray, agents: np.ndarray) -> np.ndarray:
+        """The shared-fault tail of ``should_numa_migrate_memory`` (group CPU faults decide)."""
+        members = self._group()
+        if not members:
+            return np.ones(len(src), dtype=bool)
+        gcpu = np.sum([t.faults_cpu.sum(axis=1) for t in members], axis=0)
+        si = np.array([self._nid[int(n)] for n in src.tolist()])
+        di = np.array([self._nid[int(n)] for n in dst.tolist()])
+        own = np.array([self.threads[a].faults_mem.sum(axis=1) for a in agents.tolist()])
+        rows = np.arange(len(src))
+        allow = gcpu[di] > gcpu[si] * ACTIVE_NODE_FRACTION
+        allow |= gcpu[di] * own[rows, si] * 3 > gcpu[si] * own[rows, di] * 4
+        return np.asarray(allow, dtype=bool)
+
+    def _shared_local(self, mem: np.ndarray, cpu: np.ndarray, priv: np.ndarray) -> int:
+        """Shared faults between two of the group's active nodes count as local."""
+        members = self._group()
+        if not members:
+            return 0
+        gcpu = np.sum([t.faults_cpu.sum(axis=1) for t in members], axis=0)
+        if gcpu.max() <= 0:
+            return 0
+        active = gcpu * ACTIVE_NODE_FRACTION > gcpu.max()
+        if active.sum() <= 1:
+            return 0
+        return int(np.count_nonzero((priv == 0) & (mem != cpu) & active[mem] & active[cpu]))
+
+    def _placement(self, t: _Thread) -> None:
+        """``task_numa_placement``: once per completed scan sequence."""
+        if t.scan_seq == self.scan_seq:
+            return
+        t.scan_seq = self.scan_seq
+        fault_types = t.buf_mem.sum(axis=0)  # shared, private
+        t.faults_mem = t.faults_mem / 2 + t.buf_mem
+        t.faults_cpu = t.faults_cpu / 2 + t.buf_cpu
+        t.buf_mem[:] = 0
+        t.buf_cpu[:] = 0
+        members = self._group() if t.in_group else [t]
+        faults = np.sum([m.faults_mem for m in members], axis=0).sum(axis=1)
+        if faults.max() > 0:
+            best = int(self._node_ids[int(np.argmax(faults))])
+            t.preferred = self._nearest_cpu_node(best)
+        smin, smax = self._smin_smax()
+        period, clear = next_scan_period_ms(
+            t.scan_period_ms, int(t.locality[1]), int(t.locality[0]), int(t.locality[2]),
+            int(fault_types[1]), int(fault_types[0]), smin, smax,
+        )  # fmt: skip
+        t.scan_period_ms = period
+        if clear:
+            t.locality[:] = 0
+
+    def _nearest_cpu_node(self, nid: int) -> int:
+        m = self.kernel.machine
+        if m.node(nid).cpus:
+            return nid
+        row = m.slit()[m.index_of(nid)]
+        return min((n.id for n in m.nodes if n.cpus), key=lambda n: (row[m.index_of(n)], n))
+
+    def _migrate_preferred(self, t: _Thread, now: float) -> None:
+        """``numa_migrate_preferred`` -> ``task_numa_migrate``: an idle allowed cpu on the preferred node, else
+        a swap with a thread there that prefers another node (no load-balance checks)."""
+        t.migrate_retry_ns = now + min(1e9, t.scan_period_ms * 1e6 / 16)
+        if t.preferred == NUMA_NO_NODE:
+            return
+        cpus = self.ctl.agent_cpu()
+        if self.cpu_node[cpus[t.agent]] == t.preferred:
+            return
+        node_cpus = sorted(self.kernel.machine.node(t.preferred).cpus)
+        busy = set(cpus.tolist())
+        idle = [c for c in node_cpus if c in t.allowed_cpus and c not in busy]
+        if idle:
+            self.ctl.move_thread(t.agent, idle[0])
+            self.vmstat["numa_task_migrated"] += 1
+            return
+        here = int(cpus[t.agent])
+        for other in self.threads.values():
+            oc = int(cpus[other.agent])
+            if (
+                other is not t and self.cpu_node[oc] == t.preferred and other.preferred != t.preferred
+                and oc in t.allowed_cpus and here in other.allowed_cpus
+            ):  # fmt: skip
+                self.ctl.move_thread(t.agent, oc)
+                self.ctl.move_thread(other.agent, here)
+                self.vmstat["numa_task_swapped"] += 1
+                return

@@ -1,0 +1,208 @@
+"""Automatic NUMA balancing on the simulation clock (numasim.kernel.balancing + the engine's run-time interface)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numasim.engine.pagemap import PageMap
+from numasim.engine.simulate import simulate
+from numasim.engine.spec import ThreadSpec
+from numasim.errors import WorkloadError
+from numasim.kernel.balancing import next_scan_period_ms, task_scan_max_ms, task_scan_min_ms
+from numasim.kernel.balancing_config import NumaBalancingConfig
+from numasim.timing.resolve import resolve_calibration
+from numasim.topology.io import load_machine
+from numasim.workload.access import AccessChunk
+from numasim.workload.run import run_workload
+from numasim.workload.spec import Workload
+
+MACHINE = "seed-003-2node"
+FAST = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 10)]
+
+
+def _workload(size: str = "16M", accesses: int = 150_000, policy: str = "default", threads: list | None = None,
+              compute_ns: float = 200.0) -> Workload:
+    return Workload.model_validate({
+        "name": "wrong-node",
+        "threads": threads or [{"id": 0, "node": 0}, {"id": 1, "node": 1}],
+        "allocations": [{"name": "data", "size_bytes": size, "first_touch": 1, "policy": policy}],
+        "phases": [{"pattern": "random", "allocation": "data", "threads": [0], "accesses": accesses,
+                    "compute_ns": compute_ns}],
+    })  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def machine():  # type: ignore[no-untyped-def]
+    return load_machine(MACHINE)
+
+
+@pytest.fixture(scope="module")
+def cal(machine):  # type: ignore[no-untyped-def]
+    return resolve_calibration(machine, nominal=True)
+
+
+# --- the kernel's formulas (spec 7.6) ------------------------------------------------------------------------
+def test_scan_period_bounds_follow_the_address_space_size() -> None:
+    cfg = NumaBalancingConfig(mode=1)
+    assert task_scan_min_ms(cfg, 1) == 1000  # one window: scan_period_min
+    assert task_scan_min_ms(cfg, 1 << 20) == 100  # 4 GiB = 16 windows: 62 ms, floored at 1000 / (2560 / 256)
+    assert task_scan_max_ms(cfg, 1 << 18) == 15000  # 60 s over 4 windows
+    fast = NumaBalancingConfig(mode=1, scan_period_min_ms=10, scan_size_mb=512)
+    assert task_scan_min_ms(fast, 1) == 200  # 1000 // (2560 // 512)
+
+
+@pytest.mark.parametrize(
+    ("local", "remote", "failed", "private", "shared", "expected"),
+    [
+        (0, 100, 0, 100, 0, (2000, False)),  # no local and no shared fault: scan slower, counts kept
+        (50, 50, 3, 100, 0, (2000, False)),  # a failed migration: slower
+        (90, 10, 0, 50, 50, (1200, True)),  # mostly local: +2 slots
+        (10, 90, 0, 100, 0, (1300, True)),  # private (ps = 10): +3 slots
+        (10, 90, 0, 50, 50, (800, True)),  # remote and mixed: faster by 7 - max(1, 5) slots
+        (0, 100, 0, 0, 100, (500, True)),  # remote and shared: faster by 7 slots, held at task_scan_min
+    ],
+)
+def test_update_task_scan_period(local, remote, failed, private, shared, expected) -> None:  # type: ignore[no-untyped-def]
+    period, cleared = next_scan_period_ms(1000, local, remote, failed, private, shared, smin=500, smax=60000)
+    assert (period, cleared) == expected
+
+
+# --- the engine's side -----------------------------------------------------------------------------------------
+class _Idle:
+    def attach(self, env, ctl):  # type: ignore[no-untyped-def]
+        self.ctl = ctl
+
+    def on_faults(self, faults):  # type: ignore[no-untyped-def]
+        raise AssertionError("no page is protected")
+
+    def counters(self) -> dict[str, int]:
+        return {}
+
+
+def _random_run(machine, cal, runtime=None):  # type: ignore[no-untyped-def]
+    pm = PageMap()
+    pm.assign(0, np.array([1] * 512 + [0] * 512, dtype=np.int16))
+    rng = np.random.default_rng(3)
+    addr = rng.integers(0, 1024 * 4096, 40_000).astype(np.uint64)
+    cpus = sorted(machine.node(0).cpus)
+    chunk = AccessChunk.build(addr, thread=np.arange(len(addr)) % 2, compute_ns=np.full(len(addr), 20.0))
+    threads = [ThreadSpec(0, cpu=cpus[0]), ThreadSpec(1, cpu=cpus[1])]
+    return simulate(machine, cal, threads, [chunk], pm, runtime=runtime)
+
+
+def test_a_kernel_that_does_nothing_changes_nothing(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    plain = _random_run(machine, cal)
+    idle = _random_run(machine, cal, _Idle())
+    assert idle.run_time_ns == plain.run_time_ns
+    assert [n.accesses for n in idle.nodes] == [n.accesses for n in plain.nodes]
+    assert [t.finish_ns for t in idle.threads] == [t.finish_ns for t in plain.threads]
+    assert idle.kernel is not None and idle.kernel["pages_copied"] == 0
+    assert [r.bytes for r in idle.resources] == [r.bytes for r in plain.resources]
+
+
+def test_exact_mode_refuses_a_run_time_kernel(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    pm = PageMap()
+    pm.assign(0, np.zeros(1, dtype=np.int16))
+    with pytest.raises(WorkloadError, match="epoch mode only"):
+        simulate(machine, cal, [ThreadSpec(0, cpu=0)], [AccessChunk.build(np.array([0]))], pm, mode="exact",
+                 runtime=_Idle())
+
+
+# --- balancing end to end ----------------------------------------------------------------------------------------
+def test_misplaced_memory_moves_to_the_thread(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload()
+    off = run_workload(machine, w, cal)
+    on = run_workload(machine, w, cal, sysctls=FAST)
+    k = on.result.kernel
+    assert off.result.kernel is None
+    vm = k["vmstat"]
+    pages = 4096
+    assert vm["numa_pages_migrated"] == pages == vm["pgmigrate_success"]
+    assert k["pages_per_node_series"]["pages"][0] == [0, pages]
+    assert k["pages_per_node_series"]["pages"][-1] == [pages, 0]
+    assert on.result.node(0).pages_resident == pages
+    # the kernel's own view followed: the VMA's pages and the nodes' free memory
+    (vma,) = on.placement.task.mm.vmas_in(0, 1 << 62)
+    assert (vma.nodes == 0).all()
+    assert on.placement.kernel.pm.counters.item(0)["numa_hit"] >= pages  # the new pages were allocated on node 0
+    # every fault needs a protected PTE; a local fault is a fault
+    assert vm["numa_hint_faults_local"] <= vm["numa_hint_faults"] <= vm["numa_pte_updates"]
+    # the copies went over the link: read on node 1, written on node 0, never more than the pages moved
+    assert 0 < k["copy_bytes_read_by_node"]["1"] <= pages * 4096
+    assert k["copy_bytes_written_by_node"]["0"] == k["copy_bytes_read_by_node"]["1"]
+    assert on.result.node(0).accesses > 0.3 * off.result.accesses  # from about 10 ms (scan_delay) of 30 on
+    assert on.inputs["kernel"]["numa_balancing_runtime"]["status"] == "nominal"
+
+
+def test_first_scan_waits_for_scan_delay(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(accesses=40_000)  # about 13 ms of run
+    late = run_workload(machine, w, cal, sysctls=[("kernel.numa_balancing", 1)])  # scan_delay 1000 ms
+    assert late.result.kernel["vmstat"]["numa_pte_updates"] == 0
+    assert late.result.kernel["pages_per_node_series"]["pages"][-1] == [0, 4096]
+
+
+def test_explicit_policy_is_not_scanned_but_balancing_flag_is(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    bound = run_workload(machine, _workload(policy="bind:1"), cal, sysctls=FAST)
+    assert bound.result.kernel["vmstat"]["numa_pte_updates"] == 0
+    # MPOL_BIND|MPOL_F_NUMA_BALANCING: scanned, the thread's node is outside the mask, so nothing migrates;
+    # the faults make node 1 the thread's preferred node and an unpinned thread moves there
+    flagged = run_workload(machine, _workload(policy="bind:1:balancing", threads=[{"id": 0, "cpus": [0, 6]},
+                                                                               {"id": 1, "cpu": 7}]),
+                           cal, sysctls=FAST)
+    vm = flagged.result.kernel["vmstat"]
+    assert vm["numa_pte_updates"] > 0 and vm["numa_pages_migrated"] == 0
+    moves = flagged.result.kernel["thread_moves"]
+    assert moves and moves[0]["from_cpu"] == 0 and moves[0]["to_cpu"] == 6
+    assert vm["numa_task_migrated"] == 1
+
+
+def test_same_seed_same_result(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    a = run_workload(machine, _workload(accesses=60_000), cal, sysctls=FAST, seed=5).to_dict()
+    b = run_workload(machine, _workload(accesses=60_000), cal, sysctls=FAST, seed=5).to_dict()
+    assert a == b
+
+
+def test_tiering_is_refused_with_the_reason(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(WorkloadError, match="memory tiering"):
+        run_workload(machine, _workload(), cal, sysctls=[("kernel.numa_balancing", 2)])
+    with pytest.raises(WorkloadError, match="epoch mode only"):
+        run_workload(machine, _workload(), cal, sysctls=FAST, mode="exact")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    size_mb=st.integers(1, 8),
+    node0=st.integers(0, 1),
+    delay_ms=st.sampled_from([1, 5, 20]),
+    scan_mb=st.sampled_from([1, 4, 256]),
+    seed=st.integers(0, 3),
+)
+def test_invariants(machine, cal, size_mb, node0, delay_ms, scan_mb, seed) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(size=f"{size_mb}M", accesses=30_000, threads=[{"id": 0, "node": node0}, {"id": 1, "node": 1}])
+    out = run_workload(machine, w, cal, seed=seed, sysctls=[
+        ("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", delay_ms),
+        ("kernel.numa_balancing_scan_size_mb", scan_mb)])  # fmt: skip
+    k = out.result.kernel
+    series = np.array(k["pages_per_node_series"]["pages"])
+    assert (series.sum(axis=1) == size_mb * 256).all()  # pages are conserved at every sample
+    vm = k["vmstat"]
+    assert vm["numa_hint_faults_local"] <= vm["numa_hint_faults"] <= vm["numa_pte_updates"]
+    assert vm["numa_pages_migrated"] <= vm["numa_hint_faults"]
+    assert series[-1, 0] - series[0, 0] == vm["numa_pages_migrated"] * (1 if node0 == 0 else 0) or node0 == 1
+    for n in out.result.nodes:  # physically possible: no memory request faster than its idle route
+        if n.memory_accesses:
+            assert n.memory_latency_mean_ns >= n.memory_idle_latency_ns - 1e-6
+    free = out.placement.kernel.free_pages_per_node()
+    assert (free >= 0).all()
+
+
+def test_report_and_figure(machine, cal, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from numasim.report.run_report import format_run_report, save_run_plots
+
+    out = run_workload(machine, _workload(accesses=60_000), cal, sysctls=FAST)
+    text = format_run_report(out)
+    assert "numa_pages_migrated " in text and "at the end of the run, migrations included" in text
+    assert "pages_over_time.png" in [p.name for p in save_run_plots(out, tmp_path)]
