@@ -140,6 +140,9 @@ def _k(name: str, field: str, default: str, source: str, *, aliases: tuple[str, 
 
 
 _DEBUGFS = "/sys/kernel/debug/sched/numa_balancing/"
+_ARTICLE_004 = "/sys/kernel/mm/numa_balancing/"
+"""Article 004 writes the scanner's knobs under this directory; no mainline kernel has it (the files are in
+debugfs since 5.13), but a user copying the article's commands gets the knob they meant."""
 
 KNOBS: tuple[Knob, ...] = (
     _k("kernel.numa_balancing", "numa_balancing.mode", "0", "kernel/sched/core.c sched_core_sysctls; "
@@ -147,17 +150,17 @@ KNOBS: tuple[Knob, ...] = (
        low=0, high=3),
     _k("kernel.numa_balancing_scan_delay_ms", "numa_balancing.scan_delay_ms", "1000",
        "kernel/sched/fair.c sysctl_numa_balancing_scan_delay; debugfs since 5.13",
-       aliases=(_DEBUGFS + "scan_delay_ms",), low=0, high=_U32_MAX),
+       aliases=(_DEBUGFS + "scan_delay_ms", _ARTICLE_004 + "scan_delay_ms"), low=0, high=_U32_MAX),
     _k("kernel.numa_balancing_scan_period_min_ms", "numa_balancing.scan_period_min_ms", "1000",
        "kernel/sched/fair.c sysctl_numa_balancing_scan_period_min; debugfs since 5.13",
-       aliases=(_DEBUGFS + "scan_period_min_ms",), low=0, high=_U32_MAX),
+       aliases=(_DEBUGFS + "scan_period_min_ms", _ARTICLE_004 + "scan_period_min_ms"), low=0, high=_U32_MAX),
     _k("kernel.numa_balancing_scan_period_max_ms", "numa_balancing.scan_period_max_ms", "60000",
        "kernel/sched/fair.c sysctl_numa_balancing_scan_period_max; debugfs since 5.13",
-       aliases=(_DEBUGFS + "scan_period_max_ms",), low=0, high=_U32_MAX),
+       aliases=(_DEBUGFS + "scan_period_max_ms", _ARTICLE_004 + "scan_period_max_ms"), low=0, high=_U32_MAX),
     _k("kernel.numa_balancing_scan_size_mb", "numa_balancing.scan_size_mb", "256",
        "kernel/sched/fair.c sysctl_numa_balancing_scan_size; kernel/sysctl.c <= 5.12 extra1 = SYSCTL_ONE "
        "(0 would divide by zero in task_numa_work; the debugfs u32 does not check, numasim keeps >= 1)",
-       aliases=(_DEBUGFS + "scan_size_mb",), low=1, high=_U32_MAX),
+       aliases=(_DEBUGFS + "scan_size_mb", _ARTICLE_004 + "scan_size_mb"), low=1, high=_U32_MAX),
     _k(_DEBUGFS + "hot_threshold_ms", "numa_balancing.hot_threshold_ms", "1000",
        "kernel/sched/fair.c sysctl_numa_balancing_hot_threshold = MSEC_PER_SEC (5.18+, debugfs only)",
        aliases=("kernel.numa_balancing_hot_threshold_ms",), low=0, high=_U32_MAX),
