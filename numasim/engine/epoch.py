@@ -44,6 +44,11 @@ from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 __all__ = ["EpochEngine"]
 
 
+FAULT_WINDOW_NS = 1e6
+"""With a run-time kernel and protected pages, a window lasts about this long at most: the kernel handles a
+hinting fault at most this late (and the faulting thread's other accesses to the page until then go to its old
+node)."""
+
 _SERIES_ROWS = 4096
 _RING_ROWS = 256
 
@@ -157,6 +162,8 @@ class EpochEngine:
         assert self.bridge is not None
         # the delays the kernel owes threads come first: they use up part of the gap
         gap = env.peek() - self.now_ns() - float(self.bridge.pending_stall_ns.max(initial=0.0))
+        if self.bridge.page_protected.any():  # hinting faults to come: handle them within FAULT_WINDOW_NS
+            gap = min(gap, FAULT_WINDOW_NS)
         if not np.isfinite(gap):
             return per_agent
         if self._ns_per_request <= 0:
