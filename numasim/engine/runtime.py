@@ -208,6 +208,7 @@ class EngineBridge:
         self.series_pages: list[np.ndarray] = []
         self.late_ns_max = 0.0
         self._requests = np.zeros(len(self.agents), dtype=np.int64)
+        self._sampled_at_copies = -1
         self._runtime: KernelRuntime | None = None
 
     # --- EngineControl ---------------------------------------------------------------------------------------
@@ -255,8 +256,12 @@ class EngineBridge:
         runtime.attach(env, self)
         self.sample(0.0)
 
-    def sample(self, t_ns: float) -> None:
-        """Record pages per node (node order of the memory system) at ``t_ns``."""
+    def sample(self, t_ns: float, *, force: bool = False) -> None:
+        """Record pages per node (node order of the memory system) at ``t_ns`` if pages moved since the last
+        record (a kernel that moves a page copies it), or ``force``: the series holds every change and the end."""
+        if self.series_pages and self.pages_copied == self._sampled_at_copies and not force:
+            return
+        self._sampled_at_copies = self.pages_copied
         counts = np.bincount(self.page_node, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]
         if self.series_pages and t_ns <= self.series_ns[-1]:
             self.series_pages[-1] = counts

@@ -289,7 +289,7 @@ def _run_engine(
 
 def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -> dict:
     """What the run-time kernel did: its /proc/vmstat counters, pages per node over time, its copy traffic."""
-    bridge.sample(run_time_ns)
+    bridge.sample(run_time_ns, force=True)
     lines = bridge.kernel_lines_rc.reshape(ms.n_initiators, ms.n_nodes, 2)
     return {
         "vmstat": dict(bridge.counters()),

@@ -225,6 +225,18 @@ class NumaBalancing:
             self.flat_vma[lo:hi] = len(self.vmas)
             self.vmas.append(_Vma(vma, lo, hi, index, moron, mask))
         self.rss_pages = int(sum(v.flat_hi - v.flat_lo for v in self.vmas))
+        # per node id: its index, whether it has memory; per scanned VMA: MORON, and which cpu nodes its mask allows
+        top = max(nodes) + 1
+        self._index_of = np.zeros(top, dtype=np.int64)
+        self._index_of[self._node_ids] = np.arange(len(nodes))
+        self._has_memory = np.zeros(top, dtype=bool)
+        for n in nodes:
+            self._has_memory[n] = any(z.managed_pages > 0 for z in self.kernel.pm.node_zones(n))
+        self._vma_moron = np.array([v.moron for v in self.vmas] + [False], dtype=bool)
+        self._vma_allows = np.ones((len(self.vmas) + 1, len(nodes)), dtype=bool)
+        for k, v in enumerate(self.vmas):
+            if v.bind_nodes is not None:
+                self._vma_allows[k] = [n in v.bind_nodes for n in nodes]
         # each page's last cpupid: -1 = unset (never faulted)
         self.last_cpu = np.full(n_flat, -1, dtype=np.int64)
         self.last_tid = np.full(n_flat, -1, dtype=np.int64)
@@ -342,14 +354,21 @@ class NumaBalancing:
         vma_of = self.flat_vma[f.page]
         # should_numa_migrate_memory's cpupid exchange (every page of a batch faults once)
         last_cpu, last_tid = self.last_cpu[f.page], self.last_tid[f.page]
-        tid = np.array([self.threads[a].tid for a in f.agent.tolist()], dtype=np.int64)
+        # the threads' state as the batch starts, per agent (a handful of threads: one pass, then gathers)
+        n_agents = len(cpus)
+        tid_of = np.full(n_agents, -1, dtype=np.int64)
+        early_of = np.zeros(n_agents, dtype=bool)
+        grouped_of = np.zeros(n_agents, dtype=bool)
+        for a, t in self.threads.items():
+            tid_of[a] = t.tid
+            early_of[a] = t.preferred == NUMA_NO_NODE or t.scan_seq <= 4
+            grouped_of[a] = t.in_group
+        tid = tid_of[f.agent]
         self.last_cpu[f.page], self.last_tid[f.page] = cpu, tid
         unset = last_tid < 0
         same_pid = last_tid == tid
         last_node = np.where(unset, -1, self.cpu_node[np.maximum(last_cpu, 0)])
-        ts = [self.threads[a] for a in f.agent.tolist()]
-        early = np.array([t.preferred == NUMA_NO_NODE or t.scan_seq <= 4 for t in ts], dtype=bool)
-        grouped = np.array([t.in_group for t in ts], dtype=bool)
+        early, grouped = early_of[f.agent], grouped_of[f.agent]
         first = early & (unset | same_pid)  # first faults and private faults early in the task's life
         stage1_fail = ~unset & (last_node != cpu_node)  # the same node must be seen twice in a row
         rest = ~first & ~stage1_fail & ~same_pid  # shared faults
@@ -358,16 +377,9 @@ class NumaBalancing:
             ok |= rest & grouped & self._group_allows(src, cpu_node, f.agent)
         # mpol_misplaced: MORON policies target the cpu's node (if in a BIND mask); others ask the kernel
         target = np.full(len(f), NUMA_NO_NODE, dtype=np.int64)
-        moron = np.array([self.vmas[v].moron for v in vma_of.tolist()], dtype=bool)
-        allowed = np.array(
-            [self.vmas[v].bind_nodes is None or int(n) in self.vmas[v].bind_nodes  # type: ignore[operator]
-             for v, n in zip(vma_of.tolist(), cpu_node.tolist(), strict=True)],
-            dtype=bool,
-        )  # fmt: skip
-        has_memory = np.array(
-            [any(z.managed_pages > 0 for z in self.kernel.pm.node_zones(int(n))) for n in cpu_node.tolist()], dtype=bool
-        )
-        pick = moron & allowed & ok & has_memory
+        moron = self._vma_moron[vma_of]
+        allowed = self._vma_allows[vma_of, self._index_of[cpu_node]]
+        pick = moron & allowed & ok & self._has_memory[cpu_node]
         target[pick] = cpu_node[pick]
         for i in np.flatnonzero(~moron).tolist():  # MOF without MORON (MPOL_MF_LAZY): the policy's node
             v = self.vmas[int(vma_of[i])]
@@ -405,8 +417,7 @@ class NumaBalancing:
         # task_numa_fault: per-thread buffers (private: first fault or the same pid)
         priv = (unset | same_pid).astype(np.int64)
         local = (cpu_node == mem_node).astype(np.int64)
-        n_idx = np.array([self._nid[int(n)] for n in mem_node.tolist()], dtype=np.int64)
-        c_idx = np.array([self._nid[int(n)] for n in cpu_node.tolist()], dtype=np.int64)
+        n_idx, c_idx = self._index_of[mem_node], self._index_of[cpu_node]
         for a in np.unique(f.agent).tolist():
             t = self.threads[a]
             r = f.agent == a
@@ -441,12 +452,14 @@ class NumaBalancing:
         if not members:
             return np.ones(len(src), dtype=bool)
         gcpu = np.sum([t.faults_cpu.sum(axis=1) for t in members], axis=0)
-        si = np.array([self._nid[int(n)] for n in src.tolist()])
-        di = np.array([self._nid[int(n)] for n in dst.tolist()])
-        own = np.array([self.threads[a].faults_mem.sum(axis=1) for a in agents.tolist()])
-        rows = np.arange(len(src))
+        si, di = self._index_of[src], self._index_of[dst]
+        per_agent = np.zeros((int(agents.max()) + 1, len(gcpu)))
+        for a, t in self.threads.items():
+            if a < len(per_agent):
+                per_agent[a] = t.faults_mem.sum(axis=1)
+        own_src, own_dst = per_agent[agents, si], per_agent[agents, di]
         allow = gcpu[di] > gcpu[si] * ACTIVE_NODE_FRACTION
-        allow |= gcpu[di] * own[rows, si] * 3 > gcpu[si] * own[rows, di] * 4
+        allow |= gcpu[di] * own_src * 3 > gcpu[si] * own_dst * 4
         return np.asarray(allow, dtype=bool)
 
     def _shared_local(self, mem: np.ndarray, cpu: np.ndarray, priv: np.ndarray) -> int:
