@@ -38,6 +38,7 @@ import simpy
 
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .protocol import EngineInput, grow_bucket_ring
+from .runtime import bulk_class_tables
 from .stats import bin_table
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -78,6 +79,10 @@ class EpochEngine:
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
         # Route class paths as CSR: the resources a miss of each class crosses and its work at each.
         self.path_ptr, self.path_res, self.path_busy = ms.class_paths()
+        if inp.bridge is not None:  # and the kernel's copies, in requests of several lines (runtime.py)
+            self.class_base, self.path_ptr, self.path_res, self.path_busy = bulk_class_tables(
+                self.class_base, self.path_ptr, self.path_res, self.path_busy
+            )
         # Loaded-latency curves as padded tables.
         width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
         self.curve_n = np.zeros(n_res, dtype=np.int64)
@@ -180,13 +185,23 @@ class EpochEngine:
             self.last_issue += stall
             self.last_done += stall
         now = self.now_ns()
-        pages = max(1, per_agent // (2 * bridge.lines_per_page))
+        pages = max(1, per_agent // (2 * bridge.requests_per_page))
         for a, block in bridge.copy_blocks(pages, self.n_levels):
             if self.feeder.buffered[a] == 0:  # idle since its last copy: it starts now, not in the past
                 self.last_issue[a] = max(self.last_issue[a], now)
                 self.last_done[a] = max(self.last_done[a], now)
                 self.stalled[a] = False
             self.feeder.add_block(a, block)
+
+    @staticmethod
+    def _charge(blocks: list, rows: np.ndarray, cost: np.ndarray) -> None:
+        """Add ``cost`` to the compute time of the window's ``rows`` in the buffered blocks themselves: a request
+        the window does not commit comes back in the next one with its fault's cost still before it."""
+        starts = np.cumsum([0] + [len(b) for b in blocks])
+        which = np.searchsorted(starts, rows, side="right") - 1
+        for bi in np.unique(which).tolist():
+            sel = which == bi
+            blocks[bi].compute_ns[rows[sel] - starts[bi]] += cost[sel]
 
     def _submit(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
         self._wait(2)  # at most two windows behind: bounded memory
@@ -229,11 +244,16 @@ class EpochEngine:
         prefetched = np.concatenate([b.prefetched for b in blocks])
         compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
         bridge = self.bridge
-        if bridge is not None:  # nodes and routes as the kernel left them, protection bits as they are now
+        if bridge is not None:
+            # the window's hinting faults first (the kernel may move pages and charges the faulting threads),
+            # then every request routed to its page's node as the kernel left it
             page = np.concatenate([b.page for b in blocks])  # type: ignore[misc]
-            rc = bridge.route_classes(ids_arr, lens, page, rc)
-            protected = bridge.page_protected[np.maximum(page, 0)] & (page >= 0)
             t0 = self.now_ns()
+            rows, cost = bridge.faults_before_window(ids_arr, lens, page, rc, t0, self._ns_per_request or 100.0)
+            if len(rows):
+                compute[rows] += cost
+                self._charge(blocks, rows, cost)
+            rc = bridge.route_classes(ids_arr, lens, page, rc)
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
         lat = np.empty(len(rc))  # written by the kernel for every request it commits
@@ -246,7 +266,7 @@ class EpochEngine:
         n_commit = pos - seg_start
         if bridge is not None:
             span = self.now_ns() - t0
-            bridge.window_done(ids_arr, lens, n_commit, page, protected, issue, rc)
+            bridge.window_done(ids_arr, lens, n_commit, rc)
             most = int(n_commit[self._program[ids_arr]].max(initial=0))
             if most and span > 0:
                 self._ns_per_request = span / most

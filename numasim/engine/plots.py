@@ -81,6 +81,8 @@ def smooth_utilisation(
     if n == 0:
         return np.zeros((0, r)), float(bucket_ns)
     k = max(1, -(-n // max(1, max_windows)))  # ceil(n / max_windows) buckets per window
+    if r == 0:  # no resource selected: the windows, with nothing in them
+        return np.zeros((-(-n // k), 0)), k * float(bucket_ns)
     padded = np.full((-(-n // k) * k, r), np.nan)
     padded[:n] = utilisation
     windows = np.nanmean(padded.reshape(-1, k, r), axis=1)

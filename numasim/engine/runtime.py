@@ -12,13 +12,14 @@ object the caller hands to :func:`~numasim.engine.simulate.simulate`. Both fidel
   runs, to within one window: the engine sizes windows to end near the environment's next event, at the pace of
   the window before (the result's ``kernel["late_ns_max"]`` says how late a daemon ran at worst);
 - a request to a page whose :attr:`EngineControl.page_protected` flag is set (a PTE the scanner made
-  PROT_NONE) takes a *hinting fault*: the engine clears the flag (the fault handler restores the PTE), records
-  the fault and times the request against the page's node as it is then (as are the page's other requests of
-  the same window). The faults are handed to :meth:`KernelRuntime.on_faults` in time order, when the window
-  ends;
-  what the fault handler does (its cost on the faulting thread, a migration) the kernel applies with
-  :meth:`EngineControl.stall` and :meth:`EngineControl.copy_pages`, which take effect at that thread's next
-  request.
+  PROT_NONE) takes a *hinting fault*. Before it times a window, the engine finds each protected page's first
+  request in it (in the order the requests are estimated to issue, at the last window's pace), clears the flag
+  (the fault handler restores the PTE) and hands the faults to :meth:`KernelRuntime.on_faults`, in that order.
+  The handler may move the page (the faulting request and the rest of the window then go to its new node, as
+  the retried access does in Linux) and returns its time on the faulting thread, which the engine spends right
+  before the faulting request; copies it asks for with :meth:`EngineControl.copy_pages` are issued by the
+  node's kernel agent from the next window on; other kernel time (a scan) goes through
+  :meth:`EngineControl.stall`, before the thread's next window.
 
 Pages are addressed by their *flat index*: the order of :meth:`numasim.engine.pagemap.PageMap.lookup_tables`'
 flat node array (runs of consecutive virtual pages sorted by address). :attr:`EngineControl.page_node` is that
@@ -40,11 +41,33 @@ if TYPE_CHECKING:
     from .pagemap import PageMap
     from .stream import Agent, Block
 
-__all__ = ["FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP"]
+__all__ = [
+    "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
+    "bulk_class_tables",
+]
 
-KERNEL_AGENT_MLP = 16
-"""Lines a kernel copy (``copy_page``/``copy_mc``, streaming) keeps in flight: an L2 streamer's worth, as a
-core's own streaming loop does (a nominal value, not fitted)."""
+COPY_LINES_PER_REQUEST = 8
+"""A kernel page copy is timed in requests of this many lines (512 bytes), each holding every resource on its
+route for as many lines' busy time: the same bandwidth on the links and controllers as line by line, at an
+eighth of the requests to time (the queues see copies in 512-byte grains)."""
+KERNEL_AGENT_MLP = 16 // COPY_LINES_PER_REQUEST
+"""Copy requests a kernel agent keeps in flight: 16 lines, an L2 streamer's worth, as a core's own streaming
+loop does (a nominal value, not fitted)."""
+
+
+def bulk_class_tables(
+    class_base: np.ndarray, path_ptr: np.ndarray, path_res: np.ndarray, path_busy: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The route class tables doubled: class ``n_classes + c`` is class ``c`` for a copy request of
+    :data:`COPY_LINES_PER_REQUEST` lines (the same route and idle latency, that many lines' busy time)."""
+    n = len(class_base)
+    ptr = np.concatenate([path_ptr, path_ptr[1:] + path_ptr[-1]])
+    return (
+        np.concatenate([class_base, class_base]),
+        ptr,
+        np.concatenate([path_res, path_res]),
+        np.concatenate([path_busy, path_busy * COPY_LINES_PER_REQUEST]),
+    ) if n else (class_base, path_ptr, path_res, path_busy)
 
 
 @dataclass(frozen=True)
@@ -131,8 +154,10 @@ class KernelRuntime(Protocol):
         """Called once before the first access: keep ``ctl`` and start daemon processes on ``env``."""
         ...
 
-    def on_faults(self, faults: FaultBatch) -> None:
-        """Handle the hinting faults taken since the previous call (in time order)."""
+    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
+        """Handle a window's hinting faults (in time order) before the window is timed; return the kernel's
+        time on the faulting thread per fault in ns (fault handling, a synchronous migration), spent right
+        before the faulting request, or None for none."""
         ...
 
     def counters(self) -> dict[str, int]:
@@ -175,6 +200,7 @@ class EngineBridge:
         self.ms = ms
         self.page_bytes = page_bytes
         self.lines_per_page = page_bytes // 64
+        self.requests_per_page = max(1, self.lines_per_page // COPY_LINES_PER_REQUEST)
         starts, ends, offsets, flat, _ = pages.lookup_tables()
         self._runs = (starts.copy(), (ends - starts).astype(np.int64), offsets.copy())
         self.page_node: np.ndarray = flat
@@ -201,7 +227,7 @@ class EngineBridge:
         self._copies: dict[int, list[np.ndarray]] = {}  # kernel agent -> [(2, k) src/dst node ids]
         self._copy_line = 0  # copy requests get line numbers of their own (never a program's, never reused)
         # what the engine reports
-        self.kernel_lines_rc = np.zeros(ms.n_classes, dtype=np.int64)
+        self._copy_requests_rc = np.zeros(2 * ms.n_classes, dtype=np.int64)  # line classes, then copy classes
         self.pages_copied = 0
         self.thread_moves: list[tuple[float, int, int, int]] = []  # (time, agent, from cpu, to cpu)
         self.series_ns: list[float] = []
@@ -209,6 +235,7 @@ class EngineBridge:
         self.late_ns_max = 0.0
         self._requests = np.zeros(len(self.agents), dtype=np.int64)
         self._sampled_at_copies = -1
+        self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
 
     # --- EngineControl ---------------------------------------------------------------------------------------
@@ -284,22 +311,55 @@ class EngineBridge:
             if rest.shape[1]:
                 queue.append(rest)
             k = take.shape[1]
-            lpp = self.lines_per_page
-            write = np.tile(np.repeat(np.array([False, True]), lpp), k)
-            node = np.where(write, np.repeat(take[1], 2 * lpp), np.repeat(take[0], 2 * lpp))
+            rpp = self.requests_per_page
+            write = np.tile(np.repeat(np.array([False, True]), rpp), k)
+            node = np.where(write, np.repeat(take[1], 2 * rpp), np.repeat(take[0], 2 * rpp))
             target = self.node_index[node]
             n = len(target)
             lines = np.arange(self._copy_line, self._copy_line + n, dtype=np.uint64) | np.uint64(1 << 62)
             self._copy_line += n
-            rc = self.agent_class_base[agent] + target.astype(np.int64) * 2 + write
+            rc = self.ms.n_classes + self.agent_class_base[agent] + target.astype(np.int64) * 2 + write
+            size = np.full(n, 64 * COPY_LINES_PER_REQUEST, dtype=np.int32)
             out.append((agent, Block(
-                lines, target, write, np.full(n, 64, dtype=np.int32), np.zeros(n), np.ones(n, dtype=bool),
+                lines, target, write, size, np.zeros(n), np.ones(n, dtype=bool),
                 np.full(n, n_levels, dtype=np.int8), rc, np.full(n, -1, dtype=np.int64),
             )))  # fmt: skip
         return out
 
     def has_copies(self) -> bool:
         return any(q for q in self._copies.values())
+
+    def faults_before_window(
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Take the hinting faults of a window before it is timed: the first request to each protected page
+        (in the order the requests are estimated to issue: ``t0_ns`` plus their position times ``pace_ns``) faults,
+        the kernel handles it (it may move the page: the request then goes to the new node), and the kernel's
+        time on the faulting thread is returned per faulting row, to be spent right before that request."""
+        none = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if self._runtime is None:
+            return none
+        prog = page >= 0
+        cand = np.flatnonzero(prog & self.page_protected[np.where(prog, page, 0)])
+        if not len(cand):
+            return none
+        start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
+        est = t0_ns + (cand - start[cand] + 1) * pace_ns
+        pg = page[cand]
+        order = np.lexsort((est, pg))
+        first = np.r_[True, pg[order][1:] != pg[order][:-1]]
+        keep = order[first]
+        keep = keep[np.argsort(est[keep], kind="stable")]
+        rows, times = cand[keep], est[keep]
+        faulted = page[rows]
+        self.page_protected[faulted] = False
+        agent = np.repeat(ids, lens)[rows]
+        cost = self._runtime.on_faults(FaultBatch(
+            agent, faulted, times, (rc[rows] & 1).astype(bool), self.page_node[faulted].copy(),
+        ))  # fmt: skip
+        cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
+        np.add.at(self.kernel_ns, agent, cost)
+        return rows, cost
 
     def route_classes(self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray) -> np.ndarray:
         """Each request's route class from its page's node *now* and its agent's initiator now (requests
@@ -314,33 +374,22 @@ class EngineBridge:
         ids: np.ndarray,
         lens: np.ndarray,
         n_commit: np.ndarray,
-        page: np.ndarray,
-        protected: np.ndarray,
-        issue_ns: np.ndarray,
         rc: np.ndarray,
     ) -> None:
-        """After a window: count kernel traffic, take the hinting faults of its committed requests (the first
-        request to each protected page), hand them to the kernel."""
+        """After a window: count the requests each agent issued and the kernel's copy traffic."""
         self._requests[ids] += n_commit
         start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
-        committed = (np.arange(len(page)) - start) < np.repeat(n_commit, lens)
+        committed = (np.arange(len(rc)) - start) < np.repeat(n_commit, lens)
         agent = np.repeat(ids, lens)
         kern = committed & self.is_kernel[agent]
         if kern.any():
-            self.kernel_lines_rc += np.bincount(rc[kern], minlength=len(self.kernel_lines_rc))
-        cand = np.flatnonzero(protected & committed)
-        if not len(cand) or self._runtime is None:
-            return
-        pg, t = page[cand], issue_ns[cand]
-        order = np.lexsort((t, pg))
-        first = np.r_[True, pg[order][1:] != pg[order][:-1]]
-        rows = cand[order[first]]
-        rows = rows[np.argsort(issue_ns[rows], kind="stable")]
-        faulted = page[rows]
-        self.page_protected[faulted] = False
-        self._runtime.on_faults(FaultBatch(
-            agent[rows], faulted, issue_ns[rows], (rc[rows] & 1).astype(bool), self.page_node[faulted].copy(),
-        ))  # fmt: skip
+            self._copy_requests_rc += np.bincount(rc[kern], minlength=len(self._copy_requests_rc))
+
+    @property
+    def kernel_lines_rc(self) -> np.ndarray:
+        """Lines the kernel's copies moved, per route class (a copy request counts its lines)."""
+        n = self.ms.n_classes
+        return self._copy_requests_rc[:n] + COPY_LINES_PER_REQUEST * self._copy_requests_rc[n:]
 
     def take_stalls(self) -> np.ndarray:
         out = self.pending_stall_ns.copy()

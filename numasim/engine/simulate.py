@@ -281,6 +281,7 @@ def _run_engine(
     result = _collect(
         ms, calibration, agents[:n_program], devices, pages, stats, engine_mode, seed, epoch_ns, levels,
         engine.diagnostics(), None if bridge is None else bridge.kernel_lines_rc,
+        None if bridge is None else bridge.kernel_ns,
     )
     if bridge is not None:
         result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
@@ -309,6 +310,7 @@ def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -
             {"time_ns": t, "agent": a, "from_cpu": c0, "to_cpu": c1} for t, a, c0, c1 in bridge.thread_moves
         ],
         "late_ns_max": bridge.late_ns_max,
+        "fault_ns_by_agent": {a.name: float(bridge.kernel_ns[a.index]) for a in bridge.agents[: bridge.n_program]},
     }
 
 
@@ -343,6 +345,7 @@ def _collect(
     levels: list,
     diagnostics: dict[str, float],
     kernel_lines_rc: np.ndarray | None = None,
+    kernel_ns: np.ndarray | None = None,
 ) -> SimulationResult:
     ids = ms.node_ids
     n_nodes = len(ids)
@@ -458,6 +461,8 @@ def _collect(
         k = a.index
         n = int(st.agent_accesses[k])
         finish = float(st.agent_finish_ns[k]) if n else a.start_ns
+        # the kernel's time at the thread's hinting faults was spent as compute before them: it is not the program's
+        compute_ns = float(st.agent_compute_ns[k]) - (float(kernel_ns[k]) if kernel_ns is not None else 0.0)
         threads.append(
             ThreadRecord(
                 agent=a.name,
@@ -465,8 +470,8 @@ def _collect(
                 cpu=a.cpu,
                 node=int(ms.initiator_node[a.initiator]),
                 accesses=n,
-                compute_ns=float(st.agent_compute_ns[k]),
-                stall_ns=max(finish - a.start_ns - float(st.agent_compute_ns[k]), 0.0),
+                compute_ns=compute_ns,
+                stall_ns=max(finish - a.start_ns - compute_ns, 0.0),
                 start_ns=a.start_ns,
                 finish_ns=finish,
                 load_to_use_mean_ns=_mean(float(st.agent_load_to_use_ns[k]), n),

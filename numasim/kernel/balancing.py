@@ -254,10 +254,10 @@ class NumaBalancing:
         self.scan_seq = 0
         env.process(self._scanner(env))
 
-    def on_faults(self, faults: FaultBatch) -> None:
+    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
         if not len(faults):
-            return
-        self._handle(faults)
+            return None
+        return self._handle(faults)
 
     def counters(self) -> dict[str, int]:
         return dict(self.vmstat)
@@ -342,7 +342,7 @@ class NumaBalancing:
         self.scans.append((float(self._env.now), updated_total, runner.scan_period_ms))
 
     # --- hinting faults ----------------------------------------------------------------------------------------
-    def _handle(self, f: FaultBatch) -> None:
+    def _handle(self, f: FaultBatch) -> np.ndarray:
         assert self._env is not None
         now = float(f.time_ns[-1])
         cpus = self.ctl.agent_cpu()
@@ -413,7 +413,7 @@ class NumaBalancing:
         self.vmstat["numa_pages_migrated"] += n_mig
         self.vmstat["pgmigrate_success"] += n_mig
         self.vmstat["pgmigrate_fail"] += int(failed.sum())
-        self.ctl.stall(f.agent, self.costs.hint_fault_ns + migrated * self.costs.migrate_page_ns)
+        cost = self.costs.hint_fault_ns + migrated * self.costs.migrate_page_ns
         # task_numa_fault: per-thread buffers (private: first fault or the same pid)
         priv = (unset | same_pid).astype(np.int64)
         local = (cpu_node == mem_node).astype(np.int64)
@@ -432,6 +432,7 @@ class NumaBalancing:
             if now > t.migrate_retry_ns:
                 self._placement(t)
                 self._migrate_preferred(t, now)
+        return np.asarray(cost, dtype=float)
 
     def _balanced_room(self, nid: int) -> int:
         """``migrate_balanced_pgdat``: pages node ``nid`` can take and stay above a zone's high watermark."""
