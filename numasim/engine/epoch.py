@@ -266,7 +266,7 @@ class EpochEngine:
         n_commit = pos - seg_start
         if bridge is not None:
             span = self.now_ns() - t0
-            bridge.window_done(ids_arr, lens, n_commit, rc)
+            bridge.window_done(ids_arr, lens, n_commit, rc, page, issue)
             most = int(n_commit[self._program[ids_arr]].max(initial=0))
             if most and span > 0:
                 self._ns_per_request = span / most

@@ -1,8 +1,9 @@
 """The kernel on the engine's clock: what a run-time kernel is given by the engine, and what it may do to the run.
 
 A *run-time kernel* (automatic NUMA balancing, kswapd and tiering, user-space daemons such as numad) is an
-object the caller hands to :func:`~numasim.engine.simulate.simulate`. Both fidelities offer it the same
-:class:`EngineControl` and call it the same way:
+object the caller hands to :func:`~numasim.engine.simulate.simulate`. The epoch fidelity offers it an
+:class:`EngineBridge` (this module's :class:`EngineControl`) and calls it as follows (exact mode refuses a
+run-time kernel for now):
 
 - :meth:`KernelRuntime.attach` once, before the first access, with the run's SimPy environment: the kernel
   starts its daemons there as SimPy processes (``env.process(...)``), timed with ``env.timeout``;
@@ -23,8 +24,8 @@ object the caller hands to :func:`~numasim.engine.simulate.simulate`. Both fidel
 
 Pages are addressed by their *flat index*: the order of :meth:`numasim.engine.pagemap.PageMap.lookup_tables`'
 flat node array (runs of consecutive virtual pages sorted by address). :attr:`EngineControl.page_node` is that
-array itself: the engine reads it at issue time, so a kernel that writes a page's new node there has moved it
-for every request issued after the write.
+array itself: the engine reads it when it times a window, so a kernel that writes a page's new node there has
+moved it for every request timed after the write.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class EngineControl(Protocol):
     """int16 node id per flat page index; written by the kernel to move pages, read by the engine at issue."""
     page_protected: np.ndarray
     """bool per flat page index; set by the kernel (scanner), cleared by the engine on the fault it causes."""
+    page_last_access_ns: np.ndarray
+    """float64 per flat page index: when a program request last touched the page (-inf: never); the kernel's
+    LRU for reclaim and demotion."""
 
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per run of consecutive virtual pages, in address order: first virtual page number (uint64), number
@@ -205,6 +209,7 @@ class EngineBridge:
         self._runs = (starts.copy(), (ends - starts).astype(np.int64), offsets.copy())
         self.page_node: np.ndarray = flat
         self.page_protected: np.ndarray = np.zeros(len(flat), dtype=bool)
+        self.page_last_access_ns: np.ndarray = np.full(len(flat), -np.inf)
         self.agents = list(agents)
         self.n_program = len(self.agents) - len(kernel_agents)
         self._kernel_of_node = dict(kernel_agents)
@@ -375,8 +380,11 @@ class EngineBridge:
         lens: np.ndarray,
         n_commit: np.ndarray,
         rc: np.ndarray,
+        page: np.ndarray,
+        issue_ns: np.ndarray,
     ) -> None:
-        """After a window: count the requests each agent issued and the kernel's copy traffic."""
+        """After a window: count the requests each agent issued and the kernel's copy traffic; note when each
+        page was last touched."""
         self._requests[ids] += n_commit
         start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
         committed = (np.arange(len(rc)) - start) < np.repeat(n_commit, lens)
@@ -384,6 +392,8 @@ class EngineBridge:
         kern = committed & self.is_kernel[agent]
         if kern.any():
             self._copy_requests_rc += np.bincount(rc[kern], minlength=len(self._copy_requests_rc))
+        touched = committed & (page >= 0)
+        self.page_last_access_ns[page[touched]] = issue_ns[touched]  # (the last write of a page wins: a recent one)
 
     @property
     def kernel_lines_rc(self) -> np.ndarray:

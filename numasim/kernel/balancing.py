@@ -39,8 +39,19 @@ import numpy as np
 import simpy
 
 from numasim.engine.runtime import EngineControl, FaultBatch
-from numasim.kernel.balancing_config import NUMA_BALANCING_NORMAL, NumaBalancingConfig
+from numasim.kernel.balancing_config import (
+    NUMA_BALANCING_MEMORY_TIERING,
+    NUMA_BALANCING_NORMAL,
+    NumaBalancingConfig,
+)
 from numasim.kernel.mempolicy import MPOL_BIND, MPOL_F_MORON, MPOL_PREFERRED_MANY, NUMA_NO_NODE
+from numasim.kernel.tiering import (
+    PromotionThrottle,
+    demotion_targets,
+    pages_to_promo_wmark,
+    pgdat_free_space_enough,
+    toptier_nodes,
+)
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
@@ -181,14 +192,17 @@ class NumaBalancing:
         allowed_cpus: Mapping[int, frozenset[int]] | None = None,
         costs: BalancingCosts | None = None,
     ) -> None:
-        if not config.mode & NUMA_BALANCING_NORMAL:
-            raise ValueError(f"kernel.numa_balancing = {config.mode}: NumaBalancing models mode 1 (NORMAL)")
+        if not config.mode & (NUMA_BALANCING_NORMAL | NUMA_BALANCING_MEMORY_TIERING):
+            raise ValueError(f"kernel.numa_balancing = {config.mode}: nothing to run (1 NORMAL, 2 MEMORY_TIERING)")
+        self.normal = bool(config.mode & NUMA_BALANCING_NORMAL)
+        self.tiering = bool(config.mode & NUMA_BALANCING_MEMORY_TIERING)
         self.kernel, self.task, self.cfg = kernel, task, config
         self.costs = costs or BalancingCosts()
         self._allowed = dict(allowed_cpus or {})
         self.vmstat: dict[str, int] = dict.fromkeys(
             ("numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
-             "numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail", "numa_task_migrated", "numa_task_swapped"),
+             "numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail", "numa_task_migrated", "numa_task_swapped",
+             "pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd"),
             0,
         )  # fmt: skip
         self.scans: list[tuple[float, int, int]] = []  # (time, PTEs updated, scan period after)
@@ -250,6 +264,23 @@ class NumaBalancing:
             self.threads[a] = _Thread(
                 a, tid, self._allowed.get(tid, every), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros(3)
             )
+        # memory tiering: the top tier, where each top-tier node demotes to, the promotion throttles, each
+        # lower-tier page's last scan time (the kernel keeps it in the folio's last_cpupid field), kswapd
+        top_tier = toptier_nodes(self.kernel.machine)
+        self._toptier = np.zeros(max(nodes) + 1, dtype=bool)
+        self._toptier[sorted(top_tier)] = True
+        self.demote_to = demotion_targets(self.kernel.machine)
+        self.throttle = {
+            n: PromotionThrottle(self.cfg.promote_rate_limit_mbps * 256.0, float(self.cfg.hot_threshold_ms),
+                                 float(self.cfg.scan_period_max_ms))
+            for n in sorted(top_tier)
+        }  # fmt: skip
+        self.page_scan_ns = np.full(n_flat, -np.inf)
+        self._kswapd_wake: dict[int, simpy.Event] = {}
+        if self.tiering:
+            for n in self.demote_to:
+                self._kswapd_wake[n] = env.event()
+                env.process(self._kswapd(env, n))
         self.scan_offset = 0  # position in the scanned pages, as the flat index of the next chunk's start
         self.scan_seq = 0
         env.process(self._scanner(env))
@@ -309,6 +340,8 @@ class NumaBalancing:
             page_node = self.ctl.page_node[lo : v.flat_hi]
             prot = self.ctl.page_protected[lo : v.flat_hi]
             eligible = ~prot & ((page_node != own_node) if single else True)
+            if not self.normal:  # tiering only: top-tier pages are not scanned
+                eligible &= ~self._toptier[page_node]
             per_chunk = np.add.reduceat(eligible.astype(np.int64), starts)
             # a chunk's virtual span: from its first page (or the VMA's start) to the chunk's end
             span = np.minimum((chunk[starts] + 1) * _HPAGE_PAGES, v.vma.npages) - np.maximum(
@@ -320,6 +353,10 @@ class NumaBalancing:
             end = int(starts[last + 1]) if last + 1 < len(starts) else len(idx)
             take = np.flatnonzero(eligible[:end]) + lo
             self.ctl.page_protected[take] = True
+            if self.tiering:  # a lower-tier page remembers when it was scanned: how hot its fault is
+                slow = take[~self._toptier[self.ctl.page_node[take]]]
+                assert self._env is not None
+                self.page_scan_ns[slow] = self._env.now
             updated_total += len(take)
             budget -= int(used[: last + 1].sum())
             virt -= int(span[: last + 1].sum())
@@ -364,7 +401,10 @@ class NumaBalancing:
             early_of[a] = t.preferred == NUMA_NO_NODE or t.scan_seq <= 4
             grouped_of[a] = t.in_group
         tid = tid_of[f.agent]
-        self.last_cpu[f.page], self.last_tid[f.page] = cpu, tid
+        slow = ~self._toptier[src]
+        tier = slow & self.tiering  # the tiering branch of should_numa_migrate_memory: no cpupid exchange
+        last_cpu, last_tid = np.where(tier, -1, last_cpu), np.where(tier, -1, last_tid)
+        self.last_cpu[f.page[~tier]], self.last_tid[f.page[~tier]] = cpu[~tier], tid[~tier]
         unset = last_tid < 0
         same_pid = last_tid == tid
         last_node = np.where(unset, -1, self.cpu_node[np.maximum(last_cpu, 0)])
@@ -375,6 +415,8 @@ class NumaBalancing:
         ok = first | (~stage1_fail & same_pid) | (rest & ~grouped)
         if (rest & grouped).any():
             ok |= rest & grouped & self._group_allows(src, cpu_node, f.agent)
+        if tier.any():
+            ok = np.where(tier, self._promotion_allowed(f, cpu_node, tier), ok)
         # mpol_misplaced: MORON policies target the cpu's node (if in a BIND mask); others ask the kernel
         target = np.full(len(f), NUMA_NO_NODE, dtype=np.int64)
         moron = self._vma_moron[vma_of]
@@ -395,6 +437,8 @@ class NumaBalancing:
             room = self._balanced_room(int(dst))
             go, no = rows[:room], rows[room:]
             failed[no] = True
+            if len(no) and self.tiering and int(dst) in self._kswapd_wake:
+                self._wake_kswapd(int(dst), len(no))  # promotion found the fast tier full: demote to make room
             for v in np.unique(vma_of[go]).tolist():
                 r = go[vma_of[go] == v]
                 vv = self.vmas[v]
@@ -410,6 +454,8 @@ class NumaBalancing:
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), src[moved].astype(np.int16),
                                     np.full(len(moved), dst, dtype=np.int16))
         n_mig = int(migrated.sum())
+        if self.tiering:
+            self.vmstat["pgpromote_success"] += int(np.count_nonzero(migrated & slow & self._toptier[mem_node]))
         self.vmstat["numa_pages_migrated"] += n_mig
         self.vmstat["pgmigrate_success"] += n_mig
         self.vmstat["pgmigrate_fail"] += int(failed.sum())
@@ -418,9 +464,13 @@ class NumaBalancing:
         priv = (unset | same_pid).astype(np.int64)
         local = (cpu_node == mem_node).astype(np.int64)
         n_idx, c_idx = self._index_of[mem_node], self._index_of[cpu_node]
+        # task_numa_fault ignores faults whose memory stays on a lower tier in tiering mode
+        counted = ~(self.tiering & ~self._toptier[mem_node])
         for a in np.unique(f.agent).tolist():
             t = self.threads[a]
-            r = f.agent == a
+            r = (f.agent == a) & counted
+            if not r.any():
+                continue
             np.add.at(t.buf_mem, (n_idx[r], priv[r]), 1)
             np.add.at(t.buf_cpu, (c_idx[r], priv[r]), 1)
             if (priv[r] == 0).any():
@@ -433,6 +483,69 @@ class NumaBalancing:
                 self._placement(t)
                 self._migrate_preferred(t, now)
         return np.asarray(cost, dtype=float)
+
+    # --- memory tiering ----------------------------------------------------------------------------------------
+    def _promotion_allowed(self, f: FaultBatch, dst: np.ndarray, tier: np.ndarray) -> np.ndarray:
+        """The tiering branch of ``should_numa_migrate_memory`` for the faults ``tier`` (lower-tier pages):
+        promote at once while the target has plenty of free memory, else only hot pages within the rate limit."""
+        ok = np.zeros(len(f), dtype=bool)
+        now_ms = f.time_ns / 1e6
+        for d in np.unique(dst[tier]).tolist():
+            rows = np.flatnonzero(tier & (dst == d))
+            th = self.throttle.get(int(d))
+            if th is None:  # the target is not in the top tier: no promotion
+                continue
+            if pgdat_free_space_enough(self.kernel.pm, int(d)):
+                th.threshold_ms = 0.0
+                ok[rows] = True
+                continue
+            th.adjust(float(now_ms[rows[0]]))
+            latency_ms = now_ms[rows] - self.page_scan_ns[f.page[rows]] / 1e6
+            hot = rows[latency_ms < th.threshold()]
+            self.vmstat["pgpromote_candidate"] += len(hot)
+            ok[hot] = th.allow(now_ms[hot])
+        return ok
+
+    def _wake_kswapd(self, nid: int, wanted_pages: int) -> None:
+        self._kswapd_want = getattr(self, "_kswapd_want", {})
+        self._kswapd_want[nid] = self._kswapd_want.get(nid, 0) + wanted_pages
+        ev = self._kswapd_wake[nid]
+        if not ev.triggered:
+            ev.succeed()
+
+    def _kswapd(self, env: simpy.Environment, nid: int):  # type: ignore[no-untyped-def]
+        """kswapd of a top-tier node in tiering mode: woken when a promotion found the node full, it demotes the
+        process's least recently used pages on the node to the demotion target until the node is above its
+        promotion watermark with room for the promotions that were refused."""
+        while True:
+            yield self._kswapd_wake[nid]
+            self._kswapd_wake[nid] = env.event()
+            want = getattr(self, "_kswapd_want", {}).pop(nid, 0)
+            need = pages_to_promo_wmark(self.kernel.pm, nid, want)
+            if need > 0:
+                self._demote(nid, self.demote_to[nid], need)
+
+    def _demote(self, nid: int, target: int, count: int) -> None:
+        """``demote_folio_list``: the ``count`` least recently accessed pages of the process on ``nid`` move to
+        ``target`` (``__GFP_THISNODE``: what the target cannot take stays)."""
+        on_node = np.flatnonzero((self.ctl.page_node == nid) & (self.flat_vma >= 0))
+        if not len(on_node):
+            return
+        last = self.ctl.page_last_access_ns[on_node]
+        victims = on_node[np.argsort(last, kind="stable")[:count]]
+        moved_total = 0
+        for v in np.unique(self.flat_vma[victims]).tolist():
+            pages = victims[self.flat_vma[victims] == v]
+            vv = self.vmas[v]
+            idx = vv.index[pages - vv.flat_lo]
+            self.kernel.migrate_vma_pages(self.task, vv.vma, idx, target)
+            moved = pages[vv.vma.nodes[idx] == target]
+            self.ctl.page_node[moved] = target
+            self.ctl.copy_pages(self.ctl.kernel_agent(nid), np.full(len(moved), nid, dtype=np.int16),
+                                np.full(len(moved), target, dtype=np.int16))
+            moved_total += len(moved)
+        self.vmstat["pgdemote_kswapd"] += moved_total
+        self.vmstat["pgmigrate_success"] += moved_total
 
     def _balanced_room(self, nid: int) -> int:
         """``migrate_balanced_pgdat``: pages node ``nid`` can take and stay above a zone's high watermark."""

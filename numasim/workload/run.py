@@ -22,7 +22,6 @@ from numasim.engine import SimulationResult, simulate
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
-from numasim.kernel.balancing_config import NUMA_BALANCING_MEMORY_TIERING
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.sysctl import apply_sysctls, sysctl_values
@@ -59,27 +58,22 @@ def run_kernel_config(
 
 
 def refuse_unsimulated(cfg: KernelConfig, mode: str = "epoch") -> None:
-    """Refuse a timed run whose kernel asks for what the engine does not run yet, rather than ignore it.
+    """Refuse a timed run whose kernel asks for what the engine does not run, rather than ignore it.
 
-    Automatic NUMA balancing (``kernel.numa_balancing = 1``) runs on the simulation clock in epoch mode; memory
-    tiering (bit 2) does not yet, nor does either in exact mode: such a run would silently place every page once,
-    at first touch, as with 0. Kernel-only commands (``numasim numactl``, ``numastat``) take every value:
-    first-touch placement does not depend on it.
+    Automatic NUMA balancing and memory tiering (``kernel.numa_balancing`` 1, 2, 3) run on the simulation clock
+    in epoch mode only: in exact mode such a run would silently place every page once, at first touch, as with
+    0. Kernel-only commands (``numasim numactl``, ``numastat``) take every value: first-touch placement does not
+    depend on it.
 
     Examples
     --------
-    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}))  # runs
-    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 2}))
+    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 2}))  # runs
+    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}), "exact")
     Traceback (most recent call last):
     ...
-    numasim.errors.WorkloadError: kernel.numa_balancing = 2: memory tiering (bit 2) does not run on the simulation clock yet; a timed run would place every page once at first touch (use 0 or 1)
+    numasim.errors.WorkloadError: kernel.numa_balancing = 1: automatic NUMA balancing runs in epoch mode only (--mode epoch)
     """
     value = cfg.numa_balancing.mode
-    if value & NUMA_BALANCING_MEMORY_TIERING:
-        raise WorkloadError(
-            f"kernel.numa_balancing = {value}: memory tiering (bit 2) does not run on the simulation clock yet; "
-            "a timed run would place every page once at first touch (use 0 or 1)"
-        )
     if value and str(mode) != "epoch":
         raise WorkloadError(
             f"kernel.numa_balancing = {value}: automatic NUMA balancing runs in epoch mode only (--mode epoch)"

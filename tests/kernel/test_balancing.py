@@ -165,11 +165,61 @@ def test_same_seed_same_result(machine, cal) -> None:  # type: ignore[no-untyped
     assert a == b
 
 
-def test_tiering_is_refused_with_the_reason(machine, cal) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(WorkloadError, match="memory tiering"):
-        run_workload(machine, _workload(), cal, sysctls=[("kernel.numa_balancing", 2)])
+def test_exact_mode_is_refused_with_the_reason(machine, cal) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WorkloadError, match="epoch mode only"):
         run_workload(machine, _workload(), cal, sysctls=FAST, mode="exact")
+
+
+# --- memory tiering (kernel.numa_balancing = 2) --------------------------------------------------------------------
+def _cxl_box():  # type: ignore[no-untyped-def]
+    """xeon-2s-cxl with 1 GiB free on node 0 (the rest of its DRAM used by others)."""
+    m = load_machine("xeon-2s-cxl")
+    nodes = [n.model_copy(update={"free_bytes": 1 << 30}) if n.id == 0 else n for n in m.nodes]
+    return m.model_copy(update={"nodes": nodes})
+
+
+def _tiered(accesses: int = 2_000_000) -> Workload:
+    """1 GiB of cold data fills node 0's free memory and spills to CXL; then 64 MiB of hot data lands on CXL.
+    ``bind:0,2:balancing`` keeps the data off node 1 and lets the scanner in (MPOL_F_NUMA_BALANCING)."""
+    return Workload.model_validate({
+        "name": "tiering",
+        "threads": [{"id": 0, "node": 0}],
+        "allocations": [{"name": "cold", "size_bytes": "1G", "policy": "bind:0,2:balancing"},
+                        {"name": "hot", "size_bytes": "64M", "policy": "bind:0,2:balancing"}],
+        "phases": [{"pattern": "random", "allocation": "hot", "accesses": accesses, "compute_ns": 50}],
+    })  # fmt: skip
+
+
+def test_tiering_promotes_hot_pages_and_demotes_cold_ones() -> None:
+    m = _cxl_box()
+    cal = resolve_calibration(m, nominal=True)
+    out = run_workload(m, _tiered(), cal, sysctls=[("kernel.numa_balancing", 2),
+                                                    ("kernel.numa_balancing_scan_delay_ms", 10)])
+    assert out.placement.pages_by_allocation["hot"] == {2: 16384}  # all on CXL at first
+    k = out.result.kernel
+    vm = k["vmstat"]
+    assert vm["numa_hint_faults_local"] == 0  # tiering only: top-tier pages are not scanned
+    assert vm["pgpromote_success"] > 1000 and vm["pgdemote_kswapd"] > 0
+    assert vm["pgpromote_success"] <= vm["pgpromote_candidate"]
+    series = np.array(k["pages_per_node_series"]["pages"])
+    assert (series.sum(axis=1) == series[0].sum()).all()  # pages conserved
+    assert out.result.node(0).accesses > 0  # hot pages came to node 0
+    # demotion took the coldest pages: the hot allocation's pages on node 0 were not sent back
+    task = out.placement.task
+    hot = [v for v in task.mm.vmas_in(0, 1 << 62) if v.npages == 16384][0]
+    assert int(np.count_nonzero(hot.nodes == 0)) >= vm["pgpromote_success"] * 0.9
+    assert (out.placement.kernel.free_pages_per_node() >= 0).all()
+
+
+def test_promotion_rate_limit_holds() -> None:
+    m = _cxl_box()
+    cal = resolve_calibration(m, nominal=True)
+    out = run_workload(m, _tiered(1_000_000), cal, sysctls=[
+        ("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 10),
+        ("kernel.numa_balancing_promote_rate_limit_MBps", 1)])  # fmt: skip
+    vm = out.result.kernel["vmstat"]
+    # 1 MB/s = 256 pages per 1-second window: the run lasts well under a second (one window, maybe two)
+    assert vm["pgpromote_success"] <= 2 * 256 < vm["pgpromote_candidate"]  # without the limit: thousands
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
