@@ -90,6 +90,11 @@ def run(
         help="Write a kernel knob before placement (repeatable, in order; after the workload's [sysctl]), "
         "e.g. kernel.numa_balancing=1 or vm.nr_hugepages=512.",
     ),
+    daemon: list[str] | None = typer.Option(
+        None, "--daemon", metavar="NAME|FILE.py[:NAME=VALUE,...]",
+        help="Run a user-space daemon beside the program on the simulation clock (repeatable), e.g. "
+        "numad:interval_ms=100 (policies/numad.py).",
+    ),
 ) -> None:
     """Place memory through the simulated kernel, time every access, and print the per-node cost report."""
     from numasim.report.run_report import (
@@ -142,6 +147,8 @@ def run(
     if compare:
         if workload is None:
             raise WorkloadError("--compare needs --workload (a trace replays one placement)")
+        if daemon:
+            raise WorkloadError("--daemon: not with --compare (run each policy with its daemon on its own)")
         spec = load_workload(workload)
         rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config,
                                 sysctls=sysctls)
@@ -153,7 +160,7 @@ def run(
     try:
         if workload is not None:
             outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar,
-                                   kernel_config=kernel_config, sysctls=sysctls)
+                                   kernel_config=kernel_config, sysctls=sysctls, daemons=daemon or ())
         else:
             assert trace is not None
             try:
@@ -161,7 +168,8 @@ def run(
             except ValueError as exc:
                 raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
             outcome = run_trace(m, trace, cal, policy=policy, mode=mode, seed=seed, cpus=cpu_list,
-                                format=trace_format, progress=bar, kernel_config=kernel_config, sysctls=sysctls)
+                                format=trace_format, progress=bar, kernel_config=kernel_config, sysctls=sysctls,
+                                daemons=daemon or ())
     finally:
         bar.close()
     bar.wall_time(outcome.wall_s)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables",
+    "bulk_class_tables", "CompositeRuntime",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -408,3 +408,33 @@ class EngineBridge:
 
     def counters(self) -> dict[str, int]:
         return {} if self._runtime is None else self._runtime.counters()
+
+
+class CompositeRuntime:
+    """Several run-time kernels at once (automatic NUMA balancing and a user-space daemon such as numad).
+
+    Each attaches to the same environment and control; every fault batch goes to each in turn (their times on
+    the faulting thread add up); counters merge, summed where two report the same name.
+    """
+
+    def __init__(self, parts: Sequence[KernelRuntime]) -> None:
+        self.parts = list(parts)
+
+    def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
+        for p in self.parts:
+            p.attach(env, ctl)
+
+    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
+        total: np.ndarray | None = None
+        for p in self.parts:
+            cost = p.on_faults(faults)
+            if cost is not None:
+                total = np.asarray(cost, dtype=float) if total is None else total + cost
+        return total
+
+    def counters(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.parts:
+            for k, v in p.counters().items():
+                out[k] = out.get(k, 0) + int(v)
+        return out

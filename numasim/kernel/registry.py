@@ -81,13 +81,19 @@ def shipped_policy_dirs() -> list[Path]:
     return [p for p in candidates if p.is_dir()]
 
 
-def _shipped_files() -> dict[str, Path]:
+def _shipped_files(kind: str = "make_policy") -> dict[str, Path]:
+    """The shipped modules defining ``kind`` (``make_policy``: placement policies; ``make_daemon``: daemons)."""
     found: dict[str, Path] = {}
     for folder in shipped_policy_dirs():
         for f in sorted(folder.glob("*.py")):
-            if not f.name.startswith("_"):
+            if not f.name.startswith("_") and f"def {kind}(" in f.read_text(encoding="utf-8"):
                 found.setdefault(f.stem, f)
     return found
+
+
+def shipped_daemons() -> dict[str, Path]:
+    """``{name: file}`` of the shipped user-space daemons (``policies/numad.py`` is ``numad``)."""
+    return _shipped_files("make_daemon")
 
 
 def _entry_points() -> dict[str, Any]:

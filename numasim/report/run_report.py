@@ -182,7 +182,7 @@ def kernel_report_lines(kernel: dict[str, Any]) -> list[str]:
         for n, a, b in zip(nodes, first, last, strict=True)
     ]
     vm = kernel["vmstat"]
-    out = ["/proc/vmstat at the end of the run (automatic NUMA balancing on the simulation clock)"]
+    out = ["/proc/vmstat at the end of the run (the kernel on the simulation clock)"]
     out += [f"{name} {value}" for name, value in vm.items()]
     out += ["", "pages per node: start and end of the run; the kernel's page copies", format_table(rows)]
     if kernel["thread_moves"]:

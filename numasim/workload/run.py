@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from numasim.engine import SimulationResult, simulate
+from numasim.engine.runtime import CompositeRuntime, KernelRuntime
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
@@ -80,11 +81,70 @@ def refuse_unsimulated(cfg: KernelConfig, mode: str = "epoch") -> None:
         )
 
 
-def balancing_runtime(cfg: KernelConfig, placement: Placement, allowed: Mapping[int, frozenset[int]]) -> NumaBalancing | None:
-    """The run-time kernel a timed run gets: automatic NUMA balancing when ``kernel.numa_balancing`` is 1."""
-    if not cfg.numa_balancing.mode or placement.task is None:
+def balancing_runtime(
+    cfg: KernelConfig, placement: Placement, allowed: Mapping[int, frozenset[int]], daemons: Sequence[str] = ()
+) -> KernelRuntime | None:
+    """The run-time kernel a timed run gets: automatic NUMA balancing when ``kernel.numa_balancing`` is set, and
+    each of ``daemons`` (``NAME|FILE.py[:NAME=VALUE,...]``: a module with ``make_daemon(kernel, task, **params)``)."""
+    parts: list[KernelRuntime] = []
+    if cfg.numa_balancing.mode and placement.task is not None:
+        parts.append(NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed))
+    for spec in daemons:
+        if placement.task is None:
+            raise WorkloadError(f"--daemon {spec}: the run has no process to act on")
+        parts.append(load_daemon(spec, placement.kernel, placement.task))
+    if not parts:
         return None
-    return NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed)
+    return parts[0] if len(parts) == 1 else CompositeRuntime(parts)
+
+
+def load_daemon(spec: str, kernel: Kernel, task: Any) -> KernelRuntime:
+    """A user-space daemon from ``NAME|FILE.py[:NAME=VALUE,...]``: a shipped daemon's name (``numad``) or a file
+    (numbers are read as numbers).
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> k = Kernel(load_machine("seed-003-2node"))
+    >>> load_daemon("numad:interval_ms=100", k, k.spawn("app")).interval_ns
+    100000000.0
+    >>> load_daemon("numad:interval=100", k, k.spawn("app"))
+    Traceback (most recent call last):
+    ...
+    numasim.errors.WorkloadError: --daemon numad:interval=100: Numad.__init__() got an unexpected keyword argument 'interval'
+    """
+    import importlib.util
+
+    from numasim.kernel.registry import shipped_daemons
+
+    path_text, _, param_text = spec.partition(":")
+    shipped = shipped_daemons()
+    path = shipped[path_text] if path_text in shipped else Path(path_text)
+    if path.suffix != ".py" or not path.is_file():
+        raise WorkloadError(
+            f"--daemon {spec}: {path_text} is neither a shipped daemon ({', '.join(sorted(shipped)) or 'none'}) "
+            "nor a Python file (NAME|FILE.py[:NAME=VALUE,...])"
+        )
+    params: dict[str, Any] = {}
+    for item in filter(None, param_text.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise WorkloadError(f"--daemon {spec}: parameter {item!r} is not NAME=VALUE")
+        try:
+            params[name.strip()] = float(value) if any(ch in value for ch in ".eE") else int(value)
+        except ValueError:
+            params[name.strip()] = value
+    module_spec = importlib.util.spec_from_file_location(f"numasim_daemon_{path.stem}", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    make = getattr(module, "make_daemon", None)
+    if make is None:
+        raise WorkloadError(f"--daemon {spec}: {path_text} has no make_daemon(kernel, task, **params)")
+    try:
+        return make(kernel, task, **params)  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as exc:
+        raise WorkloadError(f"--daemon {spec}: {exc}") from None
 
 
 def workload_allowed_cpus(machine: Machine, workload: Workload) -> dict[int, frozenset[int]]:
@@ -104,9 +164,17 @@ def workload_allowed_cpus(machine: Machine, workload: Workload) -> dict[int, fro
     return out
 
 
-def _with_kernel(inputs: dict[str, Any], runtime: NumaBalancing | None) -> dict[str, Any]:
-    if runtime is not None:
-        inputs["kernel"]["numa_balancing_runtime"] = runtime.assumptions()
+def _with_kernel(inputs: dict[str, Any], runtime: KernelRuntime | None, daemons: Sequence[str] = ()) -> dict[str, Any]:
+    """The run's inputs plus what its run-time kernel assumed (costs; each daemon's parameters)."""
+    parts = runtime.parts if isinstance(runtime, CompositeRuntime) else [] if runtime is None else [runtime]
+    for p in parts:
+        if isinstance(p, NumaBalancing):
+            inputs["kernel"]["numa_balancing_runtime"] = p.assumptions()
+    if daemons:
+        inputs["kernel"]["daemons"] = [
+            {"spec": spec, **(getattr(p, "assumptions", dict)())}
+            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing)], strict=True)
+        ]
     return inputs
 
 
@@ -179,6 +247,7 @@ def run_workload(
     epoch_ns: float = 1000.0,
     kernel_config: KernelConfig | None = None,
     sysctls: SysctlWrites = (),
+    daemons: Sequence[str] = (),
 ) -> RunOutcome:
     """Place ``workload`` under ``policy`` and time its generated accesses (seeded by ``seed``).
 
@@ -191,14 +260,15 @@ def run_workload(
     threads = thread_specs(machine, workload)
     placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
     total = total_accesses(workload)
-    runtime = balancing_runtime(cfg, placement, workload_allowed_cpus(machine, workload))
+    runtime = balancing_runtime(cfg, placement, workload_allowed_cpus(machine, workload), daemons)
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
         epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
     )
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
-        time.perf_counter() - started, _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg)}, runtime),
+        time.perf_counter() - started,
+        _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg)}, runtime, daemons),
     )
 
 
@@ -245,6 +315,7 @@ def run_trace(
     epoch_ns: float = 1000.0,
     kernel_config: KernelConfig | None = None,
     sysctls: SysctlWrites = (),
+    daemons: Sequence[str] = (),
     **reader_options: Any,
 ) -> RunOutcome:
     """Replay a trace file: its pages first-touched by the first thread touching each (under ``policy``), then
@@ -267,7 +338,7 @@ def run_trace(
     except WorkloadError as exc:
         raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
     every = frozenset(machine.cpus)
-    runtime = balancing_runtime(cfg, placement, {t.id: frozenset({t.cpu}) if cpus else every for t in threads})
+    runtime = balancing_runtime(cfg, placement, {t.id: frozenset({t.cpu}) if cpus else every for t in threads}, daemons)
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
@@ -275,7 +346,7 @@ def run_trace(
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
-        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)}, runtime),
+        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)}, runtime, daemons),
     )
 
 

@@ -256,3 +256,31 @@ def test_report_and_figure(machine, cal, tmp_path) -> None:  # type: ignore[no-u
     text = format_run_report(out)
     assert "numa_pages_migrated " in text and "at the end of the run, migrations included" in text
     assert "pages_over_time.png" in [p.name for p in save_run_plots(out, tmp_path)]
+
+
+# --- a user-space daemon (policies/numad.py) --------------------------------------------------------------------
+def test_numad_binds_the_process_to_one_node(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from numasim.workload.spec import load_workload
+
+    root = Path(__file__).resolve().parents[2]
+    w = load_workload(root / "docs" / "examples" / "spread.toml")
+    out = run_workload(machine, w, cal, daemons=["numad:interval_ms=5,min_rss_mb=10"])
+    k = out.result.kernel
+    assert k["vmstat"]["numad_rebinds"] == 1 and k["vmstat"]["numad_pages_migrated"] == 8192
+    assert k["pages_per_node_series"]["pages"][-1] == [16384, 0]
+    assert [(m["from_cpu"], m["to_cpu"]) for m in k["thread_moves"]] == [(6, 1)]
+    assert abs(k["thread_moves"][0]["time_ns"] - 5e6) < 1e5  # at its interval, to within a window
+    assert out.inputs["kernel"]["daemons"][0]["interval_ms"] == 5
+    # with NUMA balancing too: both run, counters merge
+    both = run_workload(machine, w, cal, sysctls=FAST, daemons=["numad:interval_ms=5,min_rss_mb=10"])
+    assert both.result.kernel["vmstat"]["numad_rebinds"] >= 1 and "numa_pte_updates" in both.result.kernel["vmstat"]
+
+
+def test_bad_daemon_specs_are_refused(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(accesses=1000)
+    with pytest.raises(WorkloadError, match="nor a Python file"):
+        run_workload(machine, w, cal, daemons=["nope.txt"])
+    with pytest.raises(WorkloadError, match="interval_ms = -1: must be positive"):
+        run_workload(machine, w, cal, daemons=["numad:interval_ms=-1"])
