@@ -44,10 +44,17 @@ ARTICLE_BALANCING_OFF_MB = {"node0": 44318.18, "node1": 21218.07, "total": 65536
 ARTICLE_FREE_MB = {"node0": 42625, "node1": 43405}
 WHAT_IF_CACHE_MB = 2687
 """Clean page cache on node 0 that, with zone_reclaim_mode = 1, reproduces the article (inferred, see README)."""
+KSWAPD_CACHE_MB = 2045
+"""Clean page cache on node 0 that kswapd reclaims while stress faults its memory in, with the kernel's defaults
+(zone_reclaim_mode = 0): inferred from the article's split, one number fitted to one number (see README)."""
+KSWAPD_RATIO = 1.0
+"""kswapd's reclaim rate over stress's fault rate (nominal: kswapd keeps up; any ratio >= 0.1 gives the same
+split, since the cache is used up while stress still has 20 GB to fault)."""
 
 
 def reproduce(
-    *, kernel_version: str = "6.12", zone_reclaim_mode: int = 0, node0_cache_mb: int = 0
+    *, kernel_version: str = "6.12", zone_reclaim_mode: int = 0, node0_cache_mb: int = 0,
+    kswapd_reclaim_ratio: float = 0.0,
 ) -> dict[str, Any]:
     """Run the article's command on a fresh simulated kernel; returns MB per node of the stress worker.
 
@@ -60,7 +67,8 @@ def reproduce(
     machine = load_machine(MACHINE)
     cache = {0: node0_cache_mb << 20} if node0_cache_mb else None
     config = KernelConfig(
-        version=kernel_version, zone_reclaim_mode=zone_reclaim_mode, reclaimable_page_cache_bytes=cache
+        version=kernel_version, zone_reclaim_mode=zone_reclaim_mode, reclaimable_page_cache_bytes=cache,
+        kswapd_reclaim_ratio=kswapd_reclaim_ratio,
     )
     kernel = Kernel(machine, config)
     run = run_numactl(kernel, COMMAND)
@@ -79,6 +87,7 @@ def reproduce(
         "swap_mb": 0.0,  # the model has no swap; an allocation that cannot be placed OOM-kills instead
         "oom_kills": len(kernel.oom_kills),
         "pgsteal_direct_mb": kernel.pm.vmstat["pgsteal_direct"] * 4096 / 2**20,
+        "pgsteal_kswapd_mb": kernel.pm.vmstat["pgsteal_kswapd"] * 4096 / 2**20,
         "node0_low_wmark_mb": sum(z.wmark_low for z in kernel.pm.node_zones(0)) * 4096 / 2**20,
         "kernel_version": kernel_version,
         "zone_reclaim_mode": zone_reclaim_mode,
@@ -139,6 +148,7 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
         "model 6.12\n(defaults)",
         "model 6.1\n(defaults)",
         f"what-if: zone_reclaim=1\n+{WHAT_IF_CACHE_MB} MB cache",
+        f"kswapd: defaults\n+{KSWAPD_CACHE_MB} MB cache",
     ]
     rows = [
         ARTICLE_MB,
@@ -146,8 +156,9 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
         results["model_6.12"],
         results["model_6.1"],
         results["what_if"],
+        results["kswapd"],
     ]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(10.5, 4.5))
     xs = range(len(rows))
     node0 = [r["node0"] / 1024 for r in rows]
     node1 = [r["node1"] / 1024 for r in rows]
@@ -184,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "model_6.12": reproduce(kernel_version="6.12"),
         "model_6.1": reproduce(kernel_version="6.1"),
         "what_if": reproduce(zone_reclaim_mode=1, node0_cache_mb=WHAT_IF_CACHE_MB),
+        "kswapd": reproduce(node0_cache_mb=KSWAPD_CACHE_MB, kswapd_reclaim_ratio=KSWAPD_RATIO),
     }
     base = results["model_6.12"]
     print("$ numactl --cpunodebind=0 -- stress -m 1 --vm-bytes 64G --vm-keep")
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "model_6.12": "model, Linux 6.12 defaults",
             "model_6.1": "model, Linux 6.1 defaults",
             "what_if": f"what-if, reclaim {WHAT_IF_CACHE_MB} MB cache",
+            "kswapd": f"kswapd, {KSWAPD_CACHE_MB} MB cache",
         }[name]
         print(
             f"{label:34}{r['node0']:12.2f}{r['node1']:12.2f}{r['total']:12.2f}"

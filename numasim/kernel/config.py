@@ -92,6 +92,11 @@ class KernelConfig:
     hotplug_nodes : frozenset of int
         Nodes whose memory is *not* onlined at boot (a CXL expander left to dax/kmem): they are possible but
         memoryless until :meth:`numasim.kernel.physmem.PhysicalMemory.hotadd_memory`.
+    kswapd_reclaim_ratio : float
+        kswapd's background reclaim while a program faults memory in (:mod:`numasim.kernel.kswapd`): clean page
+        cache pages kswapd frees per page the program allocates while kswapd is awake (kswapd's reclaim rate
+        over the program's fault rate). 0 (default): kswapd is not modelled and placement is as before. Not a
+        kernel knob: a model parameter (nominal, or fitted to a measurement; say which).
     """
 
     version: str = "6.12"
@@ -114,8 +119,13 @@ class KernelConfig:
     page_cache_fraction_of_used: float = 0.0
     movable_bytes: Mapping[int, int] | None = None
     hotplug_nodes: frozenset[int] = frozenset()
+    kswapd_reclaim_ratio: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (0.0 <= self.kswapd_reclaim_ratio < float("inf")):
+            raise ValueError(
+                f"KernelConfig.kswapd_reclaim_ratio = {self.kswapd_reclaim_ratio}: must be a finite number >= 0"
+            )
         if self.thp_mode not in THP_MODES:
             raise ValueError(f"KernelConfig.thp_mode = {self.thp_mode!r}: expected one of {', '.join(THP_MODES)}")
         if self.thp_defrag not in THP_DEFRAG_MODES:

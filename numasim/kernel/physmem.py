@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from numasim.kernel.kswapd import KSWAPD_BATCH_PAGES, run_with_kswapd
 from numasim.kernel.allocator import (
     AllocPlan,
     AllocRequest,
@@ -125,6 +126,9 @@ class PhysicalMemory:
             "pgfree": 0,
             "pgsteal_direct": 0,
             "pgscan_direct": 0,
+            "pgsteal_kswapd": 0,
+            "pgscan_kswapd": 0,
+            "pageoutrun": 0,
             "oom_kill": 0,
         }
         self._log: list[str] = []
@@ -560,6 +564,12 @@ class PhysicalMemory:
             plans = {t: self._plan(t, req, gfp) for t in positions}
             nodes, zones, segments, state, allocated = run_per_page(plans, positions, req.count, self.zones)
             plan_oom = plans[int(targets[allocated])].oom if allocated < req.count else False
+        elif self.config.kswapd_reclaim_ratio > 0 and req.count > KSWAPD_BATCH_PAGES:
+            target = int(targets) if not isinstance(targets, np.ndarray) else 0
+            plan = self._plan(target, req, gfp)
+            nodes, zones, segments, state = run_with_kswapd(self, plan, req.count, target)
+            allocated = len(nodes)
+            plan_oom = plan.oom
         else:
             target = int(targets) if not isinstance(targets, np.ndarray) else 0
             plan = self._plan(target, req, gfp) if req.count else AllocPlan((), False)
