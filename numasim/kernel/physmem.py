@@ -22,7 +22,6 @@ import dataclasses
 
 import numpy as np
 
-from numasim.kernel.kswapd import KSWAPD_BATCH_PAGES, run_with_kswapd
 from numasim.kernel.allocator import (
     AllocPlan,
     AllocRequest,
@@ -37,6 +36,7 @@ from numasim.kernel.allocator import (
 )
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import Gfp, gfp_zone
+from numasim.kernel.kswapd import KSWAPD_BATCH_PAGES, run_with_kswapd
 from numasim.kernel.watermarks import (
     calculate_min_free_kbytes,
     set_recommended_min_free_kbytes,
