@@ -284,3 +284,19 @@ def test_bad_daemon_specs_are_refused(machine, cal) -> None:  # type: ignore[no-
         run_workload(machine, w, cal, daemons=["nope.txt"])
     with pytest.raises(WorkloadError, match="interval_ms = -1: must be positive"):
         run_workload(machine, w, cal, daemons=["numad:interval_ms=-1"])
+
+
+def test_migratepages_mid_run_moves_the_memory_and_its_copies_cross_the_link(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(accesses=120_000)  # about 40 ms
+    off = run_workload(machine, w, cal)
+    out = run_workload(machine, w, cal, daemons=["migratepages:at_ms=10,from_nodes=1,to_nodes=0"])
+    k = out.result.kernel
+    assert k["vmstat"]["migratepages_calls"] == 1 and k["vmstat"]["pgmigrate_success"] == 4096
+    assert k["pages_per_node_series"]["pages"][-1] == [4096, 0]
+    assert k["copy_bytes_read_by_node"]["1"] == 4096 * 4096 == k["copy_bytes_written_by_node"]["0"]
+    link = {r.name: r.bytes for r in out.result.resources}
+    assert sum(v for n, v in link.items() if "->" in n) > 4096 * 4096  # the copies crossed the link
+    assert out.result.run_time_ns < off.result.run_time_ns  # local after 10 ms, and no fault costs
+    assert 0.2 * off.result.accesses < out.result.node(1).accesses < 0.5 * off.result.accesses
+    with pytest.raises(WorkloadError, match="node 7: no such node"):
+        run_workload(machine, w, cal, daemons=["migratepages:from_nodes=7"])
