@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numasim.kernel.folio_alloc import HPAGE_PMD_NR, HPAGE_PMD_ORDER
 from numasim.kernel.mempolicy import MemPolicy
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
 from numasim.kernel.thp import fault_huge, thp_allowed
@@ -159,8 +160,6 @@ def _fault_pages(
 def _fault_hugetlb(kernel: Kernel, task: Task, vma: VMA, idx: np.ndarray, cpu: int) -> FaultResult:
     """``hugetlb_fault`` -> ``alloc_hugetlb_folio`` -> ``dequeue_hugetlb_folio_vma`` for the 2 MiB blocks of
     ``idx`` (a MAP_HUGETLB mapping is 2 MiB aligned): one free pool folio per block, under the VMA's policy."""
-    from numasim.kernel.folio_alloc import HPAGE_PMD_NR, HPAGE_PMD_ORDER
-
     blocks = np.unique(idx // HPAGE_PMD_NR) * HPAGE_PMD_NR
     own = vma.policy
     policy = own if own is not None else task.mempolicy

@@ -50,9 +50,10 @@ def _candidates(pm: PhysicalMemory, target: int, req: AllocRequest) -> list[Cand
 def folio_capacity(pm: PhysicalMemory, target: int, req: AllocRequest, order: int = HPAGE_PMD_ORDER) -> int:
     """How many order-``order`` folios ``req`` (preferred node ``target``) could get now, without taking them."""
     nr = 1 << order
-    free = {c.zone: pm.zones[c.zone].free_pages for c in _candidates(pm, target, req)}
+    cands = _candidates(pm, target, req)
+    free = {c.zone: pm.zones[c.zone].free_pages for c in cands}
     total = 0
-    for c in _candidates(pm, target, req):
+    for c in cands:
         k = max(0, (free[c.zone] - c.thr) // nr)
         free[c.zone] -= k * nr
         total += k
@@ -93,7 +94,7 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
             nodes[sel] = pm.zones[c.zone].node
             zones[sel] = int(pm.zones[c.zone].type)
             taken[c.zone] += wanted[t]
-            _count(pm, req, c, t, wanted[t], nr)
+            pm.count_allocation(req, c, t, events=wanted[t], pages=wanted[t] * nr)  # one event per folio
     else:
         # A zone runs dry: one allocation call per 2 MiB folio (512 times fewer steps than per page).
         for i in range(count):
@@ -104,13 +105,10 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
                     taken[c.zone] += 1
                     nodes[i] = pm.zones[c.zone].node
                     zones[i] = int(pm.zones[c.zone].type)
-                    _count(pm, req, c, t, 1, nr)
+                    pm.count_allocation(req, c, t, events=1, pages=nr)
                     break
     for zi in np.flatnonzero(taken):
         pm.zones[int(zi)].free_pages -= int(taken[zi]) * nr
     return nodes, zones
 
 
-def _count(pm: PhysicalMemory, req: AllocRequest, c: Candidate, target: int, folios: int, nr: int) -> None:
-    # zone_statistics(preferred_zone, zone, 1): one event per folio; pgalloc counts its base pages
-    pm.count_allocation(req, c, target, events=folios, pages=folios * nr)

@@ -25,6 +25,7 @@ one folio at a time; the round robin's starting node is kept between writes as t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -190,14 +191,12 @@ class HugetlbPool:
                         pos += take
         return nodes, zones
 
-    def release(self, page_nodes: np.ndarray, page_zones: np.ndarray | None = None) -> None:
-        """Give the folios of an unmapped hugetlb range back to the pool (one entry per base page)."""
+    def release(self, page_nodes: np.ndarray, page_zones: np.ndarray) -> None:
+        """Give the folios of an unmapped hugetlb range back to the pool (node and zone of each base page)."""
         page_nodes = np.asarray(page_nodes, dtype=np.int64)
         if page_nodes.size == 0:
             return
-        zones = np.asarray(page_zones, dtype=np.int64) if page_zones is not None else None
-        if zones is None:
-            raise ValueError("release: zones are needed")
+        zones = np.asarray(page_zones, dtype=np.int64)
         folios = np.zeros_like(self.used_by_zone)
         np.add.at(folios, (page_nodes, zones), 1)
         folios //= HPAGE_PMD_NR
@@ -206,6 +205,4 @@ class HugetlbPool:
 
 
 def _with(req: AllocRequest, node: int, count: int = 0) -> AllocRequest:
-    from dataclasses import replace
-
     return replace(req, preferred_nid=node, count=count)

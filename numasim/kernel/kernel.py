@@ -51,6 +51,7 @@ from numasim.kernel import syscalls
 from numasim.kernel.cpuset import ROOT_CPUSET, Cpuset, rebind_task
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.fault import FaultResult, fault_pages_at, fault_range
+from numasim.kernel.folio_alloc import HPAGE_PMD_NR
 from numasim.kernel.mempolicy import (
     MPOL_BIND,
     MPOL_F_MOF,
@@ -176,7 +177,7 @@ class Kernel:
         from numasim.kernel.hugetlb import HugetlbPool
 
         self.hugetlb = HugetlbPool(self.pm)
-        for nid, count in getattr(config, "hugetlb_pool_writes", ()):
+        for nid, count in self.config.hugetlb_pool_writes:
             self.hugetlb.set_nr_hugepages(count, nid)  # the vm.nr_hugepages writes, in order, right after boot
 
     @property
@@ -406,8 +407,6 @@ class Kernel:
         return mm.insert(VMA(addr, addr + size, pgoff, kind, tag, inode=inode, path=path))
 
     def _mmap_hugetlb(self, task: Task, size: int, addr: int | None) -> VMA:
-        from numasim.kernel.folio_alloc import HPAGE_PMD_NR
-
         huge = HPAGE_PMD_NR * PAGE_SIZE
         size = -(-size // huge) * huge
         if addr is None:
@@ -444,7 +443,7 @@ class Kernel:
         if addr % PAGE_SIZE or length <= 0:
             return SyscallResult.fail("EINVAL", "munmap needs a page-aligned address and a positive length")
         end = addr + ((length + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1))
-        if (addr | end) & ((512 << PAGE_SHIFT) - 1) and any(v.hugetlb for v in task.mm.vmas_in(addr, end)):
+        if (addr | end) & ((HPAGE_PMD_NR << PAGE_SHIFT) - 1) and any(v.hugetlb for v in task.mm.vmas_in(addr, end)):
             return SyscallResult.fail("EINVAL", "munmap of a MAP_HUGETLB mapping must be 2 MiB aligned")
         for vma in task.mm.remove(addr, end):
             self._free_vma_pages(vma)
@@ -733,7 +732,7 @@ class Kernel:
         if vma.hugetlb:
             # back to the pool, not to the buddy allocator; folios never faulted give back their reservation
             self.hugetlb.release(vma.nodes[present], vma.zones[present])
-            self.hugetlb.unreserve((vma.npages - int(np.count_nonzero(present))) // 512)
+            self.hugetlb.unreserve((vma.npages - int(np.count_nonzero(present))) // HPAGE_PMD_NR)
         elif present.any():
             self.pm.free(vma.nodes[present], vma.zones[present])
         vma.nodes[:] = -1

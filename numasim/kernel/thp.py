@@ -43,6 +43,7 @@ from numasim.kernel.task import PAGE_SHIFT, VMA
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.mempolicy import MemPolicy
+    from numasim.kernel.physmem import PhysicalMemory
     from numasim.kernel.protocol import PlacementPolicy
     from numasim.kernel.task import Task
 
@@ -164,11 +165,8 @@ def fault_huge(
     return idx[vma.nodes[idx] < 0], int(pages.size)
 
 
-def _retry(pm: object, req: AllocRequest, nodes: np.ndarray, zones: np.ndarray, *,
+def _retry(pm: PhysicalMemory, req: AllocRequest, nodes: np.ndarray, zones: np.ndarray, *,
            nodemask: frozenset[int] | None) -> None:
-    from numasim.kernel.physmem import PhysicalMemory
-
-    assert isinstance(pm, PhysicalMemory)
     miss = np.flatnonzero(nodes < 0)
     if miss.size:
         pref = np.asarray(req.preferred_nid, dtype=np.int64)
