@@ -38,6 +38,7 @@ import simpy
 
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .protocol import EngineInput, grow_bucket_ring
+from .requests import RequestLatencies
 from .runtime import bulk_class_tables
 from .stats import bin_table
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
@@ -118,6 +119,7 @@ class EpochEngine:
         self.ser_rows = np.zeros((_SERIES_ROWS, n_res))
         self.windows = 0
         self.bridge = inp.bridge
+        self.requests = RequestLatencies(len(agents), inp.request_accesses) if inp.request_accesses else None
         self._ns_per_request = 0.0  # with a run-time kernel: the last window's pace (its busiest program agent)
         self._min_take = 64  # ... and the fewest requests per agent a window takes (doubled while none commit)
         self._program = np.array([not (self.bridge is not None and self.bridge.is_kernel[a.index]) for a in agents])
@@ -264,6 +266,8 @@ class EpochEngine:
         )
         self.windows += 1
         n_commit = pos - seg_start
+        if self.requests is not None:
+            self.requests.add_window(ids_arr, seg_start, n_commit, issue, self._program)
         if bridge is not None:
             span = self.now_ns() - t0
             bridge.window_done(ids_arr, lens, n_commit, rc, page, issue)

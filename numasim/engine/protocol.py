@@ -50,6 +50,8 @@ class EngineInput:
         Epoch length (utilisation buckets, curve updates).
     window_accesses : int
         Accesses per window the epoch fidelity times at once.
+    request_accesses : int
+        Accesses per request of each thread (0: no request latencies).
     bridge : EngineBridge or None
         With a run-time kernel: what it may change between windows (pages' nodes and protection, routes,
         stalls, copies); the kernel agents are the last agents.
@@ -65,6 +67,7 @@ class EngineInput:
     epoch_ns: float
     window_accesses: int
     bridge: EngineBridge | None = None
+    request_accesses: int = 0
 
     @property
     def level_latency_ns(self) -> np.ndarray:

@@ -200,6 +200,9 @@ class SimulationResult:
     initiator_names: list[str] = field(default_factory=list)
     diagnostics: dict[str, float] = field(default_factory=dict)
     """Engine statistics (epoch mode: windows timed, the last epoch reached); not part of ``to_dict``."""
+    requests: dict[str, Any] | None = None
+    """With ``request_accesses``: the requests' latency (count, mean, percentiles, max; all threads and per
+    thread), from the issue of a request's first access to that of the next one."""
     kernel: dict[str, Any] | None = None
     """With a run-time kernel (``simulate(runtime=...)``): its /proc/vmstat counters (``vmstat``), pages per node
     over time (``pages_per_node_series``), the bytes its page copies read and wrote per node, its thread moves."""
@@ -234,7 +237,7 @@ class SimulationResult:
             f.name: _clean(getattr(self, f.name))
             for f in fields(self)
             if f.name not in self._TABLES
-            and f.name not in ("diagnostics", "kernel")
+            and f.name not in ("diagnostics", "kernel", "requests")
             and not isinstance(getattr(self, f.name), np.ndarray)
         }
         out |= self.tables()
@@ -244,6 +247,8 @@ class SimulationResult:
         out["latency_hist_by_initiator"] = self.latency_hist_by_initiator.tolist()
         if self.kernel is not None:
             out["kernel"] = self.kernel
+        if self.requests is not None:
+            out["requests"] = self.requests
         return out
 
     def to_pandas(self) -> dict[str, Any]:

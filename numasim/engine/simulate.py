@@ -114,6 +114,7 @@ def simulate(
     *,
     window_accesses: int = 1 << 19,
     runtime: KernelRuntime | None = None,
+    request_accesses: int = 0,
 ) -> SimulationResult:
     """Time a stream of memory accesses on ``machine`` under ``calibration``.
 
@@ -145,6 +146,9 @@ def simulate(
     window_accesses : int
         Epoch mode: buffered requests of all agents timed per call of the compiled loop (speed/memory
         trade-off: timing does not depend on it; sums of latencies may differ in their last bits).
+    request_accesses : int
+        A request is this many consecutive accesses of a thread: the result's ``requests`` gives their latency
+        distribution (epoch mode; 0: none).
     runtime : KernelRuntime, optional
         A kernel whose daemons and fault handlers run on the simulation clock (automatic NUMA balancing, see
         :mod:`numasim.engine.runtime`); it may move pages and threads while the run goes on. Epoch mode only.
@@ -169,6 +173,10 @@ def simulate(
         raise WorkloadError(f"mode = {mode!r}: expected 'epoch' or 'exact'") from None
     if not epoch_ns > 0:
         raise WorkloadError(f"epoch_ns = {epoch_ns}: must be positive")
+    if request_accesses and engine_mode != EngineMode.EPOCH:
+        raise WorkloadError("request_accesses: request latencies are measured in epoch mode only; use mode 'epoch'")
+    if request_accesses < 0:
+        raise WorkloadError(f"request_accesses = {request_accesses}: must be >= 0")
     if runtime is not None and engine_mode != EngineMode.EPOCH:
         raise WorkloadError(
             "mode = 'exact': a run-time kernel (automatic NUMA balancing) runs in epoch mode only; use mode 'epoch'"
@@ -222,7 +230,7 @@ def simulate(
     try:
         return _run_engine(
             ms, calibration, agents, devices, pages, feeder, levels, instances, engine_mode, seed, epoch_ns,
-            window_accesses, record_latencies, runtime, kernel_agents,
+            window_accesses, record_latencies, runtime, kernel_agents, request_accesses,
         )  # fmt: skip
     finally:
         feeder.close()
@@ -244,6 +252,7 @@ def _run_engine(
     record_latencies: bool,
     runtime: KernelRuntime | None = None,
     kernel_agents: dict[int, int] | None = None,
+    request_accesses: int = 0,
 ) -> SimulationResult:
     n_levels = len(levels)
     n_program = len(agents) - len(kernel_agents or {})
@@ -266,7 +275,7 @@ def _run_engine(
     inp = EngineInput(
         ms=ms, agents=agents, feeder=feeder, stats=stats, levels=levels, instances=instances,
         prefetch_distance_lines=calibration.core.prefetch_distance_lines, epoch_ns=epoch_ns,
-        window_accesses=window_accesses, bridge=bridge,
+        window_accesses=window_accesses, bridge=bridge, request_accesses=request_accesses,
     )
     engine = ENGINES[engine_mode](inp)
     if bridge is not None:
@@ -285,6 +294,9 @@ def _run_engine(
     )
     if bridge is not None:
         result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
+    requests = getattr(engine, "requests", None)
+    if requests is not None:
+        result.requests = requests.summary([a.name for a in agents[:n_program]])
     return result
 
 

@@ -165,9 +165,25 @@ def format_run_report(outcome: RunOutcome) -> str:
         lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>)", format_table(alloc_rows, cols)]
     when = "after placement" if r.kernel is None else "at the end of the run, migrations included"
     lines += ["", f"numastat (simulated kernel, {when})", numastat_view(outcome).rstrip()]
+    if r.requests is not None:
+        lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:
         lines += ["", *kernel_report_lines(r.kernel)]
     return "\n".join(lines)
+
+
+def request_report_lines(requests: dict[str, Any]) -> list[str]:
+    """Request latencies (all threads, then each): count and mean, percentiles and maximum in microseconds."""
+    cols = ("mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")
+
+    def row(name: str, s: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"thread": name, "requests": s["count"]}
+        out |= {c.replace("_ns", "_us"): (s[c] / 1e3 if s["count"] else None) for c in cols}
+        return out
+
+    rows = [row("all", requests)] + [row(n, s) for n, s in requests["threads"].items()]
+    return [f"requests ({requests['accesses_per_request']} accesses each): latency in microseconds",
+            format_table(rows, digits=2)]
 
 
 def kernel_report_lines(kernel: dict[str, Any]) -> list[str]:

@@ -264,6 +264,7 @@ def run_workload(
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
         epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
+        request_accesses=workload.request_accesses or 0,
     )
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,

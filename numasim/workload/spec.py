@@ -277,6 +277,10 @@ class Workload(_Model):
     phases: list[Phase] = Field(default_factory=list)
     block_accesses: Annotated[int, Field(ge=1, le=1 << 20)] = 4096
     """Accesses per round-robin block: threads take turns in blocks of this many accesses."""
+    request_accesses: Annotated[int, Field(ge=1)] | None = None
+    """A request is this many consecutive accesses of a thread (a server handling one request after another):
+    the result then reports each request's latency, from the issue of its first access to that of the next
+    request's (percentiles: tail latency). None: no requests."""
     sysctl: dict[str, int | str] = Field(default_factory=dict)
     """``[sysctl]``: knob writes the kernel gets before placement, in file order (``"kernel.numa_balancing" = 1``;
     names as :mod:`numasim.kernel.sysctl` lists them, quoted because they contain dots)."""

@@ -88,3 +88,13 @@ def test_004_autonuma_directions_at_small_scale(load_experiment) -> None:
     assert omp["off_interleave"]["speedup"] > omp["balancing_on"]["speedup"]  # article: 3.9x vs 2.8x
     assert omp["off_interleave"]["speedup"] > 3.0
     assert omp["balancing_on"]["vmstat"]["numa_pages_migrated"] > 0
+
+
+def test_004_autonuma_container_tail_latency_at_small_scale(load_experiment) -> None:
+    """Article 004 scenario 3: balancing raises the 99th percentile of request latency (shortened run)."""
+    res = load_experiment("004-autonuma-container").reproduce(scale=0.05, data_mb=32)
+    on, off = res["runs"]["balancing_on"], res["runs"]["balancing_off"]
+    assert on["count"] == off["count"] > 100
+    assert on["p99_ns"] > 1.5 * off["p99_ns"]  # article: 12 ms vs 3.2 ms
+    assert on["p50_ns"] < 1.5 * off["p50_ns"]  # the median barely moves: spikes, not a slowdown
+    assert off["p99_ns"] >= off["p50_ns"] and on["max_ns"] >= on["p999_ns"] >= on["p99_ns"]
