@@ -90,6 +90,10 @@ def run(
         help="Write a kernel knob before placement (repeatable, in order; after the workload's [sysctl]), "
         "e.g. kernel.numa_balancing=1 or vm.nr_hugepages=512.",
     ),
+    tlb: bool = typer.Option(
+        False, "--tlb", help="Model each core's STLB and page walks (nominal Skylake-SP numbers), so that huge "
+        "pages matter to timing (epoch mode).",
+    ),
     daemon: list[str] | None = typer.Option(
         None, "--daemon", metavar="NAME|FILE.py[:NAME=VALUE,...]",
         help="Run a user-space daemon beside the program on the simulation clock (repeatable), e.g. "
@@ -123,6 +127,7 @@ def run(
         raise WorkloadError(f"--mode = {mode!r}: expected epoch or exact")
     if thp not in ("always", "madvise", "never"):
         raise WorkloadError(f"--thp = {thp!r}: expected always, madvise or never")
+    from numasim.engine.tlb import TlbSpec
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.sysctl import parse_sysctl_arg
 
@@ -147,8 +152,8 @@ def run(
     if compare:
         if workload is None:
             raise WorkloadError("--compare needs --workload (a trace replays one placement)")
-        if daemon:
-            raise WorkloadError("--daemon: not with --compare (run each policy with its daemon on its own)")
+        if daemon or tlb:
+            raise WorkloadError("--daemon and --tlb: not with --compare (run each policy on its own)")
         spec = load_workload(workload)
         rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config,
                                 sysctls=sysctls)
@@ -160,7 +165,8 @@ def run(
     try:
         if workload is not None:
             outcome = run_workload(m, load_workload(workload), cal, policy=policy, mode=mode, seed=seed, progress=bar,
-                                   kernel_config=kernel_config, sysctls=sysctls, daemons=daemon or ())
+                                   kernel_config=kernel_config, sysctls=sysctls, daemons=daemon or (),
+                                   tlb=TlbSpec() if tlb else None)
         else:
             assert trace is not None
             try:
@@ -169,7 +175,7 @@ def run(
                 raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
             outcome = run_trace(m, trace, cal, policy=policy, mode=mode, seed=seed, cpus=cpu_list,
                                 format=trace_format, progress=bar, kernel_config=kernel_config, sysctls=sysctls,
-                                daemons=daemon or ())
+                                daemons=daemon or (), tlb=TlbSpec() if tlb else None)
     finally:
         bar.close()
     bar.wall_time(outcome.wall_s)

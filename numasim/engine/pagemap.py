@@ -32,6 +32,8 @@ class PageMap:
         self.page_bytes = page_bytes
         self._shift = page_bytes.bit_length() - 1
         self._runs: list[tuple[int, np.ndarray]] = []  # (first page number, nodes of consecutive pages)
+        self._huge_of: dict[int, np.ndarray] = {}  # first page number of a run -> its pages' "in a 2 MiB page" flags
+        self._huge = np.zeros(0, dtype=bool)
         self._starts = np.zeros(0, dtype=np.uint64)
         self._ends = np.zeros(0, dtype=np.uint64)
         self._offsets = np.zeros(0, dtype=np.int64)
@@ -39,8 +41,9 @@ class PageMap:
         self._dirty = False
 
     # --- building ------------------------------------------------------------------------------------------
-    def assign(self, start_address: int, nodes: np.ndarray) -> None:
-        """Map the pages of a VMA starting at ``start_address`` (page aligned), in order, to ``nodes``."""
+    def assign(self, start_address: int, nodes: np.ndarray, huge: np.ndarray | None = None) -> None:
+        """Map the pages of a VMA starting at ``start_address`` (page aligned), in order, to ``nodes``;
+        ``huge`` marks the pages that belong to a 2 MiB page (THP or hugetlb; for the TLB)."""
         if start_address < 0 or start_address % self.page_bytes:
             raise WorkloadError(
                 f"PageMap.assign: start_address {start_address:#x} is not aligned to {self.page_bytes}-byte pages"
@@ -51,13 +54,25 @@ class PageMap:
         if (arr < 0).any():
             raise WorkloadError(f"PageMap.assign: node {int(arr.min())} at {start_address:#x} is negative")
         self._runs.append((start_address >> self._shift, arr.copy()))
+        if huge is not None:
+            flags = np.asarray(huge, dtype=bool).ravel()
+            if len(flags) != len(arr):
+                raise WorkloadError(f"PageMap.assign: {len(arr)} nodes but {len(flags)} huge flags")
+            if flags.any():
+                self._huge_of[start_address >> self._shift] = flags.copy()
         self._dirty = True
 
     @classmethod
-    def from_arrays(cls, page_numbers: np.ndarray, nodes: np.ndarray, page_bytes: int = 4096) -> PageMap:
-        """A map from parallel arrays of page numbers (any order, no duplicates) and their nodes."""
+    def from_arrays(
+        cls, page_numbers: np.ndarray, nodes: np.ndarray, page_bytes: int = 4096, huge: np.ndarray | None = None
+    ) -> PageMap:
+        """A map from parallel arrays of page numbers (any order, no duplicates), their nodes and (optionally)
+        whether each belongs to a 2 MiB page."""
         pages = np.asarray(page_numbers, dtype=np.uint64).ravel()
         where = np.asarray(nodes, dtype=np.int16).ravel()
+        flags = None if huge is None else np.asarray(huge, dtype=bool).ravel()
+        if flags is not None and len(flags) != len(pages):
+            raise WorkloadError(f"PageMap.from_arrays: {len(pages)} page numbers but {len(flags)} huge flags")
         if len(pages) != len(where):
             raise WorkloadError(f"PageMap.from_arrays: {len(pages)} page numbers but {len(where)} nodes")
         pm = cls(page_bytes)
@@ -65,13 +80,15 @@ class PageMap:
             return pm
         order = np.argsort(pages, kind="stable")
         pages, where = pages[order], where[order]
+        if flags is not None:
+            flags = flags[order]
         if (np.diff(pages) == 0).any():
             dup = int(pages[1:][np.diff(pages) == 0][0])
             raise WorkloadError(f"PageMap.from_arrays: page number {dup} is listed twice")
         # Cut into runs of consecutive page numbers.
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(pages)], strict=True):
-            pm.assign(int(pages[lo]) << pm._shift, where[lo:hi])
+            pm.assign(int(pages[lo]) << pm._shift, where[lo:hi], None if flags is None else flags[lo:hi])
         return pm
 
     def _build(self) -> None:
@@ -89,6 +106,11 @@ class PageMap:
         self._starts, self._ends = starts, ends
         self._offsets = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
         self._flat = np.concatenate([r[1] for r in runs]) if runs else np.zeros(0, dtype=np.int16)
+        self._huge = (
+            np.concatenate([self._huge_of.get(r[0], np.zeros(len(r[1]), dtype=bool)) for r in runs])
+            if runs and self._huge_of
+            else np.zeros(len(self._flat), dtype=bool)
+        )
         self._dirty = False
 
     # --- queries -------------------------------------------------------------------------------------------
@@ -121,6 +143,12 @@ class PageMap:
         if self._dirty:
             self._build()
         return self._starts, self._ends, self._offsets, self._flat, self._shift
+
+    def huge_flags(self) -> np.ndarray:
+        """Per flat page index (the order of :meth:`lookup_tables`' node array): in a 2 MiB page?"""
+        if self._dirty:
+            self._build()
+        return self._huge
 
     def pages_per_node(self, node_count: int) -> np.ndarray:
         """Resident pages per node id ``0..node_count-1``."""

@@ -200,6 +200,8 @@ class SimulationResult:
     initiator_names: list[str] = field(default_factory=list)
     diagnostics: dict[str, float] = field(default_factory=dict)
     """Engine statistics (epoch mode: windows timed, the last epoch reached); not part of ``to_dict``."""
+    tlb: dict[str, Any] | None = None
+    """With ``tlb``: STLB misses and page-walk time (all threads and per thread) and the TLB assumed."""
     requests: dict[str, Any] | None = None
     """With ``request_accesses``: the requests' latency (count, mean, percentiles, max; all threads and per
     thread), from the issue of a request's first access to that of the next one."""
@@ -237,7 +239,7 @@ class SimulationResult:
             f.name: _clean(getattr(self, f.name))
             for f in fields(self)
             if f.name not in self._TABLES
-            and f.name not in ("diagnostics", "kernel", "requests")
+            and f.name not in ("diagnostics", "kernel", "requests", "tlb")
             and not isinstance(getattr(self, f.name), np.ndarray)
         }
         out |= self.tables()
@@ -249,6 +251,8 @@ class SimulationResult:
             out["kernel"] = self.kernel
         if self.requests is not None:
             out["requests"] = self.requests
+        if self.tlb is not None:
+            out["tlb"] = self.tlb
         return out
 
     def to_pandas(self) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
 from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
+from .tlb import TlbSpec
 
 __all__ = ["simulate", "ENGINES"]
 
@@ -115,6 +116,7 @@ def simulate(
     window_accesses: int = 1 << 19,
     runtime: KernelRuntime | None = None,
     request_accesses: int = 0,
+    tlb: TlbSpec | None = None,
 ) -> SimulationResult:
     """Time a stream of memory accesses on ``machine`` under ``calibration``.
 
@@ -149,6 +151,9 @@ def simulate(
     request_accesses : int
         A request is this many consecutive accesses of a thread: the result's ``requests`` gives their latency
         distribution (epoch mode; 0: none).
+    tlb : TlbSpec, optional
+        Model each thread's STLB and page walks (:mod:`numasim.engine.tlb`; 2 MiB pages per the page map's huge
+        flags); the result's ``tlb`` counts misses and walk time. Epoch mode only; None: no TLB.
     runtime : KernelRuntime, optional
         A kernel whose daemons and fault handlers run on the simulation clock (automatic NUMA balancing, see
         :mod:`numasim.engine.runtime`); it may move pages and threads while the run goes on. Epoch mode only.
@@ -173,6 +178,8 @@ def simulate(
         raise WorkloadError(f"mode = {mode!r}: expected 'epoch' or 'exact'") from None
     if not epoch_ns > 0:
         raise WorkloadError(f"epoch_ns = {epoch_ns}: must be positive")
+    if tlb is not None and engine_mode != EngineMode.EPOCH:
+        raise WorkloadError("tlb: the TLB is modelled in epoch mode only; use mode 'epoch'")
     if request_accesses and engine_mode != EngineMode.EPOCH:
         raise WorkloadError("request_accesses: request latencies are measured in epoch mode only; use mode 'epoch'")
     if request_accesses < 0:
@@ -226,6 +233,7 @@ def simulate(
         background=True,
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
         track_pages=runtime is not None,
+        tlb=tlb,
     )
     try:
         return _run_engine(
@@ -294,10 +302,25 @@ def _run_engine(
     )
     if bridge is not None:
         result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
+    if feeder.tlb is not None:
+        result.tlb = _tlb_record(feeder, agents[:n_program], feeder.tlb)
     requests = getattr(engine, "requests", None)
     if requests is not None:
         result.requests = requests.summary([a.name for a in agents[:n_program]])
     return result
+
+
+def _tlb_record(feeder: Feeder, agents: list[Agent], tlb: TlbSpec) -> dict:
+    """STLB misses and page-walk time, in all and per thread, and the TLB assumed."""
+    rows = {
+        a.name: {"accesses": int(feeder.tlb_accesses[a.index]), "misses": int(feeder.tlb_misses[a.index]),
+                 "misses_2m": int(feeder.tlb_misses_2m[a.index]), "walk_ns": float(feeder.tlb_walk_ns[a.index])}
+        for a in agents
+        if a.cpu is not None
+    }  # fmt: skip
+    total = {k: sum(r[k] for r in rows.values()) for k in ("accesses", "misses", "misses_2m", "walk_ns")}
+    return {**total, "miss_rate": total["misses"] / total["accesses"] if total["accesses"] else 0.0,
+            "threads": rows, "spec": tlb.describe()}  # fmt: skip
 
 
 def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -> dict:

@@ -27,6 +27,7 @@ from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, lookup
 from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
+from .tlb import TlbSpec, tlb_keys
 
 __all__ = ["PREFETCH_STREAMS", "MAX_RUN_NS", "Agent", "Block", "Feeder"]
 
@@ -113,6 +114,7 @@ class Feeder:
         background: bool = False,
         class_base: np.ndarray | None = None,
         track_pages: bool = False,
+        tlb: TlbSpec | None = None,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
         self._chunks = self._distributed()
@@ -161,6 +163,21 @@ class Feeder:
         # With a run-time kernel, every request keeps its flat page index: the engine resolves its node when it
         # times it, not when it was read (the kernel may have moved the page in between).
         self.track_pages = track_pages
+        # The TLB (tlb.py): one STLB per cpu (agents without a cpu never miss), its carried reuse state, counts.
+        self.tlb = tlb
+        if tlb is not None:
+            cpus = sorted({a.cpu for a in agents if a.cpu is not None})
+            self._tlb_instance = np.array(
+                [[cpus.index(a.cpu) if a.cpu is not None else len(cpus) + a.index for a in agents]], dtype=np.int64
+            )
+            self._tlb_capacity = np.array([tlb.entries], dtype=float)
+            self._tlb_sets = np.array([tlb.entries // tlb.ways], dtype=np.int64)
+            self._tlb_state = EpochCacheState.empty()
+            self._has_cpu = np.array([a.cpu is not None for a in agents])
+        self.tlb_accesses = np.zeros(len(agents), dtype=np.int64)
+        self.tlb_misses = np.zeros(len(agents), dtype=np.int64)
+        self.tlb_misses_2m = np.zeros(len(agents), dtype=np.int64)
+        self.tlb_walk_ns = np.zeros(len(agents))
 
     # --- input -------------------------------------------------------------------------------------------
     def add_block(self, agent: int, block: Block) -> None:
@@ -304,6 +321,8 @@ class Feeder:
                 f"address {int(lines[k]) << 6:#x} is on node {int(node[k])}, which has no memory on this machine"
             )
         order, rank, bounds = group_by_agent(agent.astype(np.int64, copy=False), len(self.agents))
+        if self.tlb is not None:
+            compute = self._tlb_walks(lines, agent, order, rank, compute)
         level = None
         if (
             self._cache_state is not None
@@ -347,6 +366,27 @@ class Feeder:
                 ),
             ))
         return out
+
+    def _tlb_walks(
+        self, lines: np.ndarray, agent: np.ndarray, order: np.ndarray, rank: np.ndarray, compute: np.ndarray
+    ) -> np.ndarray:
+        """Each request's compute time plus the page walk of its STLB miss (reuse distance over page keys)."""
+        assert self.tlb is not None
+        huge = self.pages.huge_flags()[self._lookup_pages(lines << _LINE_SHIFT)]
+        keys = tlb_keys(lines << _LINE_SHIFT, huge)
+        agent64 = agent.astype(np.int64, copy=False)
+        level, self._tlb_state = estimate_levels(
+            keys, agent64, self._tlb_instance, self._tlb_capacity, self._tlb_state, order, rank, self._tlb_sets,
+            carry_accesses(self._tlb_capacity),
+        )  # fmt: skip
+        miss = (level >= 1) & self._has_cpu[agent64]
+        walk = np.where(miss, np.where(huge, self.tlb.walk_ns_2m, self.tlb.walk_ns_4k), 0.0)
+        n = len(self.agents)
+        self.tlb_accesses += np.bincount(agent64, minlength=n)
+        self.tlb_misses += np.bincount(agent64[miss], minlength=n)
+        self.tlb_misses_2m += np.bincount(agent64[miss & huge], minlength=n)
+        self.tlb_walk_ns += np.bincount(agent64, weights=walk, minlength=n)
+        return compute.astype(np.float64) + walk
 
     def _lookup(self, addresses: np.ndarray) -> np.ndarray:
         """Node of each address (``PageMap.lookup``, compiled); an unmapped one raises its error."""

@@ -165,6 +165,11 @@ def format_run_report(outcome: RunOutcome) -> str:
         lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>)", format_table(alloc_rows, cols)]
     when = "after placement" if r.kernel is None else "at the end of the run, migrations included"
     lines += ["", f"numastat (simulated kernel, {when})", numastat_view(outcome).rstrip()]
+    if r.tlb is not None:
+        t = r.tlb
+        lines += ["", f"TLB (nominal STLB of {t['spec']['entries']} entries): {t['misses']} misses of {t['accesses']} "
+                  f"requests ({100 * t['miss_rate']:.1f} %, {t['misses_2m']} on 2 MiB pages), "
+                  f"{t['walk_ns'] / 1e3:.1f} us of page walks"]
     if r.requests is not None:
         lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:

@@ -195,14 +195,24 @@ def _touch_runs(kernel: Kernel, task: Task, pages: np.ndarray, first: np.ndarray
     kernel.touch_pages(task, pages.astype(np.uint64) * np.uint64(PAGE_SIZE_BYTES), cpu_by_thread[index])
 
 
-def _record(vma_nodes: list[tuple[int, np.ndarray]], page_numbers: list[np.ndarray], nodes: list[np.ndarray]) -> int:
+def _record(
+    vma_nodes: list[tuple[int, np.ndarray]], page_numbers: list[np.ndarray], nodes: list[np.ndarray],
+    huge_of: list[np.ndarray] | None = None, huge: list[np.ndarray] | None = None,
+) -> int:
     failed = 0
-    for start, arr in vma_nodes:
+    for k, (start, arr) in enumerate(vma_nodes):
         present = arr >= 0
         failed += int(np.count_nonzero(~present))
         page_numbers.append(start // PAGE_SIZE_BYTES + np.flatnonzero(present).astype(np.uint64))
         nodes.append(arr[present])
+        if huge_of is not None and huge is not None:
+            huge.append(huge_of[k][present])
     return failed
+
+
+def _huge_pages(v: Any) -> np.ndarray:
+    """Which pages of a VMA belong to a 2 MiB page (a transparent huge page, or a hugetlb mapping)."""
+    return np.ones(v.npages, dtype=bool) if v.hugetlb else v.thp.copy()
 
 
 def place_workload(
@@ -230,6 +240,7 @@ def place_workload(
             first_touch[name] = (pages[sel], first[sel])
     page_numbers: list[np.ndarray] = []
     nodes: list[np.ndarray] = []
+    huge: list[np.ndarray] = []
     by_allocation: dict[str, dict[int, int]] = {}
     failed = 0
     n_boundaries = max(1, len(workload.phases))
@@ -265,8 +276,11 @@ def place_workload(
             else:
                 pages, first = first_touch[a.name]
                 _touch_runs(kernel, task, pages, first, lambda t: cpus[t])
-            vmas = [(v.start, v.nodes.copy()) for v in task.mm.vmas_in(r.base, r.base + r.size_bytes)]
-            a_failed = _record(vmas, page_numbers, nodes) - (0 if a.prefault else _untouched(vmas, first_touch[a.name][0]))
+            in_range = task.mm.vmas_in(r.base, r.base + r.size_bytes)
+            vmas = [(v.start, v.nodes.copy()) for v in in_range]
+            a_failed = _record(vmas, page_numbers, nodes, [_huge_pages(v) for v in in_range], huge) - (
+                0 if a.prefault else _untouched(vmas, first_touch[a.name][0])
+            )
             failed += a_failed
             counts: dict[int, int] = {}
             for _, arr in vmas:
@@ -278,6 +292,7 @@ def place_workload(
     pm = PageMap.from_arrays(
         np.concatenate(page_numbers) if page_numbers else np.zeros(0, dtype=np.uint64),
         np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),
+        huge=np.concatenate(huge) if huge else np.zeros(0, dtype=bool),
     )
     return Placement(pm, kernel, shown, by_allocation, failed, task)
 
@@ -334,12 +349,15 @@ def place_trace(
     if not task.alive:
         raise WorkloadError(f"trace: the OOM killer killed the process placing {len(pages)} pages")
     where = np.full(len(pages), -1, dtype=np.int16)
+    huge = np.zeros(len(pages), dtype=bool)
     for vma in task.mm.vmas:
         lo = np.searchsorted(pages, np.uint64(vma.start // PAGE_SIZE_BYTES))
         hi = np.searchsorted(pages, np.uint64(vma.end // PAGE_SIZE_BYTES))
-        where[lo:hi] = vma.nodes[(pages[lo:hi] - np.uint64(vma.start // PAGE_SIZE_BYTES)).astype(np.int64)]
+        idx = (pages[lo:hi] - np.uint64(vma.start // PAGE_SIZE_BYTES)).astype(np.int64)
+        where[lo:hi] = vma.nodes[idx]
+        huge[lo:hi] = _huge_pages(vma)[idx]
     ok = where >= 0
-    pm = PageMap.from_arrays(pages[ok], where[ok])
+    pm = PageMap.from_arrays(pages[ok], where[ok], huge=huge[ok])
     counts = np.bincount(where[ok].astype(np.int64), minlength=1)
     return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
                      int(np.count_nonzero(~ok)), task)

@@ -21,6 +21,7 @@ import numpy as np
 from numasim.engine import SimulationResult, simulate
 from numasim.engine.runtime import CompositeRuntime, KernelRuntime
 from numasim.engine.spec import ThreadSpec
+from numasim.engine.tlb import TlbSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
 from numasim.kernel.config import KernelConfig
@@ -164,6 +165,10 @@ def workload_allowed_cpus(machine: Machine, workload: Workload) -> dict[int, fro
     return out
 
 
+def _tlb_input(tlb: TlbSpec | None) -> dict[str, Any]:
+    return {} if tlb is None else {"tlb": tlb.describe()}
+
+
 def _with_kernel(inputs: dict[str, Any], runtime: KernelRuntime | None, daemons: Sequence[str] = ()) -> dict[str, Any]:
     """The run's inputs plus what its run-time kernel assumed (costs; each daemon's parameters)."""
     parts = runtime.parts if isinstance(runtime, CompositeRuntime) else [] if runtime is None else [runtime]
@@ -248,6 +253,7 @@ def run_workload(
     kernel_config: KernelConfig | None = None,
     sysctls: SysctlWrites = (),
     daemons: Sequence[str] = (),
+    tlb: TlbSpec | None = None,
 ) -> RunOutcome:
     """Place ``workload`` under ``policy`` and time its generated accesses (seeded by ``seed``).
 
@@ -264,12 +270,12 @@ def run_workload(
     result = simulate(
         machine, calibration, threads, generate(workload, seed), placement.pages, mode=mode, seed=seed,
         epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
-        request_accesses=workload.request_accesses or 0,
+        request_accesses=workload.request_accesses or 0, tlb=tlb,
     )
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
-        _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg)}, runtime, daemons),
+        _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg), **_tlb_input(tlb)}, runtime, daemons),
     )
 
 
@@ -317,6 +323,7 @@ def run_trace(
     kernel_config: KernelConfig | None = None,
     sysctls: SysctlWrites = (),
     daemons: Sequence[str] = (),
+    tlb: TlbSpec | None = None,
     **reader_options: Any,
 ) -> RunOutcome:
     """Replay a trace file: its pages first-touched by the first thread touching each (under ``policy``), then
@@ -343,11 +350,13 @@ def run_trace(
     result = simulate(
         machine, calibration, threads, read_trace(path, format, **reader_options), placement.pages, mode=mode,
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
+        tlb=tlb,
     )
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
-        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg)}, runtime, daemons),
+        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg), **_tlb_input(tlb)},
+                     runtime, daemons),
     )
 
 
