@@ -21,14 +21,12 @@ per pass); the figure shows the latter.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from numasim.fileio import atomic_path
+from numasim.report.experiment import experiment_main
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.io import load_machine
 from numasim.workload.run import run_workload
@@ -107,26 +105,27 @@ def figure(res: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("request latency (us)")
     ax.set_title(f"service on {res['machine']}: request latency, balancing off vs on", fontsize=9)
     ax.legend(fontsize=8)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+
+
+def reproduce_scales(scale: float = 1.0) -> dict[str, Any]:
+    """The run at ``scale``; at 1 also at 0.1 (the scanner ten times as frequent for the same requests)."""
+    return {f"scale_{s:g}": reproduce(scale=s) for s in ([1.0, 0.1] if scale == 1.0 else [scale])}
+
+
+def tables(results: dict[str, Any]) -> str:
+    return "\n".join(
+        f"{name}: time knobs x {r['scale']:g}, {r['requests_per_worker']} requests per worker\n{table(r)}"
+        for name, r in results.items()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE)
-    ap.add_argument("--scale", type=float, default=1.0)
-    args = ap.parse_args(argv)
-    scales = [args.scale] if args.scale != 1.0 else [1.0, 0.1]
-    results = {f"scale_{s:g}": reproduce(scale=s) for s in scales}
-    for name, res in results.items():
-        print(f"{name}: time knobs x {res['scale']:g}, {res['requests_per_worker']} requests per worker")
-        print(table(res))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "result.json").write_text(json.dumps(results, indent=1) + "\n")
-    figure(results[f"scale_{scales[-1]:g}"], args.out / "figure.png")
-    return 0
+    return experiment_main(
+        argv, doc=__doc__ or "", default_out=HERE, reproduce=reproduce_scales, table=tables,
+        figure=lambda results, path: figure(list(results.values())[-1], path), scale=1.0,
+    )
 
 
 if __name__ == "__main__":

@@ -21,15 +21,13 @@ Run ``python experiments/004-autonuma-database/run.py [--out DIR] [--scale S]``:
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from numasim.fileio import atomic_path
+from numasim.report.experiment import experiment_main
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.io import load_machine
 from numasim.workload.run import RunOutcome, run_workload
@@ -146,23 +144,13 @@ def figure(res: dict[str, Any], path: Path) -> None:
     bx.axhline(res["article_tps_ratio"], color="k", ls="--", lw=1, label="article: tuned / default")
     bx.set_ylabel("TPS relative to default balancing")
     bx.legend(fontsize=8)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE)
-    ap.add_argument("--scale", type=float, default=1.0)
-    args = ap.parse_args(argv)
-    res = reproduce(scale=args.scale)
-    print(table(res))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "result.json").write_text(json.dumps(res, indent=1) + "\n")
-    figure(res, args.out / "figure.png")
-    return 0
+    return experiment_main(argv, doc=__doc__ or "", default_out=HERE, reproduce=reproduce, table=table, figure=figure,
+                           scale=1.0)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,10 @@ def lookup_pages(
     shift: int,
 ) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
     """Like :func:`lookup_nodes`, but each address's *flat page index* (its page's position in the flat node
-    array), for a run-time kernel that moves pages while the run goes on: (indices, first unmapped or -1)."""
+    array), for a run-time kernel that moves pages while the run goes on: (indices, first unmapped or -1).
+
+    The bisection is written out here as in :func:`lookup_nodes` on purpose: a shared helper called per access
+    costs reference counts on its array arguments in this hot loop."""
     n = len(addresses)
     out = np.empty(n, dtype=np.int64)
     n_runs = len(run_starts)
