@@ -101,6 +101,7 @@ class MigratePages:
             if not len(moved):
                 continue
             self.ctl.page_node[lo + moved] = new[moved]
+            self.ctl.page_huge[lo + moved] = False  # moved as base pages (coverage row H7)
             for dst in np.unique(new[moved]).tolist():
                 sel = moved[new[moved] == dst]
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), old[sel].astype(np.int16),

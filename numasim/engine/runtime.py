@@ -109,6 +109,9 @@ class EngineControl(Protocol):
     page_last_access_ns: np.ndarray
     """float64 per flat page index: when a program request last touched the page (-inf: never); the kernel's
     LRU for reclaim and demotion."""
+    page_huge: np.ndarray
+    """bool per flat page index: the page belongs to a 2 MiB page (the TLB counts one entry for its range);
+    written by the kernel when it collapses or splits huge pages."""
 
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per run of consecutive virtual pages, in address order: first virtual page number (uint64), number
@@ -210,6 +213,7 @@ class EngineBridge:
         self.page_node: np.ndarray = flat
         self.page_protected: np.ndarray = np.zeros(len(flat), dtype=bool)
         self.page_last_access_ns: np.ndarray = np.full(len(flat), -np.inf)
+        self.page_huge: np.ndarray = pages.huge_flags()
         self.agents = list(agents)
         self.n_program = len(self.agents) - len(kernel_agents)
         self._kernel_of_node = dict(kernel_agents)

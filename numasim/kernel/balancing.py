@@ -353,6 +353,9 @@ class NumaBalancing:
             end = int(starts[last + 1]) if last + 1 < len(starts) else len(idx)
             take = np.flatnonzero(eligible[:end]) + lo
             self.ctl.page_protected[take] = True
+            huge = take[self.ctl.page_huge[take]]
+            if len(huge):  # a PMD-mapped huge page is one update of numa_huge_pte_updates
+                self.vmstat["numa_huge_pte_updates"] += len(np.unique(self.flat_vpn[huge] >> np.uint64(9)))
             if self.tiering:  # a lower-tier page remembers when it was scanned: how hot its fault is
                 slow = take[~self._toptier[self.ctl.page_node[take]]]
                 assert self._env is not None
@@ -450,6 +453,7 @@ class NumaBalancing:
                 failed[r[~ok_rows]] = True
                 migrated[moved] = True
                 self.ctl.page_node[f.page[moved]] = dst
+                self.ctl.page_huge[f.page[moved]] = False  # migrated as a base page: its huge page is split (H7)
                 mem_node[moved] = dst
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), src[moved].astype(np.int16),
                                     np.full(len(moved), dst, dtype=np.int16))
@@ -541,6 +545,7 @@ class NumaBalancing:
             self.kernel.migrate_vma_pages(self.task, vv.vma, idx, target)
             moved = pages[vv.vma.nodes[idx] == target]
             self.ctl.page_node[moved] = target
+            self.ctl.page_huge[moved] = False
             self.ctl.copy_pages(self.ctl.kernel_agent(nid), np.full(len(moved), nid, dtype=np.int16),
                                 np.full(len(moved), target, dtype=np.int16))
             moved_total += len(moved)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from numasim.kernel.balancing_config import NumaBalancingConfig
+from numasim.kernel.khugepaged_config import KhugepagedConfig
 
 __all__ = ["KernelConfig", "SUPPORTED_VERSIONS", "THP_MODES", "THP_DEFRAG_MODES"]
 
@@ -113,6 +114,7 @@ class KernelConfig:
     thp_mode: str = "madvise"
     thp_defrag: str = "madvise"
     numa_balancing: NumaBalancingConfig = NumaBalancingConfig()
+    khugepaged: KhugepagedConfig = KhugepagedConfig()
     hugetlb_pool_writes: tuple[tuple[int | None, int], ...] = ()
     sysctl_writes: tuple[tuple[str, str], ...] = ()
     reclaimable_page_cache_bytes: Mapping[int, int] | None = None

@@ -141,6 +141,7 @@ def _k(name: str, field: str, default: str, source: str, *, aliases: tuple[str, 
 
 _DEBUGFS = "/sys/kernel/debug/sched/numa_balancing/"
 _ARTICLE_004 = "/sys/kernel/mm/numa_balancing/"
+_KHUGEPAGED = "/sys/kernel/mm/transparent_hugepage/khugepaged/"
 """Article 004 writes the scanner's knobs under this directory; no mainline kernel has it (the files are in
 debugfs since 5.13), but a user copying the article's commands gets the knob they meant."""
 
@@ -188,6 +189,14 @@ KNOBS: tuple[Knob, ...] = (
     _k("vm.nr_hugepages", "hugetlb_pool_writes", "0",
        "mm/hugetlb.c hugetlb_sysctl_handler -> set_max_huge_pages over N_MEMORY (default hstate, 2 MiB)",
        aliases=("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",), low=0, high=_ULONG_MAX),
+    _k(_KHUGEPAGED + "pages_to_scan", "khugepaged.pages_to_scan", "4096",
+       "mm/khugepaged.c khugepaged_pages_to_scan = HPAGE_PMD_NR * 8; pages_to_scan_store (>= 1)",
+       low=1, high=_U32_MAX),
+    _k(_KHUGEPAGED + "scan_sleep_millisecs", "khugepaged.scan_sleep_ms", "10000",
+       "mm/khugepaged.c khugepaged_scan_sleep_millisecs = 10000", low=0, high=_U32_MAX),
+    _k(_KHUGEPAGED + "max_ptes_none", "khugepaged.max_ptes_none", "511",
+       "mm/khugepaged.c khugepaged_max_ptes_none = HPAGE_PMD_NR - 1; max_ptes_none_store (<= 511)",
+       low=0, high=511),
     _k(_NODE_HUGEPAGES_TEMPLATE, "hugetlb_pool_writes", "0",
        "mm/hugetlb.c nr_hugepages_store_common with a node id (the node's pool; others keep theirs)",
        low=0, high=_ULONG_MAX),
@@ -233,11 +242,9 @@ def knob_for(name: str) -> tuple[Knob, int | None]:
 
 
 def _setter(knob: Knob, node: int | None) -> Callable[[KernelConfig, Any], KernelConfig]:
-    if knob.field.startswith("numa_balancing."):
-        attr = knob.field.split(".", 1)[1]
-        return lambda c, v: dataclasses.replace(
-            c, numa_balancing=dataclasses.replace(c.numa_balancing, **{attr: v})
-        )
+    if "." in knob.field:  # a knob of a nested config: numa_balancing.*, khugepaged.*
+        group, attr = knob.field.split(".", 1)
+        return lambda c, v: dataclasses.replace(c, **{group: dataclasses.replace(getattr(c, group), **{attr: v})})
     if knob.field == "thp_mode":
         return lambda c, v: dataclasses.replace(c, thp_mode=v, thp_enabled=v != "never")
     if knob.field == "hugetlb_pool_writes":

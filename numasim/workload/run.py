@@ -26,6 +26,7 @@ from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
+from numasim.kernel.khugepaged import Khugepaged
 from numasim.kernel.sysctl import apply_sysctls, sysctl_values
 from numasim.timing.model import Calibration
 from numasim.timing.resolve import resolve_calibration
@@ -90,6 +91,10 @@ def balancing_runtime(
     parts: list[KernelRuntime] = []
     if cfg.numa_balancing.mode and placement.task is not None:
         parts.append(NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed))
+    if placement.task is not None:
+        khugepaged = Khugepaged(placement.kernel, placement.task)
+        if khugepaged.wanted():  # THP mappings with ranges to collapse (or that balancing will split)
+            parts.append(khugepaged)
     for spec in daemons:
         if placement.task is None:
             raise WorkloadError(f"--daemon {spec}: the run has no process to act on")
@@ -178,7 +183,8 @@ def _with_kernel(inputs: dict[str, Any], runtime: KernelRuntime | None, daemons:
     if daemons:
         inputs["kernel"]["daemons"] = [
             {"spec": spec, **(getattr(p, "assumptions", dict)())}
-            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing)], strict=True)
+            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing | Khugepaged)],
+                               strict=True)
         ]
     return inputs
 
