@@ -35,7 +35,7 @@ from numasim.workload.spec import Allocation, PointerChasePhase, Workload
 from numasim.workload.trace.perf_script import USER_ADDRESS_LIMIT
 from numasim.workload.trace.stats import touched_pages
 
-__all__ = ["Placement", "thread_cpus", "thread_specs", "place_workload", "place_trace", "apply_task_policy"]
+__all__ = ["Placement", "thread_cpus", "thread_specs", "place_workload", "place_trace", "apply_task_policy", "mode_args"]
 
 _MODES = {
     "default": mp.MPOL_DEFAULT,
@@ -73,7 +73,9 @@ class Placement:
         return {n: int(counts[n]) for n in self.kernel.machine.node_ids}
 
 
-def _mode_args(spec: PolicySpec, machine: Machine, what: str) -> tuple[int, list[int]]:
+def mode_args(spec: PolicySpec, machine: Machine, what: str) -> tuple[int, list[int]]:
+    """The mode (with its flags) and node list of a parsed ``MODE[:NODES[:FLAGS]]`` for ``machine``; a node the
+    machine does not have is an error naming ``what``."""
     mode = _MODES[spec.mode]
     for f in spec.flags:
         mode |= _FLAGS[f]
@@ -123,7 +125,7 @@ def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
             raise PolicyError(f"--policy {policy!r}: {syntax_error}; nor a plug-in policy ({exc}). Known: {known}") from None
         kernel.set_placement(task, plugin)
         return str(getattr(plugin, "name", policy))
-    mode, nodes = _mode_args(spec, kernel.machine, "--policy")
+    mode, nodes = mode_args(spec, kernel.machine, "--policy")
     _check(kernel.set_mempolicy(task, mode, nodes), f"set_mempolicy({policy})")
     return str(spec)
 
@@ -266,7 +268,7 @@ def place_workload(
                 ) from None
             spec = a.policy_spec
             if spec.mode != "default":
-                mode, mask = _mode_args(spec, kernel.machine, f"{_in(workload)}allocations[{a.name}].policy")
+                mode, mask = mode_args(spec, kernel.machine, f"{_in(workload)}allocations[{a.name}].policy")
                 _check(kernel.mbind(task, r.base, size, mode, mask), f"{_in(workload)}allocations[{a.name}]: mbind({a.policy})")
             if a.madvise is not None:
                 _check(kernel.madvise_hugepage(task, r.base, size, a.madvise == "hugepage"),

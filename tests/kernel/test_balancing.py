@@ -300,3 +300,14 @@ def test_migratepages_mid_run_moves_the_memory_and_its_copies_cross_the_link(mac
     assert 0.2 * off.result.accesses < out.result.node(1).accesses < 0.5 * off.result.accesses
     with pytest.raises(WorkloadError, match="node 7: no such node"):
         run_workload(machine, w, cal, daemons=["migratepages:from_nodes=7"])
+
+
+def test_mbind_move_mid_run_follows_the_syscall(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(accesses=60_000)
+    bind = run_workload(machine, w, cal, daemons=["mbind_move:at_ms=5,policy=bind:0"]).result.kernel
+    assert bind["vmstat"]["mbind_move_calls"] == 1 and bind["pages_per_node_series"]["pages"][-1] == [4096, 0]
+    # MPOL_MF_MOVE moves only pages outside the new policy's nodes: node 1 is in interleave 0,1, nothing moves
+    inter = run_workload(machine, w, cal, daemons=["mbind_move:at_ms=5,policy=interleave:0;1"]).result.kernel
+    assert inter["vmstat"]["pgmigrate_success"] == 0 and inter["pages_per_node_series"]["pages"][-1] == [0, 4096]
+    with pytest.raises(WorkloadError, match="out of range"):
+        run_workload(machine, w, cal, daemons=["mbind_move:policy=bind:5"])
