@@ -36,12 +36,16 @@ from numasim.timing.model import LoadedLatencyCurve
 from . import _exact_kernel as K
 from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
+from .runtime import bulk_class_tables
 from .stream import Block
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
 __all__ = ["ExactEngine"]
 
 _RING_ROWS = 64  # initial open epoch buckets held (a power of two; grown on demand)
+_RUNTIME_BLOCK = 2048
+"""With a run-time kernel, requests installed at once per agent: its faults are handled and its routes read when
+the block is installed, so the kernel's changes reach an agent within this many of its requests."""
 
 
 class ExactEngine:
@@ -67,9 +71,15 @@ class ExactEngine:
         paths = [list(ms.class_resources[c]) for c in range(ms.n_classes)]
         lens = np.array([len(p) for p in paths], dtype=np.int64)
         self.path_start, self.path_res, self.path_busy = ms.class_paths()
+        self.bridge = inp.bridge
+        if self.bridge is not None:  # and the kernel's copies, in requests of several lines (runtime.py)
+            self.class_base, self.path_start, self.path_res, self.path_busy = bulk_class_tables(
+                self.class_base, self.path_start, self.path_res, self.path_busy
+            )
+            paths = paths + paths
         # The paths padded to one width (-1 = none): class curve delays summed column by column, in path order.
         width = int(lens.max()) if len(lens) else 0
-        self._path_pad = np.full((ms.n_classes, width), -1, dtype=np.int64)
+        self._path_pad = np.full((len(paths), width), -1, dtype=np.int64)
         for c, p in enumerate(paths):
             self._path_pad[c, : len(p)] = p
         self.n_nodes = ms.n_nodes
@@ -86,7 +96,7 @@ class ExactEngine:
         self._curves = [(curve, np.array(idx)) for curve, idx in groups.values()]
         self._zeros = np.zeros(n_res)
         # Per route class, the sum of the curve delays of its resources (in path order, as a miss adds them).
-        self.class_curve = np.zeros(ms.n_classes)
+        self.class_curve = np.zeros(len(paths))
         self.bucket = 0
         self.next_roll = self.E
         self.completed = 0
@@ -154,6 +164,8 @@ class ExactEngine:
         self.lat_out = np.zeros(0, dtype=np.float64)
         self.req_out = np.zeros(0, dtype=np.float64)
         self.lvl_out = np.zeros(0, dtype=np.int64)
+        self._copies: dict[int, list[Block]] = {}  # kernel agent -> copy blocks not installed yet
+        self._idle: set[int] = set()  # kernel agents out of the heap for want of copies
 
     # --- epochs -------------------------------------------------------------------------------------------
     def _close(self, below: int) -> np.ndarray:
@@ -219,12 +231,43 @@ class ExactEngine:
         self._close(lo + len(self.ring))
 
     # --- blocks -------------------------------------------------------------------------------------------
-    def _next_block(self, a: int) -> None:
-        """Install agent ``a``'s next block, or record its finish if its stream has ended."""
+    def _take(self, a: int) -> Block | None:
+        """Agent ``a``'s next block: a kernel agent's next copies (None: idle for now), or the stream's next
+        requests of a program agent -- with a run-time kernel in pieces of at most ``_RUNTIME_BLOCK`` requests,
+        whose hinting faults the kernel handles, and routed by their pages' nodes, when they are installed."""
+        bridge = self.bridge
+        if bridge is not None and bridge.is_kernel[a]:
+            queue = self._copies.get(a)
+            return queue.pop(0) if queue else None
         block = self.feeder.take(a)
         while block is not None and len(block) == 0:
             block = self.feeder.take(a)
+        if block is None or bridge is None:
+            return block
+        if len(block) > _RUNTIME_BLOCK:  # the rest goes back to the front of the agent's buffer
+            self.feeder.buffers[a].insert(0, block.slice(_RUNTIME_BLOCK, len(block)))
+            self.feeder.buffered[a] += len(block) - _RUNTIME_BLOCK
+            block = block.slice(0, _RUNTIME_BLOCK)
+        assert block.page is not None
+        ids, lens = np.array([a]), np.array([len(block)])
+        rc0 = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
+        rows, cost = bridge.faults_before_window(ids, lens, block.page, rc0, float(self.last_issue[a]), 100.0)
+        if len(rows):
+            block.compute_ns = block.compute_ns.astype(np.float64)
+            block.compute_ns[rows] += cost
+        prog = block.page >= 0
+        target = bridge.node_index[bridge.page_node[np.where(prog, block.page, 0)]]
+        block.target = np.where(prog, target, block.target).astype(np.int16)
+        return block
+
+    def _next_block(self, a: int) -> None:
+        """Install agent ``a``'s next block, or record its finish if its stream has ended."""
+        block = self._take(a)
         self._blocks[a] = block
+        if block is None and self.bridge is not None and self.bridge.is_kernel[a]:
+            self._idle.add(a)  # no copies now: out of the heap until some come (``_wake_kernel_agents``)
+            self.pos[a] = self.end[a]
+            return
         if block is None:
             lo, n = int(self.infl_off[a]), int(self.infl_n[a])
             busy = max(self.infl[lo : lo + n].tolist()) if n else 0.0
@@ -251,7 +294,13 @@ class ExactEngine:
         s = int(self._slot[a])
         self.line[s : s + n] = block.line
         # route class of each request, should it miss: (initiator * n_nodes + target) * 2 + is_write
-        self.cls[s : s + n] = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
+        if self.bridge is not None:  # the agent's route as the kernel left it (a thread may have moved)
+            if block.route_class is not None and self.bridge.is_kernel[a]:
+                self.cls[s : s + n] = block.route_class  # copy classes (several lines per request)
+            else:
+                self.cls[s : s + n] = self.bridge.agent_class_base[a] + block.target.astype(np.int64) * 2 + block.is_write
+        else:
+            self.cls[s : s + n] = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
         self.compute[s : s + n] = block.compute_ns
         self.prefetched[s : s + n] = block.prefetched
         self.pos[a], self.end[a] = s, s + n
@@ -260,6 +309,13 @@ class ExactEngine:
         block = self._blocks[a]
         assert block is not None
         n, s = len(block), int(self._slot[a])
+        bridge = self.bridge
+        if bridge is not None:
+            if bridge.is_kernel[a]:  # the kernel's copies: traffic on the links, not the program's requests
+                bridge.count_copies(self.cls[s : s + n])
+                self.completed += n
+                return
+            bridge.count_requests(a, n, block.page, float(self.last_issue[a]))
         self.stats.add(
             np.full(n, a, dtype=np.int64),
             np.full(n, self.agents[a].initiator, dtype=np.int64),
@@ -290,6 +346,57 @@ class ExactEngine:
             )
         )  # fmt: skip
 
+    def now_ns(self) -> float:
+        return float(self.st_f[K.F_T])
+
+    def _runtime_step(self, t: float) -> None:
+        """At an epoch boundary: delays the kernel charged threads, new copies for the kernel agents."""
+        bridge = self.bridge
+        assert bridge is not None
+        bridge.sample(t)
+        stall = bridge.take_stalls()
+        for a in np.flatnonzero(stall).tolist():
+            self._heap_delay(a, float(stall[a]))
+        for a, block in bridge.copy_blocks(max(1, _RUNTIME_BLOCK // (2 * bridge.requests_per_page)), self.n_levels):
+            self._copies.setdefault(a, []).append(block)
+            if a in self._idle:
+                self._idle.discard(a)
+                self.last_issue[a] = max(float(self.last_issue[a]), t)
+                self.last_done[a] = max(float(self.last_done[a]), t)
+                self._next_block(a)
+                self._heap_push(a)
+
+    def _heap_push(self, a: int) -> None:
+        """Put agent ``a`` back into the dispatch heap at its next request's ready time (between kernel calls, the
+        heap is consistent and no agent is being processed)."""
+        n = int(self.st_i[K.I_HEAP_N])
+        p = int(self.pos[a])
+        t = float(self.last_issue[a]) + float(self.compute[p])
+        order = int(self.st_i[K.I_ORDER])
+        i = n
+        while i > 0:
+            parent = (i - 1) // 2
+            if self.heap_t[parent] > t:
+                self.heap_t[i], self.heap_o[i], self.heap_a[i] = self.heap_t[parent], self.heap_o[parent], self.heap_a[parent]
+                i = parent
+            else:
+                break
+        self.heap_t[i], self.heap_o[i], self.heap_a[i] = t, order, a
+        self.st_i[K.I_HEAP_N] = n + 1
+        self.st_i[K.I_ORDER] = order + 1
+
+    def _heap_delay(self, a: int, delay_ns: float) -> None:
+        """Delay agent ``a``'s pending request by ``delay_ns`` (kernel time on its thread): its heap key grows."""
+        self.last_issue[a] += delay_ns
+        self.last_done[a] += delay_ns
+        n = int(self.st_i[K.I_HEAP_N])
+        where = np.flatnonzero(self.heap_a[:n] == a)
+        if not len(where):
+            return
+        i = int(where[0])
+        self.heap_t[i] += delay_ns
+        K._agent_sift_down(self.heap_t, self.heap_o, self.heap_a, n, i)
+
     def process(self, env: simpy.Environment) -> Generator[simpy.Event, None, None]:
         """The SimPy process: run the kernel, advance the SimPy clock at every epoch boundary."""
         for agent in self.agents:
@@ -304,6 +411,8 @@ class ExactEngine:
                 if t > env.now:
                     yield env.timeout(t - env.now)
                 self._roll(t)
+                if self.bridge is not None:
+                    self._runtime_step(t)
             elif status == K.BLOCK_DONE:
                 a = int(self.st_i[K.I_AGENT])
                 self._count_block(a)

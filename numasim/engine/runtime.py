@@ -1,9 +1,10 @@
 """The kernel on the engine's clock: what a run-time kernel is given by the engine, and what it may do to the run.
 
 A *run-time kernel* (automatic NUMA balancing, kswapd and tiering, user-space daemons such as numad) is an
-object the caller hands to :func:`~numasim.engine.simulate.simulate`. The epoch fidelity offers it an
-:class:`EngineBridge` (this module's :class:`EngineControl`) and calls it as follows (exact mode refuses a
-run-time kernel for now):
+object the caller hands to :func:`~numasim.engine.simulate.simulate`. Both fidelities offer it an
+:class:`EngineBridge` (this module's :class:`EngineControl`) and call it as follows (as described for the
+epoch fidelity; the exact one yields to the environment at every epoch boundary and installs each thread's
+requests 2,048 at a time, handling their faults and reading their routes then):
 
 - :meth:`KernelRuntime.attach` once, before the first access, with the run's SimPy environment: the kernel
   starts its daemons there as SimPy processes (``env.process(...)``), timed with ``env.timeout``;
@@ -398,6 +399,17 @@ class EngineBridge:
             self._copy_requests_rc += np.bincount(rc[kern], minlength=len(self._copy_requests_rc))
         touched = committed & (page >= 0)
         self.page_last_access_ns[page[touched]] = issue_ns[touched]  # (the last write of a page wins: a recent one)
+
+    def count_copies(self, rc: np.ndarray) -> None:
+        """Exact mode: a kernel agent's copy requests of these route classes were timed."""
+        self._copy_requests_rc += np.bincount(rc, minlength=len(self._copy_requests_rc))
+
+    def count_requests(self, agent: int, n: int, page: np.ndarray | None, t_ns: float) -> None:
+        """Exact mode: ``agent`` issued ``n`` more requests (to ``page``), the last around ``t_ns``."""
+        self._requests[agent] += n
+        if page is not None:
+            touched = page[page >= 0]
+            self.page_last_access_ns[touched] = t_ns
 
     @property
     def kernel_lines_rc(self) -> np.ndarray:

@@ -156,7 +156,7 @@ def simulate(
         flags); the result's ``tlb`` counts misses and walk time. Epoch mode only; None: no TLB.
     runtime : KernelRuntime, optional
         A kernel whose daemons and fault handlers run on the simulation clock (automatic NUMA balancing, see
-        :mod:`numasim.engine.runtime`); it may move pages and threads while the run goes on. Epoch mode only.
+        :mod:`numasim.engine.runtime`); it may move pages and threads while the run goes on (both fidelities).
         The result's ``kernel`` then holds its counters and pages per node over time; ``resources`` count the
         kernel's copies too, while ``nodes``, ``initiators`` and ``threads`` count the program's requests only.
 
@@ -184,10 +184,6 @@ def simulate(
         raise WorkloadError("request_accesses: request latencies are measured in epoch mode only; use mode 'epoch'")
     if request_accesses < 0:
         raise WorkloadError(f"request_accesses = {request_accesses}: must be >= 0")
-    if runtime is not None and engine_mode != EngineMode.EPOCH:
-        raise WorkloadError(
-            "mode = 'exact': a run-time kernel (automatic NUMA balancing) runs in epoch mode only; use mode 'epoch'"
-        )
     ms = build_memory_system(machine, calibration, list(threads), list(devices))
     assert calibration is not None
     agents = _agents(ms, calibration, threads, devices)

@@ -60,29 +60,6 @@ def run_kernel_config(
     return apply_sysctls(apply_sysctls(cfg, workload_sysctls), sysctls)
 
 
-def refuse_unsimulated(cfg: KernelConfig, mode: str = "epoch") -> None:
-    """Refuse a timed run whose kernel asks for what the engine does not run, rather than ignore it.
-
-    Automatic NUMA balancing and memory tiering (``kernel.numa_balancing`` 1, 2, 3) run on the simulation clock
-    in epoch mode only: in exact mode such a run would silently place every page once, at first touch, as with
-    0. Kernel-only commands (``numasim numactl``, ``numastat``) take every value: first-touch placement does not
-    depend on it.
-
-    Examples
-    --------
-    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 2}))  # runs
-    >>> refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 1}), "exact")
-    Traceback (most recent call last):
-    ...
-    numasim.errors.WorkloadError: kernel.numa_balancing = 1: automatic NUMA balancing runs in epoch mode only (--mode epoch)
-    """
-    value = cfg.numa_balancing.mode
-    if value and str(mode) != "epoch":
-        raise WorkloadError(
-            f"kernel.numa_balancing = {value}: automatic NUMA balancing runs in epoch mode only (--mode epoch)"
-        )
-
-
 def balancing_runtime(
     cfg: KernelConfig, placement: Placement, allowed: Mapping[int, frozenset[int]], daemons: Sequence[str] = ()
 ) -> KernelRuntime | None:
@@ -268,7 +245,6 @@ def run_workload(
     see :mod:`numasim.kernel.sysctl`). The result's ``inputs["kernel"]`` records every knob."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, workload.sysctl, sysctls)
-    refuse_unsimulated(cfg, mode)
     threads = thread_specs(machine, workload)
     placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
     total = total_accesses(workload)
@@ -337,7 +313,6 @@ def run_trace(
     ``sysctls`` are written to ``kernel_config`` (default ``KernelConfig()``) in order before placement."""
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, (), sysctls)
-    refuse_unsimulated(cfg, mode)
     path = Path(trace)
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.

@@ -103,12 +103,13 @@ def test_a_kernel_that_does_nothing_changes_nothing(machine, cal) -> None:  # ty
     assert [r.bytes for r in idle.resources] == [r.bytes for r in plain.resources]
 
 
-def test_exact_mode_refuses_a_run_time_kernel(machine, cal) -> None:  # type: ignore[no-untyped-def]
+def test_exact_mode_with_a_kernel_that_does_nothing_changes_nothing(machine, cal) -> None:  # type: ignore[no-untyped-def]
     pm = PageMap()
-    pm.assign(0, np.zeros(1, dtype=np.int16))
-    with pytest.raises(WorkloadError, match="epoch mode only"):
-        simulate(machine, cal, [ThreadSpec(0, cpu=0)], [AccessChunk.build(np.array([0]))], pm, mode="exact",
-                 runtime=_Idle())
+    pm.assign(0, np.array([1] * 8 + [0] * 8, dtype=np.int16))
+    chunk = AccessChunk.build(np.arange(0, 16 * 4096, 512, dtype=np.uint64), compute_ns=np.full(128, 5.0))
+    plain = simulate(machine, cal, [ThreadSpec(0, cpu=0)], [chunk], pm, mode="exact")
+    idle = simulate(machine, cal, [ThreadSpec(0, cpu=0)], [chunk], pm, mode="exact", runtime=_Idle())
+    assert idle.run_time_ns == plain.run_time_ns and [n.accesses for n in idle.nodes] == [n.accesses for n in plain.nodes]
 
 
 # --- balancing end to end ----------------------------------------------------------------------------------------
@@ -165,9 +166,16 @@ def test_same_seed_same_result(machine, cal) -> None:  # type: ignore[no-untyped
     assert a == b
 
 
-def test_exact_mode_is_refused_with_the_reason(machine, cal) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(WorkloadError, match="epoch mode only"):
-        run_workload(machine, _workload(), cal, sysctls=FAST, mode="exact")
+def test_exact_mode_agrees_with_epoch_mode(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    """Both fidelities run the same kernel: the same pages move and the run times agree within 10 %."""
+    w = _workload(accesses=100_000)
+    epoch = run_workload(machine, w, cal, sysctls=FAST).result
+    exact = run_workload(machine, w, cal, sysctls=FAST, mode="exact").result
+    assert exact.kernel["vmstat"]["numa_pages_migrated"] == epoch.kernel["vmstat"]["numa_pages_migrated"] == 4096
+    assert exact.kernel["pages_per_node_series"]["pages"][-1] == [4096, 0]
+    assert abs(exact.run_time_ns - epoch.run_time_ns) < 0.1 * epoch.run_time_ns
+    assert abs(exact.node(0).accesses - epoch.node(0).accesses) < 0.1 * epoch.accesses
+    assert 0 < exact.kernel["copy_bytes_read_by_node"]["1"] <= 4096 * 4096
 
 
 # --- memory tiering (kernel.numa_balancing = 2) --------------------------------------------------------------------

@@ -198,16 +198,3 @@ def test_resolve_calibration_nominal_excludes_a_file(tmp_path: Path) -> None:
         resolve_calibration(M, nominal=True, catalog=True)
 
 
-def test_timed_run_refuses_numa_balancing_it_cannot_run():
-    """Balancing and tiering run in epoch mode; in exact mode the run is refused (not run as 0)."""
-    import pytest as _pytest
-
-    from numasim.errors import WorkloadError
-    from numasim.workload.run import refuse_unsimulated, run_kernel_config
-
-    for mode in (0, 1, 2, 3):
-        refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": mode}))
-    refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": 0}), "exact")
-    for mode in (1, 2, 3):
-        with _pytest.raises(WorkloadError, match=f"kernel.numa_balancing = {mode}: .* epoch mode only"):
-            refuse_unsimulated(run_kernel_config(None, {"kernel.numa_balancing": mode}), "exact")
