@@ -319,3 +319,32 @@ def test_mbind_move_mid_run_follows_the_syscall(machine, cal) -> None:  # type: 
     assert inter["vmstat"]["pgmigrate_success"] == 0 and inter["pages_per_node_series"]["pages"][-1] == [0, 4096]
     with pytest.raises(WorkloadError, match="out of range"):
         run_workload(machine, w, cal, daemons=["mbind_move:policy=bind:5"])
+
+
+def test_move_pages_mid_run_moves_the_share_asked_for(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    w = _workload(accesses=60_000)
+    k = run_workload(machine, w, cal, daemons=["move_pages:at_ms=5,to_node=0,fraction=0.5"]).result.kernel
+    assert k["vmstat"]["move_pages_calls"] == 1 and k["vmstat"]["pgmigrate_success"] == 2048
+    assert k["pages_per_node_series"]["pages"][-1] == [2048, 2048]
+    with pytest.raises(WorkloadError, match="fraction = 2"):
+        run_workload(machine, w, cal, daemons=["move_pages:fraction=2"])
+
+
+def test_balancing_cannot_move_pages_onto_a_full_node(cal) -> None:  # type: ignore[no-untyped-def]
+    """Source 001's 'the same with balancing on and off', with the scanner running: node 0 is full (its free
+    memory at the low watermark), the hinting faults target node 0, migrate_balanced_pgdat refuses every page."""
+    m = load_machine(MACHINE)
+    nodes = [n.model_copy(update={"free_bytes": 200 << 20}) if n.id == 0 else n for n in m.nodes]
+    full = m.model_copy(update={"nodes": nodes})
+    w = Workload.model_validate({
+        "name": "stress", "threads": [{"id": 0, "node": 0}],
+        "allocations": [{"name": "big", "size_bytes": "256M"}],  # first touch from node 0: spills to node 1
+        "phases": [{"pattern": "random", "allocation": "big", "accesses": 150_000, "compute_ns": 200}],
+    })  # fmt: skip
+    off = run_workload(full, w, cal)
+    on = run_workload(full, w, cal, sysctls=FAST)
+    assert on.placement.pages_by_allocation == off.placement.pages_by_allocation
+    assert off.placement.pages_by_allocation["big"].get(1, 0) > 0
+    vm = on.result.kernel["vmstat"]
+    assert vm["numa_hint_faults"] > 0 and vm["numa_pages_migrated"] == 0 and vm["pgmigrate_fail"] > 0
+    assert on.result.kernel["pages_per_node_series"]["pages"][-1] == on.result.kernel["pages_per_node_series"]["pages"][0]
