@@ -39,11 +39,14 @@ import numpy as np
 import simpy
 
 from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.kernel.allocator import AllocRequest
 from numasim.kernel.balancing_config import (
     NUMA_BALANCING_MEMORY_TIERING,
     NUMA_BALANCING_NORMAL,
     NumaBalancingConfig,
 )
+from numasim.kernel.folio_alloc import HPAGE_PMD_NR, alloc_folios
+from numasim.kernel.gfp import GFP_TRANSHUGE_LIGHT, Gfp
 from numasim.kernel.mempolicy import MPOL_BIND, MPOL_F_MORON, MPOL_PREFERRED_MANY, NUMA_NO_NODE
 from numasim.kernel.tiering import (
     PromotionThrottle,
@@ -80,12 +83,16 @@ class BalancingCosts:
         Added per migrated 4 KiB page on the faulting thread: isolate, unmap with TLB shootdown, copy, remap
         (``migrate_misplaced_folio`` is synchronous). The copy's memory traffic is simulated separately, on
         the links and controllers, by the node's kernel agent.
+    migrate_huge_page_ns : float
+        A migrated 2 MiB transparent huge page, moved whole (``do_huge_pmd_numa_page``): its copy at about
+        15 GB/s plus the same fixed costs.
     pte_update_ns : float
         Per PTE made PROT_NONE by ``change_prot_numa``, on the thread running the scan (task work).
     """
 
     hint_fault_ns: float = 1_000.0
     migrate_page_ns: float = 5_000.0
+    migrate_huge_page_ns: float = 150_000.0
     pte_update_ns: float = 15.0
 
 
@@ -288,7 +295,23 @@ class NumaBalancing:
     def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
         if not len(faults):
             return None
-        return self._handle(faults)
+        # A huge page faults once (do_huge_pmd_numa_page): the fault restores the PMD, so the block's other
+        # pages are not protected any more and their accesses in the same batch are no faults.
+        huge = self.ctl.page_huge[faults.page]
+        if not huge.any():
+            return self._handle(faults)
+        key = np.where(huge, (self.flat_vpn[faults.page] >> np.uint64(9)).astype(np.int64), -1 - np.arange(len(faults)))
+        _, first = np.unique(key, return_index=True)
+        keep = np.zeros(len(faults), dtype=bool)
+        keep[first] = True
+        for k in np.unique(key[huge]).tolist():
+            lo, hi = np.searchsorted(self.flat_vpn, [np.uint64(k << 9), np.uint64((k + 1) << 9)])
+            self.ctl.page_protected[lo:hi] = False
+        sub = FaultBatch(faults.agent[keep], faults.page[keep], faults.time_ns[keep], faults.write[keep],
+                         faults.node[keep])  # fmt: skip
+        cost = np.zeros(len(faults))
+        cost[keep] = self._handle(sub)
+        return cost
 
     def counters(self) -> dict[str, int]:
         return dict(self.vmstat)
@@ -434,6 +457,7 @@ class NumaBalancing:
         mem_node = src.copy()
         failed = np.zeros(len(f), dtype=bool)
         migrated = np.zeros(len(f), dtype=bool)
+        pages_moved = np.ones(len(f), dtype=np.int64)  # a huge page moves HPAGE_PMD_NR at once
         want = np.flatnonzero(target != NUMA_NO_NODE)
         for dst in np.unique(target[want]).tolist():
             rows = want[target[want] == dst]
@@ -442,6 +466,14 @@ class NumaBalancing:
             failed[no] = True
             if len(no) and self.tiering and int(dst) in self._kswapd_wake:
                 self._wake_kswapd(int(dst), len(no))  # promotion found the fast tier full: demote to make room
+            huge_go = go[self.ctl.page_huge[f.page[go]]]
+            if len(huge_go):
+                ok_huge = self._migrate_huge(f.page[huge_go], int(dst))
+                migrated[huge_go[ok_huge]] = True
+                mem_node[huge_go[ok_huge]] = dst
+                pages_moved[huge_go[ok_huge]] = HPAGE_PMD_NR  # (the others fall back to a base page below)
+            go = go[~self.ctl.page_huge[f.page[go]] | np.isin(go, huge_go[~ok_huge] if len(huge_go) else [])]
+            go = go[~migrated[go]]
             for v in np.unique(vma_of[go]).tolist():
                 r = go[vma_of[go] == v]
                 vv = self.vmas[v]
@@ -457,13 +489,15 @@ class NumaBalancing:
                 mem_node[moved] = dst
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), src[moved].astype(np.int16),
                                     np.full(len(moved), dst, dtype=np.int16))
-        n_mig = int(migrated.sum())
+        n_mig = int(pages_moved[migrated].sum())
         if self.tiering:
-            self.vmstat["pgpromote_success"] += int(np.count_nonzero(migrated & slow & self._toptier[mem_node]))
+            self.vmstat["pgpromote_success"] += int(pages_moved[migrated & slow & self._toptier[mem_node]].sum())
         self.vmstat["numa_pages_migrated"] += n_mig
         self.vmstat["pgmigrate_success"] += n_mig
         self.vmstat["pgmigrate_fail"] += int(failed.sum())
-        cost = self.costs.hint_fault_ns + migrated * self.costs.migrate_page_ns
+        cost = self.costs.hint_fault_ns + migrated * np.where(
+            pages_moved > 1, self.costs.migrate_huge_page_ns, self.costs.migrate_page_ns
+        )
         # task_numa_fault: per-thread buffers (private: first fault or the same pid)
         priv = (unset | same_pid).astype(np.int64)
         local = (cpu_node == mem_node).astype(np.int64)
@@ -475,8 +509,9 @@ class NumaBalancing:
             r = (f.agent == a) & counted
             if not r.any():
                 continue
-            np.add.at(t.buf_mem, (n_idx[r], priv[r]), 1)
-            np.add.at(t.buf_cpu, (c_idx[r], priv[r]), 1)
+            w = np.where(self.ctl.page_huge[f.page[r]], HPAGE_PMD_NR, 1)  # task_numa_fault counts the folio's pages
+            np.add.at(t.buf_mem, (n_idx[r], priv[r]), w)
+            np.add.at(t.buf_cpu, (c_idx[r], priv[r]), w)
             if (priv[r] == 0).any():
                 t.in_group = True
             shared_local = self._shared_local(n_idx[r], c_idx[r], priv[r]) if t.in_group else 0
@@ -551,6 +586,37 @@ class NumaBalancing:
             moved_total += len(moved)
         self.vmstat["pgdemote_kswapd"] += moved_total
         self.vmstat["pgmigrate_success"] += moved_total
+
+    def _migrate_huge(self, pages: np.ndarray, dst: int) -> np.ndarray:
+        """``migrate_misplaced_folio`` of whole huge pages: for each faulting flat page, its 2 MiB block moves as
+        one folio to ``dst`` (``__GFP_THISNODE``, no reclaim; above the high watermark); False where it cannot
+        (the caller then migrates the faulting page alone, splitting the huge page)."""
+        ok = np.zeros(len(pages), dtype=bool)
+        for k, page in enumerate(pages.tolist()):
+            v = self.vmas[int(self.flat_vma[page])]
+            vma = v.vma
+            vstart = vma.start >> 12
+            b0 = ((vstart + int(v.index[page - v.flat_lo])) & ~(HPAGE_PMD_NR - 1)) - vstart
+            if b0 < 0 or b0 + HPAGE_PMD_NR > vma.npages:
+                continue
+            block = np.arange(b0, b0 + HPAGE_PMD_NR)
+            if not (vma.thp[block].all() and (vma.nodes[block] >= 0).all()):
+                continue
+            if self._balanced_room(dst) < HPAGE_PMD_NR:
+                continue
+            req = AllocRequest(count=1, preferred_nid=dst, cpu_node=dst, gfp=GFP_TRANSHUGE_LIGHT | Gfp.THISNODE)
+            nodes, zones = alloc_folios(self.kernel.pm, req)
+            if nodes[0] < 0:
+                continue
+            old_nodes, old_zones = vma.nodes[block].copy(), vma.zones[block].copy()
+            self.kernel.pm.free(old_nodes, old_zones)
+            vma.nodes[block] = nodes[0]
+            vma.zones[block] = zones[0]
+            lo, hi = np.searchsorted(self.flat_vpn, [np.uint64(vstart + b0), np.uint64(vstart + b0 + HPAGE_PMD_NR)])
+            self.ctl.page_node[lo:hi] = dst
+            self.ctl.copy_pages(self.ctl.kernel_agent(dst), old_nodes, np.full(HPAGE_PMD_NR, dst, dtype=np.int16))
+            ok[k] = True
+        return ok
 
     def _balanced_room(self, nid: int) -> int:
         """``migrate_balanced_pgdat``: pages node ``nid`` can take and stay above a zone's high watermark."""

@@ -5,8 +5,9 @@ applies to (``enabled`` = always, or madvise with ``MADV_HUGEPAGE``), from where
 2 MiB range inside the mapping that is not a huge page yet, with at most ``max_ptes_none`` pages absent, is
 collapsed (``collapse_huge_page``): a huge page is allocated on the node most of the range's pages are on
 (``hpage_collapse_find_target_node``), the present pages are copied into it and freed, and the range is mapped
-by one PMD. Ranges fall back to base pages where THP faults failed, and NUMA balancing splits the huge pages it
-migrates, so in a long run khugepaged puts them back.
+by one PMD. Ranges fall back to base pages where THP faults failed, and the huge pages ``migrate_pages``,
+``mbind`` or a balancing migration that could not get a huge page on the target move as base pages, so in a long
+run khugepaged puts them back.
 
 What the engine sees: the range's pages move to the new node at once (and count as one TLB entry when the TLB
 is modelled), the copies of the present pages go over the links from the target node's kernel agent, and the
@@ -76,11 +77,12 @@ class Khugepaged:
                        "khugepaged_full_scans": 0}  # fmt: skip
         self._cursor = 0  # virtual page number where the next pass starts
 
-    def wanted(self) -> bool:
-        """Is there anything to collapse now (or will there be: NUMA balancing splits huge pages)?"""
+    def wanted(self, movers: bool = False) -> bool:
+        """Is there anything to collapse now, or may there be (``movers``: something will migrate pages during
+        the run, and a huge page migrated as base pages is split)?"""
         if self.kernel.config.thp_mode == "never":
             return False
-        if self.kernel.config.numa_balancing.mode:
+        if movers or self.kernel.config.numa_balancing.mode:
             return any(thp_allowed(self.kernel.config, v) for v in self._vmas())
         return any(len(collapsible_ranges(v, self.cfg.max_ptes_none)) for v in self._vmas())
 

@@ -70,7 +70,7 @@ def balancing_runtime(
         parts.append(NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed))
     if placement.task is not None:
         khugepaged = Khugepaged(placement.kernel, placement.task)
-        if khugepaged.wanted():  # THP mappings with ranges to collapse (or that balancing will split)
+        if khugepaged.wanted(movers=bool(daemons)):  # ranges to collapse, or migrations that may split huge pages
             parts.append(khugepaged)
     for spec in daemons:
         if placement.task is None:

@@ -348,3 +348,16 @@ def test_balancing_cannot_move_pages_onto_a_full_node(cal) -> None:  # type: ign
     vm = on.result.kernel["vmstat"]
     assert vm["numa_hint_faults"] > 0 and vm["numa_pages_migrated"] == 0 and vm["pgmigrate_fail"] > 0
     assert on.result.kernel["pages_per_node_series"]["pages"][-1] == on.result.kernel["pages_per_node_series"]["pages"][0]
+
+
+def test_a_huge_page_faults_once_and_moves_whole(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    """do_huge_pmd_numa_page: one hinting fault per PMD, the 2 MiB folio migrated whole (not split)."""
+    sysctls = [*FAST, ("/sys/kernel/mm/transparent_hugepage/enabled", "always")]
+    out = run_workload(machine, _workload(), cal, sysctls=sysctls)
+    vm = out.result.kernel["vmstat"]
+    assert out.placement.pages_by_allocation["data"] == {1: 4096}  # 8 huge pages
+    assert vm["numa_pages_migrated"] == 4096 and vm["numa_hint_faults"] <= 8 * 3
+    assert vm["numa_huge_pte_updates"] >= 8
+    (vma,) = out.placement.task.mm.vmas_in(0, 1 << 62)
+    assert vma.thp.all() and (vma.nodes == 0).all()
+    assert (out.placement.kernel.free_pages_per_node() >= 0).all()

@@ -43,16 +43,16 @@ def test_nothing_to_collapse_means_no_daemon() -> None:
     assert out.result.kernel is None
 
 
-def test_balancing_splits_huge_pages_and_khugepaged_puts_them_back() -> None:
-    sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 5),
-               ("/sys/kernel/mm/transparent_hugepage/enabled", "always"), SLEEP]  # fmt: skip
-    out = run_workload(M, _chase(), CAL, sysctls=sysctls, tlb=TlbSpec())
+def test_migrate_pages_splits_huge_pages_and_khugepaged_puts_them_back() -> None:
+    sysctls = [("/sys/kernel/mm/transparent_hugepage/enabled", "always"), SLEEP]
+    out = run_workload(M, _chase(), CAL, sysctls=sysctls, tlb=TlbSpec(),
+                       daemons=["migratepages:at_ms=2,from_nodes=1,to_nodes=0"])  # fmt: skip
     vm = out.result.kernel["vmstat"]
     assert out.placement.pages_by_allocation["a"] == {1: 4096}  # 8 huge pages on node 1 at first
-    assert vm["numa_pages_migrated"] > 0 and vm["numa_huge_pte_updates"] > 0
-    assert vm["thp_collapse_alloc"] > 0 and vm["khugepaged_pages_collapsed"] == 512 * vm["thp_collapse_alloc"]
+    assert vm["pgmigrate_success"] == 4096  # moved as base pages: split
+    assert vm["thp_collapse_alloc"] == 8 and vm["khugepaged_pages_collapsed"] == 512 * 8
     (vma,) = out.placement.task.mm.vmas_in(0, 1 << 62)
-    assert vma.thp.mean() > 0.5  # most of the mapping is huge again
+    assert vma.thp.all() and (vma.nodes == 0).all()  # huge again, on node 0 where the pages were
     series = np.array(out.result.kernel["pages_per_node_series"]["pages"])
     assert (series.sum(axis=1) == 4096).all()
     free = out.placement.kernel.free_pages_per_node()
