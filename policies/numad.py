@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.engine.runtime import Daemon, EngineControl
 
 
-class Numad:
+class Numad(Daemon):
     """The daemon (see the module docstring); a :class:`~numasim.engine.runtime.KernelRuntime`."""
 
     name = "numad"
@@ -60,11 +60,7 @@ class Numad:
         self.log: list[tuple[float, int]] = []  # (time, node bound to)
 
     def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
-        self.env, self.ctl = env, ctl
-        first, count, offset = ctl.page_runs()
-        self.flat_vpn = np.zeros(len(ctl.page_node), dtype=np.uint64)
-        for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
-            self.flat_vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
+        super().attach(env, ctl)
         # the process's mappings, as flat page ranges (freed allocations have none: their pages are not its)
         self.vmas = []
         for vma in self.task.mm.vmas_in(0, 1 << 62):
@@ -72,19 +68,12 @@ class Numad:
             hi = int(np.searchsorted(self.flat_vpn, np.uint64(vma.end >> 12)))
             if hi > lo and not vma.hugetlb:
                 self.vmas.append((vma, lo, hi, (self.flat_vpn[lo:hi] - np.uint64(vma.start >> 12)).astype(np.int64)))
-        env.process(self._run(env))
-
-    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
-        return None  # numad takes no faults
-
-    def counters(self) -> dict[str, int]:
-        return dict(self.vmstat)
 
     def assumptions(self) -> dict[str, Any]:
         return {"interval_ms": self.interval_ns / 1e6, "target_utilization": self.target_utilization,
                 "min_rss_pages": self.min_rss_pages, "status": "nominal: numad's defaults"}  # fmt: skip
 
-    def _run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
         while True:
             yield env.timeout(self.interval_ns)
             self.manage()

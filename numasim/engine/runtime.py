@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables", "CompositeRuntime",
+    "bulk_class_tables", "CompositeRuntime", "Daemon",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -117,6 +117,10 @@ class EngineControl(Protocol):
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per run of consecutive virtual pages, in address order: first virtual page number (uint64), number
         of pages (int64) and the flat index of its first page (int64)."""
+        ...
+
+    def page_vpn(self) -> np.ndarray:
+        """The virtual page number (uint64) of every flat page index, in ascending order (read only)."""
         ...
 
     def agent_cpu(self) -> np.ndarray:
@@ -247,10 +251,19 @@ class EngineBridge:
         self._sampled_at_copies = -1
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
+        self._vpn: np.ndarray | None = None
 
     # --- EngineControl ---------------------------------------------------------------------------------------
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._runs
+
+    def page_vpn(self) -> np.ndarray:
+        if self._vpn is None:
+            first, count, offset = self._runs
+            self._vpn = np.zeros(len(self.page_node), dtype=np.uint64)
+            for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
+                self._vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
+        return self._vpn
 
     def agent_cpu(self) -> np.ndarray:
         return self._cpu.copy()
@@ -454,3 +467,24 @@ class CompositeRuntime:
             for k, v in p.counters().items():
                 out[k] = out.get(k, 0) + int(v)
         return out
+
+
+class Daemon:
+    """A run-time kernel that takes no faults and acts on its own schedule (khugepaged, numad, a syscall at a
+    given time): subclasses set ``vmstat`` (their counters) and define :meth:`run`, the SimPy process body."""
+
+    vmstat: dict[str, int]
+
+    def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
+        self.env, self.ctl = env, ctl
+        self.flat_vpn = ctl.page_vpn()
+        env.process(self.run(env))
+
+    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
+        return None
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.vmstat)

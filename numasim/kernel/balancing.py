@@ -225,11 +225,8 @@ class NumaBalancing:
         for c, n in self.kernel.machine.cpu_to_node.items():
             self.cpu_node[c] = n
         # Flat page -> virtual page number (runs are in address order, so this is sorted), and the VMAs scanned.
-        first, count, offset = ctl.page_runs()
         n_flat = len(ctl.page_node)
-        self.flat_vpn = np.zeros(n_flat, dtype=np.uint64)
-        for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
-            self.flat_vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
+        self.flat_vpn = ctl.page_vpn()
         self.flat_vma = np.full(n_flat, -1, dtype=np.int32)
         self.vmas: list[_Vma] = []
         for vma in self.task.mm.vmas_in(0, 1 << 62):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.engine.runtime import Daemon
 from numasim.kernel.allocator import AllocRequest
 from numasim.kernel.folio_alloc import HPAGE_PMD_NR, alloc_folios
 from numasim.kernel.gfp import GFP_TRANSHUGE, Gfp
@@ -67,7 +67,7 @@ def collapsible_ranges(vma: Any, max_ptes_none: int) -> np.ndarray:
     return ranges[collapsible(vma, ranges, max_ptes_none)]
 
 
-class Khugepaged:
+class Khugepaged(Daemon):
     """khugepaged for one process (see the module docstring); a :class:`~numasim.engine.runtime.KernelRuntime`."""
 
     def __init__(self, kernel: Kernel, task: Task) -> None:
@@ -89,21 +89,7 @@ class Khugepaged:
     def _vmas(self) -> list[Any]:
         return [v for v in self.task.mm.vmas_in(0, 1 << 62) if thp_allowed(self.kernel.config, v)]
 
-    def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
-        self.env, self.ctl = env, ctl
-        first, count, offset = ctl.page_runs()
-        self.flat_vpn = np.zeros(len(ctl.page_node), dtype=np.uint64)
-        for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
-            self.flat_vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
-        env.process(self._run(env))
-
-    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
-        return None
-
-    def counters(self) -> dict[str, int]:
-        return dict(self.vmstat)
-
-    def _run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
         while True:
             yield env.timeout(max(self.cfg.scan_sleep_ms, 1) * 1e6)
             self.scan()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.engine.runtime import Daemon
 from numasim.kernel.errno import SyscallResult
 
 __all__ = ["TimedSyscall", "node_list"]
@@ -34,7 +34,7 @@ def node_list(text: Any, what: str) -> list[int]:
         raise ValueError(f"{what} = {text!r}: expected node ids such as 0 or 0;1") from None
 
 
-class TimedSyscall:
+class TimedSyscall(Daemon):
     """A daemon that makes one memory syscall at ``at_ms`` (again every ``every_ms``); subclasses define
     :meth:`syscall` and ``name``."""
 
@@ -59,22 +59,7 @@ class TimedSyscall:
     def syscall(self) -> SyscallResult:
         raise NotImplementedError
 
-    def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
-        self.env, self.ctl = env, ctl
-        first, count, offset = ctl.page_runs()
-        flat_vpn = np.zeros(len(ctl.page_node), dtype=np.uint64)
-        for f, c, o in zip(first.tolist(), count.tolist(), offset.tolist(), strict=True):
-            flat_vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
-        self.flat_vpn = flat_vpn
-        env.process(self._run(env))
-
-    def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
-        return None
-
-    def counters(self) -> dict[str, int]:
-        return dict(self.vmstat)
-
-    def _run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
+    def run(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
         yield env.timeout(self.at_ns)
         while True:
             self.call()
