@@ -53,11 +53,11 @@ def test_a_run_writes_every_figure_issue_3_asks_for(tmp_path: Path) -> None:
         warnings.simplefilter("error")  # any matplotlib warning fails the test
         paths = save_run_plots(outcome, tmp_path)
     # every figure but the run-time kernel's (pages over time: only with automatic NUMA balancing)
-    assert sorted(p.name for p in paths) == sorted(set(PLOT_FILES) - {"pages_over_time.png"})
+    assert sorted(p.name for p in paths) == sorted(set(PLOT_FILES) - {"kernel_over_time.png"})
     assert {"initiator_target_heatmap.png", "utilisation_over_time.png", "latency_histograms.png"} <= set(PLOT_FILES)
     for p in paths:
         assert p.read_bytes()[:8] == PNG_MAGIC
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(PLOT_FILES) - {"pages_over_time.png"})  # no temp files left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(PLOT_FILES) - {"kernel_over_time.png"})  # no temp files left behind
 
 
 def test_utilisation_over_time_includes_links(tmp_path: Path) -> None:

@@ -150,6 +150,7 @@ class EpochEngine:
                 now = float(self.istate[EPOCH]) * self.E
                 if self.bridge is not None:
                     self.bridge.sample(now)
+                    self.bridge.record_activity(now)
                     # how late the kernel's next event runs: it sees the window's end, not its own time
                     self.bridge.late_ns_max = max(self.bridge.late_ns_max, now - env.peek())
                 if now > env.now:
@@ -271,6 +272,9 @@ class EpochEngine:
         if bridge is not None:
             span = self.now_ns() - t0
             bridge.window_done(ids_arr, lens, n_commit, rc, page, issue)
+            mem = (level == self.n_levels) & (page >= 0)  # the program's memory requests (committed ones)
+            mem &= (np.arange(len(rc)) - np.repeat(seg_start, lens)) < np.repeat(n_commit, lens)
+            bridge.note_latency(float(req[mem].sum()), int(mem.sum()))
             most = int(n_commit[self._program[ids_arr]].max(initial=0))
             if most and span > 0:
                 self._ns_per_request = span / most

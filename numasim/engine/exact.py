@@ -316,6 +316,8 @@ class ExactEngine:
                 self.completed += n
                 return
             bridge.count_requests(a, n, block.page, float(self.last_issue[a]))
+            mem = self.lvl_out[s : s + n] >= self.n_levels
+            bridge.note_latency(float(self.req_out[s : s + n][mem].sum()), int(mem.sum()))
         self.stats.add(
             np.full(n, a, dtype=np.int64),
             np.full(n, self.agents[a].initiator, dtype=np.int64),
@@ -354,6 +356,7 @@ class ExactEngine:
         bridge = self.bridge
         assert bridge is not None
         bridge.sample(t)
+        bridge.record_activity(t)
         stall = bridge.take_stalls()
         for a in np.flatnonzero(stall).tolist():
             self._heap_delay(a, float(stall[a]))

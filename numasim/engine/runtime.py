@@ -52,6 +52,8 @@ COPY_LINES_PER_REQUEST = 8
 """A kernel page copy is timed in requests of this many lines (512 bytes), each holding every resource on its
 route for as many lines' busy time: the same bandwidth on the links and controllers as line by line, at an
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
+ACTIVITY_NS = 100_000.0
+"""How often the kernel's activity over time is recorded (100 us of simulated time)."""
 KERNEL_AGENT_MLP = 16 // COPY_LINES_PER_REQUEST
 """Copy requests a kernel agent keeps in flight: 16 lines, an L2 streamer's worth, as a core's own streaming
 loop does (a nominal value, not fitted)."""
@@ -252,6 +254,10 @@ class EngineBridge:
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
         self._vpn: np.ndarray | None = None
+        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16))
+        # the kernel's activity over time: cumulative counters and the program's memory latency per interval
+        self.activity: list[tuple[float, int, int, float, int]] = []  # (t, hint faults, migrated, lat sum, n)
+        self._lat_sum, self._lat_n = 0.0, 0
 
     # --- EngineControl ---------------------------------------------------------------------------------------
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,6 +325,21 @@ class EngineBridge:
         self.series_ns.append(float(t_ns))
         self.series_pages.append(counts)
 
+    def note_latency(self, latency_sum_ns: float, requests: int) -> None:
+        """The program's memory requests timed since the last call: their latency sum and count."""
+        self._lat_sum += latency_sum_ns
+        self._lat_n += requests
+
+    def record_activity(self, t_ns: float, *, force: bool = False) -> None:
+        """At most every :data:`ACTIVITY_NS` (or ``force``): the kernel's cumulative hinting faults and migrated
+        pages, and the program's memory requests since the last record."""
+        if not force and self.activity and t_ns - self.activity[-1][0] < ACTIVITY_NS:
+            return
+        c = self.counters()
+        migrated = c.get("numa_pages_migrated", 0) or c.get("pgmigrate_success", 0)
+        self.activity.append((float(t_ns), int(c.get("numa_hint_faults", 0)), int(migrated), self._lat_sum, self._lat_n))
+        self._lat_sum, self._lat_n = 0.0, 0
+
     def copy_blocks(self, budget_pages: int, n_levels: int) -> list[tuple[int, Block]]:
         """Up to ``budget_pages`` queued page copies per kernel agent, as blocks of line requests (each page:
         its lines read from the source node, then written to the destination)."""
@@ -377,9 +398,14 @@ class EngineBridge:
         faulted = page[rows]
         self.page_protected[faulted] = False
         agent = np.repeat(ids, lens)[rows]
+        self.sample(t0_ns)  # where pages were before this window's faults moved some
+        before = self.page_node[faulted].copy()
         cost = self._runtime.on_faults(FaultBatch(
-            agent, faulted, times, (rc[rows] & 1).astype(bool), self.page_node[faulted].copy(),
+            agent, faulted, times, (rc[rows] & 1).astype(bool), before.copy(),
         ))  # fmt: skip
+        after = self.page_node[faulted]
+        moved = np.flatnonzero(after != before)
+        self._moves = (rows[moved], before[moved], after[moved].copy())
         cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
         np.add.at(self.kernel_ns, agent, cost)
         return rows, cost
@@ -412,6 +438,30 @@ class EngineBridge:
             self._copy_requests_rc += np.bincount(rc[kern], minlength=len(self._copy_requests_rc))
         touched = committed & (page >= 0)
         self.page_last_access_ns[page[touched]] = issue_ns[touched]  # (the last write of a page wins: a recent one)
+        self._series_moves(committed, issue_ns)
+
+    def _series_moves(self, committed: np.ndarray, issue_ns: np.ndarray) -> None:
+        """Put the moves of this window's faults into the pages-per-node series at the times their faulting
+        requests issued (at most 16 points per window), so the series does not show them all at its end."""
+        rows, src, dst = self._moves
+        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16))
+        if not len(rows) or not self.series_pages:
+            return
+        done = committed[rows]
+        end = float(issue_ns[committed].max()) if committed.any() else float(issue_ns[rows].max())
+        t = np.where(done, issue_ns[rows], end)
+        order = np.argsort(t, kind="stable")
+        t, src, dst = t[order], self.node_index[src[order]].astype(np.int64), self.node_index[dst[order]].astype(np.int64)
+        n = len(self.node_ids)
+        delta = np.zeros((len(t), n), dtype=np.int64)
+        delta[np.arange(len(t)), src] -= 1
+        delta[np.arange(len(t)), dst] += 1
+        cum = np.cumsum(delta, axis=0)
+        base = self.series_pages[-1]
+        for k in np.unique(np.linspace(0, len(t) - 1, min(16, len(t))).astype(np.int64)).tolist():
+            if t[k] > self.series_ns[-1]:
+                self.series_ns.append(float(t[k]))
+                self.series_pages.append(base + cum[k])
 
     def count_copies(self, rc: np.ndarray) -> None:
         """Exact mode: a kernel agent's copy requests of these route classes were timed."""

@@ -322,6 +322,9 @@ def _tlb_record(feeder: Feeder, agents: list[Agent], tlb: TlbSpec) -> dict:
 def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -> dict:
     """What the run-time kernel did: its /proc/vmstat counters, pages per node over time, its copy traffic."""
     bridge.sample(run_time_ns, force=True)
+    bridge.record_activity(run_time_ns, force=True)
+    act = np.array([a[:3] for a in bridge.activity], dtype=float).reshape(-1, 3)
+    lat = [a[3] / a[4] if a[4] else None for a in bridge.activity]
     lines = bridge.kernel_lines_rc.reshape(ms.n_initiators, ms.n_nodes, 2)
     return {
         "vmstat": dict(bridge.counters()),
@@ -337,6 +340,12 @@ def _kernel_record(ms: MemorySystem, bridge: EngineBridge, run_time_ns: float) -
             str(n): int(lines[:, j, 1].sum()) * LINE_BYTES for j, n in enumerate(ms.node_ids)
         },
         "pages_copied": bridge.pages_copied,
+        "activity_series": {
+            "time_ns": act[:, 0].tolist(),
+            "numa_hint_faults": act[:, 1].astype(int).tolist(),
+            "pages_migrated": act[:, 2].astype(int).tolist(),
+            "memory_latency_mean_ns": lat,
+        },
         "thread_moves": [
             {"time_ns": t, "agent": a, "from_cpu": c0, "to_cpu": c1} for t, a, c0, c1 in bridge.thread_moves
         ],

@@ -254,7 +254,7 @@ PLOT_FILES = (
     "initiator_target_heatmap.png",
     "utilisation_over_time.png",
     "latency_histograms.png",
-    "pages_over_time.png",
+    "kernel_over_time.png",
 )
 """Every figure :func:`save_run_plots` can write (a figure with nothing to show is left out)."""
 
@@ -384,28 +384,42 @@ def save_run_plots(outcome: RunOutcome, directory: str | Path) -> list[Path]:
         save(fig, "latency_histograms.png")
     if r.kernel is not None:
         fig = numa_balancing_figure(r.kernel)
-        save(fig, "pages_over_time.png")
+        save(fig, "kernel_over_time.png")
     return written
 
 
 def numa_balancing_figure(kernel: dict[str, Any]) -> Any:
-    """Pages per node over the run (what automatic NUMA balancing moved, and when)."""
+    """The kernel over the run: pages per node; hinting faults and migrated pages per millisecond; the program's
+    mean memory latency per interval (what the moves bought)."""
     from matplotlib.figure import Figure
 
     series = kernel["pages_per_node_series"]
     t_ms = np.asarray(series["time_ns"]) / 1e6
     pages = np.asarray(series["pages"])
-    fig = Figure(figsize=(6, 3.5), layout="constrained")
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(6.5, 7), layout="constrained")
+    ax, bx, cx = fig.subplots(3, 1, sharex=True)
     for j, nid in enumerate(series["node_ids"]):
         if pages[:, j].any():
             ax.step(t_ms, pages[:, j], where="post", label=f"node {nid}")
-    ax.set_xlabel("simulated time (ms)")
     ax.set_ylabel("resident pages")
     vm = kernel["vmstat"]
-    ax.set_title(f"pages per node: {vm.get('numa_pages_migrated', 0)} migrated, "
-                 f"{vm.get('numa_hint_faults', 0)} hinting faults", fontsize=9)
+    ax.set_title(f"the kernel on the simulation clock: {vm.get('numa_hint_faults', 0)} hinting faults, "
+                 f"{vm.get('numa_pages_migrated', vm.get('pgmigrate_success', 0))} pages migrated", fontsize=9)
     _legend(ax)
+    act = kernel["activity_series"]
+    at = np.asarray(act["time_ns"]) / 1e6
+    if len(at) > 1:
+        dt = np.diff(at)
+        mid = at[1:]
+        for name, label in (("numa_hint_faults", "hinting faults"), ("pages_migrated", "pages migrated")):
+            rate = np.diff(np.asarray(act[name], dtype=float)) / np.where(dt > 0, dt, np.nan)
+            bx.step(mid, rate, where="pre", label=label)
+        lat = np.array([np.nan if v is None else v for v in act["memory_latency_mean_ns"]], dtype=float)
+        cx.step(at, lat, where="pre")
+    bx.set_ylabel("per ms")
+    _legend(bx)
+    cx.set_ylabel("memory latency (ns)")
+    cx.set_xlabel("simulated time (ms)")
     return fig
 
 

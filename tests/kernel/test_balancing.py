@@ -263,7 +263,7 @@ def test_report_and_figure(machine, cal, tmp_path) -> None:  # type: ignore[no-u
     out = run_workload(machine, _workload(accesses=60_000), cal, sysctls=FAST)
     text = format_run_report(out)
     assert "numa_pages_migrated " in text and "at the end of the run, migrations included" in text
-    assert "pages_over_time.png" in [p.name for p in save_run_plots(out, tmp_path)]
+    assert "kernel_over_time.png" in [p.name for p in save_run_plots(out, tmp_path)]
 
 
 # --- a user-space daemon (policies/numad.py) --------------------------------------------------------------------
