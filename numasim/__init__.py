@@ -3,7 +3,16 @@
 The public API is listed explicitly in ``__all__``; importing numasim has no side effects.
 """
 
-from numasim.engine import DeviceTransfer, EngineMode, PageMap, SimulationResult, ThreadSpec, simulate
+from numasim.engine import (
+    DeviceTransfer,
+    EngineMode,
+    KernelRuntime,
+    PageMap,
+    SimulationResult,
+    ThreadSpec,
+    TlbSpec,
+    simulate,
+)
 from numasim.errors import (
     CalibrationError,
     FormatError,
@@ -24,6 +33,8 @@ from numasim.kernel import (
     load_policy,
     register_policy,
 )
+from numasim.kernel.balancing import BalancingCosts, NumaBalancing
+from numasim.kernel.khugepaged import Khugepaged
 from numasim.timing.catalog import catalog_calibration, catalog_machine, match_cpu
 from numasim.timing.model import (
     Calibration,
@@ -132,6 +143,11 @@ __all__ = [
     "PageMap",
     "DeviceTransfer",
     "EngineMode",
+    "KernelRuntime",
+    "TlbSpec",
+    "NumaBalancing",
+    "BalancingCosts",
+    "Khugepaged",
     "AccessChunk",
     "Workload",
     "load_workload",

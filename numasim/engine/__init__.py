@@ -15,7 +15,8 @@ never becomes a Python object per access; the per-request loops are compiled wit
 thread while a chunk is timed (the naive design, a SimPy event per resource per access, is measured in
 ``benchmarks/bench_engine.py``). Modules: ``spec`` (inputs), ``pagemap``, ``memsys`` (resources and route
 classes), ``stream`` (chunks -> per-agent line requests, prefetch rule), ``caches``, ``timing``, ``exact``,
-``epoch``, ``stats``, ``result``, ``plots``.
+``epoch``, ``stats``, ``result``, ``plots``; ``runtime`` (a kernel on the simulation clock: what it may change
+while the engine runs), ``tlb`` (the STLB and page walks), ``requests`` (request latencies).
 """
 
 from numasim.engine.memsys import MemorySystem, Resource, build_memory_system
@@ -30,8 +31,10 @@ from numasim.engine.result import (
     SimulationResult,
     ThreadRecord,
 )
+from numasim.engine.runtime import CompositeRuntime, Daemon, EngineControl, FaultBatch, KernelRuntime
 from numasim.engine.simulate import simulate
 from numasim.engine.spec import DeviceTransfer, EngineMode, ThreadSpec
+from numasim.engine.tlb import TlbSpec
 
 __all__ = [
     "simulate",
@@ -50,4 +53,10 @@ __all__ = [
     "ThreadRecord",
     "DeviceRecord",
     "CacheLevelRecord",
+    "KernelRuntime",
+    "EngineControl",
+    "FaultBatch",
+    "CompositeRuntime",
+    "Daemon",
+    "TlbSpec",
 ]
