@@ -54,7 +54,7 @@ from numasim.kernel.mempolicy import (
     MPOL_PREFERRED_MANY,
     MPOL_WEIGHTED_INTERLEAVE,
 )
-from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring
+from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring, strtoul
 from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
@@ -880,8 +880,42 @@ def _numademo(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     return run
 
 
+def _migratepages(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    """numactl's ``migratepages pid from-nodes to-nodes``: ``numa_migrate_pages`` on a live process of the same
+    simulated kernel (e.g. a ``stress --vm-keep`` started by an earlier ``--after`` command)."""
+    run = ProgramRun(pids=[task.pid])
+    usage = "usage: migratepages pid from-nodes to-nodes\n\nnodes is a comma delimited list of node numbers or A-B ranges or all.\n"
+    args = list(argv[1:])
+    if any(a.startswith("-") and a != "-" for a in args) or len(args) != 3:  # getopt: --help or any option
+        run.stderr, run.exit_code = usage, 1
+        return run
+    pid, end = strtoul(args[0])  # strtoul(argv[0], &end, 0): the whole argument must be the number
+    if end != len(args[0]) or end == 0:
+        run.stderr, run.exit_code = usage, 1
+        return run
+    masks = []
+    for text in args[1:]:
+        try:
+            masks.append(parse_nodestring(text, _node_ctx(kernel, task)))
+        except NodeStringError:
+            run.stdout += f"<{text}> is invalid\n"
+            run.exit_code = 1
+            return run
+    target = kernel.tasks.get(pid)
+    if target is None or not target.alive:
+        res = SyscallResult.fail("ESRCH", f"no task {pid}")
+    else:
+        res = kernel.migrate_pages(target, sorted(masks[0]), sorted(masks[1]), caller=task)
+    run.syscalls.append(("migrate_pages", f"pid {pid}: {args[1]} -> {args[2]}", res))
+    if res.ret < 0:
+        run.stderr += f"migrate_pages: {_strerror(res.errno)}\n"
+        run.exit_code = 1
+    return run
+
+
 PROGRAMS = {
     "stress": _stress,
+    "migratepages": _migratepages,
     "memhog": _memhog,
     "alloc": _alloc,
     "printcpu": _printcpu,

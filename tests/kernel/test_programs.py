@@ -132,3 +132,23 @@ def test_experiment_001_stress_64g() -> None:
         assert abs(ks[key] - expected["kswapd_cache_2045mb"][key]) <= tol["model_vs_expected_mb"]
         assert abs(100 * (ks[key] - article[key]) / article[key]) <= tol["kswapd_vs_article_pct"]
     assert ks["pgsteal_kswapd_mb"] == module.KSWAPD_CACHE_MB and ks["pgsteal_direct_mb"] == 0
+
+
+def test_migratepages_moves_a_live_process() -> None:
+    """numactl's migratepages on a stress worker that keeps its memory (same simulated kernel)."""
+    from numasim.kernel.kernel import Kernel
+    from numasim.kernel.numactl import run_numactl
+    from numasim.topology.io import load_machine
+
+    k = Kernel(load_machine("seed-003-2node"))
+    worker = run_numactl(k, ["--membind=1", "stress", "-m", "1", "--vm-bytes", "64M", "--vm-keep"]).program_pids[0]
+    run = run_numactl(k, ["migratepages", str(worker), "1", "0"])
+    assert run.exit_code == 0 and run.stdout == run.stderr == ""
+    (vma,) = [v for v in k.tasks[worker].mm.vmas_in(0, 1 << 62) if v.npages >= 16384]
+    assert (vma.nodes[vma.nodes >= 0] == 0).all()
+    bad = run_numactl(k, ["migratepages", "4242", "1", "0"])
+    assert bad.exit_code == 1 and bad.stderr == "migrate_pages: No such process\n"
+    assert run_numactl(k, ["migratepages", str(worker), "9", "0"]).stdout == "<9> is invalid\n"
+    usage = run_numactl(k, ["migratepages", "--help"])
+    assert usage.exit_code == 1 and usage.stderr.startswith("usage: migratepages pid from-nodes to-nodes")
+    assert run_numactl(k, ["migratepages", "12x", "1", "0"]).exit_code == 1  # strtoul must take the whole pid
