@@ -362,6 +362,8 @@ _PROGRAM_HELP = {
     "memhog": "memhog [-rN] SIZE [POLICY [NODES]]: mmap, mbind with POLICY, touch; one '.' per 10 MiB",
     "alloc": "alloc --pages N [--set-mempolicy POL] [--mbind POL] [--touch-cpu C] [--hugetlb] "
     "[--madvise hugepage|nohugepage]: probe syscalls and placement (POL = MODE[:NODES|:mask=0xBITS[:FLAGS]])",
+    "migratepages": "migratepages PID FROM TO: move a live process's pages (migrate_pages; e.g. after a "
+    "'stress --vm-keep' in an earlier --after)",
     "printcpu": "print the cpu the program runs on (numactl's test helper)",
     "numactl": "a nested numactl in the same process",
     "true": "do nothing, exit 0",
