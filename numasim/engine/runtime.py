@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import simpy
 
+from ._runtime_kernel import protected_rows, reroute
+
 if TYPE_CHECKING:
     from .memsys import MemorySystem
     from .pagemap import PageMap
@@ -383,8 +385,7 @@ class EngineBridge:
         none = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self._runtime is None:
             return none
-        prog = page >= 0
-        cand = np.flatnonzero(prog & self.page_protected[np.where(prog, page, 0)])
+        cand = protected_rows(page, self.page_protected)
         if not len(cand):
             return none
         start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
@@ -413,10 +414,7 @@ class EngineBridge:
     def route_classes(self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray) -> np.ndarray:
         """Each request's route class from its page's node *now* and its agent's initiator now (requests
         without a program page keep theirs)."""
-        prog = page >= 0
-        tgt = self.node_index[self.page_node[np.where(prog, page, 0)]].astype(np.int64)
-        new = np.repeat(self.agent_class_base[ids], lens) + 2 * tgt + (rc & 1)
-        return np.where(prog, new, rc)
+        return reroute(ids, lens, page, rc, self.page_node, self.node_index, self.agent_class_base)
 
     def window_done(
         self,
