@@ -18,6 +18,7 @@ import numpy as np
 
 from numasim.kernel.folio_alloc import HPAGE_PMD_NR, HPAGE_PMD_ORDER
 from numasim.kernel.mempolicy import MemPolicy
+from numasim.kernel.placer import allocate, is_kernel_placement, placement_context, placement_for
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
 from numasim.kernel.thp import fault_huge, thp_allowed
 
@@ -125,19 +126,19 @@ def _fault_pages(
 ) -> FaultResult:
     """Allocate pages ``idx`` of ``vma`` (all missing, all under the mapping's own policy ``own``)."""
     policy = own if own is not None else task.mempolicy
-    plugin = kernel.placement_for(task, vma, own)
+    plugin = placement_for(task, vma, own)
     huge_pages = 0
-    if thp_allowed(kernel.config, vma) and kernel.is_kernel_placement(plugin) and not hints:
+    if thp_allowed(kernel.config, vma) and is_kernel_placement(plugin) and not hints:
         # do_huge_pmd_anonymous_page first: whole 2 MiB blocks; what it cannot place falls back to base pages
         idx, huge_pages = fault_huge(kernel, task, vma, idx, cpu, policy, plugin)
         if idx.size == 0:
             return FaultResult(huge_pages, 0, False)
-    ctx = kernel.placement_context(task, vma, idx, cpu, hints, policy=policy)
+    ctx = placement_context(kernel, task, vma, idx, cpu, hints, policy=policy)
     decision = plugin.place(ctx, int(idx.size))
     preferred = decision.preferred_array(int(idx.size))
     faulted = huge_pages
     while True:
-        out = kernel.allocate(decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
+        out = allocate(kernel, decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
         ok = out.nodes >= 0
         vma.nodes[idx[ok]] = out.nodes[ok]
         vma.zones[idx[ok]] = out.zones[ok]
@@ -163,8 +164,8 @@ def _fault_hugetlb(kernel: Kernel, task: Task, vma: VMA, idx: np.ndarray, cpu: i
     blocks = np.unique(idx // HPAGE_PMD_NR) * HPAGE_PMD_NR
     own = vma.policy
     policy = own if own is not None else task.mempolicy
-    plugin = kernel.placement_for(task, vma, own)
-    ctx = kernel.placement_context(task, vma, blocks, cpu, policy=policy)
+    plugin = placement_for(task, vma, own)
+    ctx = placement_context(kernel, task, vma, blocks, cpu, policy=policy)
     # huge_node(): the interleave index of a huge page counts huge pages
     ctx = replace(ctx, ilx=(vma.pgoff >> HPAGE_PMD_ORDER) + blocks // HPAGE_PMD_NR)
     decision = plugin.place(ctx, int(blocks.size))

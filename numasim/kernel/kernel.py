@@ -69,7 +69,8 @@ from numasim.kernel.mempolicy import (
     weighted_interleave_nodes_bulk,
 )
 from numasim.kernel.migrate import migrate_vma_pages, to_node
-from numasim.kernel.modes import KernelMode, decide
+from numasim.kernel.modes import decide
+from numasim.kernel.placer import Placed, allocate
 from numasim.kernel.protocol import PlacementContext, PlacementDecision, PlacementPolicy
 from numasim.kernel.task import HEAP_BASE, PAGE_SHIFT, PAGE_SIZE, STACK_TOP, VMA, ShmSegment, Task, VmaKind
 
@@ -99,15 +100,6 @@ class MmapError(WorkloadError):
 
 
 @dataclass(frozen=True)
-class Placed:
-    """Pages the allocator placed for one request: node and zone per page (-1 = not allocated), OOM flag."""
-
-    nodes: np.ndarray
-    zones: np.ndarray
-    oom: bool = False
-
-
-@dataclass(frozen=True)
 class OomKill:
     """A task the OOM killer killed, with what ``dump_header``/``__oom_kill_process`` log about it."""
 
@@ -132,8 +124,6 @@ class OomKill:
             f"rss:{self.rss_kb}kB, constraint={self.constraint}, nodemask={mask}"
         )
 
-
-_DEFAULT = KernelMode("default")
 
 
 class Kernel:
@@ -536,25 +526,6 @@ class Kernel:
                 return own
         return task.mempolicy
 
-    def effective_placement(self, task: Task, vma: VMA | None) -> PlacementPolicy:
-        """The plug-in that places ``vma``'s new pages: attached plug-in, else the kernel mode in force."""
-        return self.placement_for(task, vma, self.vma_own_policy(vma) if vma is not None else None)
-
-    def placement_for(self, task: Task, vma: VMA | None, own: MemPolicy | None) -> PlacementPolicy:
-        """As :meth:`effective_placement`, given the mapping's own policy ``own`` for the pages at hand."""
-        if vma is not None and vma.placement is not None:
-            return vma.placement
-        if own is not None:
-            return _KERNEL_POLICY
-        if task.placement is not None:
-            return task.placement
-        return _KERNEL_POLICY if task.mempolicy is not None else _DEFAULT
-
-    @staticmethod
-    def is_kernel_placement(plugin: PlacementPolicy) -> bool:
-        """Whether ``plugin`` is the kernel's own policy code (a mode or the policy in force), not a plug-in."""
-        return plugin is _KERNEL_POLICY or isinstance(plugin, KernelMode)
-
     def set_placement(
         self, task: Task, policy: PlacementPolicy | None, addr: int | None = None, length: int | None = None
     ) -> None:
@@ -588,101 +559,10 @@ class Kernel:
             out[nid] = int(self.pm.managed_pages(nid))
         return out
 
-    def placement_context(
-        self,
-        task: Task,
-        vma: VMA,
-        idx: np.ndarray,
-        cpu: int,
-        hints: Mapping[str, np.ndarray] | None = None,
-        policy: MemPolicy | None | object = None,
-    ) -> PlacementContext:
-        """The :class:`PlacementContext` of faulting pages ``idx`` of ``vma`` from ``cpu``.
-
-        ``policy``: the mapping's own policy for these pages if already looked up (else looked up at the
-        first page); the task policy applies when it is None.
-        """
-        if not isinstance(policy, MemPolicy):
-            policy = self.effective_policy(task, vma, int(idx[0]) if len(idx) else 0)
-        return PlacementContext(
-            machine=self.machine,
-            cpu=cpu,
-            cpu_node=self.cpu_to_node[cpu],
-            ilx=vma.ilx(idx, self.version),
-            addresses=vma.addresses(idx),
-            free_pages_source=self.free_pages_per_node,
-            total_pages_source=self.total_pages_per_node,
-            memory_nodes=self.memory_nodes,
-            mems_allowed=task.mems_allowed,
-            policy=policy,
-            weights=self.weighted_interleave_weights,
-            version=self.version,
-            hints=dict(hints or {}),
-            pid=task.pid,
-        )
-
     @property
     def cpusets_enabled(self) -> bool:
         """``cpusets_enabled()``: true once a cpuset other than the root exists."""
         return len(self.cpusets) > 1
-
-    def allocate(
-        self,
-        decision: PlacementDecision,
-        count: int,
-        cpu_node: int,
-        mems_allowed: frozenset[int],
-        *,
-        migrating: bool = False,
-        thisnode: bool = False,
-    ) -> Placed:
-        """Turn a placement decision into allocator requests (``alloc_pages_mpol``).
-
-        ``migrating`` allocations (migration targets) never trigger the OOM killer; ``thisnode`` is
-        ``__GFP_THISNODE`` (migrate_pages / move_pages targets).
-        """
-        from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, Gfp
-        from numasim.kernel.physmem import AllocRequest
-
-        gfp = GFP_HIGHUSER_MOVABLE
-        if migrating:
-            gfp = gfp | Gfp.RETRY_MAYFAIL
-        if thisnode:
-            gfp = gfp | Gfp.THISNODE
-        preferred = decision.preferred_array(count)
-        mems = mems_allowed if self.cpusets_enabled else None
-
-        def run(pref: np.ndarray, mask: frozenset[int] | None, no_reclaim: bool) -> Any:
-            scalar = bool(pref.size) and bool(np.all(pref == pref[0]))
-            return self.pm.alloc(
-                AllocRequest(
-                    count=int(pref.size),
-                    preferred_nid=int(pref[0]) if scalar else pref,
-                    nodemask=mask,
-                    cpu_node=cpu_node,
-                    gfp=gfp,
-                    interleave=decision.interleave,
-                    no_direct_reclaim=no_reclaim,
-                    mems_allowed=mems,
-                )
-            )
-
-        if count == 0:
-            return Placed(np.empty(0, np.int16), np.empty(0, np.int16))
-        if decision.soft_mask and decision.nodemask is not None:
-            first = run(preferred, decision.nodemask, True)
-            nodes, zones = _padded(first, count)
-            missing = np.flatnonzero(nodes < 0)
-            oom = False
-            if missing.size:
-                second = run(preferred[missing], None, False)
-                nodes[missing], zones[missing] = _padded(second, int(missing.size))
-                oom = bool(second.oom)
-        else:
-            res = run(preferred, decision.nodemask, False)
-            nodes, zones = _padded(res, count)
-            oom = bool(res.oom)
-        return Placed(nodes, zones, oom and not migrating and not thisnode)
 
     def alloc_task_pages(self, task: Task, count: int, cpu: int | None = None) -> Placed:
         """``alloc_pages()`` outside any mapping (page cache, kernel buffers) under the task policy.
@@ -714,7 +594,7 @@ class Kernel:
                 version=self.version, pid=task.pid,
             )
             decision = decide(pol, ctx)
-        return self.allocate(decision, count, cpu_node, task.mems_allowed)
+        return allocate(self, decision, count, cpu_node, task.mems_allowed)
 
     def free_task_pages(self, placed: Placed) -> None:
         """Free pages returned by :meth:`alloc_task_pages`."""
@@ -994,23 +874,3 @@ class Kernel:
         return self.pm.counters.item(node)
 
 
-def _padded(res: Any, count: int) -> tuple[np.ndarray, np.ndarray]:
-    # The allocator returns the pages it placed, in request order, stopping at the first failure.
-    nodes = np.full(count, -1, dtype=np.int16)
-    zones = np.full(count, -1, dtype=np.int16)
-    got = np.asarray(res.nodes)
-    nodes[: got.size] = got
-    zones[: got.size] = np.asarray(res.zones)
-    return nodes, zones
-
-
-class _KernelPolicy:
-    """Applies whatever kernel ``MemPolicy`` is in force (the VMA's or task's)."""
-
-    name = "kernel"
-
-    def place(self, ctx: PlacementContext, count: int) -> PlacementDecision:
-        return decide(ctx.policy, ctx)
-
-
-_KERNEL_POLICY = _KernelPolicy()

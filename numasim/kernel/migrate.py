@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from numasim.kernel.placer import allocate
 from numasim.kernel.protocol import PlacementDecision
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def migrate_vma_pages(
     if vma.hugetlb:
         return np.zeros(idx.size, dtype=bool)  # hugetlb migration is not modelled: the pages stay (row H9)
     node = k.cpu_to_node[task.cpu] if cpu_node is None else cpu_node
-    placed = k.allocate(decision, int(idx.size), node, task.mems_allowed, migrating=True, thisnode=thisnode)
+    placed = allocate(k, decision, int(idx.size), node, task.mems_allowed, migrating=True, thisnode=thisnode)
     ok = placed.nodes >= 0
     moved = idx[ok]
     if moved.size:

@@ -45,6 +45,7 @@ from numasim.kernel.mempolicy import (
 )
 from numasim.kernel.migrate import migrate_vma_pages, to_node
 from numasim.kernel.modes import decide
+from numasim.kernel.placer import placement_context
 from numasim.kernel.task import PAGE_SHIFT, PAGE_SIZE, VMA, Task
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ def mbind(
 
 def _migrate_vma_pages(k: Kernel, task: Task, vma: VMA, idx: np.ndarray, pol: MemPolicy | None) -> tuple[int, int]:
     """Move pages ``idx`` of ``vma`` to where ``pol`` puts them (``alloc_migration_target_by_mpol``)."""
-    ctx = k.placement_context(task, vma, idx, task.cpu)
+    ctx = placement_context(k, task, vma, idx, task.cpu)
     ok = migrate_vma_pages(k, task, vma, idx, decide(pol, ctx), cpu_node=ctx.cpu_node)
     moved = int(np.count_nonzero(ok))
     return moved, int(idx.size) - moved

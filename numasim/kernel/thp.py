@@ -38,6 +38,7 @@ from numasim.kernel.allocator import AllocRequest
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.folio_alloc import HPAGE_PMD_NR, HPAGE_PMD_ORDER, alloc_folios
 from numasim.kernel.gfp import GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT, Gfp
+from numasim.kernel.placer import placement_context
 from numasim.kernel.task import PAGE_SHIFT, VMA
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def fault_huge(
     blocks = huge_blocks(vma, idx)
     if blocks.size == 0:
         return idx, 0
-    ctx = kernel.placement_context(task, vma, blocks, cpu, policy=policy)
+    ctx = placement_context(kernel, task, vma, blocks, cpu, policy=policy)
     ilx = (vma.pgoff >> HPAGE_PMD_ORDER) + ((vma.addresses(blocks) - vma.start) >> _HPAGE_SHIFT)
     ctx = replace(ctx, ilx=np.asarray(ilx, dtype=np.int64))
     decision = plugin.place(ctx, int(blocks.size))
