@@ -123,7 +123,7 @@ class Numad(Daemon):
             ok = vma.nodes[index[away]] == best
             moved = away[ok]
             page_node[lo + moved] = best
-            self.ctl.page_huge[lo + moved] = False  # moved as base pages (coverage row H7)
+            self.ctl.split_huge(lo + moved)  # moved as base pages (coverage row H7)
             self.ctl.copy_pages(self.ctl.kernel_agent(best), src[ok], np.full(len(moved), best, dtype=np.int16))
             self.vmstat["numad_pages_migrated"] += len(moved)
             self.vmstat["pgmigrate_success"] += len(moved)

@@ -320,7 +320,8 @@ class ExactEngine:
             bridge.note_latency(float(self.req_out[s : s + n][mem].sum()), int(mem.sum()))
         self.stats.add(
             np.full(n, a, dtype=np.int64),
-            np.full(n, self.agents[a].initiator, dtype=np.int64),
+            # the initiator the block was routed from (a thread the kernel moved counts from its new node)
+            np.full(n, self.agents[a].initiator if bridge is None else int(bridge.agent_initiator[a]), dtype=np.int64),
             block.target,
             block.is_write,
             self.lvl_out[s : s + n].copy(),

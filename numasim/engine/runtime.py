@@ -127,6 +127,10 @@ class EngineControl(Protocol):
         """The virtual page number (uint64) of every flat page index, in ascending order (read only)."""
         ...
 
+    def split_huge(self, flat_pages: np.ndarray) -> None:
+        """Mark the 2 MiB pages these flat pages belong to as split (every page of each a base page)."""
+        ...
+
     def agent_cpu(self) -> np.ndarray:
         """The cpu each agent runs on now (int64; -1 for devices and kernel agents)."""
         ...
@@ -158,8 +162,8 @@ class EngineControl(Protocol):
         ...
 
     def move_thread(self, agent: int, cpu: int) -> None:
-        """Run thread ``agent`` on ``cpu`` from its next request on (its route to memory changes; its caches
-        are those of the new cpu)."""
+        """Run thread ``agent`` on ``cpu`` from its next request on: its route to memory changes (its cache and
+        TLB estimates stay those of its first cpu: a simplification, coverage row B10)."""
         ...
 
 
@@ -273,6 +277,15 @@ class EngineBridge:
                 self._vpn[o : o + c] = np.arange(f, f + c, dtype=np.uint64)
         return self._vpn
 
+    def split_huge(self, flat_pages: np.ndarray) -> None:
+        """The 2 MiB pages these flat pages belong to are split: every page of each is a base page now."""
+        if not len(flat_pages):
+            return
+        vpn = self.page_vpn()
+        for key in np.unique(vpn[np.asarray(flat_pages)] >> np.uint64(9)).tolist():
+            lo, hi = np.searchsorted(vpn, [np.uint64(key << 9), np.uint64((key + 1) << 9)])
+            self.page_huge[lo:hi] = False
+
     def agent_cpu(self) -> np.ndarray:
         return self._cpu.copy()
 
@@ -338,7 +351,7 @@ class EngineBridge:
         if not force and self.activity and t_ns - self.activity[-1][0] < ACTIVITY_NS:
             return
         c = self.counters()
-        migrated = c.get("numa_pages_migrated", 0) or c.get("pgmigrate_success", 0)
+        migrated = c.get("pgmigrate_success", 0)  # every mover counts here (one counter: the rate stays >= 0)
         self.activity.append((float(t_ns), int(c.get("numa_hint_faults", 0)), int(migrated), self._lat_sum, self._lat_n))
         self._lat_sum, self._lat_n = 0.0, 0
 
@@ -446,7 +459,9 @@ class EngineBridge:
         if not len(rows) or not self.series_pages:
             return
         done = committed[rows]
-        end = float(issue_ns[committed].max()) if committed.any() else float(issue_ns[rows].max())
+        if not committed.any():
+            return  # nothing was timed: the end-of-window sample records where the pages are
+        end = float(issue_ns[committed].max())
         t = np.where(done, issue_ns[rows], end)
         order = np.argsort(t, kind="stable")
         t, src, dst = t[order], self.node_index[src[order]].astype(np.int64), self.node_index[dst[order]].astype(np.int64)

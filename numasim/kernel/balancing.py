@@ -338,7 +338,7 @@ class NumaBalancing:
             if runner is not None:
                 self._scan(runner)
             period = runner.scan_period_ms if runner is not None else self.cfg.scan_period_min_ms
-            self._next_scan_ns = env.now + period * 1e6
+            self._next_scan_ns = env.now + max(period, 1) * 1e6  # a 0 ms period is a jiffy, not a spin
             while env.now < self._next_scan_ns:
                 yield env.timeout(self._next_scan_ns - env.now)
 
@@ -482,7 +482,7 @@ class NumaBalancing:
                 failed[r[~ok_rows]] = True
                 migrated[moved] = True
                 self.ctl.page_node[f.page[moved]] = dst
-                self.ctl.page_huge[f.page[moved]] = False  # migrated as a base page: its huge page is split (H7)
+                self.ctl.split_huge(f.page[moved])  # migrated as a base page: its huge page is split (H7)
                 mem_node[moved] = dst
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), src[moved].astype(np.int16),
                                     np.full(len(moved), dst, dtype=np.int16))
@@ -577,7 +577,7 @@ class NumaBalancing:
             self.kernel.migrate_vma_pages(self.task, vv.vma, idx, target)
             moved = pages[vv.vma.nodes[idx] == target]
             self.ctl.page_node[moved] = target
-            self.ctl.page_huge[moved] = False
+            self.ctl.split_huge(moved)
             self.ctl.copy_pages(self.ctl.kernel_agent(nid), np.full(len(moved), nid, dtype=np.int16),
                                 np.full(len(moved), target, dtype=np.int16))
             moved_total += len(moved)

@@ -140,7 +140,7 @@ class Khugepaged(Daemon):
         vma.nodes[pg] = np.repeat(new_nodes[ok], HPAGE_PMD_NR).reshape(pg.shape)
         vma.zones[pg] = np.repeat(new_zones[ok], HPAGE_PMD_NR).reshape(pg.shape)
         vma.thp[pg] = True
-        self.vmstat["khugepaged_pages_collapsed"] += int(ok.sum()) * HPAGE_PMD_NR
+        self.vmstat["khugepaged_pages_collapsed"] += int(ok.sum())  # one per huge page, as collapse_huge_page counts
         # what the engine sees: the present pages the program uses move (and are one TLB entry per range)
         vpn = (np.uint64(vma.start >> 12) + pg.ravel().astype(np.uint64))
         flat = np.searchsorted(self.flat_vpn, vpn)

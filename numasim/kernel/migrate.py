@@ -48,5 +48,10 @@ def migrate_vma_pages(
         k.pm.free(vma.nodes[moved].copy(), vma.zones[moved].copy())
         vma.nodes[moved] = placed.nodes[ok]
         vma.zones[moved] = placed.zones[ok]
-        vma.thp[moved] = False  # moved as base pages: the huge folio is split (see coverage row H7)
+        # moved as base pages: each huge folio they were part of is split, all of its 512 pages (coverage row H7)
+        first = (vma.start >> 12) & 511
+        blocks = np.unique((moved + first) >> 9)
+        pages = ((blocks[:, None] << 9) + np.arange(512) - first).ravel()
+        pages = pages[(pages >= 0) & (pages < vma.npages)]
+        vma.thp[pages] = False
     return ok

@@ -93,7 +93,7 @@ class TimedSyscall(Daemon):
             if not len(moved):
                 continue
             self.ctl.page_node[lo + moved] = new[moved]
-            self.ctl.page_huge[lo + moved] = False
+            self.ctl.split_huge(lo + moved)
             for dst in np.unique(new[moved]).tolist():
                 sel = moved[new[moved] == dst]
                 self.ctl.copy_pages(self.ctl.kernel_agent(int(dst)), old[sel].astype(np.int16),

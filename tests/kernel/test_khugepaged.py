@@ -50,7 +50,7 @@ def test_migrate_pages_splits_huge_pages_and_khugepaged_puts_them_back() -> None
     vm = out.result.kernel["vmstat"]
     assert out.placement.pages_by_allocation["a"] == {1: 4096}  # 8 huge pages on node 1 at first
     assert vm["pgmigrate_success"] == 4096  # moved as base pages: split
-    assert vm["thp_collapse_alloc"] == 8 and vm["khugepaged_pages_collapsed"] == 512 * 8
+    assert vm["thp_collapse_alloc"] == 8 and vm["khugepaged_pages_collapsed"] == 8
     (vma,) = out.placement.task.mm.vmas_in(0, 1 << 62)
     assert vma.thp.all() and (vma.nodes == 0).all()  # huge again, on node 0 where the pages were
     series = np.array(out.result.kernel["pages_per_node_series"]["pages"])
