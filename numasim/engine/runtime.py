@@ -385,9 +385,6 @@ class EngineBridge:
             )))  # fmt: skip
         return out
 
-    def has_copies(self) -> bool:
-        return any(q for q in self._copies.values())
-
     def faults_before_window(
         self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
     ) -> tuple[np.ndarray, np.ndarray]:
