@@ -11,13 +11,14 @@ node of the zonelist, once each, when the allocation enters ``__alloc_pages_slow
 **The clock.** numasim places memory before timing, so kswapd runs on the clock of the faulting program: a
 request is allocated in batches, each batch of ``n`` pages takes ``n / KernelConfig.fault_pages_per_s`` seconds,
 and after it every awake kswapd reclaims ``elapsed * kswapd_reclaim_bytes_per_s / page_size`` pages (fractions
-carried, so the result does not depend on how the request is cut). What kswapd freed is on the free lists when
-the next batch starts, so the fast path takes it as soon as a zone is back above its low watermark. A batch is
+of a page carried to the next batch). What kswapd freed is on the free lists when the next batch starts, so the
+fast path takes it as soon as a zone is back above its low watermark; it arrives one batch late, which costs a
+kswapd faster than the faults a few percent of the pages it could have given its node. A batch is
 cut at the first page whose path wakes a sleeping kswapd, so a wake-up happens at the right page; while a kswapd
 is awake, batches are at most a sixteenth of its node's widest low-to-high gap, so kswapd's stop at the high
 watermark is resolved finely. Between requests no time passes; :meth:`Kswapd.idle` lets it pass.
 
-**When kswapd wakes** (``KernelConfig.kswapd_enabled``):
+**When kswapd wakes** (``KernelConfig.kswapd_enabled``, and a gfp with ``__GFP_KSWAPD_RECLAIM``):
 
 * ``wake_all_kswapds``: the first page of a request that reaches the slow path (every zone of the zonelist at
   its low watermark) wakes every node of the slow path's zonelist, as the kernel does.
@@ -49,7 +50,7 @@ Examples
 >>> pm.vmstat["pgsteal_kswapd"] * 4096 >> 20  # kswapd reclaimed node 0's 256 MB of clean cache
 256
 >>> r.per_node_pages[0] * 4096 >> 20  # and node 0 took it: more than the 2 GB it had free
-2261
+2236
 """
 
 from __future__ import annotations
@@ -284,11 +285,18 @@ class Kswapd:
         return None
 
     def allocate(
-        self, plan: AllocPlan, count: int, target: int, highest_zoneidx: int, req: AllocRequest
+        self,
+        plan: AllocPlan,
+        count: int,
+        target: int,
+        highest_zoneidx: int,
+        req: AllocRequest,
+        may_wake: bool = True,
     ) -> tuple[list[Segment], ZoneState]:
         """:func:`~numasim.kernel.allocator.walk_scalar` of ``count`` pages in batches, kswapd running between
-        them (module docstring). Returns the segments (consecutive ones of one candidate merged) and the final
-        state; fewer pages than ``count`` when the walk failed."""
+        them (module docstring). ``may_wake``: the gfp has ``__GFP_KSWAPD_RECLAIM`` (``ALLOC_KSWAPD``); without
+        it the request wakes nobody, but kswapds already awake go on. Returns the segments (consecutive ones of
+        one candidate merged) and the final state; fewer pages than ``count`` when the walk failed."""
         state = ZoneState(self.pm.zones)
         fault_s = 1.0 / self.pm.config.fault_pages_per_s
         segments: list[Segment] = []
@@ -298,7 +306,7 @@ class Kswapd:
             trial = state.copy()
             segs = walk_scalar(plan, n, trial, target)
             got = sum(k for _, _, k in segs)
-            first = self._first_wake(plan, segs, n, state, target, highest_zoneidx, req)
+            first = self._first_wake(plan, segs, n, state, target, highest_zoneidx, req) if may_wake else None
             if first is not None:
                 got, wake = first
                 segs = walk_scalar(plan, got, state, target) if got else []

@@ -573,7 +573,9 @@ class PhysicalMemory:
         elif self.config.kswapd_enabled and req.count:
             target = int(targets) if not isinstance(targets, np.ndarray) else 0
             plan = self._plan(target, req, gfp)
-            segments, state = self.kswapd.allocate(plan, req.count, target, int(gfp_zone(gfp)), req)
+            segments, state = self.kswapd.allocate(
+                plan, req.count, target, int(gfp_zone(gfp)), req, may_wake=bool(gfp & Gfp.KSWAPD_RECLAIM)
+            )
             nodes, zones = pages_of(segments, self.zones)
             allocated = len(nodes)
             plan_oom = plan.oom

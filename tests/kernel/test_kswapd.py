@@ -87,6 +87,15 @@ def test_strict_rule_wakes_only_in_the_slow_path() -> None:
     assert pm.vmstat["pageoutrun"] >= 1 and pm.vmstat["pgsteal_kswapd"] > 0
 
 
+def test_no_wake_without_gfp_kswapd_reclaim() -> None:
+    from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, Gfp
+
+    pm = _two(cache_mb=500)
+    gfp = GFP_HIGHUSER_MOVABLE & ~Gfp.KSWAPD_RECLAIM
+    pm.alloc(AllocRequest(count=3000 * PAGES_PER_MB, preferred_nid=0, cpu_node=0, gfp=gfp))
+    assert pm.vmstat["pageoutrun"] == 0 and pm.vmstat["pgsteal_kswapd"] == 0
+
+
 def test_kswapd_stops_at_the_high_watermark() -> None:
     pm = _two(cache_mb=1000, ratio=0.0)  # woken, but no time to reclaim during the request
     pm.alloc(_req(2500))
