@@ -15,6 +15,12 @@ This script runs the same command on the simulated kernel of the shipped ``seed-
    ``node_reclaim`` frees it (down to ``min_unmapped_ratio`` = 1 %) before the allocation leaves the node. ``R`` is
    not in the article: the script reports the ``R`` that reproduces it (an inference, one number fitted to one
    number).
+3. **kswapd** -- the kernel's defaults (``vm.zone_reclaim_mode = 0``) with kswapd modelled
+   (``KernelConfig.kswapd_enabled``): node 0's kswapd wakes when the fault path passes node 0 over for node 1
+   and reclaims ``R`` MB of clean page cache there at ``kswapd_reclaim_bytes_per_s`` while stress faults at
+   ``fault_pages_per_s`` (both nominal priors, KernelConfig defaults); what it frees goes to the next faults.
+   ``R`` is again fitted to the article's node 0; a sensitivity sweep over kswapd's rate shows where the rate
+   starts to matter.
 
 Run ``python experiments/001-stress-64g/run.py [--out DIR]``: prints the numastat tables, the comparison with the
 article, writes ``result.json`` and ``figure.png`` (bar chart) into DIR (default: this folder).
@@ -44,17 +50,22 @@ ARTICLE_BALANCING_OFF_MB = {"node0": 44318.18, "node1": 21218.07, "total": 65536
 ARTICLE_FREE_MB = {"node0": 42625, "node1": 43405}
 WHAT_IF_CACHE_MB = 2687
 """Clean page cache on node 0 that, with zone_reclaim_mode = 1, reproduces the article (inferred, see README)."""
-KSWAPD_CACHE_MB = 2045
+KSWAPD_CACHE_MB = 2046
 """Clean page cache on node 0 that kswapd reclaims while stress faults its memory in, with the kernel's defaults
-(zone_reclaim_mode = 0): inferred from the article's split, one number fitted to one number (see README)."""
-KSWAPD_RATIO = 1.0
-"""kswapd's reclaim rate over stress's fault rate (nominal: kswapd keeps up; any ratio >= 0.1 gives the same
-split, since the cache is used up while stress still has 20 GB to fault)."""
+(zone_reclaim_mode = 0): inferred from the article's node 0, one number fitted to one number (see README)."""
+KSWAPD_RECLAIM_BYTES_PER_S = KernelConfig().kswapd_reclaim_bytes_per_s
+"""kswapd's clean-cache reclaim rate: the KernelConfig default, a nominal prior (2 GB/s), not fitted."""
+FAULT_PAGES_PER_S = KernelConfig().fault_pages_per_s
+"""stress's fault rate: the KernelConfig default, a nominal prior (500,000 pages/s, 2 us a fault), not fitted."""
+KSWAPD_SENSITIVITY_BYTES_PER_S = (50e6, 100e6, 200e6, 500e6, 2e9, 20e9)
+"""kswapd rates of the sensitivity sweep (same R, same fault rate)."""
 
 
 def reproduce(
     *, kernel_version: str = "6.12", zone_reclaim_mode: int = 0, node0_cache_mb: int = 0,
-    kswapd_reclaim_ratio: float = 0.0,
+    kswapd: bool = False,
+    kswapd_reclaim_bytes_per_s: float = KSWAPD_RECLAIM_BYTES_PER_S,
+    fault_pages_per_s: float = FAULT_PAGES_PER_S,
 ) -> dict[str, Any]:
     """Run the article's command on a fresh simulated kernel; returns MB per node of the stress worker.
 
@@ -68,7 +79,9 @@ def reproduce(
     cache = {0: node0_cache_mb << 20} if node0_cache_mb else None
     config = KernelConfig(
         version=kernel_version, zone_reclaim_mode=zone_reclaim_mode, reclaimable_page_cache_bytes=cache,
-        kswapd_reclaim_ratio=kswapd_reclaim_ratio,
+        kswapd_enabled=kswapd,
+        kswapd_reclaim_bytes_per_s=kswapd_reclaim_bytes_per_s,
+        fault_pages_per_s=fault_pages_per_s,
     )
     kernel = Kernel(machine, config)
     run = run_numactl(kernel, COMMAND)
@@ -88,10 +101,14 @@ def reproduce(
         "oom_kills": len(kernel.oom_kills),
         "pgsteal_direct_mb": kernel.pm.vmstat["pgsteal_direct"] * 4096 / 2**20,
         "pgsteal_kswapd_mb": kernel.pm.vmstat["pgsteal_kswapd"] * 4096 / 2**20,
+        "pageoutrun": kernel.pm.vmstat["pageoutrun"],
         "node0_low_wmark_mb": sum(z.wmark_low for z in kernel.pm.node_zones(0)) * 4096 / 2**20,
         "kernel_version": kernel_version,
         "zone_reclaim_mode": zone_reclaim_mode,
         "node0_cache_mb": node0_cache_mb,
+        "kswapd": kswapd,
+        "kswapd_reclaim_bytes_per_s": kswapd_reclaim_bytes_per_s if kswapd else None,
+        "fault_pages_per_s": fault_pages_per_s if kswapd else None,
         **balancing,
     }
 
@@ -195,8 +212,16 @@ def main(argv: list[str] | None = None) -> int:
         "model_6.12": reproduce(kernel_version="6.12"),
         "model_6.1": reproduce(kernel_version="6.1"),
         "what_if": reproduce(zone_reclaim_mode=1, node0_cache_mb=WHAT_IF_CACHE_MB),
-        "kswapd": reproduce(node0_cache_mb=KSWAPD_CACHE_MB, kswapd_reclaim_ratio=KSWAPD_RATIO),
+        "kswapd": reproduce(node0_cache_mb=KSWAPD_CACHE_MB, kswapd=True),
     }
+    sweep = [
+        {
+            "kswapd_reclaim_bytes_per_s": rate,
+            **{k: reproduce(node0_cache_mb=KSWAPD_CACHE_MB, kswapd=True, kswapd_reclaim_bytes_per_s=rate)[k]
+               for k in ("node0", "node1", "pgsteal_kswapd_mb")},
+        }
+        for rate in KSWAPD_SENSITIVITY_BYTES_PER_S
+    ]
     base = results["model_6.12"]
     print("$ numactl --cpunodebind=0 -- stress -m 1 --vm-bytes 64G --vm-keep")
     print(base["stdout"], end="")
@@ -225,6 +250,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{base['balancing_target_nodes']}, but migrate_balanced_pgdat(node 0) = {base['balancing_node0_has_room']}: "
         f"{base['balancing_pages_moved']} pages move, so on = off"
     )
+    ks = results["kswapd"]
+    print(
+        f"kswapd: R = {KSWAPD_CACHE_MB} MB of clean cache on node 0 (fitted), reclaim "
+        f"{KSWAPD_RECLAIM_BYTES_PER_S / 1e9:g} GB/s, faults {FAULT_PAGES_PER_S:,.0f} pages/s (nominal priors): "
+        f"node 1 {_error_pct(ks['node1'], ARTICLE_MB['node1']):+.3f} % vs the article; "
+        f"pgsteal_kswapd {ks['pgsteal_kswapd_mb']:.0f} MB, pageoutrun {ks['pageoutrun']}"
+    )
+    print("kswapd rate sensitivity (same R):")
+    for row in sweep:
+        print(
+            f"  {row['kswapd_reclaim_bytes_per_s'] / 1e9:6.2f} GB/s: node 0 {row['node0']:10.2f} MB "
+            f"({_error_pct(row['node0'], ARTICLE_MB['node0']):+6.2f} %), node 1 {row['node1']:10.2f} MB "
+            f"({_error_pct(row['node1'], ARTICLE_MB['node1']):+6.2f} %)"
+        )
     print(
         f"\nswap used: 0 MB in every run (article: none); OOM kills: {sum(r['oom_kills'] for r in results.values())}"
     )
@@ -238,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         name: {k: v for k, v in r.items() if k not in ("numastat_p", "stdout")} for name, r in results.items()
     }
     summary["article"] = ARTICLE_MB
+    summary["kswapd_rate_sensitivity"] = sweep  # type: ignore[assignment]
     fd, tmp = tempfile.mkstemp(suffix=".json", dir=args.out)
     with os.fdopen(fd, "w") as fh:
         json.dump(summary, fh, indent=2)

@@ -22,10 +22,12 @@ reference with hypothesis).
 
 Model limits (deterministic, documented): no per-cpu page lists, no watermark boost, no highatomic or CMA
 reserves, no migratetypes (so ``ALLOC_NOFRAGMENT`` has no effect on order-0 placement), no dirty-limit spreading
-(``__GFP_WRITE``); kswapd is not a concurrent actor. node_reclaim frees exactly what lifts the zone above the
-watermark if the zone holds that much clean page cache above ``min_unmapped_ratio`` (else it frees nothing);
-direct reclaim frees clean page cache zone by zone in zonelist order (the kernel scans every eligible node in
-proportion to its LRU size, so it spreads reclaim more evenly). Anonymous memory is never swapped.
+(``__GFP_WRITE``). node_reclaim frees exactly what lifts the zone above the watermark if the zone holds that
+much clean page cache above ``min_unmapped_ratio`` (else it frees nothing); direct reclaim frees clean page cache
+zone by zone in zonelist order (the kernel scans every eligible node in proportion to its LRU size, so it spreads
+reclaim more evenly). Both free pages through :func:`numasim.kernel.reclaim.shrink_zone_cache`, the routine
+kswapd uses too; kswapd itself runs between batches of a request (:mod:`numasim.kernel.kswapd`, when
+``KernelConfig.kswapd_enabled``). Anonymous memory is never swapped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, Gfp
+from numasim.kernel.reclaim import shrink_zone_cache
 from numasim.kernel.zones import Zone
 
 __all__ = [
@@ -46,8 +49,12 @@ __all__ = [
     "NUMA_STAT_ITEMS",
     "Candidate",
     "AllocPlan",
+    "ZoneState",
+    "Segment",
     "min_watermark_for",
     "nofail_watermark_for",
+    "walk_scalar",
+    "pages_of",
     "run_scalar",
     "run_per_page",
 ]
@@ -119,7 +126,9 @@ class AllocResult:
 @dataclass(frozen=True)
 class Candidate:
     """One step of the walk: take from ``zone`` while ``free > thr`` (reclaiming page cache above ``floor``
-    first when ``reclaim``); ``pzone``/``pnode`` are the preferred zone (index) and its node, for numastat."""
+    first when ``reclaim``); ``pzone``/``pnode`` are the preferred zone (index) and its node, for numastat.
+    ``slow``: the step belongs to ``__alloc_pages_slowpath`` (MIN watermark, direct reclaim, NOFAIL fallback),
+    which wakes kswapd on every node of the zonelist (``wake_all_kswapds``) before its first attempt."""
 
     zone: int
     reclaim: bool
@@ -127,6 +136,7 @@ class Candidate:
     floor: int
     pnode: int
     pzone: int
+    slow: bool = False
 
     @property
     def key(self) -> tuple[int, bool, int, int]:
@@ -184,13 +194,20 @@ def nofail_watermark_for(wmark_min: int, config: KernelConfig) -> int:
     return wmark_min - wmark_min // 4
 
 
-class _State:
-    """Mutable free/page-cache counts of all zones during one request."""
+class ZoneState:
+    """Mutable free/page-cache counts of all zones during one request; ``reclaimed`` counts direct reclaim
+    (and node_reclaim) only, kswapd counts its own."""
 
     def __init__(self, zones: Sequence[Zone]) -> None:
         self.free = [z.free_pages for z in zones]
         self.cache = [z.reclaimable_pages for z in zones]
         self.reclaimed = 0
+
+    def copy(self) -> ZoneState:
+        """An independent copy (a walk tried on it leaves this state as it was)."""
+        new = ZoneState(())
+        new.free, new.cache, new.reclaimed = list(self.free), list(self.cache), self.reclaimed
+        return new
 
     def cap(self, c: Candidate) -> int:
         if c.reclaim:
@@ -201,12 +218,9 @@ class _State:
         if n <= 0:
             return
         if c.reclaim:
-            r = max(0, n + c.thr - self.free[c.zone])
-            self.cache[c.zone] -= r
-            self.free[c.zone] += r - n
-            self.reclaimed += r
-        else:
-            self.free[c.zone] -= n
+            # reclaim what lifts the zone to thr + n free, then take the n pages
+            self.reclaimed += shrink_zone_cache(self.free, self.cache, c.zone, n + c.thr - self.free[c.zone])
+        self.free[c.zone] -= n
 
     def write_back(self, zones: Sequence[Zone]) -> None:
         for z, f, c in zip(zones, self.free, self.cache, strict=True):
@@ -225,15 +239,11 @@ def _zone_tables(zones: Sequence[Zone]) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def run_scalar(
-    plan: AllocPlan, count: int, zones: Sequence[Zone], target: int
-) -> tuple[np.ndarray, np.ndarray, list[Segment], _State]:
-    """Fill ``count`` pages along one plan.
+def walk_scalar(plan: AllocPlan, count: int, state: ZoneState, target: int) -> list[Segment]:
+    """Take ``count`` pages along one plan from ``state`` (changed in place); returns the bulk segments.
 
-    Returns the node (int16) and zone type (int8) of each allocated page, the bulk segments and the final
-    state; the walk stops at the first page no candidate has room for.
+    The walk stops at the first page no candidate has room for (fewer pages than ``count`` in the segments).
     """
-    state = _State(zones)
     segments: list[Segment] = []
     remaining = count
     for c in plan.candidates:
@@ -244,10 +254,29 @@ def run_scalar(
             state.take(c, n)
             segments.append((target, c, n))
             remaining -= n
+    return segments
+
+
+def pages_of(segments: Sequence[Segment], zones: Sequence[Zone]) -> tuple[np.ndarray, np.ndarray]:
+    """The node (int16) and zone type (int8) of every page of ``segments``, in order (one ``np.repeat``)."""
     node_of, type_of = _zone_tables(zones)
     seg_zone = np.array([c.zone for _, c, _ in segments], dtype=np.int64)
     seg_len = np.array([n for _, _, n in segments], dtype=np.int64)
-    return np.repeat(node_of[seg_zone], seg_len), np.repeat(type_of[seg_zone], seg_len), segments, state
+    return np.repeat(node_of[seg_zone], seg_len), np.repeat(type_of[seg_zone], seg_len)
+
+
+def run_scalar(
+    plan: AllocPlan, count: int, zones: Sequence[Zone], target: int
+) -> tuple[np.ndarray, np.ndarray, list[Segment], ZoneState]:
+    """Fill ``count`` pages along one plan.
+
+    Returns the node (int16) and zone type (int8) of each allocated page, the bulk segments and the final
+    state; the walk stops at the first page no candidate has room for.
+    """
+    state = ZoneState(zones)
+    segments = walk_scalar(plan, count, state, target)
+    nodes, types = pages_of(segments, zones)
+    return nodes, types, segments, state
 
 
 def _kth_position(positions: list[np.ndarray], starts: list[int], k: int, lo: int, hi: int) -> int:
@@ -313,14 +342,14 @@ def _mixed_walk(
 
 def run_per_page(
     plans: dict[int, AllocPlan], positions: dict[int, np.ndarray], n_pages: int, zones: Sequence[Zone]
-) -> tuple[np.ndarray, np.ndarray, list[Segment], _State, int]:
+) -> tuple[np.ndarray, np.ndarray, list[Segment], ZoneState, int]:
     """Allocate ``n_pages`` pages in page order, page ``i`` along the plan of its target node.
 
     ``positions[t]`` holds the (increasing) page indices whose target is node ``t``. Returns the node and
     zone type of each allocated page, the bulk segments, the final state and the number of pages allocated
     (the walk stops at the first page that cannot be allocated).
     """
-    state = _State(zones)
+    state = ZoneState(zones)
     segments: list[Segment] = []
     node_of, type_of = _zone_tables(zones)
     out_nodes = np.empty(n_pages, dtype=np.int16)
@@ -400,9 +429,10 @@ def run_per_page(
         for z, (merged, f_after) in mixed.items():
             m = int(np.searchsorted(merged, end, side="left"))
             if m:
+                # the closed form gives free after the m pages; what reclaim freed is free + cache lost less m
                 total = state.free[z] + state.cache[z] - m
-                f_new = int(f_after[m - 1])
-                state.reclaimed += state.cache[z] - (total - f_new)
-                state.free[z], state.cache[z] = f_new, total - f_new
+                cache_new = total - int(f_after[m - 1])
+                state.reclaimed += shrink_zone_cache(state.free, state.cache, z, state.cache[z] - cache_new)
+                state.free[z] -= m
         s = end
     return out_nodes[:s], out_zones[:s], segments, state, s

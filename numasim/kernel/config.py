@@ -93,11 +93,30 @@ class KernelConfig:
     hotplug_nodes : frozenset of int
         Nodes whose memory is *not* onlined at boot (a CXL expander left to dax/kmem): they are possible but
         memoryless until :meth:`numasim.kernel.physmem.PhysicalMemory.hotadd_memory`.
-    kswapd_reclaim_ratio : float
-        kswapd's background reclaim while a program faults memory in (:mod:`numasim.kernel.kswapd`): clean page
-        cache pages kswapd frees per page the program allocates while kswapd is awake (kswapd's reclaim rate
-        over the program's fault rate). 0 (default): kswapd is not modelled and placement is as before. Not a
-        kernel knob: a model parameter (nominal, or fitted to a measurement; say which).
+    kswapd_enabled : bool
+        Run kswapd (:mod:`numasim.kernel.kswapd`): woken as the allocator drains a node, it reclaims that node's
+        clean page cache on the faulting program's clock until the node is balanced, and the allocator takes
+        what it frees. False (default): no background reclaim, placement as numasim always did (a real kernel
+        always has kswapd; without page cache it changes no placement).
+    kswapd_reclaim_bytes_per_s : float
+        How fast kswapd reclaims clean page cache, bytes per second of the program's faulting. Default 2e9:
+        a *nominal prior*, not a measurement -- reclaim of clean, unmapped page cache by one kswapd thread on
+        a 2013-2016 two-socket Xeon (the class of source 001's E5-2680 v2) is on the order of a few GB/s (a
+        drop of a clean page costs a fraction of a microsecond, the LRU isolation and rmap checks around it
+        about as much again). Fit it to a measurement where one exists, and say so.
+    fault_pages_per_s : float
+        The faulting program's rate, pages per second: one anonymous fault, ``clear_page`` of 4 KiB included,
+        every 2 us (500,000 pages/s, about 2 GB/s) by default -- a nominal prior of the same class of machine
+        (clear_page at roughly 5-10 GB/s is 0.4-0.8 us a page, the fault entry, page allocation, memcg charge
+        and PTE update about 1 us more), not a measurement. Only the ratio of the two rates matters for
+        placement: kswapd frees ``kswapd_reclaim_bytes_per_s / page_size_bytes / fault_pages_per_s`` pages
+        (0.98 by default) per page faulted while it is awake.
+    kswapd_wake_on_fallback : bool
+        Wake a node's kswapd when the fast path passes over it (below its low watermark) for a later node of
+        the zonelist -- what the watermark boost after a fragmenting fallback (5.0+) and the local
+        ``__GFP_THISNODE`` huge-page attempt (4.x) do on real kernels, which numasim's order-0 allocator has
+        no other way to show. False: only the slow path wakes kswapd (``wake_all_kswapds``), the strict
+        order-0 rule with ``vm.watermark_boost_factor = 0``. Default True.
     """
 
     version: str = "6.12"
@@ -121,12 +140,24 @@ class KernelConfig:
     page_cache_fraction_of_used: float = 0.0
     movable_bytes: Mapping[int, int] | None = None
     hotplug_nodes: frozenset[int] = frozenset()
-    kswapd_reclaim_ratio: float = 0.0
+    kswapd_enabled: bool = False
+    kswapd_reclaim_bytes_per_s: float = 2.0e9
+    fault_pages_per_s: float = 500_000.0
+    kswapd_wake_on_fallback: bool = True
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.kswapd_reclaim_ratio < float("inf")):
+        if not isinstance(self.kswapd_reclaim_bytes_per_s, (int, float)) or not (
+            0.0 <= self.kswapd_reclaim_bytes_per_s < float("inf")
+        ):
             raise ValueError(
-                f"KernelConfig.kswapd_reclaim_ratio = {self.kswapd_reclaim_ratio}: must be a finite number >= 0"
+                f"KernelConfig.kswapd_reclaim_bytes_per_s = {self.kswapd_reclaim_bytes_per_s!r}: "
+                "must be a finite number >= 0"
+            )
+        if not isinstance(self.fault_pages_per_s, (int, float)) or not (
+            0.0 < self.fault_pages_per_s < float("inf")
+        ):
+            raise ValueError(
+                f"KernelConfig.fault_pages_per_s = {self.fault_pages_per_s!r}: must be a finite number > 0"
             )
         if self.thp_mode not in THP_MODES:
             raise ValueError(f"KernelConfig.thp_mode = {self.thp_mode!r}: expected one of {', '.join(THP_MODES)}")

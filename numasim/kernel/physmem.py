@@ -31,12 +31,13 @@ from numasim.kernel.allocator import (
     Segment,
     min_watermark_for,
     nofail_watermark_for,
+    pages_of,
     run_per_page,
     run_scalar,
 )
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import Gfp, gfp_zone
-from numasim.kernel.kswapd import KSWAPD_BATCH_PAGES, run_with_kswapd
+from numasim.kernel.kswapd import Kswapd
 from numasim.kernel.watermarks import (
     calculate_min_free_kbytes,
     set_recommended_min_free_kbytes,
@@ -91,7 +92,11 @@ class PhysicalMemory:
     zone_counters : NumaCounters
         Per zone (index = position in :attr:`zones`).
     vmstat : dict
-        ``pgalloc_<zone>``, ``pgfree``, ``pgsteal_direct``, ``pgscan_direct``, ``oom_kill``.
+        ``pgalloc_<zone>``, ``pgfree``, ``pgsteal_direct``, ``pgscan_direct``, ``pgsteal_kswapd``,
+        ``pgscan_kswapd``, ``pageoutrun`` (kswapd runs: one per wake-up, one more per run without progress),
+        ``oom_kill``.
+    kswapd : Kswapd
+        The per-node kswapd threads (they run only when ``KernelConfig.kswapd_enabled``).
     min_free_kbytes : int
         The current ``vm.min_free_kbytes``.
     """
@@ -142,6 +147,7 @@ class PhysicalMemory:
         if self.config.min_free_kbytes is not None:
             self.set_min_free_kbytes(self.config.min_free_kbytes)
         self._boot_free_pages()
+        self.kswapd = Kswapd(self)
 
     # --- boot ------------------------------------------------------------------------------------------
     def _boot_layout(self) -> None:
@@ -487,14 +493,14 @@ class PhysicalMemory:
             for i in slow
         }
         for i in slow:
-            cands.append(Candidate(i, False, thr_min[i], 0, pnode, slow_pref))
+            cands.append(Candidate(i, False, thr_min[i], 0, pnode, slow_pref, slow=True))
             if self._node_reclaim_ok(pnode, self.zones[i], gfp, req.cpu_node):
                 cands.append(
-                    Candidate(i, True, thr_min[i], self._min_unmapped(self.zones[i]), pnode, slow_pref)
+                    Candidate(i, True, thr_min[i], self._min_unmapped(self.zones[i]), pnode, slow_pref, slow=True)
                 )
         can_reclaim = bool(gfp & Gfp.DIRECT_RECLAIM)
         if can_reclaim:
-            cands.extend(Candidate(i, True, thr_min[i], 0, pnode, slow_pref) for i in slow)
+            cands.extend(Candidate(i, True, thr_min[i], 0, pnode, slow_pref, slow=True) for i in slow)
         oom = (
             can_reclaim
             and not gfp & (Gfp.THISNODE | Gfp.RETRY_MAYFAIL | Gfp.NORETRY)
@@ -512,7 +518,7 @@ class PhysicalMemory:
             }
             cpuset_pass = [i for i in nofail if req.mems_allowed is None or self.zones[i].node in req.mems_allowed]
             for i in (*cpuset_pass, *nofail):
-                cands.append(Candidate(i, False, thr_nofail[i], 0, pnode, slow_pref))
+                cands.append(Candidate(i, False, thr_nofail[i], 0, pnode, slow_pref, slow=True))
             oom = False  # the fallback runs instead of reporting OOM; no OOM kill is modelled for NOFAIL
         return AllocPlan(tuple(cands), oom=oom)
 
@@ -564,10 +570,13 @@ class PhysicalMemory:
             plans = {t: self._plan(t, req, gfp) for t in positions}
             nodes, zones, segments, state, allocated = run_per_page(plans, positions, req.count, self.zones)
             plan_oom = plans[int(targets[allocated])].oom if allocated < req.count else False
-        elif self.config.kswapd_reclaim_ratio > 0 and req.count > KSWAPD_BATCH_PAGES:
+        elif self.config.kswapd_enabled and req.count:
             target = int(targets) if not isinstance(targets, np.ndarray) else 0
             plan = self._plan(target, req, gfp)
-            nodes, zones, segments, state = run_with_kswapd(self, plan, req.count, target)
+            segments, state = self.kswapd.allocate(
+                plan, req.count, target, int(gfp_zone(gfp)), req, may_wake=bool(gfp & Gfp.KSWAPD_RECLAIM)
+            )
+            nodes, zones = pages_of(segments, self.zones)
             allocated = len(nodes)
             plan_oom = plan.oom
         else:
