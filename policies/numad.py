@@ -32,6 +32,7 @@ import numpy as np
 import simpy
 
 from numasim.engine.runtime import Daemon, EngineControl
+from numasim.kernel.vma_table import VmaTable
 
 
 class Numad(Daemon):
@@ -61,13 +62,9 @@ class Numad(Daemon):
 
     def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
         super().attach(env, ctl)
-        # the process's mappings, as flat page ranges (freed allocations have none: their pages are not its)
-        self.vmas = []
-        for vma in self.task.mm.vmas_in(0, 1 << 62):
-            lo = int(np.searchsorted(self.flat_vpn, np.uint64(vma.start >> 12)))
-            hi = int(np.searchsorted(self.flat_vpn, np.uint64(vma.end >> 12)))
-            if hi > lo and not vma.hugetlb:
-                self.vmas.append((vma, lo, hi, (self.flat_vpn[lo:hi] - np.uint64(vma.start >> 12)).astype(np.int64)))
+        # the process's mappings as flat page ranges, kept current if another daemon changes them mid-run
+        # (freed allocations have none: their pages are not its)
+        self.table = VmaTable(self.task, self.flat_vpn)
 
     def assumptions(self) -> dict[str, Any]:
         return {"interval_ms": self.interval_ns / 1e6, "target_utilization": self.target_utilization,
@@ -80,10 +77,11 @@ class Numad(Daemon):
 
     def manage(self) -> None:
         """One numad pass over the process."""
-        if not self.vmas:
+        spans = self.table.spans()
+        if not spans:
             return
         page_node = self.ctl.page_node
-        mine = np.concatenate([page_node[lo:hi] for _, lo, hi, _ in self.vmas])
+        mine = np.concatenate([page_node[s.flat_lo : s.flat_hi] for s in spans])
         rss = len(mine)
         if rss < self.min_rss_pages:
             return
@@ -113,7 +111,8 @@ class Numad(Daemon):
         for a in threads.tolist():
             if cpu_node[int(cpus[a])] != best:
                 self.ctl.move_thread(a, spare.pop(0))
-        for vma, lo, hi, index in self.vmas:
+        for span in spans:
+            vma, lo, hi, index = span.vma, span.flat_lo, span.flat_hi, span.index
             where = page_node[lo:hi]
             away = np.flatnonzero(where != best)
             if not len(away):

@@ -68,7 +68,12 @@ THP_MODES = ("always", "madvise", "never")
 
 
 def build_kernel(
-    machine: str, kernel_version: str = "6.12", thp: str = "madvise", sysctls: list[str] | None = None
+    machine: str,
+    kernel_version: str = "6.12",
+    thp: str = "madvise",
+    sysctls: list[str] | None = None,
+    page_cache: list[str] | None = None,
+    kswapd: bool = False,
 ) -> Kernel:
     """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
 
@@ -76,6 +81,8 @@ def build_kernel(
     ``min_free_kbytes`` (``khugepaged_enabled()`` is true for both); ``never`` keeps the value
     ``calculate_min_free_kbytes`` gives. It is the knob ``/sys/kernel/mm/transparent_hugepage/enabled``.
     ``sysctls``: ``NAME=VALUE`` writes (``--sysctl``), applied in order after ``thp``, before boot.
+    ``page_cache``: ``NODE=SIZE`` (``--page-cache``), clean page cache on that node at boot, part of its memory
+    in use; ``kswapd`` (``--kswapd``): run kswapd's background reclaim (:mod:`numasim.kernel.kswapd`).
     """
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
@@ -84,16 +91,20 @@ def build_kernel(
     check_kernel_version(kernel_version)
     if thp not in THP_MODES:
         _fail(f"--thp {thp!r}: expected one of {', '.join(THP_MODES)}")
+    from numasim.kernel.config import parse_page_cache_arg
     from numasim.kernel.sysctl import parse_sysctl_arg
 
     m = load_machine(machine)
     try:
-        config = KernelConfig(version=kernel_version, thp_mode=thp)
+        cache = dict(parse_page_cache_arg(text) for text in page_cache or [])
+        config = KernelConfig(
+            version=kernel_version, thp_mode=thp, kswapd_enabled=kswapd, reclaimable_page_cache_bytes=cache or None
+        )
         config = config.with_sysctls([parse_sysctl_arg(text) for text in sysctls or []])
-    except ValueError as exc:  # SysctlError is one
+        return Kernel(m, config)
+    except ValueError as exc:  # SysctlError is one; so is a page cache the node cannot hold
         _fail(str(exc))
         raise
-    return Kernel(m, config)
 
 
 SUPPORTED_VERSIONS = ((6, 1), (6, 12))
@@ -190,8 +201,8 @@ def _split_own(
     return opts, args[i:]
 
 
-_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp", "--sysctl"}
-_OWN_FLAGS = {"--nominal", "--catalog"}
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp", "--sysctl", "--page-cache"}
+_OWN_FLAGS = {"--nominal", "--catalog", "--kswapd"}
 
 
 def _kernel_from(opts: dict[str, Any]) -> Kernel:
@@ -200,7 +211,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
     kernel = build_kernel(
         machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["madvise"])[-1],
-        opts.get("--sysctl") or [],
+        opts.get("--sysctl") or [], opts.get("--page-cache") or [], bool(opts.get("--kswapd")),
     )
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
@@ -221,6 +232,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
 
 def numactl_command(ctx: typer.Context) -> None:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
+    from numasim.kernel.config import reclaim_inputs
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
@@ -246,6 +258,7 @@ def numactl_command(ctx: typer.Context) -> None:
             "machine": kernel.machine.name,
             "kernel_version": f"{kernel.version[0]}.{kernel.version[1]}",
             "sysctl_writes": [[name, value] for name, value in kernel.config.sysctl_writes],
+            **reclaim_inputs(kernel.config),
             "argv": argv,
             "exit_code": run.exit_code,
             "stdout": run.stdout,
@@ -407,6 +420,9 @@ numasim's options (before any numactl / numastat option):
                           does not raise min_free_kbytes; always: anonymous faults get 2 MiB folios); the knob
                           /sys/kernel/mm/transparent_hugepage/enabled
   --sysctl NAME=VALUE     write a kernel knob before boot (repeatable, in order), e.g. vm.nr_hugepages=512
+  --page-cache NODE=SIZE  clean page cache on NODE at boot, part of its memory in use (repeatable), e.g. 0=2G
+  --kswapd                run kswapd: background reclaim of clean page cache while programs fault memory in
+                          (at nominal rates: 2 GB/s reclaim, 500,000 faults/s; numasim.kernel.kswapd)
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
   --catalog               time them with the platform catalog's priors for the machine's cpu model

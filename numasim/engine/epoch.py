@@ -268,7 +268,8 @@ class EpochEngine:
         self.windows += 1
         n_commit = pos - seg_start
         if self.requests is not None:
-            self.requests.add_window(ids_arr, seg_start, n_commit, issue, self._program)
+            size = np.concatenate([b.size_bytes for b in blocks])
+            self.requests.add_window(ids_arr, seg_start, n_commit, issue, self._program, size > 0)
         if bridge is not None:
             span = self.now_ns() - t0
             bridge.window_done(ids_arr, lens, n_commit, rc, page, issue)

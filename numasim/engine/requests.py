@@ -11,6 +11,13 @@ with exact counts, sums and maxima, per thread and in all.
 >>> s = r.summary(["thread0"])
 >>> s["count"], s["mean_ns"], s["max_ns"]  # requests [0, 10), [10, 20): the last one has no end yet
 (2, 10.0, 10.0)
+>>> r = RequestLatencies(n_agents=1, accesses=2)  # accesses 1 and 3 cross a line: two rows each
+>>> first_line = np.array([True, False, True, True, False, True])
+>>> r.add_window(np.array([0]), np.array([0]), np.array([6]), np.array([0.0, 1, 10, 11, 20, 25]),
+...              np.array([True]), first_line)
+>>> s = r.summary(["thread0"])  # four accesses, two requests: [0, 11) and one still open
+>>> s["count"], s["max_ns"]
+(1, 11.0)
 """
 
 from __future__ import annotations
@@ -39,17 +46,27 @@ class RequestLatencies:
         self.max_ns = np.zeros(n_agents)
 
     def add_window(
-        self, ids: np.ndarray, seg_start: np.ndarray, n_commit: np.ndarray, issue_ns: np.ndarray, program: np.ndarray
+        self,
+        ids: np.ndarray,
+        seg_start: np.ndarray,
+        n_commit: np.ndarray,
+        issue_ns: np.ndarray,
+        program: np.ndarray,
+        first_line: np.ndarray | None = None,
     ) -> None:
-        """The committed requests of a window: agent ``ids[k]`` committed ``n_commit[k]`` accesses from row
-        ``seg_start[k]`` of ``issue_ns`` on (only agents with ``program[agent]`` count)."""
+        """The committed requests of a window: agent ``ids[k]`` committed ``n_commit[k]`` line requests from row
+        ``seg_start[k]`` of ``issue_ns`` on (only agents with ``program[agent]`` count). ``first_line`` marks
+        the rows that start an access (an access that crosses a line is two rows, one access); None: every
+        row is an access."""
         for k in range(len(ids)):
             a, n = int(ids[k]), int(n_commit[k])
             if not n or not program[a]:
                 continue
+            lo = int(seg_start[k])
+            rows = lo + (np.arange(n) if first_line is None else np.flatnonzero(first_line[lo : lo + n]))
             first = int(-self.done[a] % self.n)  # the first request boundary among these accesses
-            bounds = issue_ns[int(seg_start[k]) + np.arange(first, n, self.n)]
-            self.done[a] += n
+            bounds = issue_ns[rows[first :: self.n]]
+            self.done[a] += len(rows)
             if not len(bounds):
                 continue
             times = bounds if np.isnan(self.start[a]) else np.r_[self.start[a], bounds]

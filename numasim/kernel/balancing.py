@@ -55,6 +55,7 @@ from numasim.kernel.tiering import (
     pgdat_free_space_enough,
     toptier_nodes,
 )
+from numasim.kernel.vma_table import VmaTable
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
@@ -227,34 +228,19 @@ class NumaBalancing:
         # Flat page -> virtual page number (runs are in address order, so this is sorted), and the VMAs scanned.
         n_flat = len(ctl.page_node)
         self.flat_vpn = ctl.page_vpn()
-        self.flat_vma = np.full(n_flat, -1, dtype=np.int32)
-        self.vmas: list[_Vma] = []
-        for vma in self.task.mm.vmas_in(0, 1 << 62):
-            if vma.hugetlb or not self.kernel.numa_balancing_allowed(self.task, vma):
-                continue
-            lo = int(np.searchsorted(self.flat_vpn, np.uint64(vma.start >> _PAGE_SHIFT)))
-            hi = int(np.searchsorted(self.flat_vpn, np.uint64(vma.end >> _PAGE_SHIFT)))
-            if hi <= lo:
-                continue
-            pol = self.kernel.get_vma_policy(self.task, vma)
-            moron = bool(pol.flags & MPOL_F_MORON)
-            mask = frozenset(pol.nodes) if moron and pol.mode in (MPOL_BIND, MPOL_PREFERRED_MANY) else None
-            index = (self.flat_vpn[lo:hi] - np.uint64(vma.start >> _PAGE_SHIFT)).astype(np.int64)
-            self.flat_vma[lo:hi] = len(self.vmas)
-            self.vmas.append(_Vma(vma, lo, hi, index, moron, mask))
-        self.rss_pages = int(sum(v.flat_hi - v.flat_lo for v in self.vmas))
-        # per node id: its index, whether it has memory; per scanned VMA: MORON, and which cpu nodes its mask allows
         top = max(nodes) + 1
         self._index_of = np.zeros(top, dtype=np.int64)
         self._index_of[self._node_ids] = np.arange(len(nodes))
         self._has_memory = np.zeros(top, dtype=bool)
         for n in nodes:
             self._has_memory[n] = any(z.managed_pages > 0 for z in self.kernel.pm.node_zones(n))
-        self._vma_moron = np.array([v.moron for v in self.vmas] + [False], dtype=bool)
-        self._vma_allows = np.ones((len(self.vmas) + 1, len(nodes)), dtype=bool)
-        for k, v in enumerate(self.vmas):
-            if v.bind_nodes is not None:
-                self._vma_allows[k] = [n in v.bind_nodes for n in nodes]
+        # the VMAs scanned, kept current as mbind/set_mempolicy change them mid-run (a daemon of the same run)
+        self.table = VmaTable(
+            self.task, self.flat_vpn,
+            keep=lambda v: not v.hugetlb and self.kernel.numa_balancing_allowed(self.task, v),
+        )  # fmt: skip
+        self._table_generation = -1
+        self._sync_vmas()
         # each page's last cpupid: -1 = unset (never faulted)
         self.last_cpu = np.full(n_flat, -1, dtype=np.int64)
         self.last_tid = np.full(n_flat, -1, dtype=np.int64)
@@ -289,9 +275,31 @@ class NumaBalancing:
         self.scan_seq = 0
         env.process(self._scanner(env))
 
+    def _sync_vmas(self) -> None:
+        """Rebuild the per-VMA tables (MORON, the mask's cpu nodes) if the address space or a policy changed."""
+        spans = self.table.spans()
+        if self.table.generation == self._table_generation:
+            return
+        self._table_generation = self.table.generation
+        self.flat_vma = self.table.flat_vma
+        self.vmas = []
+        for s in spans:
+            pol = self.kernel.get_vma_policy(self.task, s.vma)
+            moron = bool(pol.flags & MPOL_F_MORON)
+            mask = frozenset(pol.nodes) if moron and pol.mode in (MPOL_BIND, MPOL_PREFERRED_MANY) else None
+            self.vmas.append(_Vma(s.vma, s.flat_lo, s.flat_hi, s.index, moron, mask))
+        self.rss_pages = int(sum(v.flat_hi - v.flat_lo for v in self.vmas))
+        nodes = self.kernel.machine.node_ids
+        self._vma_moron = np.array([v.moron for v in self.vmas] + [False], dtype=bool)
+        self._vma_allows = np.ones((len(self.vmas) + 1, len(nodes)), dtype=bool)
+        for k, v in enumerate(self.vmas):
+            if v.bind_nodes is not None:
+                self._vma_allows[k] = [n in v.bind_nodes for n in nodes]
+
     def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
         if not len(faults):
             return None
+        self._sync_vmas()
         # A huge page faults once (do_huge_pmd_numa_page): the fault restores the PMD, so the block's other
         # pages are not protected any more and their accesses in the same batch are no faults.
         huge = self.ctl.page_huge[faults.page]
@@ -344,6 +352,7 @@ class NumaBalancing:
 
     def _scan(self, runner: _Thread) -> None:
         """One ``task_numa_work`` pass from ``scan_offset``: protect present pages chunk by chunk."""
+        self._sync_vmas()
         budget = self.cfg.scan_size_mb << (20 - _PAGE_SHIFT)
         virt = 8 * budget
         updated_total = 0
@@ -564,6 +573,7 @@ class NumaBalancing:
     def _demote(self, nid: int, target: int, count: int) -> None:
         """``demote_folio_list``: the ``count`` least recently accessed pages of the process on ``nid`` move to
         ``target`` (``__GFP_THISNODE``: what the target cannot take stays)."""
+        self._sync_vmas()
         on_node = np.flatnonzero((self.ctl.page_node == nid) & (self.flat_vma >= 0))
         if not len(on_node):
             return

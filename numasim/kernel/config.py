@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from numasim.kernel.balancing_config import NumaBalancingConfig
 from numasim.kernel.khugepaged_config import KhugepagedConfig
 
-__all__ = ["KernelConfig", "SUPPORTED_VERSIONS", "THP_MODES", "THP_DEFRAG_MODES"]
+__all__ = ["KernelConfig", "SUPPORTED_VERSIONS", "THP_MODES", "THP_DEFRAG_MODES", "parse_page_cache_arg", "reclaim_inputs"]
 
 THP_MODES = ("always", "madvise", "never")
 """``/sys/kernel/mm/transparent_hugepage/enabled`` (``mm/huge_memory.c`` ``enabled_store``)."""
@@ -234,3 +234,35 @@ class KernelConfig:
         False
         """
         return self.version_tuple >= (major, minor)
+
+
+def parse_page_cache_arg(text: str) -> tuple[int, int]:
+    """``NODE=SIZE`` (``--page-cache``) as ``(node, bytes)``; SIZE takes the usual suffixes (``2G``, ``512M``).
+
+    >>> parse_page_cache_arg("0=2G")
+    (0, 2147483648)
+    """
+    from numasim.units import parse_size
+
+    node, eq, size = text.partition("=")
+    if not eq or not node.strip().isdigit():
+        raise ValueError(f"--page-cache {text!r}: expected NODE=SIZE, e.g. 0=2G")
+    try:
+        size_bytes = parse_size(size.strip())
+    except ValueError as exc:
+        raise ValueError(f"--page-cache {text!r}: {exc}") from None
+    if size_bytes < 0:
+        raise ValueError(f"--page-cache {text!r}: size must be >= 0")
+    return int(node), int(size_bytes)
+
+
+def reclaim_inputs(cfg: KernelConfig) -> dict[str, object]:
+    """The clean page cache given per node at boot and kswapd's model (its rates are nominal priors)."""
+    cache = {str(n): int(b) for n, b in sorted((cfg.reclaimable_page_cache_bytes or {}).items())}
+    kswapd: dict[str, object] = {"enabled": cfg.kswapd_enabled}
+    if cfg.kswapd_enabled:
+        kswapd.update(
+            reclaim_bytes_per_s=cfg.kswapd_reclaim_bytes_per_s, fault_pages_per_s=cfg.fault_pages_per_s,
+            wake_on_fallback=cfg.kswapd_wake_on_fallback, status="nominal",
+        )  # fmt: skip
+    return {"page_cache_bytes": cache, "kswapd": kswapd}

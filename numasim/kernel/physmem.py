@@ -215,6 +215,9 @@ class PhysicalMemory:
     def _boot_free_pages(self) -> None:
         cfg = self.config
         ps = cfg.page_size_bytes
+        unknown = sorted(set(cfg.reclaimable_page_cache_bytes or {}) - set(self.node_ids))
+        if unknown:
+            raise ValueError(f"page cache of node {unknown[0]}: no such node (nodes {self.node_ids})")
         for node in self.machine.nodes:
             zs = [z for z in self.node_zones(node.id) if z.managed_pages]
             managed = sum(z.managed_pages for z in zs)
@@ -227,9 +230,14 @@ class PhysicalMemory:
             used = managed - free
             if cfg.reclaimable_page_cache_bytes is not None and node.id in cfg.reclaimable_page_cache_bytes:
                 cache = cfg.reclaimable_page_cache_bytes[node.id] // ps
+                if cache > used:
+                    raise ValueError(
+                        f"page cache of node {node.id} = {cfg.reclaimable_page_cache_bytes[node.id]} bytes: more "
+                        f"than the node's memory in use at boot ({used * ps} bytes: managed less free); page "
+                        "cache is part of the memory in use (lower the node's free_bytes to give it more)"
+                    )
             else:
                 cache = int(used * cfg.page_cache_fraction_of_used)
-            cache = min(cache, used)
             used_z = _split(used, [z.managed_pages for z in zs])
             cache_z = _split(cache, used_z)
             for z, u, c in zip(zs, used_z, cache_z, strict=True):
@@ -516,7 +524,9 @@ class PhysicalMemory:
                 i: nofail_watermark_for(self.zones[i].wmark_min, cfg) + self.zones[i].lowmem_reserve[highest]
                 for i in nofail
             }
-            cpuset_pass = [i for i in nofail if req.mems_allowed is None or self.zones[i].node in req.mems_allowed]
+            cpuset_pass = [
+                i for i in nofail if req.mems_allowed is None or self.zones[i].node in req.mems_allowed
+            ]
             for i in (*cpuset_pass, *nofail):
                 cands.append(Candidate(i, False, thr_nofail[i], 0, pnode, slow_pref, slow=True))
             oom = False  # the fallback runs instead of reporting OOM; no OOM kill is modelled for NOFAIL

@@ -24,7 +24,7 @@ from numasim.engine.spec import ThreadSpec
 from numasim.engine.tlb import TlbSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
-from numasim.kernel.config import KernelConfig
+from numasim.kernel.config import KernelConfig, reclaim_inputs
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.khugepaged import Khugepaged
 from numasim.kernel.sysctl import apply_sysctls, sysctl_values
@@ -172,6 +172,7 @@ def kernel_inputs(cfg: KernelConfig) -> dict[str, Any]:
         "version": cfg.version,
         "sysctl_writes": [[name, value] for name, value in cfg.sysctl_writes],
         "sysctl": sysctl_values(cfg),
+        **reclaim_inputs(cfg),
     }
 
 

@@ -47,3 +47,22 @@ def test_bad_request_settings_are_refused() -> None:
     m = load_machine("seed-003-2node")
     with pytest.raises(WorkloadError, match="epoch mode only"):
         run_workload(m, _service(), resolve_calibration(m), mode="exact")
+
+
+def test_a_request_counts_accesses_not_the_lines_they_touch() -> None:
+    """Every access below straddles two cache lines (64 bytes at offset 32): two line requests, one access."""
+    import numpy as np
+
+    from numasim.engine.pagemap import PageMap
+    from numasim.engine.simulate import simulate
+    from numasim.engine.spec import ThreadSpec
+    from numasim.workload.access import AccessChunk
+
+    m = load_machine("seed-003-2node")
+    pm = PageMap()
+    pm.assign(0, np.zeros(64, dtype=np.int16))
+    n = 2000
+    addr = (32 + 128 * np.arange(n)).astype(np.uint64) % np.uint64(64 * 4096)
+    chunk = AccessChunk.build(addr, size_bytes=np.full(n, 64), compute_ns=np.full(n, 50.0))
+    r = simulate(m, resolve_calibration(m), [ThreadSpec(0, cpu=0)], [chunk], pm, request_accesses=10)
+    assert r.requests is not None and r.requests["count"] == n // 10 - 1

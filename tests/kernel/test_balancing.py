@@ -361,3 +361,24 @@ def test_a_huge_page_faults_once_and_moves_whole(machine, cal) -> None:  # type:
     (vma,) = out.placement.task.mm.vmas_in(0, 1 << 62)
     assert vma.thp.all() and (vma.nodes == 0).all()
     assert (out.placement.kernel.free_pages_per_node() >= 0).all()
+
+
+def test_a_policy_installed_mid_run_is_what_the_scanner_reads(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    """mbind(MPOL_BIND, MPOL_MF_MOVE) at 5 ms, before the first scan at 10 ms: the bound range has no MPOL_F_MOF,
+    so task_numa_work skips it and nothing may leave node 1 (a scanner reading the policy of attach time would
+    migrate the pages to the thread's node 0, outside the mask)."""
+    w = _workload(accesses=60_000)
+    out = run_workload(machine, w, cal, sysctls=FAST, daemons=["mbind_move:at_ms=5,policy=bind:1"])
+    k = out.result.kernel
+    assert k["vmstat"]["mbind_move_calls"] == 1
+    assert k["vmstat"]["numa_pte_updates"] == 0 and k["vmstat"]["numa_pages_migrated"] == 0
+    assert k["pages_per_node_series"]["pages"][-1] == [0, 4096]
+    # and the reverse: bound to node 1 from the start (not scanned), then mbind(MPOL_DEFAULT, MPOL_MF_MOVE) at
+    # 5 ms (which moves the pages to the thread's node): the scanner now scans the range, and the kernel's VMA
+    # and the engine's page map agree at the end
+    bound = _workload(accesses=60_000, policy="bind:1")
+    freed = run_workload(machine, bound, cal, sysctls=FAST, daemons=["mbind_move:at_ms=5,policy=default"])
+    vm = freed.result.kernel["vmstat"]
+    assert vm["numa_pte_updates"] > 0 and vm["pgmigrate_success"] == 4096
+    (vma,) = freed.placement.task.mm.vmas_in(0, 1 << 62)
+    assert int((vma.nodes == 0).sum()) == freed.result.kernel["pages_per_node_series"]["pages"][-1][0]

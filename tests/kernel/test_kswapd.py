@@ -200,3 +200,21 @@ def test_invariants(free_mb, cache_mb, sizes, ratio, fallback) -> None:  # type:
     assert set(pm.kswapd.awake) <= {0, 1}
     for nid in pm.kswapd.awake:  # an awake kswapd is on a node that is not balanced
         assert not _balanced(pm, nid)
+
+
+def test_the_command_line_gives_page_cache_and_kswapd(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`numasim numactl --page-cache 0=2045M --kswapd` is the Python run above; bad values name the option."""
+    import json
+
+    from numasim.cli import main
+
+    code = main(["numactl", "--machine", "seed-001-e5-2680v2", "--page-cache", "0=2045M", "--kswapd", "--json",
+                 "--cpunodebind=0", "--", "stress", "-m", "1", "--vm-bytes", "64G", "--vm-keep"])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["page_cache_bytes"] == {"0": 2045 * MB} and report["kswapd"]["status"] == "nominal"
+    node0 = report["pages_per_node"]["0"] * 4096 / MB
+    assert abs(node0 - 44313.61) / 44313.61 < 0.02
+    for bad, says in (("0=80G", "more than the node's memory in use"), ("5=1G", "node 5: no such node"),
+                      ("zero=1G", "expected NODE=SIZE")):  # fmt: skip
+        assert main(["numactl", "--machine", "seed-001-e5-2680v2", "--page-cache", bad, "--", "stress"]) == 2
+        assert says in capsys.readouterr().err
