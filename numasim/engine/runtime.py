@@ -166,6 +166,12 @@ class EngineControl(Protocol):
         TLB estimates stay those of its first cpu: a simplification, coverage row B10)."""
         ...
 
+    def set_first_access_ns(self, flat_pages: np.ndarray, cost_ns: np.ndarray) -> None:
+        """Charge ``cost_ns[k]`` of kernel time to whichever thread first accesses flat page ``flat_pages[k]``,
+        right before that access (a page fault that stalled in the allocator: direct reclaim). Costs of one
+        page add up; each is charged once."""
+        ...
+
 
 class KernelRuntime(Protocol):
     """A kernel whose daemons and fault handlers run on the simulation clock."""
@@ -227,6 +233,11 @@ class EngineBridge:
         self.page_protected: np.ndarray = np.zeros(len(flat), dtype=bool)
         self.page_last_access_ns: np.ndarray = np.full(len(flat), -np.inf)
         self.page_huge: np.ndarray = pages.huge_flags()
+        # kernel time owed at a page's first access (set_first_access_ns); kept apart from page_protected so that
+        # a run-time kernel's fault handlers see only the faults they caused
+        self._first_access_ns = np.zeros(0)
+        self._first_access_pending = np.zeros(0, dtype=bool)
+        self._first_access_left = 0
         self.agents = list(agents)
         self.n_program = len(self.agents) - len(kernel_agents)
         self._kernel_of_node = dict(kernel_agents)
@@ -313,6 +324,20 @@ class EngineBridge:
             self._copies.setdefault(int(agent), []).append(pair)
             self.pages_copied += int(pair.shape[1])
 
+    def set_first_access_ns(self, flat_pages: np.ndarray, cost_ns: np.ndarray) -> None:
+        flat = np.asarray(flat_pages, dtype=np.int64)
+        cost = np.asarray(cost_ns, dtype=float)
+        if flat.shape != cost.shape or (len(flat) and (flat.min() < 0 or flat.max() >= len(self.page_node))):
+            raise ValueError("set_first_access_ns: one cost per flat page index, each within the page map")
+        if not np.isfinite(cost).all() or (cost < 0).any():
+            raise ValueError("set_first_access_ns: costs must be finite and >= 0 ns")
+        if not len(self._first_access_ns):
+            self._first_access_ns = np.zeros(len(self.page_node))
+            self._first_access_pending = np.zeros(len(self.page_node), dtype=bool)
+        np.add.at(self._first_access_ns, flat, cost)
+        self._first_access_pending[flat[cost > 0]] = True
+        self._first_access_left = int(np.count_nonzero(self._first_access_pending))
+
     def move_thread(self, agent: int, cpu: int) -> None:
         node = self.ms.machine.cpu_to_node[cpu]
         init = self._initiator_of_node[node]
@@ -391,13 +416,34 @@ class EngineBridge:
         """Take the hinting faults of a window before it is timed: the first request to each protected page
         (in the order the requests are estimated to issue: ``t0_ns`` plus their position times ``pace_ns``) faults,
         the kernel handles it (it may move the page: the request then goes to the new node), and the kernel's
-        time on the faulting thread is returned per faulting row, to be spent right before that request."""
-        none = np.zeros(0, dtype=np.int64), np.zeros(0)
-        if self._runtime is None:
-            return none
-        cand = protected_rows(page, self.page_protected)
+        time on the faulting thread is returned per faulting row, to be spent right before that request. Kernel
+        time owed at a page's first access (:meth:`set_first_access_ns`) joins it, on the same rows."""
+        rows, cost = self._hinting_faults(ids, lens, page, rc, t0_ns, pace_ns)
+        if not self._first_access_left:
+            return rows, cost
+        first = self._first_rows(lens, page, self._first_access_pending, t0_ns, pace_ns)[0]
+        if not len(first):
+            return rows, cost
+        pages = page[first]
+        owed = self._first_access_ns[pages]
+        self._first_access_pending[pages] = False
+        self._first_access_left -= len(pages)
+        np.add.at(self.kernel_ns, np.repeat(ids, lens)[first], owed)
+        if not len(rows):
+            return first, owed
+        both, where = np.unique(np.r_[rows, first], return_inverse=True)
+        total = np.zeros(len(both))
+        np.add.at(total, where, np.r_[cost, owed])
+        return both, total
+
+    @staticmethod
+    def _first_rows(
+        lens: np.ndarray, page: np.ndarray, flagged: np.ndarray, t0_ns: float, pace_ns: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The first row (in estimated issue order) to each flagged page, in that order, and its estimated time."""
+        cand = protected_rows(page, flagged)
         if not len(cand):
-            return none
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
         start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
         est = t0_ns + (cand - start[cand] + 1) * pace_ns
         pg = page[cand]
@@ -405,7 +451,17 @@ class EngineBridge:
         first = np.r_[True, pg[order][1:] != pg[order][:-1]]
         keep = order[first]
         keep = keep[np.argsort(est[keep], kind="stable")]
-        rows, times = cand[keep], est[keep]
+        return cand[keep], est[keep]
+
+    def _hinting_faults(
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        none = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if self._runtime is None:
+            return none
+        rows, times = self._first_rows(lens, page, self.page_protected, t0_ns, pace_ns)
+        if not len(rows):
+            return none
         faulted = page[rows]
         self.page_protected[faulted] = False
         agent = np.repeat(ids, lens)[rows]

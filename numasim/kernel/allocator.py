@@ -117,6 +117,9 @@ class AllocResult:
     reclaimed: int
     per_node_pages: dict[int, int] = field(default_factory=dict)
     """Allocated pages per node id (only nodes that received pages)."""
+    first_reclaim: int = -1
+    """Index (in request order) of the first page whose allocation went through direct reclaim or node_reclaim
+    (the fault that stalls in reclaim); -1 when ``reclaimed`` is 0."""
     stuck: bool = False
     """A ``__GFP_NOFAIL`` request that even its reserve fallback cannot satisfy: a real kernel would loop
     forever here (``goto retry`` in ``__alloc_pages_slowpath``), so the task is stuck in the allocator with

@@ -117,6 +117,10 @@ class KernelConfig:
         ``__GFP_THISNODE`` huge-page attempt (4.x) do on real kernels, which numasim's order-0 allocator has
         no other way to show. False: only the slow path wakes kswapd (``wake_all_kswapds``), the strict
         order-0 rule with ``vm.watermark_boost_factor = 0``. Default True.
+    direct_reclaim_bytes_per_s : float
+        How fast a faulting thread reclaims clean page cache itself when its allocation enters direct reclaim:
+        a timed run charges ``pages reclaimed x page size / rate`` to the thread at that page's first access
+        (:mod:`numasim.kernel.reclaim_stalls`). Default 2e9, a nominal prior of the same order as kswapd's.
     """
 
     version: str = "6.12"
@@ -144,6 +148,7 @@ class KernelConfig:
     kswapd_reclaim_bytes_per_s: float = 2.0e9
     fault_pages_per_s: float = 500_000.0
     kswapd_wake_on_fallback: bool = True
+    direct_reclaim_bytes_per_s: float = 2.0e9
 
     def __post_init__(self) -> None:
         if not isinstance(self.kswapd_reclaim_bytes_per_s, (int, float)) or not (
@@ -152,6 +157,13 @@ class KernelConfig:
             raise ValueError(
                 f"KernelConfig.kswapd_reclaim_bytes_per_s = {self.kswapd_reclaim_bytes_per_s!r}: "
                 "must be a finite number >= 0"
+            )
+        if not isinstance(self.direct_reclaim_bytes_per_s, (int, float)) or not (
+            0.0 < self.direct_reclaim_bytes_per_s < float("inf")
+        ):
+            raise ValueError(
+                f"KernelConfig.direct_reclaim_bytes_per_s = {self.direct_reclaim_bytes_per_s!r}: "
+                "must be a finite number > 0"
             )
         if not isinstance(self.fault_pages_per_s, (int, float)) or not (
             0.0 < self.fault_pages_per_s < float("inf")

@@ -139,6 +139,9 @@ def _fault_pages(
     faulted = huge_pages
     while True:
         out = allocate(kernel, decision, int(idx.size), ctx.cpu_node, task.mems_allowed)
+        if out.reclaimed and out.first_reclaim >= 0:
+            after = idx[out.first_reclaim :][out.nodes[out.first_reclaim :] >= 0]
+            kernel.reclaim_stalls.append((task.tgid, vma.addresses(after).astype(np.uint64), out.reclaimed))
         ok = out.nodes >= 0
         vma.nodes[idx[ok]] = out.nodes[ok]
         vma.zones[idx[ok]] = out.zones[ok]

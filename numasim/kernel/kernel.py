@@ -161,6 +161,10 @@ class Kernel:
         self.tasks: dict[int, Task] = {}
         self.exited: list[Task] = []
         self.oom_kills: list[OomKill] = []
+        self.reclaim_stalls: list[tuple[int, np.ndarray, int]] = []
+        """Allocations whose faults stalled in direct reclaim, in fault order: ``(tgid, virtual addresses of the
+        pages allocated from the first one that reclaimed on, pages reclaimed)``; the kernel reclaims a batch at a
+        time as those faults go, so a timed run spreads the time evenly over their first accesses."""
         self._next_pid = 1000
         self.shm_segments: dict[int, ShmSegment] = {}
         self._next_shmid = 0

@@ -612,6 +612,7 @@ class PhysicalMemory:
             nid = self.zones[c.zone].node
             per_node[nid] = per_node.get(nid, 0) + n
         return AllocResult(
+            first_reclaim=_first_reclaim(segments, allocated, state.reclaimed, isinstance(targets, np.ndarray)),
             nodes=nodes,
             zones=zones,
             allocated=allocated,
@@ -696,3 +697,21 @@ def _split(total: int, weights: list[int]) -> list[int]:
             parts[i] += rest
             break
     return parts
+
+
+def _first_reclaim(segments: list[Segment], allocated: int, reclaimed: int, per_page: bool) -> int:
+    """Index in the request of the first page that direct reclaim (or node_reclaim) freed memory for; -1 if
+    none. Scalar walks keep their segments in page order. A walk with one target per page (interleave) keeps
+    them per candidate, so its reclaiming pages are taken to be the request's last ones (reclaim happens once the
+    free lists run dry, late in the request)."""
+    if reclaimed <= 0:
+        return -1
+    if per_page:
+        from_reclaim = sum(n for _, c, n in segments if c.reclaim)
+        return max(0, allocated - max(from_reclaim, 1))
+    done = 0
+    for _, c, n in segments:
+        if c.reclaim and n:
+            return done
+        done += n
+    return max(0, allocated - 1)

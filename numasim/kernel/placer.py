@@ -39,6 +39,10 @@ class Placed:
     nodes: np.ndarray
     zones: np.ndarray
     oom: bool = False
+    reclaimed: int = 0
+    """Pages direct reclaim (or node_reclaim) freed for this request."""
+    first_reclaim: int = -1
+    """Index of the first page whose allocation reclaimed (-1: none): where the faulting thread stalls."""
 
 
 _DEFAULT = KernelMode("default")
@@ -142,6 +146,7 @@ def allocate(
 
     if count == 0:
         return Placed(np.empty(0, np.int16), np.empty(0, np.int16))
+    reclaimed, first_reclaim = 0, -1
     if decision.soft_mask and decision.nodemask is not None:
         first = run(preferred, decision.nodemask, True)
         nodes, zones = _padded(first, count)
@@ -151,11 +156,14 @@ def allocate(
             second = run(preferred[missing], None, False)
             nodes[missing], zones[missing] = _padded(second, int(missing.size))
             oom = bool(second.oom)
+            reclaimed = int(second.reclaimed)
+            first_reclaim = int(missing[second.first_reclaim]) if second.first_reclaim >= 0 else -1
     else:
         res = run(preferred, decision.nodemask, False)
         nodes, zones = _padded(res, count)
         oom = bool(res.oom)
-    return Placed(nodes, zones, oom and not migrating and not thisnode)
+        reclaimed, first_reclaim = int(res.reclaimed), int(res.first_reclaim)
+    return Placed(nodes, zones, oom and not migrating and not thisnode, reclaimed, first_reclaim)
 
 
 def _padded(res: Any, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -62,6 +62,11 @@ class Placement:
     failed_pages: int = 0
     task: Task | None = None
     """The process whose memory this is (a run-time kernel acts on it)."""
+    reclaim_stalls: list[tuple[np.ndarray, int]] = field(default_factory=list)
+    """Allocations the run faults at first access that stalled in direct reclaim: (virtual addresses of the pages
+    that reclaimed, pages reclaimed), as :attr:`numasim.kernel.kernel.Kernel.reclaim_stalls`."""
+    untimed_reclaim_pages: int = 0
+    """Pages direct reclaim freed for prefaulted allocations (touched when created, outside the timed run)."""
 
     def numastat(self) -> dict[int, dict[str, int]]:
         """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
@@ -245,6 +250,8 @@ def place_workload(
     huge: list[np.ndarray] = []
     by_allocation: dict[str, dict[int, int]] = {}
     failed = 0
+    stalls: list[tuple[np.ndarray, int]] = []
+    untimed = 0
     n_boundaries = max(1, len(workload.phases))
     for boundary in range(n_boundaries):
         for a in workload.allocations:
@@ -273,11 +280,14 @@ def place_workload(
             if a.madvise is not None:
                 _check(kernel.madvise_hugepage(task, r.base, size, a.madvise == "hugepage"),
                        f"{_in(workload)}allocations[{a.name}]: madvise({a.madvise})")
+            seen = len(kernel.reclaim_stalls)
             if a.prefault:
                 kernel.touch(task, r.base, size, cpu=cpus[workload.first_touch_thread(a.name)])
+                untimed += sum(n for _, _, n in kernel.reclaim_stalls[seen:])
             else:
                 pages, first = first_touch[a.name]
                 _touch_runs(kernel, task, pages, first, lambda t: cpus[t])
+                stalls += [(addrs, n) for pid, addrs, n in kernel.reclaim_stalls[seen:] if pid == task.tgid]
             in_range = task.mm.vmas_in(r.base, r.base + r.size_bytes)
             vmas = [(v.start, v.nodes.copy()) for v in in_range]
             a_failed = _record(vmas, page_numbers, nodes, [_huge_pages(v) for v in in_range], huge) - (
@@ -296,7 +306,7 @@ def place_workload(
         np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),
         huge=np.concatenate(huge) if huge else np.zeros(0, dtype=bool),
     )
-    return Placement(pm, kernel, shown, by_allocation, failed, task)
+    return Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed)
 
 
 def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
@@ -347,7 +357,9 @@ def place_trace(
                     f"trace: the pages touched from {start:#x} span {length} bytes, more than the machine's memory "
                     f"({exc.limit_bytes} bytes; mmap fails with {exc.errno}, as with vm.overcommit_memory = 0)"
                 ) from None
+    seen = len(kernel.reclaim_stalls)
     _touch_runs(kernel, task, pages, first, lambda t: thread_cpu[t])
+    stalls = [(addrs, n) for pid, addrs, n in kernel.reclaim_stalls[seen:] if pid == task.tgid]
     if not task.alive:
         raise WorkloadError(f"trace: the OOM killer killed the process placing {len(pages)} pages")
     where = np.full(len(pages), -1, dtype=np.int16)
@@ -362,4 +374,4 @@ def place_trace(
     pm = PageMap.from_arrays(pages[ok], where[ok], huge=huge[ok])
     counts = np.bincount(where[ok].astype(np.int64), minlength=1)
     return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
-                     int(np.count_nonzero(~ok)), task)
+                     int(np.count_nonzero(~ok)), task, stalls)

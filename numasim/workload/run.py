@@ -27,6 +27,7 @@ from numasim.kernel.balancing import NumaBalancing
 from numasim.kernel.config import KernelConfig, reclaim_inputs
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.khugepaged import Khugepaged
+from numasim.kernel.reclaim_stalls import DirectReclaimStalls
 from numasim.kernel.sysctl import apply_sysctls, sysctl_values
 from numasim.timing.model import Calibration
 from numasim.timing.resolve import resolve_calibration
@@ -76,6 +77,9 @@ def balancing_runtime(
         if placement.task is None:
             raise WorkloadError(f"--daemon {spec}: the run has no process to act on")
         parts.append(load_daemon(spec, placement.kernel, placement.task))
+    if placement.reclaim_stalls:  # faults of the run that stalled in direct reclaim pay it at first access
+        ns_per_page = cfg.page_size_bytes / cfg.direct_reclaim_bytes_per_s * 1e9
+        parts.append(DirectReclaimStalls(placement.reclaim_stalls, ns_per_page))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else CompositeRuntime(parts)
@@ -157,10 +161,12 @@ def _with_kernel(inputs: dict[str, Any], runtime: KernelRuntime | None, daemons:
     for p in parts:
         if isinstance(p, NumaBalancing):
             inputs["kernel"]["numa_balancing_runtime"] = p.assumptions()
+        if isinstance(p, DirectReclaimStalls):
+            inputs["kernel"]["direct_reclaim_stalls"] = p.assumptions()
     if daemons:
         inputs["kernel"]["daemons"] = [
             {"spec": spec, **(getattr(p, "assumptions", dict)())}
-            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing | Khugepaged)],
+            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing | Khugepaged | DirectReclaimStalls)],
                                strict=True)
         ]
     return inputs
@@ -258,8 +264,14 @@ def run_workload(
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
-        _with_kernel({"accesses": total, "kernel": kernel_inputs(cfg), **_tlb_input(tlb)}, runtime, daemons),
+        _with_kernel({"accesses": total, "kernel": {**kernel_inputs(cfg), **_untimed(placement)}, **_tlb_input(tlb)},
+                     runtime, daemons),
     )
+
+
+def _untimed(placement: Placement) -> dict[str, int]:
+    # direct reclaim of prefaulted allocations happened outside the timed accesses: said, not charged
+    return {"untimed_reclaim_pages": placement.untimed_reclaim_pages} if placement.untimed_reclaim_pages else {}
 
 
 def trace_census(chunks: Iterable[AccessChunk]) -> tuple[list[int], int]:
