@@ -216,15 +216,24 @@ def mlc_rows(
     priors = catalog_calibration(machine)
     rows: list[SuiteRow] = []
     source = path.name
-    # Latency priors the catalog took from this very run make its latency predictions circular.
+    # Priors the catalog took from this very run make its predictions of those tables circular: latency priors
+    # the latency matrix (and the loaded-latency table's idle end), socket-link read efficiencies the bandwidth
+    # matrix's remote cells (no scenario fits the links on other tables: they keep the prior).
     latency_from_here = any(
         path.name in p.source for p in priors.provenance.priors if p.parameter.endswith("latency_ns")
     )
+    links_from_here = any(
+        path.name in p.source for p in priors.provenance.priors
+        if p.parameter.startswith("links[") and p.parameter.endswith("bandwidth_gb_s")
+    )  # fmt: skip
 
     def flag(rows_in: list[SuiteRow], tables: tuple[str, ...] = ("latency_matrix",)) -> list[SuiteRow]:
         from dataclasses import replace
 
-        return [replace(r, circular=True) if latency_from_here and r.table in tables else r for r in rows_in]
+        def circular(r: SuiteRow) -> bool:
+            return (latency_from_here and r.table in tables) or (links_from_here and r.table == "bandwidth_matrix")
+
+        return [replace(r, circular=True) if circular(r) else r for r in rows_in]
 
     if "catalog only" in scenarios:
         # catalog only: the loaded-latency table's idle end is the same circular latency prior
@@ -233,8 +242,8 @@ def mlc_rows(
     if "fit: idle latency + peak" in scenarios and {"latency_matrix", "peak_bandwidth"} <= held:
         fitted = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"], priors=priors).calibration
         rep = validate(machine, fitted, ms, method=method)
-        rows += _rows_of(label, source, "fit: idle latency + peak", rep, fitted,
-                         skip=("latency_matrix", "peak_bandwidth"))
+        rows += flag(_rows_of(label, source, "fit: idle latency + peak", rep, fitted,
+                              skip=("latency_matrix", "peak_bandwidth")), ())
     if "leave one table out" in scenarios and len(held) >= 2:
         ho = holdout(machine, ms, priors=priors, method=method)
         for fold in ho.folds:

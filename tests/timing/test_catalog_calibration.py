@@ -70,19 +70,33 @@ def test_snc_nodes_share_their_sockets_channels() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sockets", "sku", "per_link_gb_s"),
+    ("sockets", "sku", "per_link_gb_s", "efficiency"),
     [
-        (2, "Platinum 8180", 3 * 20.8),  # 2 sockets: all 3 UPI links join the pair
-        (2, "Silver 4108", 2 * 19.2),  # 2 UPI links at 9.6 GT/s
-        (2, "Xeon X5570", 12.8),  # Nehalem-EP: one QPI to the peer, one to the I/O hub
-        (4, "E7-4870", 12.8),  # 4-socket glueless: one of 3 socket links per pair
-        (4, "Platinum 8180", 20.8),
+        (2, "Platinum 8180", 3 * 20.8, 0.816),  # 2 sockets: all 3 UPI links join the pair (measured on an 8180)
+        (2, "Silver 4108", 2 * 19.2, 0.816),  # 2 UPI links at 9.6 GT/s
+        (2, "Xeon X5570", 12.8, 0.793),  # Nehalem-EP: one QPI to the peer; QPI's efficiency from the E5-2680 v2
+        (4, "E7-4870", 12.8, 0.793),  # 4-socket glueless: one of 3 socket links per pair
+        (4, "Platinum 8180", 20.8, 0.816),
+        (2, "Silver 4410Y", 2 * 32.0, 0.988),  # UPI 2.0 (measured on a Silver 4416+)
+        (2, "Platinum 8380", 3 * 22.4, 0.816),  # Ice Lake's 11.2 GT/s UPI: nearest measured is Skylake's 10.4
     ],
 )
-def test_socket_links_per_pair(sockets: int, sku: str, per_link_gb_s: float) -> None:
+def test_socket_links_per_pair(sockets: int, sku: str, per_link_gb_s: float, efficiency: float) -> None:
     cal = catalog_calibration(glueless(sockets), sku=sku)
-    # x 8/9: a 64-byte line is 1 header + 8 data flits on QPI/UPI
-    assert {round(lt.bandwidth_gb_s, 6) for lt in cal.links} == {round(per_link_gb_s * 8 / 9, 6)}
+    # the links' data rate x the measured share of it that carries line reads
+    assert {round(lt.bandwidth_gb_s, 6) for lt in cal.links} == {round(per_link_gb_s * efficiency, 6)}
+    prior = next(p for p in cal.provenance.priors if p.parameter.startswith("links["))
+    assert f"x {efficiency:.3f}" in prior.source and "measured" in prior.source or "read bandwidth" in prior.source
+
+
+def test_a_link_kind_without_measurement_keeps_its_packet_share() -> None:
+    """HyperTransport has no measured efficiency in the catalog: its data rate is used whole, and said so."""
+    from numasim.timing.catalog.calibration import catalog_figures
+    from numasim.timing.catalog.loader import load_catalog
+
+    k10 = next(p for p in load_catalog() if p.name == "amd-opteron-k10")
+    fig = catalog_figures(k10, k10.skus[0])
+    assert fig.link_read_efficiency == 1.0 and "no measured hypertransport link" in fig.link_read_efficiency_source
 
 
 def test_idle_latency_is_the_local_and_remote_prior() -> None:

@@ -53,12 +53,18 @@ def test_the_machine_has_the_idle_matrix_layout(case) -> None:  # type: ignore[n
     assert len(machine.cpus) == case.sockets * case.cores_per_socket * case.threads_per_core
 
 
-def test_no_catalog_prior_comes_from_a_public_file() -> None:
-    """Held-out data: a catalog number taken from one of these files would make its rows circular.
+CATALOG_SOURCE_FILES = {"spr-2s-silver-4416plus.md"}
+"""Public runs the catalog took numbers from: Sapphire Rapids' idle latency and UPI 2.0 read efficiency come from
+the Silver 4416+ run (the only SPR latency found), checked on the other SPR run (Silver 4410Y)."""
+
+
+def test_no_catalog_prior_comes_from_a_held_out_public_file() -> None:
+    """Held-out data: a catalog number taken from one of these files would make its rows circular; only
+    :data:`CATALOG_SOURCE_FILES` are sources (and their rows are flagged circular).
 
     (Two off-list SKUs take cores, clock and L3 size from the lscpu printed beside the runs: configuration, cited
     as such; no latency or bandwidth figure.)"""
-    files = [c.file for c in PUBLIC_MLC_CASES]
+    files = [c.file for c in PUBLIC_MLC_CASES if c.file not in CATALOG_SOURCE_FILES]
     for case in PUBLIC_MLC_CASES:
         cal = catalog_calibration(public_machine(case))
         for p in cal.provenance.priors:
@@ -81,8 +87,14 @@ def test_every_case_is_predicted_in_the_scenarios_its_tables_allow(
                        else set())
         loo = {r.table for r in mine if r.scenario == "leave one table out"}
         assert loo == (held if len(held) >= 2 else set())
+    sources = {c.label for c in PUBLIC_MLC_CASES if c.file in CATALOG_SOURCE_FILES}
     for r in rows:
-        assert not r.circular and r.cells > 0 and math.isfinite(r.mape_pct), r
+        assert r.cells > 0 and math.isfinite(r.mape_pct), r
+        if r.machine in sources:  # its latency and remote bandwidth predict the catalog's own source
+            assert r.circular == (r.table in ("latency_matrix", "bandwidth_matrix")) or (
+                r.scenario == "catalog only" and r.table == "loaded_latency"), r
+        else:
+            assert not r.circular, r
 
 
 def test_public_predictions_within_generous_bounds(public_report: tuple[list[SuiteRow], list[str]]) -> None:

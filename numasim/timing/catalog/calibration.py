@@ -10,6 +10,7 @@ which. Such a calibration is a starting point and a what-if, never evidence: the
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -57,6 +58,8 @@ class CatalogFigures:
     write_factor_source: str
     links_to_sockets: int
     link_bandwidth_gb_s: float
+    link_read_efficiency: float
+    link_read_efficiency_source: str
     local_ns: float
     local_source: str
     remote_minus_local_ns: float
@@ -74,7 +77,31 @@ def _nearest(platform: Platform, candidates: list[Platform]) -> Platform | None:
     same = [p for p in candidates if p.vendor == platform.vendor] or candidates
     if not same:
         return None
-    return min(same, key=lambda p: (abs(p.years[0] - platform.years[0]), p.years[0], p.name))
+    # DRAM latency follows the DRAM generation more than the calendar: a DDR4 platform borrows from a DDR4 one
+    return min(same, key=lambda p: (p.memory.ddr != platform.memory.ddr, abs(p.years[0] - platform.years[0]),
+                                    p.years[0], p.name))
+
+
+def _link_read_efficiency(platform: Platform, catalog: tuple[Platform, ...]) -> tuple[float, str]:
+    """Line-read bandwidth over a socket link's data rate: the platform's measured factor, else that of the measured
+    platform with the same link kind and the nearest transfer rate (said so), else the packet format's share."""
+    ic = platform.interconnect
+    if ic.read_efficiency is not None:
+        eff = ic.read_efficiency
+        return eff.read_factor, f"{platform.name} link read efficiency: {eff.derivation} [{platform.cite(eff.sources)}]"
+    measured = [p for p in catalog if p.name != platform.name and p.interconnect.kind == ic.kind
+                and p.interconnect.read_efficiency is not None]  # fmt: skip
+    if measured:
+        donor = min(measured, key=lambda p: (abs(math.log(p.interconnect.gt_s / ic.gt_s)), p.name))
+        got = donor.interconnect.read_efficiency
+        assert got is not None
+        return got.read_factor, (
+            f"borrowed from {donor.name} ({donor.interconnect.kind} at {donor.interconnect.gt_s:g} GT/s, the measured "
+            f"link of this kind nearest to {ic.gt_s:g} GT/s: {got.derivation} [{donor.cite(got.sources)}]); "
+            f"{platform.name} has no measured link efficiency"
+        )
+    share, why = LINE_PACKET_EFFICIENCY.get(ic.kind, (1.0, "the link's data rate, whole (no packet format known)"))
+    return share, f"{why} (no measured {ic.kind} link in the catalog)"
 
 
 def _mode_label(platform: Platform, nodes_per_socket: int | None) -> str | None:
@@ -154,6 +181,7 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
             "public remote-latency measurement"
         )
     ic = platform.interconnect
+    link_eff, link_eff_src = _link_read_efficiency(platform, catalog)
     links = sku.links or ic.links_per_socket
     to_sockets = min(links, ic.links_to_sockets) if ic.links_to_sockets is not None else links
     gt_s = sku.link_gt_s or ic.gt_s
@@ -168,6 +196,8 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         write_factor_source=write_source,
         links_to_sockets=to_sockets,
         link_bandwidth_gb_s=ic.bandwidth_gb_s * gt_s / ic.gt_s,
+        link_read_efficiency=link_eff,
+        link_read_efficiency_source=link_eff_src,
         local_ns=local,
         local_source=local_src,
         remote_minus_local_ns=delta,
@@ -499,7 +529,7 @@ def _links(
         if i in pair_of:
             a, b = pair_of[i]
             n_links = links_between(a, b)
-            eff, eff_src = LINE_PACKET_EFFICIENCY.get(ic.kind, (1.0, ""))
+            eff, eff_src = fig.link_read_efficiency, fig.link_read_efficiency_source
             bw[i] = n_links * fig.link_bandwidth_gb_s * eff / per_pair[(a, b)]
             priors.append(PriorParameter(
                 parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", why=WHY,

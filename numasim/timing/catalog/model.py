@@ -21,6 +21,7 @@ __all__ = [
     "MemorySpec",
     "NumaMode",
     "LinkSpec",
+    "LinkEfficiency",
     "CoreLimits",
     "LatencyPrior",
     "EfficiencyPrior",
@@ -90,6 +91,15 @@ class NumaMode(_Sourced):
     note: str = ""
 
 
+class LinkEfficiency(_Sourced):
+    """Measured cache-line read bandwidth over a socket link's data rate (``bandwidth_gb_s`` x links)."""
+
+    read_factor: Annotated[float, Field(gt=0, le=1)]
+    """Remote all-core read bandwidth of one socket from the other / (links x ``bandwidth_gb_s``)."""
+    derivation: Annotated[str, Field(min_length=1)]
+    """The measured numbers, the data rate they are divided by, and why the link (not the cores) limits them."""
+
+
 class LinkSpec(_Sourced):
     """The socket-to-socket interconnect (and, optionally, what joins the dies or clusters inside a socket)."""
 
@@ -107,6 +117,8 @@ class LinkSpec(_Sourced):
     """How the links join sockets on the usual boards (all between the pair on 2 sockets, one per pair ...)."""
     die_to_die_bandwidth_gb_s: PositiveFloat | None = None
     """Per direction, between two dies (or clusters) of one package, when public."""
+    read_efficiency: LinkEfficiency | None = None
+    """Measured on a public machine of this platform; None: taken from the nearest measured link of its kind."""
 
 
 class CoreLimits(_Sourced):
@@ -235,6 +247,8 @@ class Platform(_Sourced):
             groups.append(("latency", self.latency))
         if self.efficiency is not None:
             groups.append(("efficiency", self.efficiency))
+        if self.interconnect.read_efficiency is not None:
+            groups.append(("interconnect.read_efficiency", self.interconnect.read_efficiency))
         if self.cxl is not None:
             groups.append(("cxl", self.cxl))
         for where, group in groups:
