@@ -129,7 +129,10 @@ class EpochEngine:
     # --- the SimPy process ---------------------------------------------------------------------------------
     def process(self, env: simpy.Environment):  # type: ignore[no-untyped-def]
         per_agent = max(256, self.window_accesses // max(1, len(self.agents)))
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numasim-stats")
+        from .simulate import engine_threads
+
+        # the window's statistics are counted on a helper thread while the next window is timed (unless asked not to)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numasim-stats") if engine_threads() > 1 else None
         try:
             while True:
                 self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
@@ -157,7 +160,8 @@ class EpochEngine:
                     yield env.timeout(now - env.now)
             self._wait(0)
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def now_ns(self) -> float:

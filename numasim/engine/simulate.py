@@ -6,6 +6,7 @@ engine process on a SimPy ``Environment`` (run), :func:`_collect` turning counte
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -226,7 +227,7 @@ def simulate(
         cache_capacity_lines=np.array([s.sets * s.associativity for s in levels], dtype=float) if epoch else None,
         cache_sets=np.array([s.sets for s in levels], dtype=np.int64) if epoch else None,
         progress=progress,
-        background=True,
+        background=engine_threads() > 1,
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
         track_pages=runtime is not None,
         tlb=tlb,
@@ -560,3 +561,19 @@ def _collect(
         initiator_names=list(ms.initiator_names),
         diagnostics=diagnostics,
     )
+
+
+ENGINE_THREADS_VARIABLE = "NUMASIM_ENGINE_THREADS"
+
+
+def engine_threads() -> int:
+    """Threads one simulation may use: 2 (the default: the access stream is prepared and statistics are counted on
+    helper threads while the engine times, about 1.2 cores busy), or 1 when the environment variable
+    ``NUMASIM_ENGINE_THREADS=1`` says so (everything on the calling thread: for many simulations side by side,
+    as a sweep's workers run them). Results are the same either way."""
+    value = os.environ.get(ENGINE_THREADS_VARIABLE, "").strip()
+    if value in ("", "2"):
+        return 2
+    if value == "1":
+        return 1
+    raise WorkloadError(f"{ENGINE_THREADS_VARIABLE} = {value!r}: expected 1 or 2")

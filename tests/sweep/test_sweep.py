@@ -1,0 +1,152 @@
+"""Sweeps (numasim/sweep): the spec, the runs on a process pool and on a real Dask LocalCluster, resume, failures,
+the table, the figures and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from numasim.cli import main
+from numasim.sweep import SweepError, load_sweep, loads_sweep, run
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEPS = ROOT / "examples" / "sweeps"
+SMALL = [{"name": n, "size_bytes": "256K", "first_touch": 0} for n in "abc"]
+
+
+def _spec(tmp_path: Path, extra: str = "", grid: str = 'policy = ["local", "interleave:all"]') -> Path:
+    (tmp_path / "triad.toml").write_text((SWEEPS / "triad.toml").read_text())
+    allocations = ", ".join(f'{{name = "{a["name"]}", size_bytes = "256K", first_touch = 0}}' for a in SMALL)
+    text = f'''name = "t"
+{extra}
+[defaults]
+machine = "seed-003-2node"
+workload = "triad.toml"
+calibration = "nominal"
+"workload.allocations" = [{allocations}]
+[grid]
+{grid}
+'''
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+# --- the spec ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('name = "x"', "the sweep has no runs"),
+        ('name = "x"\n[grid]\npolicy = ["local"]', "run 1 (policy='local'): no machine"),
+        ('name = "x"\n[grid]\nmachine = ["m"]', "give exactly one of workload and trace"),
+        ('name = "x"\n[grid]\nmachin = ["m"]', "grid: unknown key 'machin'"),
+        ('name = "x"\n[grid]\npolicy = []', "grid.policy = []: a grid key needs at least one value"),
+        ('name = "x"\n[defaults]\nseed = -1', "defaults.seed = -1: expected an integer >= 0"),
+        ('name = "x"\n[defaults]\nmode = "fast"', "defaults.mode = 'fast': expected \"epoch\" or \"exact\""),
+        ('name = "x"\nrepeats = 0\n[defaults]\nmachine = "m"\nworkload = "w"', "repeats"),
+        ('name = "x"\n[[runs]]\nmachine = "m"\ntrace = "t"\n"workload.threads" = []', "overrides need a workload"),
+        ("name = ", "not valid TOML"),
+    ],
+)
+def test_bad_specs_name_the_field_and_value(text: str, says: str) -> None:
+    with pytest.raises(SweepError, match=None) as err:
+        loads_sweep(text, "s.toml")
+    assert says in str(err.value) and str(err.value).startswith("s.toml: ")
+
+
+def test_grid_runs_and_repeats_expand_in_order() -> None:
+    spec = loads_sweep('''name = "x"
+repeats = 2
+[defaults]
+machine = "m"
+workload = "w.toml"
+seed = 10
+[grid]
+policy = ["local", "bind:0"]
+[[runs]]
+policy = "interleave:all"
+''')
+    runs = spec.expand()
+    assert [(r["policy"], r["seed"]) for r in runs] == [
+        ("local", 10), ("local", 11), ("bind:0", 10), ("bind:0", 11), ("interleave:all", 10), ("interleave:all", 11)]
+    assert spec.x_parameter() == "threads"
+
+
+# --- running ---------------------------------------------------------------------------------------------------
+def test_a_sweep_on_the_process_pool_gives_one_table_and_figures(tmp_path: Path) -> None:
+    t = run(_spec(tmp_path, grid='policy = ["local", "interleave:all"]\nseed = [0, 1]'), tmp_path / "r", processes=2)
+    directory = t.attrs["directory"]
+    assert list(t["policy"]) == ["local", "local", "interleave:all", "interleave:all"] and (t["status"] == "ok").all()
+    # the same run through `numasim run` gives the same result
+    res = json.loads((directory / "runs" / t.run_id[2] / "result.json").read_text())
+    assert res["policy"] == "interleave:all" and res["result"]["run_time_ns"] / 1e6 == pytest.approx(t.run_time_ms[2])
+    assert t.pages_node0[0] == 192 and t.pages_node1[0] == 0  # local: thread 0 on node 0 touched every page
+    assert t.pages_node0[2] == t.pages_node1[2] == 96
+    on_disk = pd.read_parquet(directory / "results.parquet")
+    assert list(on_disk.columns) == list(t.columns) and len(pd.read_csv(directory / "results.csv")) == 4
+    assert sorted(p.name for p in (directory / "figures").iterdir())[0] == "accesses_per_us_vs_threads.png"
+
+
+def test_the_same_sweep_on_a_dask_local_cluster_gives_the_same_table(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    pool = run(spec, tmp_path / "pool", processes=1, figures=False)
+    dask = run(spec, tmp_path / "dask", workers=2, figures=False)
+    cols = ["run_id", "policy", "status", "run_time_ms", "accesses", "memory_latency_mean_ns"]
+    pd.testing.assert_frame_equal(pool[cols], dask[cols])
+
+
+def test_resume_redoes_nothing_that_finished_and_failures_are_recorded(tmp_path: Path) -> None:
+    path = _spec(tmp_path, grid='policy = ["local", "bind:7"]')  # node 7 does not exist: that run fails
+    t = run(path, tmp_path / "r", processes=1, figures=False)
+    assert list(t["status"]) == ["ok", "failed"] and "node" in t.error[1]
+    assert (tmp_path / "r" / "runs" / t.run_id[1] / "error.json").exists()
+    ok_file = tmp_path / "r" / "runs" / t.run_id[0] / "result.json"
+    stamp = ok_file.stat().st_mtime_ns
+    again = run(path, tmp_path / "r", processes=1, resume=True, figures=False)
+    assert again.attrs["skipped"] == 1 and again.attrs["ran"] == 1 and ok_file.stat().st_mtime_ns == stamp
+    with pytest.raises(SweepError, match="holds a sweep already; add --resume"):
+        run(path, tmp_path / "r", processes=1)
+    (tmp_path / "o").mkdir()
+    other = _spec(tmp_path / "o", grid='policy = ["local"]')
+    with pytest.raises(SweepError, match="holds another sweep"):
+        run(other, tmp_path / "r", processes=1, resume=True)
+
+
+def test_a_run_that_never_finished_is_missing_from_the_table_and_resume_runs_it(tmp_path: Path) -> None:
+    path = _spec(tmp_path)
+    t = run(path, tmp_path / "r", processes=1, figures=False)
+    gone = tmp_path / "r" / "runs" / t.run_id[1]
+    for f in gone.iterdir():
+        f.unlink()  # as if the sweep had been killed before this run finished
+    spec = load_sweep(path)
+    from numasim.sweep import results_table
+
+    assert list(results_table(tmp_path / "r", spec.expand())["status"]) == ["ok", "missing"]
+    again = run(path, tmp_path / "r", processes=1, resume=True, figures=False)
+    assert again.attrs["ran"] == 1 and list(again["status"]) == ["ok", "ok"]
+
+
+def test_cli_sweep_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _spec(tmp_path, extra='description = "two policies"')
+    assert main(["sweep", str(path), "-o", str(tmp_path / "r"), "--processes", "1", "--no-progress"]) == 0
+    assert "2 runs in" in capsys.readouterr().out
+    assert main(["sweep", "report", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<h1>Sweep t</h1>" in page and "two policies" in page and page.count("data:image/png;base64,") == 5
+    assert '2 runs: 2 ok, 0 failed or missing.' in page
+    assert main(["sweep", "report", str(tmp_path)]) == 2
+    assert "not a sweep's results directory" in capsys.readouterr().err
+    bad = _spec(tmp_path, grid='policy = ["local", "bind:7"]')
+    assert main(["sweep", str(bad), "-o", str(tmp_path / "b"), "--processes", "1", "--no-progress"]) == 1
+    assert "failed" in capsys.readouterr().err
+    assert main(["sweep", str(path), "-o", str(tmp_path / "c"), "--workers", "1", "--scheduler", "tcp://x:1"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_the_shipped_example_sweeps_are_valid() -> None:
+    for f in SWEEPS.glob("*.toml"):
+        if f.name != "triad.toml":  # the workload the sweeps use
+            assert load_sweep(f).expand()
