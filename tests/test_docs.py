@@ -139,6 +139,8 @@ def test_page_examples(
 ) -> None:
     if EXAMPLES.is_dir():
         shutil.copytree(EXAMPLES, tmp_path / "docs" / "examples")
+    if (ROOT / "examples").is_dir():  # the sweep files
+        shutil.copytree(ROOT / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "120")
     globs: dict[str, object] = {}

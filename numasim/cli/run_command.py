@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -110,7 +111,6 @@ def run(
 ) -> None:
     """Place memory through the simulated kernel, time every access, and print the per-node cost report."""
     from numasim.report.run_report import (
-        format_comparison,
         format_run_report,
         save_run_plots,
         write_csv_tables,
@@ -119,7 +119,7 @@ def run(
     from numasim.timing.resolve import resolve_calibration
     from numasim.topology.cpulist import parse_cpulist
     from numasim.topology.io import load_machine, machine_source
-    from numasim.workload.run import compare_policies, run_trace, run_workload
+    from numasim.workload.run import run_trace, run_workload
     from numasim.workload.spec import load_workload
 
     if (workload is None) == (trace is None):
@@ -162,15 +162,13 @@ def run(
         )
 
     if compare:
-        if workload is None:
-            raise WorkloadError("--compare needs --workload (a trace replays one placement)")
         if daemon or tlb:
             raise WorkloadError("--daemon and --tlb: not with --compare (run each policy on its own)")
-        spec = load_workload(workload)
-        rows = compare_policies(m, spec, list(compare), cal, mode=mode, seed=seed, kernel_config=kernel_config,
-                                sysctls=sysctls)
-        typer.echo(f"{spec.name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
-        typer.echo(format_comparison(rows))
+        if policy is not None:
+            raise WorkloadError("--policy and --compare: give the policies to compare with --compare only")
+        _run_comparison(m, cal, workload, trace, list(compare), mode=mode, seed=seed, kernel_config=kernel_config,
+                        sysctls=sysctls, cpus=cpus, trace_format=trace_format, output=output, csv_dir=csv_dir,
+                        plots_dir=plots_dir, progress=progress)  # fmt: skip
         return
 
     bar = _Progress("simulating", progress)
@@ -201,3 +199,65 @@ def run(
     if plots_dir is not None:
         figs = save_run_plots(outcome, plots_dir)
         typer.echo(f"wrote {len(figs)} figures to {plots_dir}")
+
+
+def _policy_dir(policy: str) -> str:
+    """A directory name for a policy string (``interleave:0-3`` -> ``interleave_0-3``)."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in policy) or "default"
+
+
+def _run_comparison(m, cal, workload, trace, policies, *, mode, seed, kernel_config, sysctls, cpus, trace_format,  # type: ignore[no-untyped-def]
+                    output, csv_dir, plots_dir, progress) -> None:  # fmt: skip
+    """``--compare``: one run per policy, the comparison table, and every output asked for, per policy: ``-o``
+    one JSON with the table and each run's result, ``--csv DIR`` ``comparison.csv`` and a folder of tables per
+    policy, ``--plots DIR`` a folder of figures per policy."""
+    import json
+
+    from numasim.fileio import atomic_write_text
+    from numasim.report.run_report import format_comparison, save_run_plots, write_csv_tables
+    from numasim.topology.cpulist import parse_cpulist
+    from numasim.workload.run import RunOutcome, compare_policies
+    from numasim.workload.spec import load_workload
+
+    dirs = [_policy_dir(p) for p in policies]
+    if len(set(dirs)) != len(dirs):
+        raise WorkloadError(f"--compare: two policies share an output folder name ({', '.join(dirs)})")
+    trace_options: dict[str, Any] = {}
+    if trace is not None:
+        try:
+            trace_options["cpus"] = parse_cpulist(cpus) if cpus else None
+        except ValueError as exc:
+            raise WorkloadError(f"--cpus = {cpus!r}: {exc}") from None
+        trace_options["format"] = trace_format
+    subject = load_workload(workload) if workload is not None else trace
+    name = subject.name if workload is not None else str(trace)
+
+    def tell(k: int, n: int, pol: str) -> None:
+        if progress:
+            typer.echo(f"policy {k + 1}/{n}: {pol}", err=True)
+
+    outcomes: list[RunOutcome] = []
+    rows = compare_policies(m, subject, policies, cal, mode=mode, seed=seed, kernel_config=kernel_config,
+                            sysctls=sysctls, progress=tell, outcomes=outcomes, **trace_options)  # fmt: skip
+    typer.echo(f"{name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
+    typer.echo(format_comparison(rows))
+    if output is not None:
+        doc = {"numasim_compare": 1, "comparison": rows, "runs": [o.to_dict() for o in outcomes]}
+        atomic_write_text(output, json.dumps(doc, indent=1, default=float) + "\n")
+        typer.echo(f"\nwrote {output} (the comparison and {len(outcomes)} results)")
+    if csv_dir is not None:
+        import csv
+        import io
+
+        csv_dir.mkdir(parents=True, exist_ok=True)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(csv_dir / "comparison.csv", buf.getvalue())
+        for d, o in zip(dirs, outcomes, strict=True):
+            write_csv_tables(o, csv_dir / d)
+        typer.echo(f"wrote {csv_dir / 'comparison.csv'} and each policy's tables in {csv_dir}/<policy>/")
+    if plots_dir is not None:
+        total = sum(len(save_run_plots(o, plots_dir / d)) for d, o in zip(dirs, outcomes, strict=True))
+        typer.echo(f"wrote {total} figures to {plots_dir}/<policy>/")

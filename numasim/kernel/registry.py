@@ -55,7 +55,28 @@ __all__ = [
     "load_policy_file",
     "available_policies",
     "shipped_policy_dirs",
+    "split_params",
 ]
+
+def split_params(spec: str, what: str) -> tuple[str, dict[str, Any]]:
+    """``NAME[:KEY=VALUE,...]`` as the name and its parameters (numbers read as numbers), the one grammar of
+    ``--policy PLUGIN:...``, ``--daemon NAME:...`` and sweep files.
+
+    >>> split_params("fill_local_then_spread:threshold=0.5,name=x", "--policy")
+    ('fill_local_then_spread', {'threshold': 0.5, 'name': 'x'})
+    """
+    name, _, text = spec.partition(":")
+    params: dict[str, Any] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise PolicyError(f"{what} {spec}: parameter {item!r} is not KEY=VALUE")
+        try:
+            params[key.strip()] = float(value) if any(ch in value for ch in ".eE") else int(value)
+        except ValueError:
+            params[key.strip()] = value
+    return name, params
+
 
 ENTRY_POINT_GROUP = "numasim.policies"
 BUILTIN_POLICY_NAMES: tuple[str, ...] = tuple(BUILTIN_MODES)

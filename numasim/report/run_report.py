@@ -162,7 +162,12 @@ def format_run_report(outcome: RunOutcome) -> str:
         for row in alloc_rows:
             for c in cols:
                 row.setdefault(c, 0)
-        lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>)", format_table(alloc_rows, cols)]
+            row["first_touch"] = outcome.placement.first_touch.get(row["allocation"], "")
+        cols.append("first_touch")
+        # first_touch: the thread that faulted every page when the allocation was created (prefault), or each
+        # page's first accessing thread
+        lines += ["", "pages per allocation and node (numa_maps N<node>=<pages>; who first-touched them)",
+                  format_table(alloc_rows, cols)]
     when = "after placement" if r.kernel is None else "at the end of the run, migrations included"
     lines += ["", f"numastat (simulated kernel, {when})", numastat_view(outcome).rstrip()]
     if r.tlb is not None:

@@ -67,6 +67,8 @@ class Placement:
     that reclaimed, pages reclaimed), as :attr:`numasim.kernel.kernel.Kernel.reclaim_stalls`."""
     untimed_reclaim_pages: int = 0
     """Pages direct reclaim freed for prefaulted allocations (touched when created, outside the timed run)."""
+    first_touch: dict[str, str] = field(default_factory=dict)
+    """Per allocation, who first-touched its pages: ``"thread N (prefault)"`` or ``"first access"``."""
 
     def numastat(self) -> dict[int, dict[str, int]]:
         """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
@@ -113,23 +115,26 @@ def _check(result: Any, what: str) -> None:
 
 def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
     """Give ``task`` the process-wide ``policy``: ``MODE[:NODES[:FLAGS]]`` via ``set_mempolicy``, else a plug-in
-    placement policy by name or path (:func:`numasim.kernel.registry.load_policy`). Returns its display name."""
+    placement policy by name or path with its parameters, ``NAME[:KEY=VALUE,...]``
+    (:func:`numasim.kernel.registry.load_policy`). Returns its display name."""
     if policy is None or policy.strip() in ("", "default"):
         return "default"
     try:
         spec = parse_policy(policy)
     except PolicyError as syntax_error:
-        from numasim.kernel.registry import available_policies, load_policy
+        from numasim.kernel.registry import available_policies, load_policy, split_params
 
         if ":" in policy and policy.split(":", 1)[0] in _MODES:
             raise
         try:
-            plugin = load_policy(policy)
+            name, params = split_params(policy, "--policy") if "=" in policy else (policy, {})
+            plugin = load_policy(name, **params)
         except PolicyError as exc:
             known = ", ".join(sorted(available_policies()))
             raise PolicyError(f"--policy {policy!r}: {syntax_error}; nor a plug-in policy ({exc}). Known: {known}") from None
         kernel.set_placement(task, plugin)
-        return str(getattr(plugin, "name", policy))
+        shown = str(getattr(plugin, "name", name))
+        return shown + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
     mode, nodes = mode_args(spec, kernel.machine, "--policy")
     _check(kernel.set_mempolicy(task, mode, nodes), f"set_mempolicy({policy})")
     return str(spec)
@@ -306,7 +311,11 @@ def place_workload(
         np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int16),
         huge=np.concatenate(huge) if huge else np.zeros(0, dtype=bool),
     )
-    return Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed)
+    touched = {
+        a.name: f"thread {workload.first_touch_thread(a.name)} (prefault)" if a.prefault else "first access"
+        for a in workload.allocations
+    }
+    return Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed, touched)
 
 
 def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
@@ -374,4 +383,4 @@ def place_trace(
     pm = PageMap.from_arrays(pages[ok], where[ok], huge=huge[ok])
     counts = np.bincount(where[ok].astype(np.int64), minlength=1)
     return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
-                     int(np.count_nonzero(~ok)), task, stalls)
+                     int(np.count_nonzero(~ok)), task, stalls, first_touch={"trace": "first access"})

@@ -102,9 +102,10 @@ def load_daemon(spec: str, kernel: Kernel, task: Any) -> KernelRuntime:
     """
     import importlib.util
 
-    from numasim.kernel.registry import shipped_daemons
+    from numasim.errors import PolicyError
+    from numasim.kernel.registry import shipped_daemons, split_params
 
-    path_text, _, param_text = spec.partition(":")
+    path_text = spec.partition(":")[0]
     shipped = shipped_daemons()
     path = shipped[path_text] if path_text in shipped else Path(path_text)
     if path.suffix != ".py" or not path.is_file():
@@ -112,15 +113,10 @@ def load_daemon(spec: str, kernel: Kernel, task: Any) -> KernelRuntime:
             f"--daemon {spec}: {path_text} is neither a shipped daemon ({', '.join(sorted(shipped)) or 'none'}) "
             "nor a Python file (NAME|FILE.py[:NAME=VALUE,...])"
         )
-    params: dict[str, Any] = {}
-    for item in filter(None, param_text.split(",")):
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise WorkloadError(f"--daemon {spec}: parameter {item!r} is not NAME=VALUE")
-        try:
-            params[name.strip()] = float(value) if any(ch in value for ch in ".eE") else int(value)
-        except ValueError:
-            params[name.strip()] = value
+    try:
+        _, params = split_params(spec, "--daemon")
+    except PolicyError as exc:
+        raise WorkloadError(str(exc)) from None
     module_spec = importlib.util.spec_from_file_location(f"numasim_daemon_{path.stem}", path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
@@ -356,7 +352,7 @@ def run_trace(
 
 def compare_policies(
     machine: Machine,
-    workload: Workload,
+    workload: Workload | str | Path,
     policies: Sequence[str],
     calibration: Calibration | None = None,
     *,
@@ -365,14 +361,20 @@ def compare_policies(
     seed: int = 0,
     kernel_config: KernelConfig | None = None,
     sysctls: SysctlWrites = (),
+    progress: Callable[[int, int, str], None] | None = None,
+    outcomes: list[RunOutcome] | None = None,
+    **trace_options: Any,
 ) -> list[dict[str, Any]]:
-    """Run ``workload`` once per policy and tabulate the outcome, one row per policy.
+    """Run ``workload`` (a :class:`Workload`, or a trace file's path) once per policy and tabulate the outcome,
+    one row per policy.
 
     Each row: ``policy``, ``run_time_ns``, ``speedup`` (versus the first policy), ``remote_pct`` (share of
     memory requests served by a node other than the requester's), ``bandwidth_gb_s`` (the program's bytes over
     the run time), ``node<N>_gb_s`` (bytes served by node N over the run time), ``node<N>_pages``, and the
     calibration's id and method. ``calibration=None`` uses the calibration the machine names, or with
-    ``nominal=True`` the machine file's nominal numbers (see :func:`resolve_calibration`).
+    ``nominal=True`` the machine file's nominal numbers (see :func:`resolve_calibration`). ``progress(k, n,
+    policy)`` is called before each run; ``outcomes``, when given, receives each run's :class:`RunOutcome`;
+    ``trace_options`` (``cpus``, ``format``) go to :func:`run_trace`.
 
     Examples
     --------
@@ -385,9 +387,17 @@ def compare_policies(
     """
     cal = calibration if calibration is not None else resolve_calibration(machine, nominal=nominal)
     rows: list[dict[str, Any]] = []
-    for pol in policies:
-        out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config,
-                           sysctls=sysctls)
+    for k, pol in enumerate(policies):
+        if progress is not None:
+            progress(k, len(policies), pol)
+        if isinstance(workload, Workload):
+            out = run_workload(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config,
+                               sysctls=sysctls)  # fmt: skip
+        else:
+            out = run_trace(machine, workload, cal, policy=pol, mode=mode, seed=seed, kernel_config=kernel_config,
+                            sysctls=sysctls, **trace_options)  # fmt: skip
+        if outcomes is not None:
+            outcomes.append(out)
         r = out.result
         local = sum(n.local_accesses for n in r.nodes)
         remote = sum(n.remote_accesses for n in r.nodes)

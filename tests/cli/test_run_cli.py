@@ -118,3 +118,27 @@ def test_numactl_with_catalog_priors(capsys: pytest.CaptureFixture[str]) -> None
                  "lat_mem_rd", "64", "64"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
+
+
+def test_compare_writes_every_output_per_policy_and_takes_traces(tmp_path: Path, workload: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "c.json"
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--compare", "local",
+                 "--compare", "interleave:0-1", "-o", str(out), "--csv", str(tmp_path / "csv"),
+                 "--plots", str(tmp_path / "plots")]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    assert "policy 2/2: interleave:0-1" in captured.err
+    doc = json.loads(out.read_text())
+    assert [r["policy"] for r in doc["comparison"]] == ["local", "interleave:0-1"]
+    assert [r["policy"] for r in doc["runs"]] == ["local", "interleave:0-1"]
+    assert (tmp_path / "csv" / "comparison.csv").read_text().startswith("policy,run_time_ns")
+    assert (tmp_path / "csv" / "interleave_0-1" / "node_costs.csv").exists()
+    assert (tmp_path / "plots" / "local" / "bandwidth_per_node.png").exists()
+    trace = tmp_path / "t.npz"
+    assert main(["trace", "generate", "--workload", str(workload), "-o", str(trace)]) == 0
+    assert main(["run", "-m", "seed-003-2node", "-t", str(trace), "--nominal", "--cpus", "0,12",
+                 "--compare", "local", "--compare", "bind:1"]) == 0  # fmt: skip
+    assert "bind:1" in capsys.readouterr().out
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--policy", "local",
+                 "--compare", "bind:1"]) == 2  # fmt: skip
+    assert "--policy and --compare" in capsys.readouterr().err

@@ -77,3 +77,23 @@ def test_cxl_tiering_hints_must_match_the_range() -> None:
     vma = k.mmap(t, 10 * PAGE_SIZE)
     with pytest.raises(ValueError, match="hint"):
         k.touch(t, vma.start, 10 * PAGE_SIZE, hints={"hotness": np.zeros(3)})
+
+
+def test_plugin_parameters_on_the_command_line() -> None:
+    """`--policy NAME:KEY=VALUE,...`: the grammar of --daemon and sweep files; a wrong key names the policy."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+    from pathlib import Path
+
+    from numasim.cli import main
+
+    spread = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "spread.toml")
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["run", "-m", "seed-003-2node", "-w", spread, "--nominal", "--no-progress",
+                     "--policy", "fill_local_then_spread:threshold=0.5"])  # fmt: skip
+    assert code == 0 and "policy       fill_local_then_spread:threshold=0.5" in out.getvalue()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["run", "-m", "seed-003-2node", "-w", spread, "--nominal", "--no-progress",
+                     "--policy", "fill_local_then_spread:thresh=0.5"])  # fmt: skip
+    assert code == 2 and "unexpected keyword argument 'thresh'" in err.getvalue()
