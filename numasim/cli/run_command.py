@@ -189,6 +189,10 @@ def run(
     finally:
         bar.close()
     bar.wall_time(outcome.wall_s)
+    if "trace_cpus" in outcome.inputs:  # where the trace's threads ran: said, never silent
+        tc = outcome.inputs["trace_cpus"]
+        shown = ", ".join(f"{t}->{c}" for t, c in tc["cpus"].items())
+        typer.echo(f"note: trace threads on cpus {shown}: {tc['source']}", err=True)
     typer.echo(format_run_report(outcome))
     if output is not None:
         write_result_json(outcome, output)

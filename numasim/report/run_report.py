@@ -162,7 +162,7 @@ def format_run_report(outcome: RunOutcome) -> str:
         for row in alloc_rows:
             for c in cols:
                 row.setdefault(c, 0)
-            row["first_touch"] = outcome.placement.first_touch.get(row["allocation"], "")
+            row["first_touch"] = outcome.placement.first_touch.get(str(row["allocation"]), "")
         cols.append("first_touch")
         # first_touch: the thread that faulted every page when the allocation was created (prefault), or each
         # page's first accessing thread

@@ -36,7 +36,7 @@ from numasim.workload.access import AccessChunk
 from numasim.workload.generate import generate, total_accesses
 from numasim.workload.placement import Placement, place_trace, place_workload, thread_specs
 from numasim.workload.spec import Workload
-from numasim.workload.trace import read_trace
+from numasim.workload.trace import read_trace, trace_format
 from numasim.workload.trace.npz import read_npz_header
 
 __all__ = [
@@ -326,8 +326,22 @@ def run_trace(
     # Threads: one per distinct thread id, numbered in increasing id order (ids are labels up to 2**31-1, so
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
     total: int | None = read_npz_header(path)["accesses"] if path.suffix == ".npz" else None
-    ids, accesses = trace_census(read_trace(path, format, **reader_options))
-    cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
+    recorded: dict[int, int] = {}
+    recording = cpus is None and trace_format(path, format) == "perf"
+    census_options = {**reader_options, "recorded_cpus": recorded} if recording else reader_options
+    ids, accesses = trace_census(read_trace(path, format, **census_options))
+    if recording and ids and all(t in recorded for t in ids):
+        # replay where perf saw each thread run (its first sample), if this machine has those cpus
+        missing = [(t, recorded[t]) for t in ids if recorded[t] not in machine.cpu_to_node]
+        if missing:
+            t, c = missing[0]
+            raise WorkloadError(f"{path}: the trace ran thread {t} on cpu {c}, which {machine.name} does not have; "
+                                "give the cpus to replay on with --cpus")  # fmt: skip
+        cpu_of = [recorded[t] for t in ids]
+        cpu_source = "recorded in the trace (perf's [cpu] field, each thread's first sample)"
+    else:
+        cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
+        cpu_source = "--cpus" if cpus else "the machine's cpus in order (the trace records none; --cpus chooses)"
     threads = [ThreadSpec(id=tid, cpu=cpu) for tid, cpu in zip(ids or [0], cpu_of, strict=True)]
     try:
         placement = place_trace(machine, read_trace(path, format, **reader_options),
@@ -345,7 +359,8 @@ def run_trace(
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
-        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg), **_tlb_input(tlb)},
+        _with_kernel({"trace": str(path), "accesses": accesses, "kernel": kernel_inputs(cfg), **_tlb_input(tlb),
+                      "trace_cpus": {"source": cpu_source, "cpus": {str(t.id): t.cpu for t in threads}}},
                      runtime, daemons),
     )
 

@@ -244,3 +244,28 @@ def test_parquet_thread_ids_beyond_int32_are_refused_not_wrapped() -> None:
         checked_thread_ids(np.array([5, 1 << 40], dtype=np.int64), "t.parquet", "row group 2")
     with pytest.raises(TraceError, match="not integers"):
         checked_thread_ids(np.array([0.5]), "t.parquet", "row group 0")
+
+
+def test_a_perf_trace_replays_on_the_cpus_it_recorded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """perf script's [cpu] field: each thread runs where its first sample ran, and the result says so; --cpus
+    overrides; a recorded cpu the machine lacks is an error naming the thread and the cpu."""
+    from pathlib import Path
+
+    from numasim.errors import WorkloadError
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+    from numasim.workload.run import run_trace
+
+    perf = Path(__file__).resolve().parents[2] / "docs" / "examples" / "stream.perf"
+    m = load_machine("seed-001-e5-2680v2")
+    cal = resolve_calibration(m)
+    out = run_trace(m, perf, cal)
+    assert [t.cpu for t in out.threads] == [3, 19]
+    assert out.inputs["trace_cpus"]["source"].startswith("recorded in the trace")
+    chosen = run_trace(m, perf, cal, cpus=[0, 1])
+    assert [t.cpu for t in chosen.threads] == [0, 1] and chosen.inputs["trace_cpus"]["source"] == "--cpus"
+    small = load_machine("seed-003-2node")
+    text = perf.read_text().replace("[019]", "[099]")
+    (tmp_path / "t.perf").write_text(text)
+    with pytest.raises(WorkloadError, match="ran thread 1 on cpu 99, which seed-003-2node does not have"):
+        run_trace(small, tmp_path / "t.perf", resolve_calibration(small))

@@ -75,12 +75,14 @@ def read_perf_script(
     size_bytes: int = 64,
     kernel_addresses: bool = False,
     chunk_accesses: int = TEXT_CHUNK_ACCESSES,
+    recorded_cpus: dict[int, int] | None = None,
 ) -> Iterator[AccessChunk]:
     """Stream the samples of a ``perf script`` text file as chunks (see the module docstring for the layout).
 
     Samples whose data address is kernel memory (at or above :data:`USER_ADDRESS_LIMIT`, e.g. ``ffff9f9e...``
     from ``perf mem record -a``) are skipped unless ``kernel_addresses=True``: the simulated process cannot
-    place them.
+    place them. ``recorded_cpus``, when given, receives the cpu of each thread's first sample (thread number ->
+    cpu; threads whose sample has no ``[cpu]`` field are left out).
     """
     p = Path(path)
     src = str(p)
@@ -113,6 +115,8 @@ def read_perf_script(
             continue
         tid = int(m["tid"])
         thread = threads.setdefault(tid, len(threads))
+        if recorded_cpus is not None and thread not in recorded_cpus and m["cpu"] is not None:
+            recorded_cpus[thread] = int(m["cpu"])
         builder.add(thread, address, is_write, size_bytes)
         if builder.full():
             yield builder.take()
