@@ -97,10 +97,12 @@ def metrics_of(outcome: Any) -> dict[str, Any]:
         "accesses": r.accesses,
         "accesses_per_us": r.accesses / r.run_time_ns * 1e3 if r.run_time_ns > 0 else float("nan"),
         "memory_latency_mean_ns": (
-            sum(n.memory_latency_mean_ns * n.memory_accesses for n in nodes) / mem if mem else float("nan")
+            sum(n.memory_latency_mean_ns * n.memory_accesses for n in nodes if n.memory_accesses) / mem
+            if mem else float("nan")
         ),
         "load_to_use_mean_ns": (
-            sum(n.load_to_use_mean_ns * n.accesses for n in nodes) / r.accesses if r.accesses else float("nan")
+            sum(n.load_to_use_mean_ns * n.accesses for n in nodes if n.accesses) / r.accesses
+            if r.accesses else float("nan")
         ),
         "memory_accesses": mem,
         "local_fraction": local / (local + remote) if local + remote else float("nan"),

@@ -85,6 +85,7 @@ def test_a_sweep_on_the_process_pool_gives_one_table_and_figures(tmp_path: Path)
     assert res["policy"] == "interleave:all" and res["result"]["run_time_ns"] / 1e6 == pytest.approx(t.run_time_ms[2])
     assert t.pages_node0[0] == 192 and t.pages_node1[0] == 0  # local: thread 0 on node 0 touched every page
     assert t.pages_node0[2] == t.pages_node1[2] == 96
+    assert t.memory_latency_mean_ns.notna().all() and t.load_to_use_mean_ns.notna().all()  # a node with no misses
     on_disk = pd.read_parquet(directory / "results.parquet")
     assert list(on_disk.columns) == list(t.columns) and len(pd.read_csv(directory / "results.csv")) == 4
     assert sorted(p.name for p in (directory / "figures").iterdir())[0] == "accesses_per_us_vs_threads.png"
@@ -147,6 +148,8 @@ def test_cli_sweep_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_the_shipped_example_sweeps_are_valid() -> None:
-    for f in SWEEPS.glob("*.toml"):
+    for f in [*SWEEPS.glob("*.toml"), *ROOT.glob("experiments/*/sweep.toml")]:
         if f.name != "triad.toml":  # the workload the sweeps use
-            assert load_sweep(f).expand()
+            spec = load_sweep(f)
+            for config in spec.expand():
+                assert spec.path(config["workload"]).is_file(), (f, config["workload"])
