@@ -46,7 +46,7 @@ def reproduce() -> dict[str, Any]:
                      "run_time_ms": None if r["status"] != "ok" else float(r["run_time_ms"]),
                      "local_fraction": None if r["status"] != "ok" else float(r["local_fraction"])})  # fmt: skip
     verdict = {}
-    for cls, (metric, _, higher) in METRIC.items():
+    for cls, (_, _, higher) in METRIC.items():
         ok = [r for r in rows if r["class"] == cls and r["value"] is not None]
         best = max(r["value"] for r in ok) if higher else min(r["value"] for r in ok)
         winners = sorted({r["policy"] for r in ok if r["value"] == best})
@@ -57,7 +57,7 @@ def reproduce() -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     lines = ["| class | policy | judged by | value | vs default | local share |", "|---|---|---|---:|---:|---:|"]
-    for cls, (metric, label, higher) in METRIC.items():
+    for cls, (_, label, _higher) in METRIC.items():
         base = next(r["value"] for r in result["rows"] if r["class"] == cls and r["policy"] == "default")
         for r in (r for r in result["rows"] if r["class"] == cls):
             if r["value"] is None:
