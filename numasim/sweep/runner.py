@@ -217,10 +217,14 @@ def _failed(job: tuple[Any, ...], why: str) -> dict[str, Any]:
 
 def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, scheduler: str | None) -> None:
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, LocalCluster, Worker, as_completed
     except ImportError:  # pragma: no cover - a dependency of numasim
         raise SweepError("--workers/--scheduler need Dask distributed (pip install 'dask[distributed]')") from None
+    import dask
+
     cluster = None
+    # Dask's statistical profiler samples every worker thread every 10 ms; a sweep does not need the profile
+    settings = dask.config.set({"distributed.worker.profile.enabled": False})
     try:
         if scheduler is not None:
             try:
@@ -228,7 +232,11 @@ def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, s
             except OSError as exc:
                 raise SweepError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            # Worker processes without a nanny: under a nanny the same simulation ran 30 % slower here (0.75 vs
+            # 0.57 s, not the profiler nor malloc trimming); a worker that dies is not restarted, its runs go to the
+            # others (and are recorded as failed if none is left)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   worker_class=Worker)  # fmt: skip
             client = Client(cluster)
         with client:
             futures = [client.submit(execute, *job, key=f"numasim-run-{job[1]}", pure=False) for job in jobs]
@@ -242,6 +250,7 @@ def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, s
     finally:
         if cluster is not None:
             cluster.close()
+        settings.__exit__(None, None, None)
 
 
 def results_table(out: str | Path, configs: list[dict[str, Any]] | None = None) -> pd.DataFrame:
