@@ -327,7 +327,7 @@ def run_trace(
     # nothing is sized by the largest id). One streaming pass over the trace finds them before placement.
     total: int | None = read_npz_header(path)["accesses"] if path.suffix == ".npz" else None
     recorded: dict[int, int] = {}
-    recording = cpus is None and trace_format(path, format) == "perf"
+    recording = cpus is None and trace_format(path, format) in ("perf", "csv")
     census_options = {**reader_options, "recorded_cpus": recorded} if recording else reader_options
     ids, accesses = trace_census(read_trace(path, format, **census_options))
     if recording and ids and all(t in recorded for t in ids):
@@ -338,7 +338,7 @@ def run_trace(
             raise WorkloadError(f"{path}: the trace ran thread {t} on cpu {c}, which {machine.name} does not have; "
                                 "give the cpus to replay on with --cpus")  # fmt: skip
         cpu_of = [recorded[t] for t in ids]
-        cpu_source = "recorded in the trace (perf's [cpu] field, each thread's first sample)"
+        cpu_source = "recorded in the trace (each thread's first access: perf's [cpu] field, a CSV's cpu column)"
     else:
         cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
         cpu_source = "--cpus" if cpus else "the machine's cpus in order (the trace records none; --cpus chooses)"

@@ -269,3 +269,23 @@ def test_a_perf_trace_replays_on_the_cpus_it_recorded(tmp_path) -> None:  # type
     (tmp_path / "t.perf").write_text(text)
     with pytest.raises(WorkloadError, match="ran thread 1 on cpu 99, which seed-003-2node does not have"):
         run_trace(small, tmp_path / "t.perf", resolve_calibration(small))
+
+
+def test_a_csv_trace_with_a_cpu_column_replays_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+    from numasim.workload.run import run_trace
+
+    rows = ["thread,address,is_write,size_bytes,cpu"]
+    rows += [f"{t},{0x10000 + 64 * i + t * 0x100000},0,64,{cpu}" for i in range(50) for t, cpu in ((5, 7), (9, 13))]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    m = load_machine("seed-003-2node")
+    out = run_trace(m, tmp_path / "t.csv", resolve_calibration(m))
+    assert [(t.id, t.cpu) for t in out.threads] == [(5, 7), (9, 13)]
+    plain = tmp_path / "p.csv"
+    plain.write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
+    out = run_trace(m, plain, resolve_calibration(m))
+    assert [t.cpu for t in out.threads] == [0, 1] and "cpus in order" in out.inputs["trace_cpus"]["source"]
+    (tmp_path / "bad.csv").write_text(rows[0] + "\n1,0x1000,0,64,x\n")
+    with pytest.raises(TraceError, match="cpu = 'x' is not a cpu number"):
+        run_trace(m, tmp_path / "bad.csv", resolve_calibration(m))

@@ -1,6 +1,7 @@
 """Plain CSV traces: a header line, then one access per line.
 
-Header (any column order): ``thread,address,is_write,size_bytes[,compute_ns]``. Addresses are decimal or hex
+Header (any column order): ``thread,address,is_write,size_bytes[,compute_ns][,cpu]``; ``cpu``, when recorded, is
+the cpu the access ran on (a replay runs each thread on the cpu of its first access). Addresses are decimal or hex
 (``0x7f00...``, or bare hex digits containing a-f); ``is_write`` is ``0``/``1``, ``true``/``false``, ``R``/``W``
 or ``load``/``store``. Blank lines and lines starting with ``#`` are skipped. A malformed line raises
 :class:`~numasim.errors.TraceError` with the file name and line number.
@@ -44,8 +45,11 @@ def parse_address(text: str) -> int:
     return value
 
 
-def read_csv(path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES) -> Iterator[AccessChunk]:
-    """Stream a CSV trace as chunks of at most ``chunk_accesses`` accesses."""
+def read_csv(
+    path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES, recorded_cpus: dict[int, int] | None = None
+) -> Iterator[AccessChunk]:
+    """Stream a CSV trace as chunks of at most ``chunk_accesses`` accesses. ``recorded_cpus``, when given and
+    the file has a ``cpu`` column, receives each thread's cpu (that of its first access)."""
     p = Path(path)
     src = str(p)
     columns: dict[str, int] | None = None
@@ -62,7 +66,7 @@ def read_csv(path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES) -> 
             if missing:
                 raise TraceError(src, f"header {text!r} lacks column(s) {', '.join(missing)} "
                                  f"(expected {','.join(CSV_COLUMNS)})", number)
-            columns = {n: names.index(n) for n in CSV_COLUMNS if n in names}
+            columns = {n: names.index(n) for n in (*CSV_COLUMNS, "cpu") if n in names}
             width = len(names)
             continue
         if len(fields) != width:
@@ -101,6 +105,13 @@ def read_csv(path: str | Path, *, chunk_accesses: int = TEXT_CHUNK_ACCESSES) -> 
             except ValueError:
                 raise TraceError(src, f"compute_ns = {fields[columns['compute_ns']][:40]!r} is not a time in "
                                  f"0..{MAX_COMPUTE_NS:g} ns", number) from None
+        if recorded_cpus is not None and "cpu" in columns and thread not in recorded_cpus:
+            try:
+                recorded_cpus[thread] = int(fields[columns["cpu"]])
+                if not 0 <= recorded_cpus[thread] <= 65535:
+                    raise ValueError("range")
+            except ValueError:
+                raise TraceError(src, f"cpu = {fields[columns['cpu']][:40]!r} is not a cpu number", number) from None
         builder.add(thread, address, is_write, size, compute)
         if builder.full():
             yield builder.take()
