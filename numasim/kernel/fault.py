@@ -130,7 +130,12 @@ def _fault_pages(
     huge_pages = 0
     if thp_allowed(kernel.config, vma) and is_kernel_placement(plugin) and not hints:
         # do_huge_pmd_anonymous_page first: whole 2 MiB blocks; what it cannot place falls back to base pages
+        before, stolen = idx, kernel.pm.vmstat["pgsteal_direct"]
         idx, huge_pages = fault_huge(kernel, task, vma, idx, cpu, policy, plugin)
+        reclaimed = kernel.pm.vmstat["pgsteal_direct"] - stolen
+        if reclaimed:  # a huge-page fault that reclaimed (defrag allows direct reclaim): its faults stall too
+            huge = np.setdiff1d(before, idx, assume_unique=True)
+            kernel.reclaim_stalls.append((task.tgid, vma.addresses(huge).astype(np.uint64), int(reclaimed)))
         if idx.size == 0:
             return FaultResult(huge_pages, 0, False)
     ctx = placement_context(kernel, task, vma, idx, cpu, hints, policy=policy)

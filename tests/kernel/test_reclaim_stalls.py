@@ -72,3 +72,16 @@ def test_exact_mode_charges_the_same_time(tiny) -> None:  # type: ignore[no-unty
 def test_bad_rates_are_refused() -> None:
     with pytest.raises(ValueError, match="direct_reclaim_bytes_per_s = 0"):
         KernelConfig(direct_reclaim_bytes_per_s=0)
+
+
+def test_with_huge_pages_every_reclaimed_page_is_charged(tiny) -> None:  # type: ignore[no-untyped-def]
+    """THP always, defrag = always (GFP_TRANSHUGE may reclaim): whichever fault reclaimed, a huge one or a base
+    one after the huge attempt fell back, every page reclaimed is charged exactly once."""
+    m, cal = tiny
+    cfg = KernelConfig(thp_mode="always", reclaimable_page_cache_bytes={0: 512 * MB, 1: 512 * MB})
+    out = run_workload(m, _fill(False), cal, kernel_config=cfg,
+                       sysctls=[("/sys/kernel/mm/transparent_hugepage/defrag", "always")])  # fmt: skip
+    reclaimed = out.placement.kernel.pm.vmstat["pgsteal_direct"]
+    assert reclaimed > 0
+    assert out.result.kernel["vmstat"]["pgsteal_direct_timed"] == reclaimed
+    assert sum(n for _, n in out.placement.reclaim_stalls) == reclaimed
