@@ -153,3 +153,16 @@ def test_the_shipped_example_sweeps_are_valid() -> None:
             spec = load_sweep(f)
             for config in spec.expand():
                 assert spec.path(config["workload"]).is_file(), (f, config["workload"])
+
+
+def test_a_running_dask_cluster_takes_the_sweep_by_its_address(tmp_path: Path) -> None:
+    """--scheduler ADDRESS: a cluster started elsewhere (here a LocalCluster of 2 workers standing for `dask
+    scheduler` + `dask worker`), and a clear error for an address where nothing listens."""
+    from distributed import LocalCluster
+
+    spec = _spec(tmp_path)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        t = run(spec, tmp_path / "r", scheduler=cluster.scheduler_address, figures=False)
+    assert list(t["status"]) == ["ok", "ok"]
+    with pytest.raises(SweepError, match="cannot reach a Dask scheduler there"):
+        run(spec, tmp_path / "r2", scheduler="tcp://127.0.0.1:9", figures=False)
