@@ -147,7 +147,8 @@ def run(
     if processes is not None and processes < 1:
         raise SweepError(f"processes = {processes}: must be >= 1")
     temporary = out_dir is None
-    out = Path(tempfile.mkdtemp(prefix="numasim-sweep-")) if out_dir is None else Path(out_dir)
+    # absolute: workers (a Dask worker elsewhere, or in another directory) write their workspaces there
+    out = Path(tempfile.mkdtemp(prefix="numasim-sweep-")) if out_dir is None else Path(out_dir).resolve()
     try:
         _prepare(spec, out, resume)
         configs = spec.expand()
