@@ -271,7 +271,9 @@ class EngineBridge:
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
         self._vpn: np.ndarray | None = None
-        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16))
+        self._moves: tuple[np.ndarray, ...] = (
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16), np.zeros(0, np.int64)
+        )
         # the kernel's activity over time: cumulative counters and the program's memory latency per interval
         self.activity: list[tuple[float, int, int, float, int]] = []  # (t, hint faults, migrated, lat sum, n)
         self._lat_sum, self._lat_n = 0.0, 0
@@ -467,12 +469,14 @@ class EngineBridge:
         agent = np.repeat(ids, lens)[rows]
         self.sample(t0_ns)  # where pages were before this window's faults moved some
         before = self.page_node[faulted].copy()
+        huge_before = self.page_huge[faulted].copy()
         cost = self._runtime.on_faults(FaultBatch(
             agent, faulted, times, (rc[rows] & 1).astype(bool), before.copy(),
         ))  # fmt: skip
         after = self.page_node[faulted]
         moved = np.flatnonzero(after != before)
-        self._moves = (rows[moved], before[moved], after[moved].copy())
+        self._moves = (rows[moved], before[moved], after[moved].copy(),
+                       self._pages_moved_with(faulted[moved], huge_before[moved], after[moved]))  # fmt: skip
         cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
         np.add.at(self.kernel_ns, agent, cost)
         return rows, cost
@@ -504,11 +508,25 @@ class EngineBridge:
         self.page_last_access_ns[page[touched]] = issue_ns[touched]  # (the last write of a page wins: a recent one)
         self._series_moves(committed, issue_ns)
 
+    def _pages_moved_with(self, faulted: np.ndarray, was_huge: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """How many pages each moved faulting page took with it: 1, or, for a 2 MiB page (all on one node before),
+        the pages of its block now on the destination (a whole huge page moves with its one fault)."""
+        weight = np.ones(len(faulted), dtype=np.int64)
+        if not was_huge.any():
+            return weight
+        vpn = self.page_vpn()
+        for k in np.flatnonzero(was_huge).tolist():
+            key = int(vpn[faulted[k]]) >> 9
+            lo, hi = np.searchsorted(vpn, [np.uint64(key << 9), np.uint64((key + 1) << 9)])
+            weight[k] = max(1, int(np.count_nonzero(self.page_node[lo:hi] == dst[k])))
+        return weight
+
     def _series_moves(self, committed: np.ndarray, issue_ns: np.ndarray) -> None:
         """Put the moves of this window's faults into the pages-per-node series at the times their faulting
         requests issued (at most 16 points per window), so the series does not show them all at its end."""
-        rows, src, dst = self._moves
-        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16))
+        rows, src, dst, weight = self._moves
+        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16),
+                       np.zeros(0, dtype=np.int64))  # fmt: skip
         if not len(rows) or not self.series_pages:
             return
         done = committed[rows]
@@ -518,10 +536,11 @@ class EngineBridge:
         t = np.where(done, issue_ns[rows], end)
         order = np.argsort(t, kind="stable")
         t, src, dst = t[order], self.node_index[src[order]].astype(np.int64), self.node_index[dst[order]].astype(np.int64)
+        weight = weight[order]
         n = len(self.node_ids)
         delta = np.zeros((len(t), n), dtype=np.int64)
-        delta[np.arange(len(t)), src] -= 1
-        delta[np.arange(len(t)), dst] += 1
+        delta[np.arange(len(t)), src] -= weight
+        delta[np.arange(len(t)), dst] += weight
         cum = np.cumsum(delta, axis=0)
         base = self.series_pages[-1]
         for k in np.unique(np.linspace(0, len(t) - 1, min(16, len(t))).astype(np.int64)).tolist():

@@ -361,6 +361,10 @@ def test_a_huge_page_faults_once_and_moves_whole(machine, cal) -> None:  # type:
     (vma,) = out.placement.task.mm.vmas_in(0, 1 << 62)
     assert vma.thp.all() and (vma.nodes == 0).all()
     assert (out.placement.kernel.free_pages_per_node() >= 0).all()
+    # the pages-per-node series moves whole huge pages, at the times their faults issued
+    series = out.result.kernel["pages_per_node_series"]["pages"]
+    assert all(sum(p) == 4096 and p[0] % 512 == 0 for p in series), series
+    assert series[0] == [0, 4096] and series[-1] == [4096, 0] and len(series) > 2
 
 
 def test_a_policy_installed_mid_run_is_what_the_scanner_reads(machine, cal) -> None:  # type: ignore[no-untyped-def]
