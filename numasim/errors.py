@@ -16,6 +16,7 @@ __all__ = [
     "WorkloadError",
     "OutputError",
     "SysctlError",
+    "KernelConfigError",
 ]
 
 
@@ -92,3 +93,8 @@ class SysctlError(NumasimError, ValueError):
 
     The message reads like ``sysctl -w``'s: ``sysctl: kernel.numa_balancing = 7: valid values are 0..3``.
     """
+
+
+class KernelConfigError(NumasimError, ValueError):
+    """A boot parameter of the simulated kernel the machine cannot take (page cache on a node it lacks, or more
+    than the node's memory in use); the message names the parameter and the value."""

@@ -22,6 +22,7 @@ import dataclasses
 
 import numpy as np
 
+from numasim.errors import KernelConfigError
 from numasim.kernel.allocator import (
     AllocPlan,
     AllocRequest,
@@ -217,7 +218,7 @@ class PhysicalMemory:
         ps = cfg.page_size_bytes
         unknown = sorted(set(cfg.reclaimable_page_cache_bytes or {}) - set(self.node_ids))
         if unknown:
-            raise ValueError(f"page cache of node {unknown[0]}: no such node (nodes {self.node_ids})")
+            raise KernelConfigError(f"page cache of node {unknown[0]}: no such node (nodes {self.node_ids})")
         for node in self.machine.nodes:
             zs = [z for z in self.node_zones(node.id) if z.managed_pages]
             managed = sum(z.managed_pages for z in zs)
@@ -231,7 +232,7 @@ class PhysicalMemory:
             if cfg.reclaimable_page_cache_bytes is not None and node.id in cfg.reclaimable_page_cache_bytes:
                 cache = cfg.reclaimable_page_cache_bytes[node.id] // ps
                 if cache > used:
-                    raise ValueError(
+                    raise KernelConfigError(
                         f"page cache of node {node.id} = {cfg.reclaimable_page_cache_bytes[node.id]} bytes: more "
                         f"than the node's memory in use at boot ({used * ps} bytes: managed less free); page "
                         "cache is part of the memory in use (lower the node's free_bytes to give it more)"

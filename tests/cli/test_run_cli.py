@@ -142,3 +142,13 @@ def test_compare_writes_every_output_per_policy_and_takes_traces(tmp_path: Path,
     assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--policy", "local",
                  "--compare", "bind:1"]) == 2  # fmt: skip
     assert "--policy and --compare" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "says"), [("5=1G", "page cache of node 5: no such node"),
+                                             ("0=100G", "more than the node's memory in use"),
+                                             ("x", "--page-cache 'x': expected NODE=SIZE")])
+def test_run_refuses_a_page_cache_the_machine_cannot_hold(workload: Path, value: str, says: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--page-cache", value]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
