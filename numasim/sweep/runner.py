@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from numasim.fileio import atomic_path, atomic_write_text
 from numasim.sweep.execute import ROW_FILE, execute
-from numasim.sweep.spec import SweepError, SweepSpec, load_sweep, run_id
+from numasim.sweep.spec import SweepError, SweepSpec, load_sweep, run_ids
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -149,13 +149,13 @@ def run(
     temporary = out_dir is None
     # absolute: workers (a Dask worker elsewhere, or in another directory) write their workspaces there
     out = Path(tempfile.mkdtemp(prefix="numasim-sweep-")) if out_dir is None else Path(out_dir).resolve()
+    configs = spec.expand()
     try:
+        check_runs(spec, configs)  # before the results directory is touched: a bad spec leaves nothing behind
         _prepare(spec, out, resume)
-        configs = spec.expand()
         jobs = []
         skipped = 0
-        for i, config in enumerate(configs):
-            rid = run_id(config)
+        for i, (config, rid) in enumerate(zip(configs, run_ids(configs), strict=True)):
             ws = out / "runs" / rid
             if resume and _finished(ws):
                 skipped += 1
@@ -254,6 +254,56 @@ def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, s
         settings.__exit__(None, None, None)
 
 
+def _one_type(column: pd.Series) -> pd.Series:
+    """One type per column, as Parquet needs: a column of numbers (missing = NaN) stays as it is; booleans with
+    gaps become pandas' nullable boolean; anything else becomes text, missing values staying missing (None)."""
+    import pandas as pd
+
+    if column.dtype != object:
+        return column
+    present = [v for v in column if not (v is None or (isinstance(v, float) and v != v))]
+    if present and all(isinstance(v, bool) for v in present):
+        return column.astype("boolean")
+
+    def text(v: Any) -> str | None:
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        if isinstance(v, dict | list):
+            return json.dumps(v, sort_keys=True)
+        return v if isinstance(v, str) else str(v)
+
+    return pd.Series([text(v) for v in column], index=column.index, dtype=object)
+
+
+def check_runs(spec: SweepSpec, configs: list[dict[str, Any]]) -> None:
+    """Before anything runs: every machine loads, every file a run names exists, every workload (with its
+    ``workload.PATH`` overrides) is a valid workload. Raises :class:`SweepError` naming the run and the value."""
+    from numasim.errors import NumasimError
+    from numasim.sweep.execute import _machine, _workload
+
+    base = Path(spec.base_dir).resolve()
+    checked: set[str] = set()
+    for i, config in enumerate(configs):
+        where = f"run {i + 1}"
+        try:
+            key = "machine:" + config["machine"]
+            if key not in checked:
+                _machine(config["machine"], base)
+                checked.add(key)
+            for name in ("trace", "calibration"):
+                value = config.get(name)
+                if value is not None and not (name == "calibration" and value in ("nominal", "catalog")):
+                    if not spec.path(value).is_file() and not (base / value).is_file():
+                        raise SweepError(f"{name} = {value!r}: no such file ({spec.path(value)})")
+            if "workload" in config:
+                key = json.dumps({k: v for k, v in config.items() if k.startswith("workload")}, sort_keys=True)
+                if key not in checked:
+                    _workload(config, base)
+                    checked.add(key)
+        except NumasimError as exc:
+            raise SweepError(f"{where}: {exc}") from None
+
+
 def results_table(out: str | Path, configs: list[dict[str, Any]] | None = None) -> pd.DataFrame:
     """Every run's row of a results directory as one table (sorted by the run's position in the sweep), also
     written to ``results.parquet`` and ``results.csv`` there. Runs that never finished are rows with status
@@ -267,18 +317,14 @@ def results_table(out: str | Path, configs: list[dict[str, Any]] | None = None) 
         row = json.loads(row_file.read_text(encoding="utf-8"))
         rows.append(row)
         seen.add(row["run_id"])
-    for i, config in enumerate(configs or []):
-        rid = run_id(config)
+    for i, rid in enumerate(run_ids(configs or [])):
         if rid not in seen:
             rows.append({"index": i, "run_id": rid, "status": "missing", "error": "not run yet"})
     table = pd.DataFrame(rows)
     if len(table):
         table = table.sort_values("index", kind="stable").reset_index(drop=True)
-    # one type per column for Parquet: parameters and metrics are numbers or text
     for col in table.columns:
-        if table[col].dtype == object:
-            table[col] = table[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v)
-                                        if isinstance(v, dict | list) else str(v))  # fmt: skip
+        table[col] = _one_type(table[col])
     with atomic_path(out / "results.parquet") as tmp:
         table.to_parquet(tmp, index=False)
     with atomic_path(out / "results.csv") as tmp:

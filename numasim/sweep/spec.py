@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from numasim.errors import NumasimError
 
-__all__ = ["SweepSpec", "SweepError", "RUN_KEYS", "load_sweep", "loads_sweep", "run_id", "set_path"]
+__all__ = ["SweepSpec", "SweepError", "RUN_KEYS", "load_sweep", "loads_sweep", "run_id", "run_ids", "set_path"]
 
 
 class SweepError(NumasimError):
@@ -208,6 +208,22 @@ def run_id(config: dict[str, Any]) -> str:
     """A run's identity: the first 12 hex digits of the SHA-256 of its configuration (same config, same id)."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def run_ids(configs: list[dict[str, Any]]) -> list[str]:
+    """The id of each run of a sweep, in order: :func:`run_id`, and for the second and later copies of one
+    configuration (a run listed twice) ``-2``, ``-3``, ... after it, so that no two runs share a workspace.
+
+    >>> run_ids([{"seed": 1}, {"seed": 2}, {"seed": 1}])[2].endswith("-2")
+    True
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for config in configs:
+        rid = run_id(config)
+        seen[rid] = seen.get(rid, 0) + 1
+        out.append(rid if seen[rid] == 1 else f"{rid}-{seen[rid]}")
+    return out
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:

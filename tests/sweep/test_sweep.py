@@ -166,3 +166,27 @@ def test_a_running_dask_cluster_takes_the_sweep_by_its_address(tmp_path: Path) -
     assert list(t["status"]) == ["ok", "ok"]
     with pytest.raises(SweepError, match="cannot reach a Dask scheduler there"):
         run(spec, tmp_path / "r2", scheduler="tcp://127.0.0.1:9", figures=False)
+
+
+def test_problems_a_run_would_hit_are_found_before_anything_runs(tmp_path: Path) -> None:
+    for grid, says in (('"workload.phases.5.accesses" = [10]', "run 1: workload.phases.5.accesses: '5' is not an index"),
+                       ('machine = ["no-such-box"]', "run 1: "),
+                       ('"workload.threads" = [[{count = 0, node = 0}]]', "run 1: "),
+                       ('calibration = ["missing.json"]', "calibration = 'missing.json': no such file")):  # fmt: skip
+        path = _spec(tmp_path, grid=grid)
+        with pytest.raises(SweepError, match=None) as err:
+            run(path, tmp_path / "never", processes=1)
+        assert says in str(err.value), str(err.value)
+        assert not (tmp_path / "never").exists()
+
+
+def test_a_run_listed_twice_runs_twice_and_gaps_stay_missing_in_the_table(tmp_path: Path) -> None:
+    path = _spec(tmp_path, grid='policy = ["local"]')
+    text = path.read_text() + '[[runs]]\npolicy = "interleave:all"\ntlb = true\n[[runs]]\npolicy = "interleave:all"\ntlb = true\n'
+    path.write_text(text)
+    t = run(path, tmp_path / "r", processes=1, figures=False)
+    assert list(t["policy"]) == ["local", "interleave:all", "interleave:all"] and (t["status"] == "ok").all()
+    assert t.run_id[2] == t.run_id[1] + "-2"
+    back = pd.read_parquet(tmp_path / "r" / "results.parquet")
+    assert back["tlb"].isna()[0] and bool(back["tlb"][1]) is True  # a bool column with a gap, not "nan" text
+    assert back["workload.allocations"][0].startswith("[{")  # tables and lists as JSON text
