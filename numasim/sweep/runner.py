@@ -187,7 +187,8 @@ def _run_pool(jobs: list[tuple[Any, ...]], bar: Progress, n: int, attempts: int 
         if not pending:
             return
         retry: list[tuple[Any, ...]] = []
-        with ProcessPoolExecutor(max_workers=min(n, len(pending))) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(n, len(pending)))
+        try:
             futures: dict[Future[dict[str, Any]], tuple[Any, ...]] = {pool.submit(execute, *job): job for job in pending}
             not_done: Iterable[Future[dict[str, Any]]] = set(futures)
             while not_done:
@@ -202,6 +203,9 @@ def _run_pool(jobs: list[tuple[Any, ...]], bar: Progress, n: int, attempts: int 
                             continue
                         row = _failed(job, "the worker process running it died (twice)")
                     bar.update(row)
+        finally:
+            # on Ctrl-C (or any error) the runs not started are cancelled, not run; finished ones are on disk
+            pool.shutdown(wait=True, cancel_futures=True)
         pending = retry
 
 

@@ -190,3 +190,27 @@ def test_a_run_listed_twice_runs_twice_and_gaps_stay_missing_in_the_table(tmp_pa
     back = pd.read_parquet(tmp_path / "r" / "results.parquet")
     assert back["tlb"].isna()[0] and bool(back["tlb"][1]) is True  # a bool column with a gap, not "nan" text
     assert back["workload.allocations"][0].startswith("[{")  # tables and lists as JSON text
+
+
+def test_ctrl_c_stops_the_sweep_and_resume_finishes_it(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) to the sweep's process group: the runs not started are cancelled, the finished ones stay,
+    and --resume runs only the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r"
+    cmd = [str(Path(sys.executable).parent / "numasim"), "sweep", str(SWEEPS / "triad-policies.toml"), "-o", str(out),
+           "--processes", "1", "--no-progress"]  # fmt: skip
+    p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(out.glob("runs/*/row.json"))) < 2:
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGINT)
+    assert p.wait(timeout=60) != 0
+    done = len(list(out.glob("runs/*/row.json")))
+    assert 2 <= done < 16
+    t = run(SWEEPS / "triad-policies.toml", out, processes=2, resume=True, figures=False)
+    assert t.attrs["skipped"] >= 2 and (t["status"] == "ok").all() and len(t) == 16
