@@ -147,6 +147,9 @@ def format_run_report(outcome: RunOutcome) -> str:
         f"run time     {r.run_time_ns / 1e3:.3f} us simulated"
         + (f", {total_bytes / seconds / 1e9:.2f} GB/s overall" if seconds else ""),
     ]
+    if outcome.placement.first_touch:
+        # who faulted each allocation's pages in: a researcher's first question when local and bind:0 agree
+        lines.append("first touch  " + "; ".join(f"{a}: {w}" for a, w in outcome.placement.first_touch.items()))
     if outcome.placement.failed_pages:
         lines.append(f"WARNING      {outcome.placement.failed_pages} pages could not be allocated")
     lines += ["", "per node (target memory)", format_table(node_cost_rows(outcome))]
