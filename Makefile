@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench validate clean
+.PHONY: demo test lint typecheck pytest bench validate report-check clean
 
 $(BIN)/python:
 	$(shell command -v $(PYTHON) || echo python3) -m venv $(VENV)
@@ -36,6 +36,12 @@ validate: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest benchmarks --run-benchmarks -s
+
+# The sweep report rendered by headless Chromium (tests/sweep/test_report_browser.py, which `make test` skips on
+# a machine without Chromium): installs Debian's chromium first when it is missing and we may.
+report-check: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m pytest tests/sweep/test_report_browser.py -rs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
