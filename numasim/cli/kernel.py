@@ -107,23 +107,16 @@ def build_kernel(
         raise
 
 
-SUPPORTED_VERSIONS = ((6, 1), (6, 12))
-"""The kernel versions whose rules are modelled (inclusive): every [VER] switch of the spec lies in this range."""
-
-
 def check_kernel_version(kernel_version: str) -> None:
-    """Exit with a clear ``--kernel-version`` error unless it is ``MAJOR.MINOR`` within 6.1 .. 6.12."""
-    import re
+    """Exit with a clear ``--kernel-version`` error unless numasim models that kernel
+    (:func:`numasim.kernel.version.check_modelled`: 6.1 .. 6.12)."""
+    from numasim.errors import KernelConfigError
+    from numasim.kernel.version import check_modelled
 
-    lo, hi = SUPPORTED_VERSIONS
-    supported = f"{lo[0]}.{lo[1]} .. {hi[0]}.{hi[1]}"
-    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?(?:-\S*)?", kernel_version.strip())
-    if m is None:
-        _fail(f"--kernel-version {kernel_version!r}: expected MAJOR.MINOR such as 6.12 (supported: {supported})")
-        return
-    version = (int(m.group(1)), int(m.group(2)))
-    if not lo <= version <= hi:
-        _fail(f"--kernel-version {kernel_version}: only kernels {supported} are modelled")
+    try:
+        check_modelled(kernel_version)
+    except KernelConfigError as exc:
+        _fail(f"--kernel-version: {exc}")
 
 
 def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:

@@ -9,12 +9,12 @@ Sources: ``mm/page_alloc.c`` (watermarks, lowmem_reserve, zonelists), ``mm/vmsca
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from numasim.kernel.balancing_config import NumaBalancingConfig
 from numasim.kernel.khugepaged_config import KhugepagedConfig
+from numasim.kernel.version import GOLDEN, parse_version
 
 __all__ = ["KernelConfig", "SUPPORTED_VERSIONS", "THP_MODES", "THP_DEFRAG_MODES", "parse_page_cache_arg", "reclaim_inputs"]
 
@@ -24,11 +24,10 @@ THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG_MODES = ("always", "defer", "defer+madvise", "madvise", "never")
 """``/sys/kernel/mm/transparent_hugepage/defrag`` (``mm/huge_memory.c`` ``defrag_store``)."""
 
-SUPPORTED_VERSIONS = ("6.1", "6.12")
-"""The two kernels whose behaviour is pinned by golden tests; other ``5.x``/``6.x`` strings are accepted and
-behave like the nearest rule set (each [VER] switch compares the version number)."""
-
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
+SUPPORTED_VERSIONS = GOLDEN
+"""The two kernels whose behaviour is pinned by golden tests (:data:`numasim.kernel.version.GOLDEN`); other
+``5.x``/``6.x`` strings are accepted here and behave like the nearest rule set (each [VER] switch compares the
+version number); the command line takes :data:`numasim.kernel.version.MODELLED` only."""
 
 
 @dataclass(frozen=True)
@@ -185,10 +184,12 @@ class KernelConfig:
         for nid, count in self.hugetlb_pool_writes:
             if count < 0 or (nid is not None and nid < 0):
                 raise ValueError(f"KernelConfig.hugetlb_pool_writes: ({nid}, {count}) must be non-negative")
-        if not _VERSION_RE.match(self.version):
+        try:
+            parse_version(self.version)
+        except ValueError:
             raise ValueError(
                 f"KernelConfig.version = {self.version!r}: expected 'major.minor' such as '6.12'"
-            )
+            ) from None
         if self.min_free_kbytes is not None and self.min_free_kbytes < 0:
             raise ValueError(f"KernelConfig.min_free_kbytes = {self.min_free_kbytes}: must be >= 0")
         if not 1 <= self.watermark_scale_factor <= 3000:
@@ -233,9 +234,7 @@ class KernelConfig:
     @property
     def version_tuple(self) -> tuple[int, int]:
         """``(major, minor)`` of :attr:`version`."""
-        m = _VERSION_RE.match(self.version)
-        assert m is not None
-        return int(m.group(1)), int(m.group(2))
+        return parse_version(self.version)
 
     def at_least(self, major: int, minor: int) -> bool:
         """True when the simulated kernel is ``major.minor`` or newer.

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from numasim.kernel.errno import KernelErrno
+from numasim.kernel.version import KernelVersion, parse_version
 from numasim.topology.cpulist import format_cpulist
 
 __all__ = [
@@ -136,19 +137,7 @@ MODE_NAMES: dict[int, str] = {
 }
 """``policy_modes[]`` of mm/mempolicy.c: the names ``mpol_to_str`` prints."""
 
-KernelVersion = tuple[int, int]
 Nodes = frozenset[int]
-
-
-def parse_version(version: str | KernelVersion) -> KernelVersion:
-    """``"6.12"`` or ``"6.1.0-13-amd64"`` -> ``(6, 12)``; a tuple is returned as is."""
-    if isinstance(version, tuple):
-        return version
-    parts = str(version).split("-")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError as exc:
-        raise ValueError(f"kernel version {version!r} is not like '6.12'") from exc
 
 
 def mpol_max(version: str | KernelVersion) -> int:
