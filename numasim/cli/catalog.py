@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from numasim.timing.catalog import CatalogMatch, Platform, load_catalog, match_cpu
+if TYPE_CHECKING:  # imported where used: a kernel-only command never loads the timing model (start-up time)
+    from numasim.timing.catalog import CatalogMatch, Platform
 
 __all__ = ["register", "catalog_app"]
 
@@ -52,6 +53,8 @@ def list_cmd(
     """One line per platform: name, vendor, years, SKUs, channels per socket, DDR, socket links."""
     if vendor is not None and vendor not in ("intel", "amd"):
         raise typer.BadParameter(f"{vendor!r}: expected intel or amd", param_hint="'--vendor'")
+    from numasim.timing.catalog import load_catalog
+
     platforms = [p for p in load_catalog() if vendor is None or p.vendor == vendor]
     if as_json:
         rows = [
@@ -178,6 +181,8 @@ def cxl_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print the CXL 
     for d in cat.devices:
         typer.echo(_device_line(d, cat.default_device))
     typer.echo(f"default device: {cat.default_device}: {cat.default_device_why}")
+    from numasim.timing.catalog import load_catalog
+
     hosts = [f"{p.name} ({'/'.join(p.cxl.versions)})" for p in load_catalog() if p.cxl is not None]
     typer.echo(f"hosts with CXL memory support: {', '.join(hosts)}")
     typer.echo("sources:")
@@ -192,6 +197,8 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the entry as JSON.")] = False,
 ) -> None:
     """Every field of one platform with its source; a CPU string also marks its SKU."""
+    from numasim.timing.catalog import match_cpu
+
     found = match_cpu(name)
     if as_json:
         data = found.platform.model_dump(mode="json", by_alias=True, exclude_none=True)
