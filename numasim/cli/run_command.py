@@ -224,7 +224,7 @@ def _run_comparison(m, cal, workload, trace, policies, *, mode, seed, kernel_con
     from numasim.workload.spec import load_workload
 
     dirs = [_policy_dir(p) for p in policies]
-    if len(set(dirs)) != len(dirs):
+    if (csv_dir is not None or plots_dir is not None) and len(set(dirs)) != len(dirs):
         raise WorkloadError(f"--compare: two policies share an output folder name ({', '.join(dirs)})")
     trace_options: dict[str, Any] = {}
     if trace is not None:

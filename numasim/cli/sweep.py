@@ -48,10 +48,11 @@ def sweep(
             progress=progress)  # fmt: skip
     ok = int((t["status"] == "ok").sum())
     skipped = t.attrs["skipped"]
-    typer.echo(f"{len(t)} runs in {output}: {ok} ok, {len(t) - ok} failed"
+    typer.echo(f"{len(t)} runs in {output}: {ok} ok, {len(t) - ok} failed or missing"
                + (f" ({skipped} finished before, not run again)" if skipped else ""))  # fmt: skip
+    figures = f"figures: {output / 'figures'}; " if (output / "figures").is_dir() else ""
     typer.echo(f"table: {output / 'results.parquet'}, {output / 'results.csv'}; "
-               f"figures: {output / 'figures'}; report: numasim sweep report {output}")  # fmt: skip
+               f"{figures}report: numasim sweep report {output}")  # fmt: skip
     failed = t[t["status"] != "ok"]
     for r in failed.head(10).itertuples():
         typer.echo(f"  failed {r.run_id}: {r.error}", err=True)

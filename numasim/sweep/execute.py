@@ -38,15 +38,27 @@ def _workload(config: dict[str, Any], base_dir: Path) -> Any:
         raise SweepError(f"workload = {config['workload']!r}: no such file ({path})") from None
     except tomllib.TOMLDecodeError as exc:
         raise SweepError(f"{path}: not valid TOML: {exc}") from None
-    for key, value in config.items():
-        if key.startswith("workload."):
-            set_path(data, key.removeprefix("workload."), value)
+    # broader paths first, so that a narrower override (workload.phases.0.passes) wins over a broader one
+    # (workload.phases) wherever each was given
+    for key in sorted((k for k in config if k.startswith("workload.")), key=lambda k: k.count(".")):
+        set_path(data, key.removeprefix("workload."), config[key])
     return _from_data(data, str(path))
 
 
 def _resolve(name: str, base_dir: Path) -> Path:
     p = Path(name)
     return p if p.is_absolute() else base_dir / p
+
+
+def _file_spec(spec: str | None, base_dir: Path) -> str | None:
+    """A policy or daemon given as ``FILE.py[:KEY=VALUE,...]``, its file relative to the sweep file; names as
+    they are."""
+    if spec is None:
+        return None
+    name, sep, params = spec.partition(":")
+    if not name.endswith(".py"):
+        return spec
+    return str(_resolve(name, base_dir)) + sep + params
 
 
 def _machine(name: str, base_dir: Path) -> tuple[Any, Any]:
@@ -72,9 +84,9 @@ def run_config(config: dict[str, Any], base_dir: Path) -> Any:
                               machine_path=machine_path)  # fmt: skip
     sysctls = [(str(k), str(v)) for k, v in (config.get("sysctl") or {}).items()]
     common: dict[str, Any] = dict(
-        policy=config.get("policy"), mode=config.get("mode", "epoch"), seed=int(config.get("seed", 0)),
+        policy=_file_spec(config.get("policy"), base_dir), mode=config.get("mode", "epoch"), seed=int(config.get("seed", 0)),
         kernel_config=KernelConfig(thp_mode=config.get("thp", "madvise")), sysctls=sysctls,
-        daemons=tuple(config.get("daemon") or ()), tlb=TlbSpec() if config.get("tlb") else None,
+        daemons=tuple(str(_file_spec(d, base_dir)) for d in config.get("daemon") or ()), tlb=TlbSpec() if config.get("tlb") else None,
     )  # fmt: skip
     if "workload" in config:
         return run_workload(machine, _workload(config, base_dir), cal, **common)
@@ -123,7 +135,7 @@ def metrics_of(outcome: Any) -> dict[str, Any]:
     return row
 
 
-def _params(config: dict[str, Any]) -> dict[str, Any]:
+def params_of(config: dict[str, Any]) -> dict[str, Any]:
     # the table's parameter columns: scalars as they are, tables and lists as compact JSON
     out = {}
     for k, v in config.items():
@@ -141,7 +153,7 @@ def execute(index: int, rid: str, config: dict[str, Any], base_dir: str, workspa
     ws.mkdir(parents=True, exist_ok=True)
     atomic_write_text(ws / "config.json", json.dumps({"index": index, "run_id": rid, "config": config}, indent=1))
     started = time.perf_counter()
-    row: dict[str, Any] = {"index": index, "run_id": rid, **_params(config)}
+    row: dict[str, Any] = {"index": index, "run_id": rid, **params_of(config)}
     try:
         outcome = run_config(config, Path(base_dir))
         write_result_json(outcome, ws / "result.json")

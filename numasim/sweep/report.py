@@ -61,6 +61,8 @@ def figure_for(table: pd.DataFrame, metric: str, x: str) -> Any:
     series = _series_key(ok, x)
     order, numeric = _x_values(ok, x)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    if series is not None:
+        ok = ok.assign(**{series: ok[series].astype(object).where(ok[series].notna(), "(none)")})
     groups = [(None, ok)] if series is None else list(ok.groupby(series, sort=False))
     for name, g in groups:
         stats = g.groupby(x)[metric].agg(["mean", "min", "max"])
@@ -122,16 +124,19 @@ def write_report(directory: str | Path, *, x: str | None = None, metrics: tuple[
         raise SweepError(f"{directory}: not a sweep's results directory (no {SPEC_FILE}; run `numasim sweep` first)")
     spec = SweepSpec.model_validate(json.loads(spec_file.read_text(encoding="utf-8")))
     table = results_table(directory, spec.expand())
+    asked = x is not None
     x = x or spec.x_parameter()
-    if x not in table.columns:
+    if asked and x not in table.columns:
         raise SweepError(f"--x {x}: not a column of the results (columns: {', '.join(map(str, table.columns))})")
+    if x not in table.columns:  # the default axis is a metric: absent when no run succeeded
+        metrics = ()
     save_figures(table, directory / "figures", x=x, metrics=metrics)
     ok = table[table["status"] == "ok"]
     failed = table[table["status"] != "ok"]
     figures = "".join(
         f'<figure><img alt="{html.escape(m)} vs {html.escape(x)}" src="data:image/png;base64,{_png(figure_for(table, m, x))}">'
         f"<figcaption>{html.escape(_LABELS.get(m, m))} against {html.escape(x)}</figcaption></figure>"
-        for m in metrics if m in table.columns and len(ok)
+        for m in metrics if m in table.columns and len(ok) and x in table.columns
     )  # fmt: skip
     shown = [c for c in table.columns if c not in ("error",)]
     rows = table[shown].to_html(index=False, na_rep="", float_format=lambda v: f"{v:.4g}", border=0, classes="runs")

@@ -16,6 +16,7 @@ as it finishes, so an interrupted sweep (Ctrl-C, a killed worker, a lost cluster
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from numasim.fileio import atomic_path, atomic_write_text
-from numasim.sweep.execute import ROW_FILE, execute
+from numasim.sweep.execute import ROW_FILE, execute, params_of
 from numasim.sweep.spec import SweepError, SweepSpec, load_sweep, run_ids
 
 if TYPE_CHECKING:
@@ -179,42 +180,46 @@ def run(
             shutil.rmtree(out, ignore_errors=True)
 
 
-def _run_pool(jobs: list[tuple[Any, ...]], bar: Progress, n: int, attempts: int = 2) -> None:
+def _run_pool(jobs: list[tuple[Any, ...]], bar: Progress, n: int) -> None:
     """The default: a local process pool. A worker process that dies breaks the pool and every run it still held;
-    those runs go to a new pool, ``attempts`` times in all, and then count as failed."""
-    pending = list(jobs)
-    for attempt in range(attempts):
-        if not pending:
-            return
-        retry: list[tuple[Any, ...]] = []
-        pool = ProcessPoolExecutor(max_workers=min(n, len(pending)))
-        try:
-            futures: dict[Future[dict[str, Any]], tuple[Any, ...]] = {pool.submit(execute, *job): job for job in pending}
-            not_done: Iterable[Future[dict[str, Any]]] = set(futures)
-            while not_done:
-                done, not_done = wait(not_done, return_when=FIRST_COMPLETED)
-                for f in done:
-                    job = futures[f]
-                    try:
-                        row = f.result()
-                    except BrokenProcessPool:
-                        if attempt + 1 < attempts:
-                            retry.append(job)
-                            continue
-                        row = _failed(job, "the worker process running it died (twice)")
-                    bar.update(row)
-        finally:
-            # on Ctrl-C (or any error) the runs not started are cancelled, not run; finished ones are on disk
-            pool.shutdown(wait=True, cancel_futures=True)
-        pending = retry
+    those runs are then tried again one at a time, each in a process of its own, so that only a run that itself
+    kills its process counts as failed."""
+    broken = _pool_round(jobs, bar, n, last=False)
+    for job in broken:
+        _pool_round([job], bar, 1, last=True)
+
+
+def _pool_round(jobs: list[tuple[Any, ...]], bar: Progress, n: int, *, last: bool) -> list[tuple[Any, ...]]:
+    """Run ``jobs`` on one pool of ``n`` processes; returns the jobs a broken pool lost (recorded as failed when
+    ``last``)."""
+    lost: list[tuple[Any, ...]] = []
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
+    try:
+        futures: dict[Future[dict[str, Any]], tuple[Any, ...]] = {pool.submit(execute, *job): job for job in jobs}
+        not_done: Iterable[Future[dict[str, Any]]] = set(futures)
+        while not_done:
+            done, not_done = wait(not_done, return_when=FIRST_COMPLETED)
+            for f in done:
+                job = futures[f]
+                try:
+                    row = f.result()
+                except BrokenProcessPool:
+                    if not last:
+                        lost.append(job)
+                        continue
+                    row = _failed(job, "the worker process running it died")
+                bar.update(row)
+    finally:
+        # on Ctrl-C (or any error) the runs not started are cancelled, not run; finished ones are on disk
+        pool.shutdown(wait=True, cancel_futures=True)
+    return sorted(lost, key=lambda job: job[0])
 
 
 def _failed(job: tuple[Any, ...], why: str) -> dict[str, Any]:
     index, rid, config, _, workspace = job
     ws = Path(workspace)
     ws.mkdir(parents=True, exist_ok=True)
-    row = {"index": index, "run_id": rid, **{k: v if not isinstance(v, dict | list) else json.dumps(v) for k, v in config.items()},
-           "status": "failed", "error": why}  # fmt: skip
+    row = {"index": index, "run_id": rid, **params_of(config), "status": "failed", "error": why}
     atomic_write_text(ws / "error.json", json.dumps({"error": why}, indent=1))
     atomic_write_text(ws / ROW_FILE, json.dumps(row, indent=1, default=str))
     return row
@@ -222,7 +227,7 @@ def _failed(job: tuple[Any, ...], why: str) -> dict[str, Any]:
 
 def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, scheduler: str | None) -> None:
     try:
-        from distributed import Client, LocalCluster, Worker, as_completed
+        from distributed import Client, LocalCluster, as_completed
     except ImportError:  # pragma: no cover - a dependency of numasim
         raise SweepError("--workers/--scheduler need Dask distributed (pip install 'dask[distributed]')") from None
     import dask
@@ -237,14 +242,13 @@ def _run_dask(jobs: list[tuple[Any, ...]], bar: Progress, workers: int | None, s
             except OSError as exc:
                 raise SweepError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
-            # Worker processes without a nanny: under a nanny the same simulation ran 30 % slower here (0.75 vs
-            # 0.57 s, not the profiler nor malloc trimming); a worker that dies is not restarted, its runs go to the
-            # others (and are recorded as failed if none is left)
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   worker_class=Worker)  # fmt: skip
+            # one single-threaded worker process per worker (each under a nanny, which restarts it if it dies)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
             client = Client(cluster)
         with client:
-            futures = [client.submit(execute, *job, key=f"numasim-run-{job[1]}", pure=False) for job in jobs]
+            # keys name the results directory too: two sweeps of the same runs on one cluster stay apart
+            tag = hashlib.sha256(str(Path(jobs[0][4]).parent).encode()).hexdigest()[:8]
+            futures = [client.submit(execute, *job, key=f"numasim-run-{tag}-{job[1]}", pure=False) for job in jobs]
             by_key = {f.key: job for f, job in zip(futures, jobs, strict=True)}
             for f in as_completed(futures):
                 try:
@@ -323,7 +327,8 @@ def results_table(out: str | Path, configs: list[dict[str, Any]] | None = None) 
         seen.add(row["run_id"])
     for i, rid in enumerate(run_ids(configs or [])):
         if rid not in seen:
-            rows.append({"index": i, "run_id": rid, "status": "missing", "error": "not run yet"})
+            rows.append({"index": i, "run_id": rid, **params_of((configs or [])[i]), "status": "missing",
+                         "error": "not run yet"})  # fmt: skip
     table = pd.DataFrame(rows)
     if len(table):
         table = table.sort_values("index", kind="stable").reset_index(drop=True)

@@ -280,4 +280,4 @@ def load_sweep(path: str | Path) -> SweepSpec:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SweepError(f"{p}: no such file") from None
-    return loads_sweep(text, str(p), p.parent)
+    return loads_sweep(text, str(p), p.parent.resolve())

@@ -214,3 +214,34 @@ def test_ctrl_c_stops_the_sweep_and_resume_finishes_it(tmp_path: Path) -> None:
     assert 2 <= done < 16
     t = run(SWEEPS / "triad-policies.toml", out, processes=2, resume=True, figures=False)
     assert t.attrs["skipped"] >= 2 and (t["status"] == "ok").all() and len(t) == 16
+
+
+def test_review_findings_stay_fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report when no run succeeded; --resume whatever the spec path's spelling; a plug-in policy file beside
+    the sweep file; a narrower workload override winning over a broader one; unlabelled runs drawn as a line."""
+    from numasim.sweep import results_table, write_report
+    from numasim.sweep.report import figure_for
+
+    failing = _spec(tmp_path, grid='policy = ["bind:7"]')
+    run(failing, tmp_path / "f", processes=1)
+    page = write_report(tmp_path / "f").read_text()
+    assert "No successful run to draw" in page and "1 runs: 0 ok, 1 failed or missing." in page
+    path = _spec(tmp_path)
+    run(path, tmp_path / "r", processes=1, figures=False)
+    monkeypatch.chdir(tmp_path)
+    again = run("sweep.toml", tmp_path / "r", processes=1, resume=True, figures=False)  # another spelling
+    assert again.attrs["skipped"] == 2
+    (tmp_path / "mypol.py").write_text((ROOT / "policies" / "fill_local_then_spread.py").read_text())
+    monkeypatch.chdir(ROOT)
+    t = run(_spec(tmp_path, grid='policy = ["mypol.py:threshold=0.5"]'), tmp_path / "p", processes=1, figures=False)
+    assert list(t["status"]) == ["ok"], t.error[0]
+    over = _spec(tmp_path, grid='"workload.phases" = [[{name = "triad", pattern = "stream_triad", passes = 1, split = true}]]')
+    over.write_text(over.read_text().replace("[grid]", '"workload.phases.0.passes" = 3\n[grid]'))
+    (tmp_path / "o1").mkdir()
+    once = run(_spec(tmp_path / "o1", grid="seed = [0]"), tmp_path / "o1r", processes=1, figures=False)
+    thrice = run(over, tmp_path / "o", processes=1, figures=False)
+    assert thrice.accesses[0] == 3 * once.accesses[0]
+    table = results_table(tmp_path / "r")
+    table = pd.concat([table, table.assign(label="tuned", run_time_ms=table.run_time_ms * 2)], ignore_index=True)
+    fig = figure_for(table, "run_time_ms", "policy")
+    assert len(fig.axes[0].get_lines()) == 2
