@@ -215,10 +215,13 @@ def _run_comparison(m, cal, workload, trace, policies, *, mode, seed, kernel_con
     """``--compare``: one run per policy, the comparison table, and every output asked for, per policy: ``-o``
     one JSON with the table and each run's result, ``--csv DIR`` ``comparison.csv`` and a folder of tables per
     policy, ``--plots DIR`` a folder of figures per policy."""
-    import json
-
-    from numasim.fileio import atomic_write_text
-    from numasim.report.run_report import format_comparison, save_run_plots, write_csv_tables
+    from numasim.report.run_report import (
+        format_comparison,
+        save_run_plots,
+        write_comparison_json,
+        write_csv_tables,
+        write_rows_csv,
+    )
     from numasim.topology.cpulist import parse_cpulist
     from numasim.workload.run import RunOutcome, compare_policies
     from numasim.workload.spec import load_workload
@@ -246,19 +249,11 @@ def _run_comparison(m, cal, workload, trace, policies, *, mode, seed, kernel_con
     typer.echo(f"{name} on {m.name}, calibration {cal.id} ({cal.provenance.method}), mode {mode}, seed {seed}")
     typer.echo(format_comparison(rows))
     if output is not None:
-        doc = {"numasim_compare": 1, "comparison": rows, "runs": [o.to_dict() for o in outcomes]}
-        atomic_write_text(output, json.dumps(doc, indent=1, default=float) + "\n")
+        write_comparison_json(rows, outcomes, output)
         typer.echo(f"\nwrote {output} (the comparison and {len(outcomes)} results)")
     if csv_dir is not None:
-        import csv
-        import io
-
         csv_dir.mkdir(parents=True, exist_ok=True)
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_text(csv_dir / "comparison.csv", buf.getvalue())
+        write_rows_csv(rows, csv_dir / "comparison.csv")
         for d, o in zip(dirs, outcomes, strict=True):
             write_csv_tables(o, csv_dir / d)
         typer.echo(f"wrote {csv_dir / 'comparison.csv'} and each policy's tables in {csv_dir}/<policy>/")

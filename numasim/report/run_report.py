@@ -228,6 +228,21 @@ def write_result_json(outcome: RunOutcome, path: str | Path) -> None:
     _atomic_write(Path(path), json.dumps(outcome.to_dict(), indent=1, allow_nan=False, default=_json_default).encode())
 
 
+def write_comparison_json(rows: Sequence[dict[str, Any]], outcomes: Sequence[RunOutcome], path: str | Path) -> None:
+    """``run --compare -o``: the comparison table and every run's result, as JSON, written atomically."""
+    doc = {"numasim_compare": 1, "comparison": list(rows), "runs": [o.to_dict() for o in outcomes]}
+    _atomic_write(Path(path), json.dumps(doc, indent=1, allow_nan=False, default=_json_default).encode())
+
+
+def write_rows_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
+    """Rows (dicts with the same keys) as one CSV file, written atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    _atomic_write(Path(path), buf.getvalue().encode())
+
+
 def _json_default(x: Any) -> Any:
     if isinstance(x, np.generic):
         return x.item()
@@ -245,12 +260,8 @@ def write_csv_tables(outcome: RunOutcome, directory: str | Path) -> list[Path]:
     for name, rows in tables.items():
         if not rows:
             continue
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
         path = d / f"{name}.csv"
-        _atomic_write(path, buf.getvalue().encode())
+        write_rows_csv(rows, path)
         written.append(path)
     return written
 
