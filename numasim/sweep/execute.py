@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from numasim.fileio import atomic_write_text
+from numasim.sweep.spec import resolve_path
 
 __all__ = ["execute", "metrics_of", "ROW_FILE", "ERROR_FILE"]
 
@@ -31,7 +32,7 @@ def _workload(config: dict[str, Any], base_dir: Path) -> Any:
     from numasim.sweep.spec import SweepError, set_path
     from numasim.workload.spec import _from_data
 
-    path = _resolve(config["workload"], base_dir)
+    path = resolve_path(config["workload"], base_dir)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -45,11 +46,6 @@ def _workload(config: dict[str, Any], base_dir: Path) -> Any:
     return _from_data(data, str(path))
 
 
-def _resolve(name: str, base_dir: Path) -> Path:
-    p = Path(name)
-    return p if p.is_absolute() else base_dir / p
-
-
 def _file_spec(spec: str | None, base_dir: Path) -> str | None:
     """A policy or daemon given as ``FILE.py[:KEY=VALUE,...]``, its file relative to the sweep file; names as
     they are."""
@@ -58,13 +54,13 @@ def _file_spec(spec: str | None, base_dir: Path) -> str | None:
     name, sep, params = spec.partition(":")
     if not name.endswith(".py"):
         return spec
-    return str(_resolve(name, base_dir)) + sep + params
+    return str(resolve_path(name, base_dir)) + sep + params
 
 
 def _machine(name: str, base_dir: Path) -> tuple[Any, Any]:
     from numasim.topology.io import load_machine, machine_source
 
-    local = _resolve(name, base_dir)
+    local = resolve_path(name, base_dir)
     spec = str(local) if local.exists() else name  # a file beside the sweep, else a shipped machine name
     return load_machine(spec), machine_source(spec)
 
@@ -79,7 +75,7 @@ def run_config(config: dict[str, Any], base_dir: Path) -> Any:
 
     machine, machine_path = _machine(config["machine"], base_dir)
     cal_name = config.get("calibration")
-    explicit = None if cal_name in (None, "nominal", "catalog") else _resolve(cal_name, base_dir)
+    explicit = None if cal_name in (None, "nominal", "catalog") else resolve_path(cal_name, base_dir)
     cal = resolve_calibration(machine, explicit, nominal=cal_name == "nominal", catalog=cal_name == "catalog",
                               machine_path=machine_path)  # fmt: skip
     sysctls = [(str(k), str(v)) for k, v in (config.get("sysctl") or {}).items()]
@@ -91,7 +87,7 @@ def run_config(config: dict[str, Any], base_dir: Path) -> Any:
     if "workload" in config:
         return run_workload(machine, _workload(config, base_dir), cal, **common)
     cpus = parse_cpulist(config["cpus"]) if config.get("cpus") else None
-    return run_trace(machine, _resolve(config["trace"], base_dir), cal, cpus=cpus, **common)
+    return run_trace(machine, resolve_path(config["trace"], base_dir), cal, cpus=cpus, **common)
 
 
 def metrics_of(outcome: Any) -> dict[str, Any]:

@@ -301,7 +301,7 @@ def check_runs(spec: SweepSpec, configs: list[dict[str, Any]]) -> None:
             for name in ("trace", "calibration"):
                 value = config.get(name)
                 if value is not None and not (name == "calibration" and value in ("nominal", "catalog")):
-                    if not spec.path(value).is_file() and not (base / value).is_file():
+                    if not spec.path(value).is_file():
                         raise SweepError(f"{name} = {value!r}: no such file ({spec.path(value)})")
             if "workload" in config:
                 key = json.dumps({k: v for k, v in config.items() if k.startswith("workload")}, sort_keys=True)

@@ -188,8 +188,7 @@ class SweepSpec(BaseModel):
 
     def path(self, name: str) -> Path:
         """A file the sweep names, relative to the sweep file."""
-        p = Path(name)
-        return p if p.is_absolute() else Path(self.base_dir) / p
+        return resolve_path(name, Path(self.base_dir))
 
     def x_parameter(self) -> str:
         if self.x is not None:
@@ -202,6 +201,12 @@ class SweepSpec(BaseModel):
 
 def _describe(point: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in point.items() if not isinstance(v, list | dict))[:200]
+
+
+def resolve_path(name: str, base_dir: Path) -> Path:
+    """A file a sweep names: as given when absolute, else relative to the sweep file's directory ``base_dir``."""
+    p = Path(name)
+    return p if p.is_absolute() else base_dir / p
 
 
 def run_id(config: dict[str, Any]) -> str:
