@@ -34,7 +34,8 @@ watermark is resolved finely. Between requests no time passes; :meth:`Kswapd.idl
 Simplified (docs/kernel-spec-coverage.md K1-K5): only the clean page cache given to the kernel is reclaimed
 (no anonymous memory, no swap, no writeback, no slab); reclaim is split over a node's zones in proportion to
 their cache (the node-wide LRU); no watermark boost (numasim models ``watermark_boost_factor = 0``); kswapd's
-failure count is reset by its own progress only; requests with one target per page (interleave) run without it.
+failure count is reset by its own progress only. Requests with one target per page (interleave) run the same
+way (:meth:`Kswapd.allocate_per_page`).
 
 Examples
 --------
@@ -59,7 +60,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from numasim.kernel.allocator import AllocPlan, AllocRequest, Segment, ZoneState, walk_scalar
+import numpy as np
+
+from numasim.kernel.allocator import AllocPlan, AllocRequest, Segment, ZoneState, run_per_page, walk_scalar
 from numasim.kernel.reclaim import shrink_node_cache
 from numasim.kernel.zones import Zone
 
@@ -321,6 +324,116 @@ class Kswapd:
             elif got < n:
                 break  # nothing more fits: the caller reports the failure
         return segments, state
+
+    def allocate_per_page(
+        self,
+        plans: dict[int, AllocPlan],
+        positions: dict[int, np.ndarray],
+        count: int,
+        highest_zoneidx: int,
+        req: AllocRequest,
+        may_wake: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray, list[Segment], ZoneState, int]:
+        """:func:`~numasim.kernel.allocator.run_per_page` (one target node per page: interleave) in batches of
+        consecutive pages, kswapd running between them as in :meth:`allocate`.
+
+        A batch is cut at the first page whose path wakes a sleeping kswapd (found by bisection over the
+        batch's length: the page that reaches the slow path, or that the fast path places past a node below its
+        low watermark); that page wakes them, judged on the zones as they are when it is allocated. Committed
+        batches are written to the zones as they go (the caller writes the final state back again). Returns
+        the node and zone type of each allocated page, the segments, the final state (``reclaimed``: direct
+        reclaim over all batches) and the number of pages allocated.
+        """
+        zones = self.pm.zones
+        fault_s = 1.0 / self.pm.config.fault_pages_per_s
+        out_nodes = np.empty(count, dtype=np.int16)
+        out_zones = np.empty(count, dtype=np.int8)
+        segments: list[Segment] = []
+        reclaimed = 0
+        order = {t: _node_orders(self.pm, plan) for t, plan in plans.items()}
+        s = 0
+        while s < count:
+            n = min(self._batch_pages(), count - s)
+
+            def trial(length: int, s: int = s) -> tuple[np.ndarray, np.ndarray, list[Segment], ZoneState, int]:
+                sub = {t: p[lo:hi] - s for t, p in positions.items()
+                       if (lo := int(np.searchsorted(p, s))) < (hi := int(np.searchsorted(p, s + length)))}  # fmt: skip
+                return run_per_page(plans, sub, length, zones)
+
+            def wakes(
+                result: tuple[np.ndarray, np.ndarray, list[Segment], ZoneState, int], length: int, s: int = s
+            ) -> list[int]:
+                _, _, segs, then, got = result
+                nodes: list[int] = []
+                for t, c, k in segs:
+                    fast, slow = order[t]
+                    if not k:
+                        continue
+                    if c.slow:
+                        passed = slow
+                    elif self.pm.config.kswapd_wake_on_fallback:
+                        passed = fast[: fast.index(zones[c.zone].node)]
+                    else:
+                        passed = []
+                    nodes += [w for w in passed if w not in nodes]
+                if got < length:  # the page that fails goes through the slow path first
+                    nodes += [w for w in order[_target_at(positions, s + got)][1] if w not in nodes]
+                return [w for w in nodes if self.wakeable(then, w, highest_zoneidx, req)]
+
+            full = trial(n)
+            wake = wakes(full, n) if may_wake else []
+            commit = full
+            then = full[3]
+            if wake:
+                # the shortest prefix whose pages wake someone: its last page is the waking one
+                lo, hi = 1, n
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    r = trial(mid)
+                    w = wakes(r, mid)
+                    if w:
+                        hi, then, wake = mid, r[3], w
+                    else:
+                        lo = mid + 1
+                if hi == n:
+                    then = full[3]
+                commit = trial(hi - 1)
+            nodes_b, zones_b, segs_b, state, got = commit
+            out_nodes[s : s + got] = nodes_b
+            out_zones[s : s + got] = zones_b
+            segments += [(t, c, k) for t, c, k in segs_b if k]
+            reclaimed += state.reclaimed
+            s += got
+            self.run(state, got * fault_s)
+            state.write_back(zones)
+            if wake:
+                for nid in wake:
+                    self.wakeup_kswapd(then, nid, highest_zoneidx, req)
+            elif got < n:
+                break
+        final = ZoneState(zones)
+        final.reclaimed = reclaimed
+        return out_nodes[:s], out_zones[:s], segments, final, s
+
+
+def _node_orders(pm: PhysicalMemory, plan: AllocPlan) -> tuple[list[int], list[int]]:
+    """A plan's fast-path and slow-path node orders (each node once, in zonelist order)."""
+    fast: list[int] = []
+    slow: list[int] = []
+    for c in plan.candidates:
+        nid = pm.zones[c.zone].node
+        into = slow if c.slow else fast
+        if nid not in into:
+            into.append(nid)
+    return fast, slow
+
+
+def _target_at(positions: dict[int, np.ndarray], page: int) -> int:
+    for t, p in positions.items():
+        i = int(np.searchsorted(p, page))
+        if i < len(p) and int(p[i]) == page:
+            return t
+    raise ValueError(f"no target for page {page}")
 
 
 def _merge(into: list[Segment], segs: list[Segment]) -> None:

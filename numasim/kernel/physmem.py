@@ -579,7 +579,12 @@ class PhysicalMemory:
             self._node_pos(int(targets))
         if isinstance(targets, np.ndarray) and req.count:
             plans = {t: self._plan(t, req, gfp) for t in positions}
-            nodes, zones, segments, state, allocated = run_per_page(plans, positions, req.count, self.zones)
+            if self.config.kswapd_enabled:
+                nodes, zones, segments, state, allocated = self.kswapd.allocate_per_page(
+                    plans, positions, req.count, int(gfp_zone(gfp)), req, may_wake=bool(gfp & Gfp.KSWAPD_RECLAIM)
+                )
+            else:
+                nodes, zones, segments, state, allocated = run_per_page(plans, positions, req.count, self.zones)
             plan_oom = plans[int(targets[allocated])].oom if allocated < req.count else False
         elif self.config.kswapd_enabled and req.count:
             target = int(targets) if not isinstance(targets, np.ndarray) else 0

@@ -218,3 +218,58 @@ def test_the_command_line_gives_page_cache_and_kswapd(capsys) -> None:  # type: 
                       ("zero=1G", "expected NODE=SIZE")):  # fmt: skip
         assert main(["numactl", "--machine", "seed-001-e5-2680v2", "--page-cache", bad, "--", "stress"]) == 2
         assert says in capsys.readouterr().err
+
+
+# --- requests with one target per page (interleave) ---------------------------------------------------------
+def _interleave(mb: int) -> AllocRequest:
+    n = mb * PAGES_PER_MB
+    return AllocRequest(count=n, preferred_nid=np.arange(n, dtype=np.int64) % 2, cpu_node=0, interleave=True)
+
+
+def test_interleaved_faults_let_kswapd_reclaim_instead_of_direct_reclaim() -> None:
+    """Coverage K5: an interleaved request runs in batches with kswapd between them, as a one-target one does."""
+    cache = {0: 1000 * MB, 1: 1000 * MB}
+    machine = _two().machine
+    plain = PhysicalMemory(machine, KernelConfig(reclaimable_page_cache_bytes=cache))
+    on = PhysicalMemory(machine, KernelConfig(reclaimable_page_cache_bytes=cache, kswapd_enabled=True,
+                                                    kswapd_reclaim_bytes_per_s=_rate_for(0.5)))
+    a, b = plain.alloc(_interleave(5000)), on.alloc(_interleave(5000))
+    assert a.reclaimed > 0 and plain.vmstat["pgsteal_kswapd"] == 0  # without kswapd: the faults reclaim
+    assert b.reclaimed == 0 and on.vmstat["pgsteal_kswapd"] > 0 and on.vmstat["pageoutrun"] >= 2  # both nodes woke
+    # with kswapd freeing cache ahead of the faults, each node keeps its interleave share
+    assert b.allocated == a.allocated == 5000 * PAGES_PER_MB
+    assert abs(b.per_node_pages[0] - b.per_node_pages[1]) < abs(a.per_node_pages[0] - a.per_node_pages[1])
+    assert abs(b.per_node_pages[0] - 2500 * PAGES_PER_MB) <= on.kswapd._batch_pages()
+    for pm, r in ((plain, a), (on, b)):  # pages conserved on each node
+        for nid in (0, 1):
+            f, c, _ = _node_pages(pm, nid)
+            assert f + c + r.per_node_pages[nid] == 3048 * PAGES_PER_MB
+
+
+def test_interleaved_request_without_page_cache_is_bit_identical() -> None:
+    off = _two(kswapd_enabled=False)
+    on = _two()
+    a, b = off.alloc(_interleave(3000)), on.alloc(_interleave(3000))
+    assert np.array_equal(a.nodes, b.nodes) and np.array_equal(a.zones, b.zones)
+    assert [(z.free_pages, z.reclaimable_pages) for z in off.zones] == [(z.free_pages, z.reclaimable_pages) for z in on.zones]
+    for nid in (0, 1):
+        assert off.counters.item(nid) == on.counters.item(nid)
+
+
+@settings(max_examples=25, deadline=None)
+@given(free_mb=st.integers(300, 3000), cache_mb=st.integers(0, 3000), mb=st.integers(1, 9000), ratio=st.floats(0.0, 3.0),
+       fallback=st.booleans())
+def test_interleaved_invariants(free_mb, cache_mb, mb, ratio, fallback) -> None:  # type: ignore[no-untyped-def]
+    cache_mb = min(cache_mb, 8192 - free_mb - 100)
+    pm = _two(free_mb=free_mb, cache_mb=cache_mb, ratio=ratio, kswapd_wake_on_fallback=fallback)
+    before = [_node_pages(pm, n) for n in (0, 1)]
+    r = pm.alloc(_interleave(mb))
+    assert len(r.nodes) == r.allocated and sum(r.per_node_pages.values()) == r.allocated
+    for n in (0, 1):
+        (f0, c0, m0), (f1, c1, m1) = before[n], _node_pages(pm, n)
+        assert m0 == m1 and f1 >= 0 and 0 <= c1 <= c0
+        assert f0 + c0 == f1 + c1 + r.per_node_pages.get(n, 0)
+        assert int(np.count_nonzero(r.nodes == n)) == r.per_node_pages.get(n, 0)
+    assert pm.vmstat["pgsteal_kswapd"] <= cache_mb * PAGES_PER_MB
+    for nid in pm.kswapd.awake:
+        assert not _balanced(pm, nid)
