@@ -82,6 +82,7 @@ class Numad(Daemon):
             return
         page_node = self.ctl.page_node
         mine = np.concatenate([page_node[s.flat_lo : s.flat_hi] for s in spans])
+        mine = mine[mine >= 0]  # pages not faulted in yet are in no node's RSS
         rss = len(mine)
         if rss < self.min_rss_pages:
             return
@@ -114,7 +115,7 @@ class Numad(Daemon):
         for span in spans:
             vma, lo, hi, index = span.vma, span.flat_lo, span.flat_hi, span.index
             where = page_node[lo:hi]
-            away = np.flatnonzero(where != best)
+            away = np.flatnonzero((where != best) & (where >= 0))
             if not len(away):
                 continue
             src = where[away].copy()

@@ -174,7 +174,7 @@ class EpochEngine:
         assert self.bridge is not None
         # the delays the kernel owes threads come first: they use up part of the gap
         gap = env.peek() - self.now_ns() - float(self.bridge.pending_stall_ns.max(initial=0.0))
-        if self.bridge.page_protected.any():  # hinting faults to come: handle them within FAULT_WINDOW_NS
+        if self.bridge.absent_pages or self.bridge.page_protected.any():  # faults to come: within FAULT_WINDOW_NS
             gap = min(gap, FAULT_WINDOW_NS)
         if not np.isfinite(gap):
             return per_agent

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables", "CompositeRuntime", "Daemon",
+    "bulk_class_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -117,6 +117,10 @@ class EngineControl(Protocol):
     page_huge: np.ndarray
     """bool per flat page index: the page belongs to a 2 MiB page (the TLB counts one entry for its range);
     written by the kernel when it collapses or splits huge pages."""
+    page_absent: np.ndarray
+    """bool per flat page index: not faulted in yet (its ``page_node`` is -1). Set by a kernel that faults pages
+    on the clock (:meth:`KernelRuntime.on_first_touch`); the engine hands each such page's first request to it
+    before the request is timed. A kernel that fills a page some other way writes its node, which ends it."""
 
     def page_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per run of consecutive virtual pages, in address order: first virtual page number (uint64), number
@@ -191,6 +195,18 @@ class KernelRuntime(Protocol):
         ...
 
 
+class FirstTouchRuntime(KernelRuntime, Protocol):
+    """A run-time kernel that also takes first-touch faults: pages it marked :attr:`EngineControl.page_absent`
+    fault in at their first request, on the clock."""
+
+    def on_first_touch(self, faults: FaultBatch) -> np.ndarray | None:
+        """Fault in a window's absent pages at their first requests (in time order; ``faults.node`` is -1)
+        before the window is timed: write each page's node (and of every page a fault fills with it, a huge
+        page's) into :attr:`EngineControl.page_node`; return the time on the faulting thread per fault in ns,
+        or None for none."""
+        ...
+
+
 class EngineBridge:
     """The engine's side of :class:`EngineControl`: one object both fidelities hand to a run-time kernel.
 
@@ -233,6 +249,7 @@ class EngineBridge:
         self.page_protected: np.ndarray = np.zeros(len(flat), dtype=bool)
         self.page_last_access_ns: np.ndarray = np.full(len(flat), -np.inf)
         self.page_huge: np.ndarray = pages.huge_flags()
+        self.page_absent: np.ndarray = np.zeros(len(flat), dtype=bool)
         # kernel time owed at a page's first access (set_first_access_ns); kept apart from page_protected so that
         # a run-time kernel's fault handlers see only the faults they caused
         self._first_access_ns = np.zeros(0)
@@ -270,6 +287,8 @@ class EngineBridge:
         self._sampled_at_copies = -1
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
+        self._absent_left = 0
+        self._faulted_in = 0
         self._vpn: np.ndarray | None = None
         self._moves: tuple[np.ndarray, ...] = (
             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16), np.zeros(0, np.int64)
@@ -352,7 +371,15 @@ class EngineBridge:
     def attach(self, runtime: KernelRuntime, env: simpy.Environment) -> None:
         self._runtime = runtime
         runtime.attach(env, self)
+        if self.page_absent.any():
+            self.page_node[self.page_absent] = -1
+        self._absent_left = int(np.count_nonzero(self.page_absent))
         self.sample(0.0)
+
+    @property
+    def absent_pages(self) -> int:
+        """Pages still to fault in at their first request."""
+        return self._absent_left
 
     def sample(self, t_ns: float, *, force: bool = False) -> None:
         """Record pages per node (node order of the memory system) at ``t_ns`` if pages moved since the last
@@ -360,7 +387,8 @@ class EngineBridge:
         if self.series_pages and self.pages_copied == self._sampled_at_copies and not force:
             return
         self._sampled_at_copies = self.pages_copied
-        counts = np.bincount(self.page_node, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]
+        present = self.page_node[self.page_node >= 0]  # a page not faulted in yet is on no node
+        counts = np.bincount(present, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]
         if self.series_pages and t_ns <= self.series_ns[-1]:
             self.series_pages[-1] = counts
             return
@@ -419,8 +447,12 @@ class EngineBridge:
         (in the order the requests are estimated to issue: ``t0_ns`` plus their position times ``pace_ns``) faults,
         the kernel handles it (it may move the page: the request then goes to the new node), and the kernel's
         time on the faulting thread is returned per faulting row, to be spent right before that request. Kernel
-        time owed at a page's first access (:meth:`set_first_access_ns`) joins it, on the same rows."""
-        rows, cost = self._hinting_faults(ids, lens, page, rc, t0_ns, pace_ns)
+        time owed at a page's first access (:meth:`set_first_access_ns`) joins it, on the same rows. First-touch
+        faults (:attr:`page_absent`) come before all of these: a page must be present to be protected."""
+        rows, cost = _merge_rows(
+            self._first_touch_faults(ids, lens, page, rc, t0_ns, pace_ns),
+            self._hinting_faults(ids, lens, page, rc, t0_ns, pace_ns),
+        )
         if not self._first_access_left:
             return rows, cost
         first = self._first_rows(lens, page, self._first_access_pending, t0_ns, pace_ns)[0]
@@ -431,12 +463,40 @@ class EngineBridge:
         self._first_access_pending[pages] = False
         self._first_access_left -= len(pages)
         np.add.at(self.kernel_ns, np.repeat(ids, lens)[first], owed)
+        return _merge_rows((rows, cost), (first, owed))
+
+    def _first_touch_faults(
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        none = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if self._runtime is None or not self._absent_left:
+            return none
+        rows, times = self._first_rows(lens, page, self.page_absent, t0_ns, pace_ns)
         if not len(rows):
-            return first, owed
-        both, where = np.unique(np.r_[rows, first], return_inverse=True)
-        total = np.zeros(len(both))
-        np.add.at(total, where, np.r_[cost, owed])
-        return both, total
+            return none
+        faulted = page[rows]
+        filled = self.page_node[faulted] >= 0  # filled since it was marked (a collapse, a migration): not absent
+        if filled.any():
+            self.page_absent[faulted[filled]] = False
+            rows, times, faulted = rows[~filled], times[~filled], faulted[~filled]
+            if not len(rows):
+                self._absent_left = int(np.count_nonzero(self.page_absent))
+                return none
+        agent = np.repeat(ids, lens)[rows]
+        self.sample(t0_ns)
+        handler = getattr(self._runtime, "on_first_touch", None)
+        if handler is None:
+            raise RuntimeError("pages are marked absent but the run-time kernel takes no first-touch faults")
+        cost = handler(FaultBatch(agent, faulted, times, (rc[rows] & 1).astype(bool), np.full(len(rows), -1, np.int16)))
+        missing = faulted[self.page_node[faulted] < 0]
+        if len(missing):
+            raise RuntimeError(f"first-touch fault left flat page {int(missing[0])} without a node")
+        self.page_absent[self.page_absent & (self.page_node >= 0)] = False
+        self._absent_left = int(np.count_nonzero(self.page_absent))
+        cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
+        np.add.at(self.kernel_ns, agent, cost)
+        self._faulted_in += len(rows)
+        return rows, cost
 
     @staticmethod
     def _first_rows(
@@ -596,6 +656,12 @@ class CompositeRuntime:
                 total = np.asarray(cost, dtype=float) if total is None else total + cost
         return total
 
+    def on_first_touch(self, faults: FaultBatch) -> np.ndarray | None:
+        takers = [p for p in self.parts if hasattr(p, "on_first_touch")]
+        if len(takers) > 1:
+            raise RuntimeError("two run-time kernels take first-touch faults: a page faults in once")
+        return takers[0].on_first_touch(faults) if takers else None  # type: ignore[attr-defined, no-any-return]
+
     def counters(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for p in self.parts:
@@ -623,3 +689,15 @@ class Daemon:
 
     def counters(self) -> dict[str, int]:
         return dict(self.vmstat)
+
+
+def _merge_rows(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Two sets of (faulting rows, kernel ns per row) as one, in row order (costs of one row added)."""
+    if not len(b[0]):
+        return a
+    if not len(a[0]):
+        return b
+    both, where = np.unique(np.r_[a[0], b[0]], return_inverse=True)
+    total = np.zeros(len(both))
+    np.add.at(total, where, np.r_[a[1], b[1]])
+    return both, total

@@ -314,7 +314,9 @@ class Feeder:
             compute = np.where(is_first, compute[rep], 0.0)
         else:
             lines = first
-        target = self.node_index[node]
+        # a page not faulted in yet (node -1: a run-time kernel faults it at its first access, before the
+        # request is timed, and the request is routed again then) gets a placeholder route here
+        target = np.where(node >= 0, self.node_index[node], 0) if self.track_pages else self.node_index[node]
         if (target < 0).any():
             k = int(np.flatnonzero(target < 0)[0])
             raise WorkloadError(

@@ -368,9 +368,10 @@ class NumaBalancing:
             starts = np.r_[0, np.flatnonzero(np.diff(chunk)) + 1]
             page_node = self.ctl.page_node[lo : v.flat_hi]
             prot = self.ctl.page_protected[lo : v.flat_hi]
-            eligible = ~prot & ((page_node != own_node) if single else True)
+            # a page not faulted in yet (node -1) has no PTE to protect
+            eligible = ~prot & (page_node >= 0) & ((page_node != own_node) if single else True)
             if not self.normal:  # tiering only: top-tier pages are not scanned
-                eligible &= ~self._toptier[page_node]
+                eligible &= ~self._toptier[np.maximum(page_node, 0)]
             per_chunk = np.add.reduceat(eligible.astype(np.int64), starts)
             # a chunk's virtual span: from its first page (or the VMA's start) to the chunk's end
             span = np.minimum((chunk[starts] + 1) * _HPAGE_PAGES, v.vma.npages) - np.maximum(

@@ -1,4 +1,4 @@
-"""kswapd: one background reclaim thread per node, on the allocation's clock.
+"""kswapd: one background reclaim thread per node, on the allocation's clock or the simulation's.
 
 Re-implements, from ``mm/vmscan.c``: ``wakeup_kswapd`` (its filters: a managed zone, the cpuset, a hopeless node
 after ``MAX_RECLAIM_RETRIES`` failed runs, a node already balanced), ``pgdat_balanced`` (balanced as soon as *one*
@@ -16,7 +16,9 @@ fast path takes it as soon as a zone is back above its low watermark; it arrives
 kswapd faster than the faults a few percent of the pages it could have given its node. A batch is
 cut at the first page whose path wakes a sleeping kswapd, so a wake-up happens at the right page; while a kswapd
 is awake, batches are at most a sixteenth of its node's widest low-to-high gap, so kswapd's stop at the high
-watermark is resolved finely. Between requests no time passes; :meth:`Kswapd.idle` lets it pass.
+watermark is resolved finely. Between requests no time passes; :meth:`Kswapd.idle` lets it pass. In a timed run
+the simulation's clock replaces this one (:mod:`numasim.kernel.first_touch`: pages fault at their first access
+in the simulation, kswapd reclaims as simulated time passes, :attr:`Kswapd.allocation_clock` is off).
 
 **When kswapd wakes** (``KernelConfig.kswapd_enabled``, and a gfp with ``__GFP_KSWAPD_RECLAIM``):
 
@@ -109,6 +111,10 @@ class Kswapd:
         ``kswapd_failures`` per node id: runs in a row that reclaimed nothing.
     clock_s : float
         Seconds of faulting (and idle time) kswapd has seen so far.
+    allocation_clock : bool
+        Time passes while pages are allocated (``1 / fault_pages_per_s`` per page; the default). False when
+        the simulation's clock drives kswapd instead (:mod:`numasim.kernel.first_touch`): allocation then takes
+        no time of its own and kswapd reclaims through :meth:`idle`.
     """
 
     def __init__(self, pm: PhysicalMemory) -> None:
@@ -116,6 +122,7 @@ class Kswapd:
         self.awake: dict[int, int] = {}
         self.failures: dict[int, int] = {nid: 0 for nid in pm.node_ids}
         self.clock_s = 0.0
+        self.allocation_clock = True
         self._carry: dict[int, float] = {}
         self._zone_idx = {nid: [i for i, z in enumerate(pm.zones) if z.node == nid] for nid in pm.node_ids}
 
@@ -301,7 +308,7 @@ class Kswapd:
         it the request wakes nobody, but kswapds already awake go on. Returns the segments (consecutive ones of
         one candidate merged) and the final state; fewer pages than ``count`` when the walk failed."""
         state = ZoneState(self.pm.zones)
-        fault_s = 1.0 / self.pm.config.fault_pages_per_s
+        fault_s = 1.0 / self.pm.config.fault_pages_per_s if self.allocation_clock else 0.0
         segments: list[Segment] = []
         remaining = count
         while remaining > 0:
@@ -345,7 +352,7 @@ class Kswapd:
         reclaim over all batches) and the number of pages allocated.
         """
         zones = self.pm.zones
-        fault_s = 1.0 / self.pm.config.fault_pages_per_s
+        fault_s = 1.0 / self.pm.config.fault_pages_per_s if self.allocation_clock else 0.0
         out_nodes = np.empty(count, dtype=np.int16)
         out_zones = np.empty(count, dtype=np.int8)
         segments: list[Segment] = []

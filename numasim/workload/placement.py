@@ -68,7 +68,31 @@ class Placement:
     untimed_reclaim_pages: int = 0
     """Pages direct reclaim freed for prefaulted allocations (touched when created, outside the timed run)."""
     first_touch: dict[str, str] = field(default_factory=dict)
-    """Per allocation, who first-touched its pages: ``"thread N (prefault)"`` or ``"first access"``."""
+    """Per allocation, who first-touched its pages: ``"thread N (prefault)"``, ``"first access"``, or ``"first
+    access, on the clock"`` (faulted during the timed run: :attr:`deferred_pages`)."""
+    deferred_pages: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    """Virtual page numbers left absent for the timed run to fault at their first access
+    (:class:`numasim.kernel.first_touch.FirstTouchFaults`); their node in :attr:`pages` is a placeholder until
+    the run faults them (the engine writes the real one into the map)."""
+    deferred_cpus: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per deferred page, the cpu of the thread whose access comes first in the access stream."""
+    placed_before_timing: dict[str, str] = field(default_factory=dict)
+    """Lazily faulted allocations that a deferring placement still placed before timing, and why."""
+
+    def refresh_after_run(self) -> None:
+        """Recount :attr:`pages_by_allocation` and :attr:`failed_pages` from the kernel's mappings once the run
+        faulted the deferred pages in (a no-op without them)."""
+        if not len(self.deferred_pages) or self.task is None:
+            return
+        for name, (start, end) in self._deferred_ranges.items():
+            counts: dict[int, int] = {}
+            for v in self.task.mm.vmas_in(start, end):
+                nodes, n = np.unique(v.nodes[v.nodes >= 0], return_counts=True)
+                for a, b in zip(nodes.tolist(), n.tolist(), strict=True):
+                    counts[a] = counts.get(a, 0) + b
+            self.pages_by_allocation[name] = dict(sorted(counts.items()))
+
+    _deferred_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     def numastat(self) -> dict[int, dict[str, int]]:
         """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
@@ -78,6 +102,32 @@ class Placement:
         """Pages placed on each node over the whole run (freed allocations included)."""
         counts = self.pages.pages_per_node(max(self.kernel.machine.node_ids) + 1)
         return {n: int(counts[n]) for n in self.kernel.machine.node_ids}
+
+
+def _deferrable(workload: Workload) -> tuple[set[str], dict[str, str]]:
+    """Which lazily faulted allocations may fault during the timed run, and why the others may not.
+
+    Placement runs the phase boundaries' mallocs and frees before timing. An allocation's first-touch faults
+    may move into the timed run only if nothing after its malloc boundary changes memory before the run would
+    touch it: no later boundary prefaults an allocation or frees one, and it is not freed itself (a page freed
+    at a boundary would then be allocated after its free)."""
+    lazy = [a for a in workload.allocations if not a.prefault]
+    frees = [workload.free_phase(a.name) for a in workload.allocations]
+    last_free = max((f for f in frees if f is not None), default=-1)
+    last_prefault = max((workload.malloc_phase(a.name) for a in workload.allocations if a.prefault), default=-1)
+    ok: set[str] = set()
+    why: dict[str, str] = {}
+    for a in lazy:
+        start = workload.malloc_phase(a.name)
+        if workload.free_phase(a.name) is not None:
+            why[a.name] = "freed at a phase boundary"
+        elif last_free > start:
+            why[a.name] = "a later phase boundary frees memory"
+        elif last_prefault > start:
+            why[a.name] = "a later phase boundary prefaults an allocation"
+        else:
+            ok.add(a.name)
+    return ok, why
 
 
 def mode_args(spec: PolicySpec, machine: Machine, what: str) -> tuple[int, list[int]]:
@@ -234,8 +284,12 @@ def place_workload(
     policy: str | None = None,
     seed: int = 0,
     kernel: Kernel | None = None,
+    defer_first_touch: bool = False,
 ) -> Placement:
-    """Run the workload's allocations (malloc/free in phase order) through the kernel and map every page."""
+    """Run the workload's allocations (malloc/free in phase order) through the kernel and map every page.
+
+    ``defer_first_touch``: leave the pages of lazily faulted allocations absent (node -1) for the timed run to
+    fault at their first access (:attr:`Placement.deferred_pages`), where :func:`_deferrable` allows it."""
     kernel = kernel if kernel is not None else Kernel(machine)
     cpus = thread_cpus(machine, workload)
     task = kernel.spawn(workload.name)
@@ -257,6 +311,10 @@ def place_workload(
     failed = 0
     stalls: list[tuple[np.ndarray, int]] = []
     untimed = 0
+    defer, not_deferred = _deferrable(workload) if defer_first_touch else (set(), {})
+    placeholder = min(n.id for n in machine.nodes if n.has_memory)
+    deferred: list[tuple[np.ndarray, np.ndarray]] = []
+    deferred_ranges: dict[str, tuple[int, int]] = {}
     n_boundaries = max(1, len(workload.phases))
     for boundary in range(n_boundaries):
         for a in workload.allocations:
@@ -286,6 +344,18 @@ def place_workload(
                 _check(kernel.madvise_hugepage(task, r.base, size, a.madvise == "hugepage"),
                        f"{_in(workload)}allocations[{a.name}]: madvise({a.madvise})")
             seen = len(kernel.reclaim_stalls)
+            if a.name in defer:
+                pages, first = first_touch[a.name]
+                ids, index = np.unique(first, return_inverse=True)
+                cpu_by_thread = np.array([cpus[int(t)] for t in ids], dtype=np.int64)
+                deferred.append((pages, cpu_by_thread[index]))
+                deferred_ranges[a.name] = (r.base, r.base + size)
+                page_numbers.append(pages)
+                # a placeholder node: the run's first-touch faults mark these pages absent before any access
+                nodes.append(np.full(len(pages), placeholder, dtype=np.int16))
+                huge.append(np.zeros(len(pages), dtype=bool))
+                by_allocation[a.name] = {}
+                continue
             if a.prefault:
                 kernel.touch(task, r.base, size, cpu=cpus[workload.first_touch_thread(a.name)])
                 untimed += sum(n for _, _, n in kernel.reclaim_stalls[seen:])
@@ -312,10 +382,17 @@ def place_workload(
         huge=np.concatenate(huge) if huge else np.zeros(0, dtype=bool),
     )
     touched = {
-        a.name: f"thread {workload.first_touch_thread(a.name)} (prefault)" if a.prefault else "first access"
+        a.name: f"thread {workload.first_touch_thread(a.name)} (prefault)" if a.prefault
+        else "first access, on the clock" if a.name in defer else "first access"
         for a in workload.allocations
     }
-    return Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed, touched)
+    placement = Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed, touched,
+                          placed_before_timing=not_deferred)  # fmt: skip
+    if deferred:
+        placement.deferred_pages = np.concatenate([p for p, _ in deferred]).astype(np.uint64)
+        placement.deferred_cpus = np.concatenate([c for _, c in deferred])
+        placement._deferred_ranges = deferred_ranges
+    return placement
 
 
 def _untouched(vmas: list[tuple[int, np.ndarray]], touched: np.ndarray) -> int:
@@ -331,8 +408,10 @@ def place_trace(
     *,
     policy: str | None = None,
     kernel: Kernel | None = None,
+    defer_first_touch: bool = False,
 ) -> Placement:
-    """Map a trace's pages: each touched page faults in from the cpu of the first thread that touches it.
+    """Map a trace's pages: each touched page faults in from the cpu of the first thread that touches it
+    (``defer_first_touch``: in the timed run, at its first access; :attr:`Placement.deferred_pages`).
 
     ``thread_cpu`` gives the cpu of each thread id: a sequence indexed by id, or a mapping from id to cpu
     (trace thread ids are labels and may be sparse).
@@ -366,6 +445,18 @@ def place_trace(
                     f"trace: the pages touched from {start:#x} span {length} bytes, more than the machine's memory "
                     f"({exc.limit_bytes} bytes; mmap fails with {exc.errno}, as with vm.overcommit_memory = 0)"
                 ) from None
+    if defer_first_touch and len(pages):
+        ids, index = np.unique(first, return_inverse=True)
+        cpu_by_thread = np.array([thread_cpu[int(t)] for t in ids], dtype=np.int64)
+        placeholder = min(n.id for n in machine.nodes if n.has_memory)
+        placement = Placement(
+            PageMap.from_arrays(pages, np.full(len(pages), placeholder, dtype=np.int16)), kernel, shown,
+            {"trace": {}}, 0, task, first_touch={"trace": "first access, on the clock"},
+        )  # fmt: skip
+        placement.deferred_pages = pages.astype(np.uint64)
+        placement.deferred_cpus = cpu_by_thread[index]
+        placement._deferred_ranges = {"trace": (0, USER_ADDRESS_LIMIT)}
+        return placement
     seen = len(kernel.reclaim_stalls)
     _touch_runs(kernel, task, pages, first, lambda t: thread_cpu[t])
     stalls = [(addrs, n) for pid, addrs, n in kernel.reclaim_stalls[seen:] if pid == task.tgid]

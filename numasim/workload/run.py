@@ -25,6 +25,7 @@ from numasim.engine.tlb import TlbSpec
 from numasim.errors import WorkloadError
 from numasim.kernel.balancing import NumaBalancing
 from numasim.kernel.config import KernelConfig, reclaim_inputs
+from numasim.kernel.first_touch import FirstTouchFaults
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.khugepaged import Khugepaged
 from numasim.kernel.reclaim_stalls import DirectReclaimStalls
@@ -67,6 +68,10 @@ def balancing_runtime(
     """The run-time kernel a timed run gets: automatic NUMA balancing when ``kernel.numa_balancing`` is set, and
     each of ``daemons`` (``NAME|FILE.py[:NAME=VALUE,...]``: a module with ``make_daemon(kernel, task, **params)``)."""
     parts: list[KernelRuntime] = []
+    if len(placement.deferred_pages) and placement.task is not None:
+        # first: the pages a run faults on the clock must be present before any other kernel sees them
+        parts.append(FirstTouchFaults(placement.kernel, placement.task, placement.deferred_pages,
+                                      placement.deferred_cpus))  # fmt: skip
     if cfg.numa_balancing.mode and placement.task is not None:
         parts.append(NumaBalancing(placement.kernel, placement.task, cfg.numa_balancing, allowed_cpus=allowed))
     if placement.task is not None:
@@ -159,11 +164,13 @@ def _with_kernel(inputs: dict[str, Any], runtime: KernelRuntime | None, daemons:
             inputs["kernel"]["numa_balancing_runtime"] = p.assumptions()
         if isinstance(p, DirectReclaimStalls):
             inputs["kernel"]["direct_reclaim_stalls"] = p.assumptions()
+        if isinstance(p, FirstTouchFaults):
+            inputs["kernel"]["first_touch_faults"] = p.assumptions()
     if daemons:
+        kernel_parts = NumaBalancing | Khugepaged | DirectReclaimStalls | FirstTouchFaults
         inputs["kernel"]["daemons"] = [
             {"spec": spec, **(getattr(p, "assumptions", dict)())}
-            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, NumaBalancing | Khugepaged | DirectReclaimStalls)],
-                               strict=True)
+            for spec, p in zip(daemons, [p for p in parts if not isinstance(p, kernel_parts)], strict=True)
         ]
     return inputs
 
@@ -249,7 +256,9 @@ def run_workload(
     started = time.perf_counter()
     cfg = run_kernel_config(kernel_config, workload.sysctl, sysctls)
     threads = thread_specs(machine, workload)
-    placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg))
+    # with kswapd, lazily faulted pages fault on the simulation clock, where kswapd runs (numasim.kernel.first_touch)
+    placement = place_workload(machine, workload, policy=policy, seed=seed, kernel=Kernel(machine, cfg),
+                               defer_first_touch=cfg.kswapd_enabled)  # fmt: skip
     total = total_accesses(workload)
     runtime = balancing_runtime(cfg, placement, workload_allowed_cpus(machine, workload), daemons)
     result = simulate(
@@ -257,6 +266,7 @@ def run_workload(
         epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
         request_accesses=workload.request_accesses or 0, tlb=tlb,
     )
+    placement.refresh_after_run()
     return RunOutcome(
         result, placement, machine, calibration, workload.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
@@ -265,9 +275,14 @@ def run_workload(
     )
 
 
-def _untimed(placement: Placement) -> dict[str, int]:
+def _untimed(placement: Placement) -> dict[str, Any]:
     # direct reclaim of prefaulted allocations happened outside the timed accesses: said, not charged
-    return {"untimed_reclaim_pages": placement.untimed_reclaim_pages} if placement.untimed_reclaim_pages else {}
+    out: dict[str, Any] = {}
+    if placement.untimed_reclaim_pages:
+        out["untimed_reclaim_pages"] = placement.untimed_reclaim_pages
+    if placement.placed_before_timing:  # lazily faulted, but placed before timing: why
+        out["faulted_before_timing"] = dict(placement.placed_before_timing)
+    return out
 
 
 def trace_census(chunks: Iterable[AccessChunk]) -> tuple[list[int], int]:
@@ -346,7 +361,7 @@ def run_trace(
     try:
         placement = place_trace(machine, read_trace(path, format, **reader_options),
                                 {t.id: t.cpu for t in threads}, policy=policy,
-                                kernel=Kernel(machine, cfg))
+                                kernel=Kernel(machine, cfg), defer_first_touch=cfg.kswapd_enabled)
     except WorkloadError as exc:
         raise WorkloadError(f"{path}: {exc}") from None  # which input the placement could not take
     every = frozenset(machine.cpus)
@@ -356,6 +371,7 @@ def run_trace(
         seed=seed, epoch_ns=epoch_ns, progress=(lambda n: progress(n, total)) if progress else None, runtime=runtime,
         tlb=tlb,
     )
+    placement.refresh_after_run()
     return RunOutcome(
         result, placement, machine, calibration, path.name, placement.policy, str(mode), seed, threads,
         time.perf_counter() - started,
