@@ -74,6 +74,7 @@ def build_kernel(
     sysctls: list[str] | None = None,
     page_cache: list[str] | None = None,
     kswapd: bool = False,
+    buddyinfo: str | None = None,
 ) -> Kernel:
     """A fresh :class:`~numasim.kernel.kernel.Kernel` on a shipped machine name or a machine file.
 
@@ -82,7 +83,9 @@ def build_kernel(
     ``calculate_min_free_kbytes`` gives. It is the knob ``/sys/kernel/mm/transparent_hugepage/enabled``.
     ``sysctls``: ``NAME=VALUE`` writes (``--sysctl``), applied in order after ``thp``, before boot.
     ``page_cache``: ``NODE=SIZE`` (``--page-cache``), clean page cache on that node at boot, part of its memory
-    in use; ``kswapd`` (``--kswapd``): run kswapd's background reclaim (:mod:`numasim.kernel.kswapd`).
+    in use; ``kswapd`` (``--kswapd``): run kswapd's background reclaim (:mod:`numasim.kernel.kswapd`);
+    ``buddyinfo`` (``--buddyinfo FILE``): a measured /proc/buddyinfo, how fragmented each zone's free memory is
+    (:mod:`numasim.kernel.buddy`).
     """
     from numasim.kernel.config import KernelConfig
     from numasim.kernel.kernel import Kernel
@@ -96,9 +99,12 @@ def build_kernel(
 
     m = load_machine(machine)
     try:
+        from numasim.kernel.buddy import load_buddyinfo
+
         cache = dict(parse_page_cache_arg(text) for text in page_cache or [])
         config = KernelConfig(
-            version=kernel_version, thp_mode=thp, kswapd_enabled=kswapd, reclaimable_page_cache_bytes=cache or None
+            version=kernel_version, thp_mode=thp, kswapd_enabled=kswapd, reclaimable_page_cache_bytes=cache or None,
+            buddyinfo=load_buddyinfo(buddyinfo) if buddyinfo is not None else None,
         )
         config = config.with_sysctls([parse_sysctl_arg(text) for text in sysctls or []])
         return Kernel(m, config)
@@ -194,7 +200,8 @@ def _split_own(
     return opts, args[i:]
 
 
-_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp", "--sysctl", "--page-cache"}
+_OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--thp", "--sysctl", "--page-cache",
+               "--buddyinfo"}
 _OWN_FLAGS = {"--nominal", "--catalog", "--kswapd"}
 
 
@@ -205,6 +212,7 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
     kernel = build_kernel(
         machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["madvise"])[-1],
         opts.get("--sysctl") or [], opts.get("--page-cache") or [], bool(opts.get("--kswapd")),
+        (opts.get("--buddyinfo") or [None])[-1],
     )
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
@@ -326,6 +334,11 @@ AfterOpt = Annotated[
     list[str] | None,
     typer.Option("--after", help='Run "numactl ARGS -- PROG ARGS" first (repeatable).'),
 ]
+BuddyinfoOpt = Annotated[
+    str | None,
+    typer.Option("--buddyinfo", metavar="FILE", help="A measured /proc/buddyinfo: boot each zone's free memory "
+                 "as fragmented as it shows."),
+]
 
 
 @kernel_app.command("zonelists")
@@ -340,12 +353,12 @@ def zonelists(
 @kernel_app.command("zoneinfo")
 def zoneinfo(
     machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
-    sysctl: SysctlOpt = None,
+    sysctl: SysctlOpt = None, buddyinfo_file: BuddyinfoOpt = None,
 ) -> None:
     """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_zoneinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version, thp, sysctl)
+    kernel = build_kernel(machine, kernel_version, thp, sysctl, buddyinfo=buddyinfo_file)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
 
@@ -353,12 +366,12 @@ def zoneinfo(
 @kernel_app.command("buddyinfo")
 def buddyinfo(
     machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
-    sysctl: SysctlOpt = None,
+    sysctl: SysctlOpt = None, buddyinfo_file: BuddyinfoOpt = None,
 ) -> None:
     """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
     from numasim.kernel.procfs import format_buddyinfo, zone_views
 
-    kernel = build_kernel(machine, kernel_version, thp, sysctl)
+    kernel = build_kernel(machine, kernel_version, thp, sysctl, buddyinfo=buddyinfo_file)
     _apply_after_checked(kernel, after or [])
     typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
 
@@ -416,6 +429,8 @@ numasim's options (before any numactl / numastat option):
   --page-cache NODE=SIZE  clean page cache on NODE at boot, part of its memory in use (repeatable), e.g. 0=2G
   --kswapd                run kswapd: background reclaim of clean page cache while programs fault memory in
                           (at nominal rates: 2 GB/s reclaim, 500,000 faults/s; numasim.kernel.kswapd)
+  --buddyinfo FILE        a measured /proc/buddyinfo: each zone's free memory as fragmented as it shows, so
+                          2 MiB allocations may need compaction (numasim.kernel.buddy, numasim.kernel.compaction)
   --calibration FILE      time the virtual tools with this calibration (default: the one the machine names)
   --nominal               time them with the machine file's nominal numbers, on purpose
   --catalog               time them with the platform catalog's priors for the machine's cpu model

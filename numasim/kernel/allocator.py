@@ -226,7 +226,18 @@ class ZoneState:
         self.free[c.zone] -= n
 
     def write_back(self, zones: Sequence[Zone]) -> None:
+        """Store the counts in the zones; their buddy blocks follow: page cache reclaimed since the zones' last
+        counts returns as reclaimed cache does, then the pages allocated are taken smallest block first."""
         for z, f, c in zip(zones, self.free, self.cache, strict=True):
+            if f != z.free_pages or c != z.reclaimable_pages:
+                area = z.buddy()
+                reclaimed = max(0, z.reclaimable_pages - c)
+                allocated = z.free_pages + reclaimed - f
+                area.add_reclaimed(reclaimed)
+                if allocated >= 0:
+                    area.take_base(allocated)
+                else:
+                    area.add_freed(-allocated)
             z.free_pages = f
             z.reclaimable_pages = c
 

@@ -120,6 +120,17 @@ class KernelConfig:
         How fast a faulting thread reclaims clean page cache itself when its allocation enters direct reclaim:
         a timed run charges ``pages reclaimed x page size / rate`` to the thread at that page's first access
         (:mod:`numasim.kernel.reclaim_stalls`). Default 2e9, a nominal prior of the same order as kswapd's.
+    buddyinfo : Mapping[tuple[int, str], tuple[int, ...]] or None
+        Measured ``/proc/buddyinfo`` lines, ``(node, zone name) -> free blocks of order 0..10``
+        (:func:`numasim.kernel.buddy.parse_buddyinfo`): each zone's free memory is split into blocks in those
+        proportions at boot, and page cache it reclaims comes back in the shape of its fragments
+        (:mod:`numasim.kernel.buddy`). None (default): free memory in the largest blocks, never fragmented.
+    extfrag_threshold : int
+        ``vm.extfrag_threshold`` (0..1000, default 500): a 2 MiB allocation compacts a zone only if its
+        fragmentation index is above it (:mod:`numasim.kernel.compaction`).
+    compact_migrate_page_ns : float
+        What direct compaction costs the allocating thread per page it migrates (isolate, unmap with TLB flush,
+        copy, remap). Default 5000 ns, a nominal prior: numasim's figure for a NUMA-balancing migration.
     """
 
     version: str = "6.12"
@@ -148,8 +159,22 @@ class KernelConfig:
     fault_pages_per_s: float = 500_000.0
     kswapd_wake_on_fallback: bool = True
     direct_reclaim_bytes_per_s: float = 2.0e9
+    buddyinfo: Mapping[tuple[int, str], tuple[int, ...]] | None = None
+    extfrag_threshold: int = 500
+    compact_migrate_page_ns: float = 5000.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.extfrag_threshold <= 1000:
+            raise ValueError(f"KernelConfig.extfrag_threshold = {self.extfrag_threshold}: must be in 0..1000")
+        if not isinstance(self.compact_migrate_page_ns, (int, float)) or not (
+            0.0 <= self.compact_migrate_page_ns < float("inf")
+        ):
+            raise ValueError(
+                f"KernelConfig.compact_migrate_page_ns = {self.compact_migrate_page_ns!r}: must be a finite number >= 0"
+            )
+        for key, line in (self.buddyinfo or {}).items():
+            if len(line) != 11 or any(int(n) < 0 for n in line):
+                raise ValueError(f"KernelConfig.buddyinfo[{key}] = {line}: need 11 non-negative block counts")
         if not isinstance(self.kswapd_reclaim_bytes_per_s, (int, float)) or not (
             0.0 <= self.kswapd_reclaim_bytes_per_s < float("inf")
         ):
@@ -276,4 +301,9 @@ def reclaim_inputs(cfg: KernelConfig) -> dict[str, object]:
             reclaim_bytes_per_s=cfg.kswapd_reclaim_bytes_per_s, fault_pages_per_s=cfg.fault_pages_per_s,
             wake_on_fallback=cfg.kswapd_wake_on_fallback, status="nominal",
         )  # fmt: skip
-    return {"page_cache_bytes": cache, "kswapd": kswapd}
+    out: dict[str, object] = {"page_cache_bytes": cache, "kswapd": kswapd}
+    if cfg.buddyinfo:
+        out["buddyinfo"] = {f"node {n}, zone {z}": list(line) for (n, z), line in sorted(cfg.buddyinfo.items())}
+        out["compaction"] = {"extfrag_threshold": cfg.extfrag_threshold,
+                             "migrate_page_ns": cfg.compact_migrate_page_ns, "status": "nominal"}  # fmt: skip
+    return out

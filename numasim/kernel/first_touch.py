@@ -15,7 +15,10 @@ What the faulting thread pays, right before its request (both nominal priors, re
 * the fault itself: ``1 / KernelConfig.fault_pages_per_s`` per base page it maps (a 2 MiB page maps 512), the
   rate the allocation clock of placement-only commands uses (:mod:`numasim.kernel.kswapd`);
 * direct reclaim, when the allocation found every allowed node at its min watermark: ``pages reclaimed x page size
-  / direct_reclaim_bytes_per_s``, on the fault that reclaimed.
+  / direct_reclaim_bytes_per_s``, on the fault that reclaimed;
+* direct compaction, when a 2 MiB fault found free memory but no free 2 MiB block (:mod:`numasim.kernel.compaction`):
+  ``compact_migrate_page_ns`` per page migrated, on the fault; the copies go over the node's controller, issued by
+  its kernel agent.
 
 Within one engine window (at most about 1 ms of simulated time while pages are absent), faults are allocated in
 :meth:`~numasim.kernel.kernel.Kernel.touch_pages`' order (per mapping in address order, each cpu's pages as one
@@ -41,7 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["FirstTouchFaults", "KSWAPD_TICK_NS"]
 
 _KERNEL_COUNTERS = ("pgsteal_kswapd", "pgscan_kswapd", "pageoutrun", "pgsteal_direct", "pgscan_direct",
-                    "thp_fault_alloc", "thp_fault_fallback")  # fmt: skip
+                    "thp_fault_alloc", "thp_fault_fallback", "compact_stall", "compact_success",
+                    "compact_migrate_scanned", "compact_isolated", "pgmigrate_success")  # fmt: skip
 """/proc/vmstat counters the kernel keeps itself that first-touch faults and kswapd change during the run."""
 
 _PAGE_SHIFT = 12
@@ -74,9 +78,10 @@ class FirstTouchFaults:
         cfg = kernel.config
         self.fault_ns_per_page = 1e9 / cfg.fault_pages_per_s
         self.reclaim_ns_per_page = cfg.page_size_bytes / cfg.direct_reclaim_bytes_per_s * 1e9
+        self.compact_ns_per_page = cfg.compact_migrate_page_ns
         self.vmstat = {"first_touch_faults": 0, "first_touch_pages": 0, "first_touch_fault_ns": 0,
                        "allocstall_movable": 0, "pgsteal_direct_timed": 0, "direct_reclaim_stall_ns": 0,
-                       "kswapd_ticks": 0}  # fmt: skip
+                       "compact_stall_ns": 0, "kswapd_ticks": 0}  # fmt: skip
         self._kswapd_sleeping: simpy.Event | None = None
 
     # --- KernelRuntime --------------------------------------------------------------------------------------
@@ -109,7 +114,7 @@ class FirstTouchFaults:
         cpu = np.where(cpu >= 0, cpu, self.cpu_of_flat[faults.page])
         addrs = self.vpn[faults.page] << np.uint64(_PAGE_SHIFT)
         kernel, task = self.kernel, self.task
-        seen = len(kernel.reclaim_stalls)
+        seen, seen_c = len(kernel.reclaim_stalls), len(kernel.compaction_stalls)
         kernel.touch_pages(task, addrs, cpu)
         if not task.alive:
             raise WorkloadError(
@@ -125,6 +130,14 @@ class FirstTouchFaults:
             self.vmstat["allocstall_movable"] += -(-n // SWAP_CLUSTER_MAX)
             self.vmstat["pgsteal_direct_timed"] += n
             self.vmstat["direct_reclaim_stall_ns"] += int(round(n * self.reclaim_ns_per_page))
+        for pid, folios, migrated, nodes in kernel.compaction_stalls[seen_c:]:
+            if pid != task.tgid:
+                continue
+            cost += self._compaction_share(faults.page, folios, migrated)
+            for node in np.unique(nodes[nodes >= 0]).tolist():  # the copies, within the node, on its controller
+                n = int(migrated[nodes == node].sum())
+                ctl.copy_pages(ctl.kernel_agent(node), np.full(n, node, np.int16), np.full(n, node, np.int16))
+            self.vmstat["compact_stall_ns"] += int(round(float(migrated.sum()) * self.compact_ns_per_page))
         # a request into a 2 MiB page another fault of the batch mapped took no fault of its own
         self.vmstat["first_touch_faults"] += int(np.count_nonzero(mapped))
         self.vmstat["first_touch_pages"] += int(mapped.sum())
@@ -203,6 +216,16 @@ class FirstTouchFaults:
         if not hit.any():
             hit[:] = True
         out[hit] = n_pages * self.reclaim_ns_per_page / int(hit.sum())
+        return out
+
+    def _compaction_share(self, faulted: np.ndarray, folios: np.ndarray, migrated: np.ndarray) -> np.ndarray:
+        """Each compacting folio's time on the fault that mapped its 2 MiB block."""
+        out = np.zeros(len(faulted))
+        block = self.vpn[faulted] >> np.uint64(HPAGE_PMD_ORDER)
+        want = (np.asarray(folios, dtype=np.uint64) >> np.uint64(_PAGE_SHIFT)) >> np.uint64(HPAGE_PMD_ORDER)
+        for b, m in zip(want.tolist(), migrated.tolist(), strict=True):
+            rows = np.flatnonzero(block == np.uint64(b))
+            out[rows[0] if len(rows) else 0] += m * self.compact_ns_per_page
         return out
 
     def _kswapd(self, env: simpy.Environment):  # type: ignore[no-untyped-def]

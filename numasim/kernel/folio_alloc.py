@@ -6,12 +6,16 @@ path at MIN, ``__GFP_THISNODE`` keeps it on one node), but a zone passes ``__zon
 if ``free - (1 << 9) + 1 > watermark + lowmem_reserve``, i.e. it keeps at least the watermark after giving the
 512 pages, and only if its free area has a block of order >= 9.
 
+Fragmentation (:mod:`numasim.kernel.buddy`): a zone passes only while it has a free block of order >= 9, and
+every folio taken uses one up. When no zone of the walk has one and the request may reclaim
+(``__GFP_DIRECT_RECLAIM``), direct compaction (:mod:`numasim.kernel.compaction`) makes one in the first suitable
+zone of the zonelist; the pages it migrated are in :attr:`PhysicalMemory.folio_compaction` per folio of the last
+call, for the caller to charge.
+
 Model limits (documented in docs/kernel-spec-coverage.md, rows H*):
 
-* no fragmentation: a zone with 512 free pages above its watermark has a free order-9 block (a freshly booted
-  machine whose free memory is in MAX_ORDER blocks; compaction would always succeed, so it is not modelled);
-* no reclaim and no compaction for huge pages: a candidate that would reclaim (node_reclaim, direct reclaim)
-  is skipped, so an order-9 request gets exactly what is free above the watermarks;
+* no reclaim for huge pages: a candidate that would reclaim (node_reclaim, direct reclaim) is skipped, so an
+  order-9 request gets what is free above the watermarks (and what compaction makes of it);
 * a huge allocation never calls the OOM killer (THP faults fall back to base pages; hugetlb pools stop).
 
 A folio's 512 pages land in one zone of one node. numastat counts one event per folio (``zone_statistics(...,
@@ -24,7 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from numasim.kernel.gfp import Gfp
+from numasim.kernel.compaction import compact_zone, compaction_suitable
+from numasim.kernel.gfp import Gfp, gfp_zone
 
 if TYPE_CHECKING:
     from numasim.kernel.allocator import AllocRequest, Candidate
@@ -39,12 +44,16 @@ HPAGE_PMD_NR = 1 << HPAGE_PMD_ORDER
 """Base pages per 2 MiB folio (512)."""
 
 
-def _candidates(pm: PhysicalMemory, target: int, req: AllocRequest) -> list[Candidate]:
+def _gfp(req: AllocRequest) -> Gfp:
     gfp = Gfp(int(req.gfp))
     if req.no_direct_reclaim:
         gfp &= ~Gfp.DIRECT_RECLAIM
+    return gfp
+
+
+def _candidates(pm: PhysicalMemory, target: int, req: AllocRequest) -> list[Candidate]:
     # Huge allocations never reclaim here (module docstring): drop the reclaiming candidates.
-    return [c for c in pm._plan(target, req, gfp).candidates if not c.reclaim]
+    return [c for c in pm._plan(target, req, _gfp(req)).candidates if not c.reclaim]
 
 
 def folio_capacity(pm: PhysicalMemory, target: int, req: AllocRequest, order: int = HPAGE_PMD_ORDER) -> int:
@@ -52,10 +61,12 @@ def folio_capacity(pm: PhysicalMemory, target: int, req: AllocRequest, order: in
     nr = 1 << order
     cands = _candidates(pm, target, req)
     free = {c.zone: pm.zones[c.zone].free_pages for c in cands}
+    blocks = {c.zone: pm.zones[c.zone].buddy().blocks_of(order) for c in cands}
     total = 0
     for c in cands:
-        k = max(0, (free[c.zone] - c.thr) // nr)
+        k = max(0, min((free[c.zone] - c.thr) // nr, blocks[c.zone]))
         free[c.zone] -= k * nr
+        blocks[c.zone] -= k
         total += k
     return total
 
@@ -71,6 +82,7 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
     count = int(req.count)
     nodes = np.full(count, -1, dtype=np.int16)
     zones = np.full(count, -1, dtype=np.int16)
+    pm.folio_compaction = np.zeros(count, dtype=np.int64)
     if count == 0:
         return nodes, zones
     targets = np.asarray(req.preferred_nid, dtype=np.int64)
@@ -85,7 +97,8 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
     wanted = {t: int(np.count_nonzero(targets == t)) for t in order_of}
     firsts = [first_of[t] for t in order_of]
     easy = all(c is not None for c in firsts) and len({c.zone for c in firsts if c is not None}) == len(firsts) and all(
-        (free[c.zone] - c.thr) // nr >= wanted[t] for t, c in first_of.items() if c is not None
+        min((free[c.zone] - c.thr) // nr, pm.zones[c.zone].buddy().blocks_of(order)) >= wanted[t]
+        for t, c in first_of.items() if c is not None
     )
     if easy:
         for t, c in first_of.items():
@@ -95,20 +108,55 @@ def alloc_folios(pm: PhysicalMemory, req: AllocRequest, order: int = HPAGE_PMD_O
             zones[sel] = int(pm.zones[c.zone].type)
             taken[c.zone] += wanted[t]
             pm.count_allocation(req, c, t, events=wanted[t], pages=wanted[t] * nr)  # one event per folio
-    else:
-        # A zone runs dry: one allocation call per 2 MiB folio (512 times fewer steps than per page).
-        for i in range(count):
-            t = int(targets[i])
-            for c in order_of[t]:
-                if free[c.zone] - nr >= c.thr:
-                    free[c.zone] -= nr
-                    taken[c.zone] += 1
-                    nodes[i] = pm.zones[c.zone].node
-                    zones[i] = int(pm.zones[c.zone].type)
-                    pm.count_allocation(req, c, t, events=1, pages=nr)
-                    break
-    for zi in np.flatnonzero(taken):
-        pm.zones[int(zi)].free_pages -= int(taken[zi]) * nr
+        for zi in np.flatnonzero(taken):
+            pm.zones[int(zi)].buddy().take_blocks(int(taken[zi]), order)
+            pm.zones[int(zi)].free_pages -= int(taken[zi]) * nr
+        return nodes, zones
+    # A zone runs dry or has no free block left: one allocation call per 2 MiB folio (512 times fewer steps than
+    # per page), the zones updated as each folio is taken.
+    gfp = _gfp(req)
+    may_compact = bool(gfp & Gfp.DIRECT_RECLAIM)
+    highest = int(gfp_zone(gfp))
+    for i in range(count):
+        t = int(targets[i])
+        got = _take(pm, req, order_of[t], t, order)
+        if got is None and may_compact:
+            got = _compact_and_take(pm, req, order_of[t], t, order, highest, i)
+        if got is not None:
+            nodes[i], zones[i] = pm.zones[got].node, int(pm.zones[got].type)
     return nodes, zones
+
+
+def _take(pm: PhysicalMemory, req: AllocRequest, cands: list[Candidate], target: int, order: int) -> int | None:
+    """The first candidate zone with room above its watermark and a free block gives one folio; its index."""
+    nr = 1 << order
+    for c in cands:
+        z = pm.zones[c.zone]
+        if z.free_pages - nr >= c.thr and z.buddy().blocks_of(order):
+            z.buddy().take_blocks(1, order)
+            z.free_pages -= nr
+            pm.count_allocation(req, c, target, events=1, pages=nr)
+            return c.zone
+    return None
+
+
+def _compact_and_take(
+    pm: PhysicalMemory, req: AllocRequest, cands: list[Candidate], target: int, order: int, highest: int, i: int
+) -> int | None:
+    """``try_to_compact_pages``: the zonelist's zones in order, the first suitable one compacted, then the folio
+    taken from it (``pm.folio_compaction[i]``: the pages migrated)."""
+    seen: list[int] = []
+    for c in cands:
+        if c.zone in seen:
+            continue
+        seen.append(c.zone)
+        z = pm.zones[c.zone]
+        if not compaction_suitable(z, order, highest, pm.config.extfrag_threshold):
+            continue
+        pm.folio_compaction[i] = compact_zone(pm, c.zone)
+        got = _take(pm, req, [k for k in cands if k.zone == c.zone], target, order)
+        if got is not None:
+            return got
+    return None
 
 

@@ -165,6 +165,9 @@ class Kernel:
         """Allocations whose faults stalled in direct reclaim, in fault order: ``(tgid, virtual addresses of the
         pages allocated from the first one that reclaimed on, pages reclaimed)``; the kernel reclaims a batch at a
         time as those faults go, so a timed run spreads the time evenly over their first accesses."""
+        self.compaction_stalls: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        """Huge-page faults that stalled in direct compaction, in fault order: ``(tgid, virtual address of each
+        2 MiB folio that compacted, pages migrated for it, its node)``."""
         self._next_pid = 1000
         self.shm_segments: dict[int, ShmSegment] = {}
         self._next_shmid = 0

@@ -36,6 +36,7 @@ from numasim.kernel.allocator import (
     run_per_page,
     run_scalar,
 )
+from numasim.kernel.buddy import FreeArea
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import Gfp, gfp_zone
 from numasim.kernel.kswapd import Kswapd
@@ -123,6 +124,9 @@ class PhysicalMemory:
         size = max(self.node_ids) + 1
         self.counters = NumaCounters.zeros(size)
         self.zone_counters = NumaCounters.zeros(len(self.zones))
+        self.folio_compaction = np.zeros(0, dtype=np.int64)
+        """Pages direct compaction migrated for each folio of the last :func:`~numasim.kernel.folio_alloc.alloc_folios`
+        call (0: none)."""
         self.vmstat: dict[str, int] = {
             "pgalloc_dma": 0,
             "pgalloc_dma32": 0,
@@ -244,6 +248,19 @@ class PhysicalMemory:
             for z, u, c in zip(zs, used_z, cache_z, strict=True):
                 z.free_pages = z.managed_pages - u
                 z.reclaimable_pages = c
+                measured = (cfg.buddyinfo or {}).get((node.id, z.name))
+                z.free_area = (FreeArea.shaped_like(z.free_pages, measured) if measured is not None
+                               else FreeArea.contiguous(z.free_pages))  # fmt: skip
+        self._check_buddyinfo()
+
+    def _check_buddyinfo(self) -> None:
+        """A measured /proc/buddyinfo line for a zone this machine does not have is an error, not ignored."""
+        for nid, zone in sorted(self.config.buddyinfo or {}):
+            if not any(z.node == nid and z.name == zone and z.managed_pages for z in self.zones):
+                have = ", ".join(f"node {z.node} {z.name}" for z in self.zones if z.managed_pages)
+                raise KernelConfigError(
+                    f"buddyinfo: node {nid}, zone {zone}: no such populated zone on {self.machine.name} ({have})"
+                )
 
     def _build_all_zonelists(self, *, cpus_known: bool) -> None:
         facts = NodeFacts(
@@ -420,6 +437,7 @@ class PhysicalMemory:
         freed = 0
         for z in self.zones:
             freed += z.reclaimable_pages
+            z.buddy().add_reclaimed(z.reclaimable_pages)
             z.free_pages += z.reclaimable_pages
             z.reclaimable_pages = 0
         self.vmstat["pgfree"] += freed
@@ -445,6 +463,7 @@ class PhysicalMemory:
         z.present_pages += pages
         z.spanned_pages += pages
         z.managed_pages += pages
+        z.buddy().add_freed(pages)
         z.free_pages += pages
         self._next_pfn = -(-(z.start_pfn + z.spanned_pages) // SECTION_PAGES) * SECTION_PAGES
         if rebuild:
@@ -687,6 +706,7 @@ class PhysicalMemory:
                     f"free: {n} pages returned to node {z.node} {z.name} exceed its managed pages"
                 )
         for j, n in returned.items():
+            self.zones[j].buddy().add_freed(n)
             self.zones[j].free_pages += n
         self.vmstat["pgfree"] += int(nodes.size)
 

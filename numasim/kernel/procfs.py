@@ -459,6 +459,7 @@ def zone_views(kernel: Kernel, *, pagesets: bool = True) -> list[ZoneView]:
                 node_stats=node_stats,
                 pagesets=_pagesets(kernel, z) if pagesets and z.populated else [],
                 start_pfn=z.start_pfn,
+                free_area=z.buddy().counts.tolist(),
             )
         )
     return views

@@ -52,22 +52,48 @@ class DirectReclaimStalls:
         Kernel time per reclaimed page.
     """
 
-    def __init__(self, stalls: Sequence[tuple[np.ndarray, int]], ns_per_page: float) -> None:
+    def __init__(
+        self,
+        stalls: Sequence[tuple[np.ndarray, int]],
+        ns_per_page: float,
+        compaction: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+        compact_ns_per_page: float = 0.0,
+        touched_vpn: np.ndarray | None = None,
+    ) -> None:
         if not (0.0 <= ns_per_page < float("inf")):
             raise ValueError(f"DirectReclaimStalls: ns_per_page = {ns_per_page}: must be a finite number >= 0")
+        if not (0.0 <= compact_ns_per_page < float("inf")):
+            raise ValueError(f"DirectReclaimStalls: compact_ns_per_page = {compact_ns_per_page}: must be finite, >= 0")
         self.stalls = [(np.asarray(a, dtype=np.uint64), int(n)) for a, n in stalls if len(a)]
         self.ns_per_page = float(ns_per_page)
+        # direct compaction of huge-page faults: (2 MiB folio addresses, pages migrated for each)
+        self.compaction = [(np.asarray(a, dtype=np.uint64), np.asarray(m, dtype=np.int64)) for a, m in compaction
+                           if len(a)]  # fmt: skip
+        self.compact_ns_per_page = float(compact_ns_per_page)
+        # the pages the run accesses (sorted virtual page numbers): a 2 MiB fault maps pages nobody touches, and
+        # its time must land on pages whose first access comes
+        self.touched_vpn = None if touched_vpn is None else np.unique(np.asarray(touched_vpn, dtype=np.uint64))
+
+    def _accessed(self, vpns: np.ndarray) -> np.ndarray:
+        if self.touched_vpn is None:
+            return vpns
+        return vpns[np.isin(vpns, self.touched_vpn, assume_unique=False)]
 
     def attach(self, env: simpy.Environment, ctl: EngineControl) -> None:
-        if not self.stalls:
+        if not self.stalls and not self.compaction:
             return
         vpn = ctl.page_vpn()
-        want = np.concatenate([a >> np.uint64(_PAGE_SHIFT) for a, _ in self.stalls])
-        share = np.concatenate([np.full(len(a), n * self.ns_per_page / len(a)) for a, n in self.stalls])
-        flat = np.searchsorted(vpn, want)
-        found = flat < len(vpn)
-        found[found] = vpn[flat[found]] == want[found]  # a page the run no longer maps is not charged
-        ctl.set_first_access_ns(flat[found], share[found])
+        entries = [(self._accessed(a >> np.uint64(_PAGE_SHIFT)), n * self.ns_per_page) for a, n in self.stalls]
+        for addrs, migrated in self.compaction:
+            # a compacting 2 MiB fault: its stall spread over the pages of its block the run accesses
+            for base, m in zip((addrs >> np.uint64(_PAGE_SHIFT)).tolist(), migrated.tolist(), strict=True):
+                entries.append((self._accessed(np.arange(base, base + 512, dtype=np.uint64)), m * self.compact_ns_per_page))
+        for want, total_ns in entries:
+            flat = np.searchsorted(vpn, want)
+            found = flat < len(vpn)
+            found[found] = vpn[flat[found]] == want[found]  # a page the run no longer maps is not charged
+            if found.any():  # each share at that page's first access
+                ctl.set_first_access_ns(flat[found], np.full(int(found.sum()), total_ns / int(found.sum())))
 
     def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
         return None
@@ -75,8 +101,16 @@ class DirectReclaimStalls:
     def counters(self) -> dict[str, int]:
         pages = sum(n for _, n in self.stalls)
         # one direct reclaim (allocstall) per SWAP_CLUSTER_MAX pages reclaimed
-        return {"allocstall_movable": sum(-(-n // SWAP_CLUSTER_MAX) for _, n in self.stalls), "pgsteal_direct_timed": pages,
-                "direct_reclaim_stall_ns": int(round(pages * self.ns_per_page))}  # fmt: skip
+        out = {"allocstall_movable": sum(-(-n // SWAP_CLUSTER_MAX) for _, n in self.stalls), "pgsteal_direct_timed": pages,
+               "direct_reclaim_stall_ns": int(round(pages * self.ns_per_page))}  # fmt: skip
+        if self.compaction:
+            migrated = sum(int(m.sum()) for _, m in self.compaction)
+            out.update(compact_stall_timed=sum(len(a) for a, _ in self.compaction), compact_migrated_timed=migrated,
+                       compact_stall_ns=int(round(migrated * self.compact_ns_per_page)))  # fmt: skip
+        return out
 
     def assumptions(self) -> dict[str, Any]:
-        return {"ns_per_page": self.ns_per_page, "status": "nominal"}
+        out: dict[str, Any] = {"ns_per_page": self.ns_per_page, "status": "nominal"}
+        if self.compaction:
+            out["compact_migrate_page_ns"] = self.compact_ns_per_page
+        return out

@@ -181,6 +181,8 @@ KNOBS: tuple[Knob, ...] = (
     _k("vm.min_unmapped_ratio", "min_unmapped_ratio", "1",
        "mm/page_alloc.c sysctl_min_unmapped_ratio, 0 .. SYSCTL_ONE_HUNDRED", low=0, high=100),
     _k("vm.numa_stat", "numa_stat", "1", "mm/vmstat.c sysctl_vm_numa_stat, 0..1", low=0, high=1),
+    _k("vm.extfrag_threshold", "extfrag_threshold", "500",
+       "mm/compaction.c sysctl_extfrag_threshold = 500, SYSCTL_ZERO .. SYSCTL_ONE_THOUSAND", low=0, high=1000),
     _k("/sys/kernel/mm/transparent_hugepage/enabled", "thp_mode", "always",
        "mm/huge_memory.c enabled_store (Kconfig default TRANSPARENT_HUGEPAGE_ALWAYS)", choices=THP_MODES),
     _k("/sys/kernel/mm/transparent_hugepage/defrag", "thp_defrag", "madvise",

@@ -22,13 +22,16 @@ Follows ``mm/memory.c`` ``__handle_mm_fault`` -> ``create_huge_pmd`` -> ``do_hug
   which then fault one by one under the same policy.
 
 Simplifications (docs/kernel-spec-coverage.md, rows H*): read faults allocate like writes (no huge zero page);
-plug-in placement policies get base pages only; khugepaged does not collapse; order-9 allocations see no
-fragmentation and do not reclaim or compact (:mod:`numasim.kernel.folio_alloc`); mTHP sizes (6.8+) are not
-modelled.
+plug-in placement policies get base pages only; khugepaged collapses on the clock (:mod:`numasim.kernel.khugepaged`);
+order-9 allocations see fragmentation (:mod:`numasim.kernel.buddy`) only where a measured /proc/buddyinfo was
+given, and then compact
+(:mod:`numasim.kernel.compaction`; the folios that did are recorded in ``Kernel.compaction_stalls``) but do not
+reclaim (:mod:`numasim.kernel.folio_alloc`); mTHP sizes (6.8+) are not modelled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -44,7 +47,6 @@ from numasim.kernel.task import PAGE_SHIFT, VMA
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.mempolicy import MemPolicy
-    from numasim.kernel.physmem import PhysicalMemory
     from numasim.kernel.protocol import PlacementPolicy
     from numasim.kernel.task import Task
 
@@ -133,11 +135,18 @@ def fault_huge(
     req = AllocRequest(count=count, preferred_nid=preferred, nodemask=decision.nodemask, cpu_node=ctx.cpu_node,
                        gfp=gfp, interleave=decision.interleave, mems_allowed=mems)
     pm = kernel.pm
+    migrated = np.zeros(count, dtype=np.int64)  # pages direct compaction migrated for each folio
+
+    def alloc(r: AllocRequest, sel: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        got = alloc_folios(pm, r)
+        migrated[sel] += pm.folio_compaction
+        return got
+
     if decision.interleave:
-        nodes, zones = alloc_folios(pm, req)
+        nodes, zones = alloc(req)
     elif decision.soft_mask and decision.nodemask is not None:
-        nodes, zones = alloc_folios(pm, replace(req, no_direct_reclaim=True))
-        _retry(pm, req, nodes, zones, nodemask=None)
+        nodes, zones = alloc(replace(req, no_direct_reclaim=True))
+        _retry(req, nodes, zones, alloc, nodemask=None)
     else:
         allowed = np.ones(count, dtype=bool) if decision.nodemask is None else np.isin(
             preferred, sorted(decision.nodemask))
@@ -148,13 +157,17 @@ def fault_huge(
             sel = np.flatnonzero(allowed)
             first = replace(req, count=int(sel.size), preferred_nid=preferred[sel], nodemask=None,
                             gfp=gfp | Gfp.THISNODE | Gfp.NORETRY)
-            nodes[sel], zones[sel] = alloc_folios(pm, first)
+            nodes[sel], zones[sel] = alloc(first, sel)
         retry = ~allowed | ((nodes < 0) & bool(gfp & Gfp.DIRECT_RECLAIM))
         if retry.any():
             sel = np.flatnonzero(retry)
-            n2, z2 = alloc_folios(pm, replace(req, count=int(sel.size), preferred_nid=preferred[sel]))
+            n2, z2 = alloc(replace(req, count=int(sel.size), preferred_nid=preferred[sel]), sel)
             nodes[sel], zones[sel] = n2, z2
     ok = nodes >= 0
+    if migrated.any():  # the faults that compacted stall for it (a timed run charges it at their first access)
+        m = np.flatnonzero(migrated)
+        kernel.compaction_stalls.append((task.tgid, vma.addresses(blocks[m]).astype(np.uint64), migrated[m],
+                                         nodes[m].copy()))  # fmt: skip
     pm.vmstat["thp_fault_alloc"] = pm.vmstat.get("thp_fault_alloc", 0) + int(np.count_nonzero(ok))
     pm.vmstat["thp_fault_fallback"] = pm.vmstat.get("thp_fault_fallback", 0) + int(np.count_nonzero(~ok))
     if not ok.any():
@@ -166,11 +179,12 @@ def fault_huge(
     return idx[vma.nodes[idx] < 0], int(pages.size)
 
 
-def _retry(pm: PhysicalMemory, req: AllocRequest, nodes: np.ndarray, zones: np.ndarray, *,
+def _retry(req: AllocRequest, nodes: np.ndarray, zones: np.ndarray,
+           alloc: Callable[[AllocRequest, np.ndarray], tuple[np.ndarray, np.ndarray]], *,
            nodemask: frozenset[int] | None) -> None:
     miss = np.flatnonzero(nodes < 0)
     if miss.size:
         pref = np.asarray(req.preferred_nid, dtype=np.int64)
         pref = pref[miss] if pref.ndim else pref
-        n2, z2 = alloc_folios(pm, replace(req, count=int(miss.size), preferred_nid=pref, nodemask=nodemask))
+        n2, z2 = alloc(replace(req, count=int(miss.size), preferred_nid=pref, nodemask=nodemask), miss)
         nodes[miss], zones[miss] = n2, z2

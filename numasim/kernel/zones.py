@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from numasim.kernel.buddy import FreeArea
+
 __all__ = [
     "ZoneType",
     "Zone",
@@ -77,6 +79,16 @@ class Zone:
     wmark_promo: int = 0
     lowmem_reserve: list[int] = field(default_factory=lambda: [0] * MAX_NR_ZONES)
     reclaimable_pages: int = 0
+    free_area: FreeArea = field(default_factory=lambda: FreeArea.contiguous(0))
+    """The free pages as buddy blocks per order (:mod:`numasim.kernel.buddy`); kept equal to ``free_pages``
+    by every path that changes it (:meth:`buddy` matches it for one that does not say how)."""
+
+    def buddy(self) -> FreeArea:
+        """:attr:`free_area`, first matched to :attr:`free_pages` if something changed the count alone (a test,
+        a tool setting a zone's state): more pages coalesce, fewer are taken as order-0 allocations."""
+        if self.free_area.pages != self.free_pages:
+            self.free_area.reconcile(self.free_pages)
+        return self.free_area
 
     @property
     def name(self) -> str:

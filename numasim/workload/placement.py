@@ -67,6 +67,14 @@ class Placement:
     that reclaimed, pages reclaimed), as :attr:`numasim.kernel.kernel.Kernel.reclaim_stalls`."""
     untimed_reclaim_pages: int = 0
     """Pages direct reclaim freed for prefaulted allocations (touched when created, outside the timed run)."""
+    compaction_stalls: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    """Huge-page faults of lazily faulted allocations that compacted: (2 MiB folio addresses, pages migrated for
+    each), as :attr:`numasim.kernel.kernel.Kernel.compaction_stalls`."""
+    untimed_compaction_pages: int = 0
+    """Pages direct compaction migrated for prefaulted allocations (outside the timed run)."""
+    lazily_touched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    """Virtual page numbers the run accesses in lazily faulted (placed before timing) memory: where the stalls of
+    :attr:`reclaim_stalls` and :attr:`compaction_stalls` are charged."""
     first_touch: dict[str, str] = field(default_factory=dict)
     """Per allocation, who first-touched its pages: ``"thread N (prefault)"``, ``"first access"``, or ``"first
     access, on the clock"`` (faulted during the timed run: :attr:`deferred_pages`)."""
@@ -310,7 +318,9 @@ def place_workload(
     by_allocation: dict[str, dict[int, int]] = {}
     failed = 0
     stalls: list[tuple[np.ndarray, int]] = []
-    untimed = 0
+    compaction: list[tuple[np.ndarray, np.ndarray]] = []
+    untimed = untimed_compaction = 0
+    touched_lazily: list[np.ndarray] = []
     defer, not_deferred = _deferrable(workload) if defer_first_touch else (set(), {})
     placeholder = min(n.id for n in machine.nodes if n.has_memory)
     deferred: list[tuple[np.ndarray, np.ndarray]] = []
@@ -343,7 +353,7 @@ def place_workload(
             if a.madvise is not None:
                 _check(kernel.madvise_hugepage(task, r.base, size, a.madvise == "hugepage"),
                        f"{_in(workload)}allocations[{a.name}]: madvise({a.madvise})")
-            seen = len(kernel.reclaim_stalls)
+            seen, seen_c = len(kernel.reclaim_stalls), len(kernel.compaction_stalls)
             if a.name in defer:
                 pages, first = first_touch[a.name]
                 ids, index = np.unique(first, return_inverse=True)
@@ -359,10 +369,13 @@ def place_workload(
             if a.prefault:
                 kernel.touch(task, r.base, size, cpu=cpus[workload.first_touch_thread(a.name)])
                 untimed += sum(n for _, _, n in kernel.reclaim_stalls[seen:])
+                untimed_compaction += sum(int(m.sum()) for _, _, m, _ in kernel.compaction_stalls[seen_c:])
             else:
                 pages, first = first_touch[a.name]
                 _touch_runs(kernel, task, pages, first, lambda t: cpus[t])
                 stalls += [(addrs, n) for pid, addrs, n in kernel.reclaim_stalls[seen:] if pid == task.tgid]
+                compaction += [(addrs, m) for pid, addrs, m, _ in kernel.compaction_stalls[seen_c:] if pid == task.tgid]
+                touched_lazily.append(pages)
             in_range = task.mm.vmas_in(r.base, r.base + r.size_bytes)
             vmas = [(v.start, v.nodes.copy()) for v in in_range]
             a_failed = _record(vmas, page_numbers, nodes, [_huge_pages(v) for v in in_range], huge) - (
@@ -386,8 +399,10 @@ def place_workload(
         else "first access, on the clock" if a.name in defer else "first access"
         for a in workload.allocations
     }
-    placement = Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed, touched,
-                          placed_before_timing=not_deferred)  # fmt: skip
+    placement = Placement(pm, kernel, shown, by_allocation, failed, task, stalls, untimed, compaction,
+                          untimed_compaction, first_touch=touched, placed_before_timing=not_deferred)  # fmt: skip
+    if touched_lazily:
+        placement.lazily_touched = np.concatenate(touched_lazily).astype(np.uint64)
     if deferred:
         placement.deferred_pages = np.concatenate([p for p, _ in deferred]).astype(np.uint64)
         placement.deferred_cpus = np.concatenate([c for _, c in deferred])
@@ -457,9 +472,10 @@ def place_trace(
         placement.deferred_cpus = cpu_by_thread[index]
         placement._deferred_ranges = {"trace": (0, USER_ADDRESS_LIMIT)}
         return placement
-    seen = len(kernel.reclaim_stalls)
+    seen, seen_c = len(kernel.reclaim_stalls), len(kernel.compaction_stalls)
     _touch_runs(kernel, task, pages, first, lambda t: thread_cpu[t])
     stalls = [(addrs, n) for pid, addrs, n in kernel.reclaim_stalls[seen:] if pid == task.tgid]
+    compaction = [(addrs, m) for pid, addrs, m, _ in kernel.compaction_stalls[seen_c:] if pid == task.tgid]
     if not task.alive:
         raise WorkloadError(f"trace: the OOM killer killed the process placing {len(pages)} pages")
     where = np.full(len(pages), -1, dtype=np.int16)
@@ -474,4 +490,5 @@ def place_trace(
     pm = PageMap.from_arrays(pages[ok], where[ok], huge=huge[ok])
     counts = np.bincount(where[ok].astype(np.int64), minlength=1)
     return Placement(pm, kernel, shown, {"trace": {int(n): int(c) for n, c in enumerate(counts) if c}},
-                     int(np.count_nonzero(~ok)), task, stalls, first_touch={"trace": "first access"})
+                     int(np.count_nonzero(~ok)), task, stalls, compaction_stalls=compaction,
+                     lazily_touched=pages.astype(np.uint64), first_touch={"trace": "first access"})  # fmt: skip

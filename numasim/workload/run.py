@@ -82,9 +82,11 @@ def balancing_runtime(
         if placement.task is None:
             raise WorkloadError(f"--daemon {spec}: the run has no process to act on")
         parts.append(load_daemon(spec, placement.kernel, placement.task))
-    if placement.reclaim_stalls:  # faults of the run that stalled in direct reclaim pay it at first access
+    if placement.reclaim_stalls or placement.compaction_stalls:
+        # faults of the run that stalled in direct reclaim or compaction pay it at first access
         ns_per_page = cfg.page_size_bytes / cfg.direct_reclaim_bytes_per_s * 1e9
-        parts.append(DirectReclaimStalls(placement.reclaim_stalls, ns_per_page))
+        parts.append(DirectReclaimStalls(placement.reclaim_stalls, ns_per_page, placement.compaction_stalls,
+                                         cfg.compact_migrate_page_ns, placement.lazily_touched))  # fmt: skip
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else CompositeRuntime(parts)
@@ -280,6 +282,8 @@ def _untimed(placement: Placement) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if placement.untimed_reclaim_pages:
         out["untimed_reclaim_pages"] = placement.untimed_reclaim_pages
+    if placement.untimed_compaction_pages:
+        out["untimed_compaction_pages"] = placement.untimed_compaction_pages
     if placement.placed_before_timing:  # lazily faulted, but placed before timing: why
         out["faulted_before_timing"] = dict(placement.placed_before_timing)
     return out
