@@ -171,6 +171,11 @@ class Kernel:
         self._next_pid = 1000
         self.shm_segments: dict[int, ShmSegment] = {}
         self._next_shmid = 0
+        self.shm_key_files: set[str] = set()
+        """Key files created for ``ftok`` (numactl ``--shm``): they live in the simulated machine, not on disk."""
+        self.tmpfs_files: dict[str, ShmSegment] = {}
+        self._next_file_inode = 0x20000
+        """tmpfs files (``/dev/shm/NAME``, numactl ``--file``): shmem objects that outlive their mappings."""
         from numasim.kernel.hugetlb import HugetlbPool
 
         self.hugetlb = HugetlbPool(self.pm)
@@ -521,7 +526,7 @@ class Kernel:
     def vma_own_policy(vma: VMA, page: int = 0) -> MemPolicy | None:
         """``__get_vma_policy``: a shared object's policy for that page (shmem ``get_policy``), else
         ``vm_policy``; None when the mapping has none."""
-        if vma.shm is not None:
+        if vma.shm is not None and not vma.shm.hugetlb:
             return vma.shm.policy_at(vma.pgoff + page)
         return vma.policy
 
@@ -652,16 +657,64 @@ class Kernel:
         self._next_shmid += 1
         return seg
 
-    def shmat(self, task: Task, seg: ShmSegment, addr: int | None = None) -> VMA:
-        """Map the whole segment into ``task`` (``shmat``); faults by any task use the segment's shared policy."""
-        if seg.removed or self.shm_segments.get(seg.shmid) is not seg:
+    def shmget_key(self, key: tuple[str, int], size_bytes: int, *, create: bool, huge: bool = False,
+                   mode: int = 0o600) -> SyscallResult:  # fmt: skip
+        """``shmget(key, size, flags)``: the segment of ``key`` (``value["shmid"]``), created when ``create``
+        (``IPC_CREAT``) and missing. ``huge`` is ``SHM_HUGETLB``: the segment's 2 MiB pages are reserved from the
+        hugetlb pool now (ENOMEM if it lacks them). Errors as the kernel's: ENOENT (no segment, no IPC_CREAT),
+        EINVAL (size 0 at creation, or larger than the existing segment)."""
+        for seg in self.shm_segments.values():
+            if seg.key == key and not seg.removed:
+                if size_bytes > seg.size_requested:
+                    return SyscallResult.fail("EINVAL", f"segment {seg.shmid} is smaller than {size_bytes} bytes")
+                return SyscallResult.success(shmid=seg.shmid)
+        if not create:
+            return SyscallResult.fail("ENOENT", f"no shared memory segment for key {key}")
+        if size_bytes <= 0:
+            return SyscallResult.fail("EINVAL", "a new segment needs a size > 0")
+        seg = ShmSegment(self._next_shmid, size_bytes, inode=0x10000 + self._next_shmid, hugetlb=huge, key=key,
+                         mode=mode)  # fmt: skip
+        if huge and not self.hugetlb.reserve(seg.npages // HPAGE_PMD_NR):
+            return SyscallResult.fail("ENOMEM", f"the hugetlb pool lacks {seg.npages // HPAGE_PMD_NR} free 2 MiB pages")
+        self.shm_segments[seg.shmid] = seg
+        self._next_shmid += 1
+        return SyscallResult.success(shmid=seg.shmid)
+
+    def tmpfs_file(self, path: str, size_bytes: int, *, create: bool) -> ShmSegment | None:
+        """A tmpfs file (``open`` + ``ftruncate`` to at least ``size_bytes``); None when it does not exist and
+        ``create`` is false. Growing a file that a mapping holds is refused (ValueError)."""
+        seg = self.tmpfs_files.get(path)
+        if seg is None:
+            if not create:
+                return None
+            self._next_file_inode += 1
+            seg = ShmSegment(-1, size_bytes, inode=self._next_file_inode, key=path)  # size 0 is refused there
+            self.tmpfs_files[path] = seg
+        if size_bytes > seg.size_bytes:
+            if self.shm_attach_count(seg):
+                raise ValueError(f"ftruncate {path}: mapped while it grows")
+            seg.grow(size_bytes)
+        return seg
+
+    def shmat(self, task: Task, seg: ShmSegment, addr: int | None = None, *, offset: int = 0,
+              length: int | None = None) -> VMA:  # fmt: skip
+        """Map the segment into ``task`` (``shmat``, or ``mmap(MAP_SHARED)`` of a tmpfs file from page ``offset``
+        for ``length`` bytes); faults by any task use the segment's shared policy (a hugetlb segment's policy
+        is the mapping's own)."""
+        if seg.removed or (seg.shmid >= 0 and self.shm_segments.get(seg.shmid) is not seg):
             raise WorkloadError(f"shmat: segment {seg.shmid} has been removed")
-        size = seg.size_bytes
-        if addr is None:
+        size = seg.size_bytes - offset if length is None else length
+        size = -(-size // PAGE_SIZE) * PAGE_SIZE
+        if seg.hugetlb:
+            huge = HPAGE_PMD_NR * PAGE_SIZE
+            if addr is None:
+                addr = -(-task.mm.get_unmapped_area(size + huge) // huge) * huge
+        elif addr is None:
             addr = task.mm.get_unmapped_area(size)
         if addr % PAGE_SIZE:
             raise WorkloadError(f"shmat address {addr:#x} is not page aligned")
-        return task.mm.insert(VMA(addr, addr + size, 0, "shmem", inode=seg.inode, shm=seg))
+        return task.mm.insert(VMA(addr, addr + size, offset >> PAGE_SHIFT, "shmem", inode=seg.inode, shm=seg,
+                                  hugetlb=seg.hugetlb))  # fmt: skip
 
     def shm_attach_count(self, seg: ShmSegment) -> int:
         """Number of live tasks that map (part of) the segment (``shm_nattch``, by process)."""
@@ -687,7 +740,10 @@ class Kernel:
 
     def _destroy_shm(self, seg: ShmSegment) -> None:
         present = seg.nodes >= 0
-        if present.any():
+        if seg.hugetlb:  # back to the pool; folios never faulted give back their reservation
+            self.hugetlb.release(seg.nodes[present], seg.zones[present])
+            self.hugetlb.unreserve((seg.npages - int(np.count_nonzero(present))) // HPAGE_PMD_NR)
+        elif present.any():
             self.pm.free(seg.nodes[present], seg.zones[present])
         seg.nodes[:] = -1
         seg.zones[:] = -1

@@ -15,8 +15,13 @@ policy shows that policy, and an error in a later option comes after the earlier
 
 Lists are parsed by :mod:`numasim.kernel.nodestring`; an invalid list prints libnuma's warning on stderr,
 ``<LIST> is invalid`` on stdout and the usage text (exit 1). Output texts (``--show``, ``--hardware``, the
-usage text, error lines) are numactl's, byte for byte. The System V / tmpfs shared-memory options are parsed
-but not simulated.
+usage text, error lines) are numactl's, byte for byte. The shared-memory options (``shm.c``) act on the
+simulated kernel: ``--shm KEYFILE`` attaches (or, with ``--length``, creates) the System V segment of
+``ftok(KEYFILE, --shmid)`` (``--huge``: ``SHM_HUGETLB``, from the hugetlb pool), ``--file PATH`` a tmpfs file;
+a policy option then ``mbind``s the region ``[--offset, --offset + --length)`` (``--strict``: MPOL_MF_STRICT),
+``--touch`` faults it in, ``--dump`` / ``--dump-nodes`` print its policies and nodes, ``--verify`` checks them.
+Key files and tmpfs files live in the simulated machine, not on disk; segments outlive the command within
+one kernel (``--after`` chains).
 
 The module only needs a :class:`NumaProcess` (what libnuma sees of the system and of its own process);
 :func:`numasim.kernel.programs.run_numactl` binds one to the simulated kernel.
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.mempolicy import (
@@ -69,6 +74,7 @@ __all__ = [
 ]
 
 VERSION = "2.0.19"
+_T = TypeVar("_T")
 
 USAGE = (
     "usage: numactl [--all | -a] [--balancing | -b]\n"
@@ -215,6 +221,47 @@ class NumaProcess(Protocol):
         """Run a virtual program in this process; ``None`` if there is no such program."""
         ...
 
+    # --- shared memory (numactl's shm.c) ---------------------------------------------------------------------
+    def shm_key_file(self, name: str) -> bool:
+        """``ftok`` needs the key file ``name``: True if it existed, False if it had to be created."""
+        ...
+
+    def shmget(self, name: str, proj: int, size_bytes: int, *, create: bool, huge: bool, mode: int) -> SyscallResult:
+        """``shmget(ftok(name, proj), size, flags)``: ``value["shmid"]``."""
+        ...
+
+    def shm_size(self, shmid: int) -> int:
+        """``shmctl(IPC_STAT).shm_segsz``."""
+        ...
+
+    def shmat(self, shmid: int) -> SyscallResult:
+        """``shmat(shmid, NULL, 0)``: ``value["addr"]``."""
+        ...
+
+    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> bool:
+        """``open`` (and ``ftruncate`` up to ``size_bytes``) a tmpfs file; False if it does not exist and not
+        ``create``."""
+        ...
+
+    def tmpfs_mmap(self, path: str, length: int, offset: int) -> SyscallResult:
+        """``mmap(NULL, length, RW, MAP_SHARED, fd, offset)``: ``value["addr"]``."""
+        ...
+
+    def huge_page_size(self) -> int:
+        """``Hugepagesize`` of /proc/meminfo, in bytes."""
+        ...
+
+    def mbind(self, addr: int, length: int, mode: int, nodes: frozenset[int] | None, maxnode: int,
+              flags: int) -> SyscallResult: ...  # fmt: skip
+
+    def get_mempolicy_addr(self, flags: int, addr: int) -> SyscallResult:
+        """``get_mempolicy(..., addr, MPOL_F_ADDR | flags)`` (``MPOL_F_NODE`` faults a missing page in)."""
+        ...
+
+    def touch(self, addr: int, length: int) -> None:
+        """``numa_police_memory``: read and write one byte of every page."""
+        ...
+
 
 @dataclass
 class NumactlRun:
@@ -245,6 +292,20 @@ class _State:
     compress: bool = False
     strict: bool = False
     shmoption: str | None = None
+    # numactl's shm.c globals
+    shm_attached: bool = False
+    shm_kind: str = ""
+    shm_len: int = 0
+    shm_offset: int = 0
+    shm_mode: int = 0o600
+    shm_huge: bool = False
+    shm_id: int = 0
+    shm_ptr: int = 0
+    shm_pagesize: int = 4096
+    mask: frozenset[int] | None = None
+    did_cpubind: bool = False
+    do_dump: bool = False
+    exitcode: int = 0
 
 
 class _Exit(Exception):
@@ -504,6 +565,141 @@ def numactl_main(
         calls.append(("set_mempolicy", f"{_mode_text(mode)}, {_nodes_text(nodes)}", res))
         return res
 
+    # --- shm.c -----------------------------------------------------------------------------------------------
+    def nerror(msg: str, errno: str | None) -> None:
+        err.append(f"numactl: {msg}" + (f": {STRERROR.get(errno, errno)}\n" if errno else "\n"))
+        raise _Exit(1)
+
+    def check_region(opt: str) -> None:
+        if state.shm_ptr % state.shm_pagesize or state.shm_len % state.shm_pagesize:
+            err.append("numactl: policy region not page aligned\n")
+            raise _Exit(1)
+        if not state.shm_len:
+            err.append(f"numactl: policy region length not specified before {opt}\n")
+            raise _Exit(1)
+
+    def attach_sysv(name: str) -> None:
+        if not proc.shm_key_file(name):
+            err.append(f"numactl: Creating shm key file {name} mode {state.shm_mode:04o}\n")
+        res = proc.shmget(name, state.shm_id, state.shm_len, create=False, huge=state.shm_huge, mode=state.shm_mode)
+        if not res.ok and res.errno == "ENOENT":
+            if state.shm_len == 0:
+                complain("need a --length to create a sysv shared memory segment")
+            total = state.shm_len + state.shm_offset
+            err.append(f"numactl: Creating shared memory segment {name} id {state.shm_id} mode {state.shm_mode:04o} "
+                       f"length {total / (1024 * 1024):.0f}MB\n")  # fmt: skip
+            res = proc.shmget(name, state.shm_id, total, create=True, huge=state.shm_huge, mode=state.shm_mode)
+            if not res.ok:
+                nerror("cannot create shared memory segment", res.errno)
+        shmid = int(res.value["shmid"]) if res.ok else -1
+        if state.shm_len == 0 and shmid >= 0:
+            state.shm_len = proc.shm_size(shmid)
+        at = proc.shmat(shmid) if shmid >= 0 else SyscallResult.fail("EINVAL", "no segment")
+        if not at.ok:
+            err.append(f"numactl: shmat: {STRERROR.get(at.errno or 'EINVAL', at.errno)}\n")
+            raise _Exit(1)
+        state.shm_ptr = int(at.value["addr"]) + state.shm_offset
+        state.shm_pagesize = proc.huge_page_size() if state.shm_huge else 4096
+        state.shm_kind = "sysv"
+        check_region("--shm")
+
+    def attach_file(name: str) -> None:
+        if not proc.tmpfs_open(name, 0, create=False):
+            if state.shm_len == 0:
+                complain("need a --length to create a shared file")
+            proc.tmpfs_open(name, state.shm_len + state.shm_offset, create=True)
+        else:
+            proc.tmpfs_open(name, state.shm_len + state.shm_offset, create=False)  # ftruncate up to the region
+        state.shm_pagesize = 4096  # st_blksize of tmpfs
+        check_region("--file")  # (numactl checks before it maps: the address is still 0)
+        at = proc.tmpfs_mmap(name, state.shm_len, state.shm_offset)
+        if not at.ok:
+            err.append(f"numactl: shm mmap: {STRERROR.get(at.errno or 'EINVAL', at.errno)}\n")
+            raise _Exit(1)
+        state.shm_ptr = int(at.value["addr"])
+        state.shm_kind = "file"
+
+    def check_shmbeyond(opt: str) -> None:
+        if state.shm_offset >= state.shm_len:
+            err.append(f"numactl: region offset {_hash_x(state.shm_offset)} beyond its length "
+                       f"{_hash_x(state.shm_len)} at {opt}\n")  # fmt: skip
+            raise _Exit(1)
+
+    def shm_bind(mode: int, nodes: frozenset[int] | None, what: str) -> None:
+        from numasim.kernel.mempolicy import MPOL_MF_STRICT
+
+        flags = MPOL_MF_STRICT if state.strict else 0
+        res = proc.mbind(state.shm_ptr, state.shm_len, mode, nodes, DEFAULT_NODEMASK_BITS if nodes is not None else 0,
+                         flags)  # fmt: skip
+        calls.append(("mbind", f"{_mode_text(mode)}, {_nodes_text(nodes or frozenset())}", res))
+        if not res.ok:  # libnuma's numa_error("mbind"), then numactl's checkerror
+            perror("mbind", res.errno or "EINVAL")
+            perror(what, res.errno or "EINVAL")
+            raise _Exit(1)
+
+    def policy_at(addr: int) -> tuple[int, frozenset[int]]:
+        res = proc.get_mempolicy_addr(0, addr)
+        if not res.ok:
+            perror("numactl: get_mempolicy on shm", res.errno or "EINVAL")
+            raise _Exit(1)
+        return int(res.value.get("mode", 0)), frozenset(res.value.get("nodemask") or frozenset())
+
+    def node_at(addr: int) -> int:
+        res = proc.get_mempolicy_addr(MPOL_F_NODE, addr)
+        if not res.ok:
+            perror("numactl: get_mempolicy on shm", res.errno or "EINVAL")
+            raise _Exit(1)
+        return int(res.value.get("mode", res.value.get("node", -1)))
+
+    def dump_shm() -> None:
+        if state.shm_len == 0:
+            out.append("nothing to dump\n")
+            return
+        runs = _runs([policy_at(state.shm_ptr + c) for c in range(0, state.shm_len, state.shm_pagesize)],
+                     state.shm_pagesize)  # fmt: skip
+        for start, end, (pol, nodes) in runs:
+            if pol != MPOL_DEFAULT:
+                name = POLICY_NAMES[pol] if 0 <= pol < len(POLICY_NAMES) else f"[{pol}]"
+                out.append(f"{state.shm_offset + start:016x}-{state.shm_offset + end:016x}: {name} "
+                           + _printmask("", nodes))  # fmt: skip
+
+    def dump_shm_nodes() -> None:
+        if state.shm_len == 0:
+            out.append("nothing to dump\n")
+            return
+        runs = _runs([node_at(state.shm_ptr + c) for c in range(0, state.shm_len, state.shm_pagesize)],
+                     state.shm_pagesize)  # fmt: skip
+        for start, end, node in runs:
+            out.append(f"{state.shm_offset + start:016x}-{state.shm_offset + end:016x}: {node}\n")
+
+    def verify_shm(policy: int, nodes: frozenset[int]) -> None:
+        def vwarn(p: int, text: str) -> None:
+            out.append(f"numactl verify {p:x}({p - state.shm_ptr:x}): {text}")
+            state.exitcode = 1
+
+        ilnode = node_at(state.shm_ptr) if policy == MPOL_INTERLEAVE else -1
+        for p in range(state.shm_ptr, state.shm_ptr + state.shm_len, state.shm_pagesize):
+            pol2, nodes2 = policy_at(p)
+            if pol2 != policy:
+                vwarn(p, f"wrong policy {_policy_name(pol2)}, expected {_policy_name(policy)}\n")
+                return
+            if nodes2 != nodes:
+                vwarn(p, "mismatched node mask\n")
+                out.append(_printmask("expected", nodes))
+                out.append(_printmask("real", nodes2))
+            node = node_at(p)
+            if policy == MPOL_INTERLEAVE:
+                if node < 0 or node not in nodes2:
+                    vwarn(p, f"interleave node out of range {node}\n")
+                if node != ilnode:
+                    vwarn(p, f"expected interleave node {ilnode}, got {node}\n")
+                    return
+                ilnode = _interleave_next(ilnode, nodes2)
+            elif policy in (MPOL_PREFERRED_MANY, MPOL_PREFERRED, MPOL_BIND):
+                if node not in nodes2:
+                    vwarn(p, f"unexpected node {node}\n")
+                    out.append(_printmask("expected", nodes2))
+
     try:
         for key, optarg, _optind in getopt_numactl(argv):
             if key == "":
@@ -529,9 +725,13 @@ def numactl_main(
                 state.did_parse = True
                 mode = MPOL_WEIGHTED_INTERLEAVE if key == "w" else MPOL_INTERLEAVE
                 setpolicy(mode)
-                res = setpol(mode if mask else MPOL_DEFAULT, mask)
-                if not res.ok:
-                    syscall_failed(res, "set_mempolicy", "setting interleave mask")
+                state.mask = mask
+                if state.shm_attached:  # numa_interleave_memory: plain interleave, weighted or not
+                    shm_bind(MPOL_INTERLEAVE, mask, "setting interleave mask")
+                else:
+                    res = setpol(mode if mask else MPOL_DEFAULT, mask)
+                    if not res.ok:
+                        syscall_failed(res, "set_mempolicy", "setting interleave mask")
             elif key in ("N", "c"):
                 if state.shmoption:
                     usage_msg(
@@ -546,6 +746,7 @@ def numactl_main(
                         err.append(f"libnuma: Warning: node {nid} not allowed\n")
                         continue
                     cpus.update(proc.node_cpus(nid))
+                state.did_cpubind = True
                 res = proc.sched_setaffinity(frozenset(cpus))
                 calls.append(("sched_setaffinity", _nodes_text(cpus), res))
                 if not res.ok:
@@ -559,6 +760,7 @@ def numactl_main(
                     invalid(arg, exc)
                     raise
                 state.did_parse = True
+                state.did_cpubind = True
                 res = proc.sched_setaffinity(cpuset)
                 calls.append(("sched_setaffinity", _nodes_text(cpuset), res))
                 if not res.ok:
@@ -568,21 +770,30 @@ def numactl_main(
                 setpolicy(MPOL_BIND)
                 mask = parse_nodes(arg)
                 state.did_parse = True
-                if state.balancing:
+                state.mask = mask
+                if state.shm_attached:  # numa_tonodemask_memory with bind_policy MPOL_BIND
+                    shm_bind(MPOL_BIND, mask, "setting membind")
+                elif state.balancing:
                     # numa_set_membind_balancing passes maxnode = size + 1
                     res = setpol(MPOL_BIND | MPOL_F_NUMA_BALANCING, mask, DEFAULT_NODEMASK_BITS + 1)
                     if not res.ok and res.errno == "EINVAL":
                         res = setpol(MPOL_BIND, mask)
                 else:
                     res = setpol(MPOL_BIND, mask)
-                if not res.ok:
+                if not state.shm_attached and not res.ok:
                     syscall_failed(res, "set_mempolicy", "setting membind")
             elif key in ("p", "P"):
                 if key == "P" and not has_preferred_many:
                     complain("preferred-many requested without kernel support")
                 mask = parse_nodes(arg)
                 state.did_parse = True
-                if key == "p":
+                state.mask = mask
+                if state.shm_attached:
+                    # numa_tonode_memory(first node) with bind_policy after numa_set_bind_policy(0)
+                    pol = MPOL_PREFERRED_MANY if has_preferred_many else MPOL_PREFERRED
+                    shm_bind(pol, frozenset({min(mask)}) if mask else frozenset(), "setting preferred node")
+                    setpolicy(pol)
+                elif key == "p":
                     if len(mask) != 1:
                         usage()
                     setpolicy(MPOL_PREFERRED)
@@ -590,13 +801,16 @@ def numactl_main(
                 else:
                     setpolicy(MPOL_PREFERRED_MANY)
                     res = setpol(MPOL_PREFERRED_MANY, mask)
-                if not res.ok:
+                if not state.shm_attached and not res.ok:
                     syscall_failed(res, "set_mempolicy", "setting preferred node")
             elif key == "l":
                 setpolicy(MPOL_LOCAL)
-                res = setpol(MPOL_LOCAL, frozenset())
-                if not res.ok:
-                    syscall_failed(res, "set_mempolicy", "local allocation")
+                if state.shm_attached:
+                    shm_bind(MPOL_LOCAL, None, "local allocation")
+                else:
+                    res = setpol(MPOL_LOCAL, frozenset())
+                    if not res.ok:
+                        syscall_failed(res, "set_mempolicy", "local allocation")
             elif key == "a":
                 if state.did_parse:
                     usage_msg("--all/-a option must be before all cpu/node specifications")
@@ -609,20 +823,69 @@ def numactl_main(
                 out.append(f"{VERSION}\n")
                 raise _Exit(0)
             elif key == "t":
-                state.strict = True
+                state.strict = True  # numa_set_strict(1): later mbinds carry MPOL_MF_STRICT
             elif key in ("L", "o", "M", "u"):
-                state.shmoption = {"L": "--length", "o": "--offset", "M": "--shmmode", "u": "--huge"}[key]
-            elif key in ("S", "f", "I", "T", "V", "d", "D"):
-                complain(
-                    "shared memory segments (--shm, --file, --touch, --dump, --verify) are not simulated by numasim"
-                )
+                name = {"L": "--length", "o": "--offset", "M": "--shmmode", "u": "--huge"}[key]
+                if state.shm_attached:  # noshm()
+                    usage_msg(f"{name} must be before shared memory specification")
+                state.shmoption = name
+                if key == "L":
+                    state.shm_len = memsize(arg)
+                elif key == "o":
+                    state.shm_offset = memsize(arg)
+                elif key == "M":
+                    try:
+                        state.shm_mode = int(arg, 8)
+                    except ValueError:
+                        usage()
+                else:
+                    state.shm_huge = True
+            elif key == "I":
+                try:
+                    state.shm_id = int(arg, 0)
+                except ValueError:
+                    usage()
+            elif key in ("S", "f"):
+                if state.did_cpubind:
+                    usage_msg("cannot do --cpubind on shared memory\n")
+                if state.set_policy >= 0:
+                    usage_msg("specify policy after --shm/--file")
+                (attach_sysv if key == "S" else attach_file)(arg)
+                state.shm_attached = True
+            elif key in ("d", "D"):
+                if not state.shm_attached:
+                    complain(f"Cannot do {'--dump' if key == 'd' else '--dump-nodes'} without shared memory.\n")
+                (dump_shm if key == "d" else dump_shm_nodes)()
+                state.do_dump = True
+            elif key == "T":
+                if not state.shm_attached:
+                    usage_msg("--touch must be after shared memory specification")
+                check_shmbeyond("--touch")
+                proc.touch(state.shm_ptr, state.shm_len)
+            elif key == "V":
+                if not state.shm_attached:
+                    usage_msg("--verify must be after shared memory specification")
+                if state.set_policy < 0:
+                    complain("Need a policy first to verify")
+                check_shmbeyond("--verify")
+                proc.touch(state.shm_ptr, state.shm_len)
+                if state.mask is None:
+                    complain("Need a mask to verify")
+                assert state.mask is not None
+                verify_shm(state.set_policy, state.mask)
         else:  # pragma: no cover - getopt always ends with the "" item
             command = []
         if state.hardware:
             out.append(format_hardware(proc, cpu_compress=state.compress, style=hardware_style))
             raise _Exit(0)
+        if state.shm_attached:
+            if command:
+                usage()
+            raise _Exit(state.exitcode)
         if state.strict:
             err.append("numactl: warning. Strict flag for process ignored.\n")
+        if state.do_dump:
+            usage_msg("cannot do --dump|--dump-shm for process")
         if state.shmoption:
             usage_msg(f"shm related option {state.shmoption} for process")
         if not command:
@@ -641,6 +904,57 @@ def numactl_main(
     run.stdout = "".join(out)
     run.stderr = "".join(err)
     return run
+
+
+def memsize(text: str) -> int:
+    """numactl's ``memsize``: ``strtoul(s, &end, 0)`` then a ``g``/``m``/``k`` suffix (no other checking).
+
+    Examples
+    --------
+    >>> memsize("20m"), memsize("0x10k"), memsize("2G"), memsize("junk")
+    (20971520, 16384, 2147483648, 0)
+    """
+    import re
+
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)?", text)
+    assert m is not None  # every part is optional
+    sign, digits = m.group(1), m.group(2) or ""
+    if digits[:2].lower() == "0x":
+        value = int(digits, 16)
+    elif digits.startswith("0"):
+        value = int(digits, 8)
+    else:
+        value = int(digits or "0")
+    if sign == "-":
+        value = (-value) % (1 << 64)  # strtoul negates in unsigned arithmetic
+    factor = {"G": 1 << 30, "M": 1 << 20, "K": 1 << 10}.get(text[m.end() : m.end() + 1].upper(), 1)
+    return value * factor
+
+
+def _hash_x(value: int) -> str:
+    """C's ``%#llx``: ``0`` for zero, ``0x...`` otherwise."""
+    return "0" if value == 0 else f"{value:#x}"
+
+
+def _policy_name(pol: int) -> str:
+    return POLICY_NAMES[pol] if 0 <= pol < len(POLICY_NAMES) else f"[{pol}]"
+
+
+def _interleave_next(cur: int, mask: frozenset[int]) -> int:
+    """shm.c ``interleave_next``: the next node of ``mask`` after ``cur``, wrapping."""
+    bigger = [n for n in sorted(mask) if n > cur]
+    return bigger[0] if bigger else min(mask)
+
+
+def _runs(values: list[_T], step: int) -> list[tuple[int, int, _T]]:
+    """Consecutive equal values as ``(start, end, value)`` byte ranges of ``step`` bytes each."""
+    out: list[tuple[int, int, _T]] = []
+    for k, v in enumerate(values):
+        if out and out[-1][2] == v:
+            out[-1] = (out[-1][0], (k + 1) * step, v)
+        else:
+            out.append((k * step, (k + 1) * step, v))
+    return out
 
 
 _MODE_NAMES = {
@@ -719,6 +1033,49 @@ class KernelProcess:
 
     def get_mempolicy(self, flags: int) -> SyscallResult:
         return self.kernel.get_mempolicy(self.task, flags)
+
+    # --- shared memory -----------------------------------------------------------------------------------------
+    def shm_key_file(self, name: str) -> bool:
+        if name in self.kernel.shm_key_files:
+            return True
+        self.kernel.shm_key_files.add(name)
+        return False
+
+    def shmget(self, name: str, proj: int, size_bytes: int, *, create: bool, huge: bool, mode: int) -> SyscallResult:
+        return self.kernel.shmget_key((name, proj), size_bytes, create=create, huge=huge, mode=mode)
+
+    def shm_size(self, shmid: int) -> int:
+        return int(self.kernel.shm_segments[shmid].size_requested)
+
+    def shmat(self, shmid: int) -> SyscallResult:
+        seg = self.kernel.shm_segments.get(shmid)
+        if seg is None:
+            return SyscallResult.fail("EINVAL", f"no segment {shmid}")
+        return SyscallResult.success(addr=self.kernel.shmat(self.task, seg).start)
+
+    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> bool:
+        return self.kernel.tmpfs_file(path, size_bytes, create=create) is not None
+
+    def tmpfs_mmap(self, path: str, length: int, offset: int) -> SyscallResult:
+        seg = self.kernel.tmpfs_files.get(path)
+        if seg is None or length <= 0 or offset % 4096:
+            return SyscallResult.fail("EINVAL", f"mmap of {path}")
+        return SyscallResult.success(addr=self.kernel.shmat(self.task, seg, offset=offset, length=length).start)
+
+    def huge_page_size(self) -> int:
+        return 2 << 20
+
+    def mbind(self, addr: int, length: int, mode: int, nodes: frozenset[int] | None, maxnode: int,
+              flags: int) -> SyscallResult:  # fmt: skip
+        return self.kernel.mbind(self.task, addr, length, mode, nodes, maxnode or None, flags)
+
+    def get_mempolicy_addr(self, flags: int, addr: int) -> SyscallResult:
+        from numasim.kernel.mempolicy import MPOL_F_ADDR
+
+        return self.kernel.get_mempolicy(self.task, flags | MPOL_F_ADDR, addr)
+
+    def touch(self, addr: int, length: int) -> None:
+        self.kernel.touch(self.task, addr, length)
 
     def execvp(self, argv: Sequence[str]) -> ProgramOutcome | None:
         from numasim.kernel.programs import run_program

@@ -239,7 +239,7 @@ def mbind(
     for vma in vmas:  # mbind_range: install the policy (shmem: also in the shared object, for every mapping)
         vma.policy = new
         vma.placement = None
-        if vma.shm is not None:
+        if vma.shm is not None and not vma.shm.hugetlb:  # hugetlbfs has no set_policy: the mapping keeps it
             vma.shm.set_policy(vma.pgoff, vma.pgoff + vma.npages, new)
     migrated = failed_moves = 0
     if move:

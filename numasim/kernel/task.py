@@ -76,17 +76,39 @@ class ShmSegment:
         Index into :attr:`policies` of each page's shared policy (-1 = none: the faulting task's policy).
     """
 
-    def __init__(self, shmid: int, size_bytes: int, inode: int) -> None:
+    def __init__(self, shmid: int, size_bytes: int, inode: int, *, hugetlb: bool = False, key: object = None,
+                 mode: int = 0o600) -> None:  # fmt: skip
         if size_bytes <= 0:
             raise WorkloadError(f"shm segment size must be positive, got {size_bytes}")
         self.shmid = shmid
         self.inode = inode
-        self.npages = (size_bytes + PAGE_SIZE - 1) >> PAGE_SHIFT
+        self.hugetlb = hugetlb
+        """SHM_HUGETLB: 2 MiB pages from the hugetlb pool, and no shared policy (hugetlbfs has no
+        ``set_policy``: a policy lives in each attaching mapping)."""
+        self.key = key
+        """The IPC key (``ftok`` of a key file and a project id), a tmpfs path, or None (IPC_PRIVATE)."""
+        self.mode = mode
+        huge = 512 << PAGE_SHIFT
+        size = -(-size_bytes // huge) * huge if hugetlb else size_bytes
+        self.size_requested = size_bytes
+        self.npages = (size + PAGE_SIZE - 1) >> PAGE_SHIFT
         self.nodes = np.full(self.npages, -1, dtype=np.int16)
         self.zones = np.full(self.npages, -1, dtype=np.int16)
         self.policy_id = np.full(self.npages, -1, dtype=np.int32)
         self.policies: list[MemPolicy] = []
         self.removed = False
+
+    def grow(self, size_bytes: int) -> None:
+        """Extend the object to ``size_bytes`` (``ftruncate`` of a tmpfs file; never shrinks). Callers make sure
+        no mapping holds views of the old arrays."""
+        npages = (size_bytes + PAGE_SIZE - 1) >> PAGE_SHIFT
+        if npages <= self.npages:
+            return
+        extra = npages - self.npages
+        self.nodes = np.concatenate([self.nodes, np.full(extra, -1, dtype=np.int16)])
+        self.zones = np.concatenate([self.zones, np.full(extra, -1, dtype=np.int16)])
+        self.policy_id = np.concatenate([self.policy_id, np.full(extra, -1, dtype=np.int32)])
+        self.npages = npages
 
     @property
     def size_bytes(self) -> int:

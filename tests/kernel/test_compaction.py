@@ -15,9 +15,9 @@ from numasim.kernel.buddy import FreeArea, binary_blocks, fragmentation_index, l
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.folio_alloc import alloc_folios
 from numasim.kernel.gfp import GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT
+from numasim.kernel.kernel import Kernel
 from numasim.kernel.physmem import PhysicalMemory
 from numasim.kernel.procfs import buddy_orders_from_free, format_buddyinfo, zone_views
-from numasim.kernel.kernel import Kernel
 from numasim.timing.resolve import resolve_calibration
 from numasim.topology.builders import glueless
 from numasim.workload.run import run_workload
