@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["protected_rows", "reroute"]
+__all__ = ["protected_rows", "reroute", "commit_window"]
 
 
 @njit(cache=True, nogil=True)
@@ -51,3 +51,35 @@ def reroute(
                 out[row] = rc[row]
             row += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def commit_window(
+    lens: np.ndarray,
+    n_commit: np.ndarray,
+    seg_is_kernel: np.ndarray,
+    rc: np.ndarray,
+    page: np.ndarray,
+    issue_ns: np.ndarray,
+    last_access_ns: np.ndarray,
+    copy_requests_rc: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """After a window: which rows were committed (the first ``n_commit[s]`` of each agent segment ``s``); each
+    committed kernel row counted in ``copy_requests_rc`` by route class; each committed program page's last
+    access time set (in row order: the last row of a page wins). Returns the committed mask."""
+    n = len(rc)
+    committed = np.zeros(n, dtype=np.bool_)
+    row = 0
+    for s in range(len(lens)):
+        k = n_commit[s]
+        kern = seg_is_kernel[s]
+        for j in range(lens[s]):
+            if j < k:
+                committed[row] = True
+                if kern:
+                    copy_requests_rc[rc[row]] += 1
+                p = page[row]
+                if p >= 0:
+                    last_access_ns[p] = issue_ns[row]
+            row += 1
+    return committed

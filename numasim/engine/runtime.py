@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import simpy
 
-from ._runtime_kernel import protected_rows, reroute
+from ._runtime_kernel import commit_window, protected_rows, reroute
 
 if TYPE_CHECKING:
     from .memsys import MemorySystem
@@ -311,10 +311,14 @@ class EngineBridge:
 
     def split_huge(self, flat_pages: np.ndarray) -> None:
         """The 2 MiB pages these flat pages belong to are split: every page of each is a base page now."""
+        flat_pages = np.asarray(flat_pages)
+        if not len(flat_pages):
+            return
+        flat_pages = flat_pages[self.page_huge[flat_pages]]  # base pages have nothing to split
         if not len(flat_pages):
             return
         vpn = self.page_vpn()
-        for key in np.unique(vpn[np.asarray(flat_pages)] >> np.uint64(9)).tolist():
+        for key in np.unique(vpn[flat_pages] >> np.uint64(9)).tolist():
             lo, hi = np.searchsorted(vpn, [np.uint64(key << 9), np.uint64((key + 1) << 9)])
             self.page_huge[lo:hi] = False
 
@@ -387,7 +391,8 @@ class EngineBridge:
         if self.series_pages and self.pages_copied == self._sampled_at_copies and not force:
             return
         self._sampled_at_copies = self.pages_copied
-        present = self.page_node[self.page_node >= 0]  # a page not faulted in yet is on no node
+        # a page not faulted in yet is on no node
+        present = self.page_node[self.page_node >= 0] if self._absent_left else self.page_node
         counts = np.bincount(present, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]
         if self.series_pages and t_ns <= self.series_ns[-1]:
             self.series_pages[-1] = counts
@@ -506,8 +511,9 @@ class EngineBridge:
         cand = protected_rows(page, flagged)
         if not len(cand):
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
-        est = t0_ns + (cand - start[cand] + 1) * pace_ns
+        ends = np.cumsum(lens)
+        start = (ends - lens)[np.searchsorted(ends, cand, side="right")]  # each candidate's segment start
+        est = t0_ns + (cand - start + 1) * pace_ns
         pg = page[cand]
         order = np.lexsort((est, pg))
         first = np.r_[True, pg[order][1:] != pg[order][:-1]]
@@ -558,14 +564,11 @@ class EngineBridge:
         """After a window: count the requests each agent issued and the kernel's copy traffic; note when each
         page was last touched."""
         self._requests[ids] += n_commit
-        start = np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
-        committed = (np.arange(len(rc)) - start) < np.repeat(n_commit, lens)
-        agent = np.repeat(ids, lens)
-        kern = committed & self.is_kernel[agent]
-        if kern.any():
-            self._copy_requests_rc += np.bincount(rc[kern], minlength=len(self._copy_requests_rc))
-        touched = committed & (page >= 0)
-        self.page_last_access_ns[page[touched]] = issue_ns[touched]  # (the last write of a page wins: a recent one)
+        committed = commit_window(
+            np.asarray(lens, dtype=np.int64), np.asarray(n_commit, dtype=np.int64), self.is_kernel[ids],
+            np.asarray(rc, dtype=np.int64), np.asarray(page, dtype=np.int64), np.asarray(issue_ns, dtype=np.float64),
+            self.page_last_access_ns, self._copy_requests_rc,
+        )  # fmt: skip
         self._series_moves(committed, issue_ns)
 
     def _pages_moved_with(self, faulted: np.ndarray, was_huge: np.ndarray, dst: np.ndarray) -> np.ndarray:

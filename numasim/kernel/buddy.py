@@ -123,6 +123,7 @@ class FreeArea:
         if f.shape != (HUGE_ORDER,) or (f < 0).any():
             raise ValueError(f"FreeArea: fragments = {f.tolist()}: need {HUGE_ORDER} non-negative block counts")
         self.fragments = f.copy()
+        self._fragment_pages = int((self.fragments * _SIZES[:HUGE_ORDER]).sum())  # kept in step with fragments
         self.fragment_shape: np.ndarray | None = None
         if fragment_shape is not None:
             s = np.asarray(fragment_shape, dtype=float)
@@ -174,7 +175,10 @@ class FreeArea:
     @property
     def fragment_pages(self) -> int:
         """Free pages in fragments."""
-        return int((self.fragments * _SIZES[:HUGE_ORDER]).sum())
+        return self._fragment_pages
+
+    def _fragments_changed(self) -> None:
+        self._fragment_pages = int((self.fragments * _SIZES[:HUGE_ORDER]).sum())
 
     @property
     def fragment_blocks(self) -> int:
@@ -197,10 +201,13 @@ class FreeArea:
             raise ValueError(f"take_base: pages = {pages}: must be >= 0")
         if pages > self.pages:
             raise ValueError(f"take_base: {pages} pages asked of {self.pages} free")
+        if not self._fragment_pages:  # the common case: nothing fragmented (no measured buddyinfo)
+            self.contiguous_pages -= pages
+            return
         left = pages
         for order in range(HUGE_ORDER):
             if not left:
-                return
+                break
             size = 1 << order
             whole = min(int(self.fragments[order]), left // size)
             self.fragments[order] -= whole
@@ -210,6 +217,7 @@ class FreeArea:
                 self.fragments[order] -= 1
                 self.fragments[:order] += binary_blocks(size - left)[:order]
                 left = 0
+        self._fragments_changed()
         self.contiguous_pages -= left
 
     def take_blocks(self, n: int, order: int = HUGE_ORDER) -> None:
@@ -236,6 +244,7 @@ class FreeArea:
             return
         counts = np.floor(pages * self.fragment_shape / _SIZES[:HUGE_ORDER]).astype(np.int64)
         self.fragments += counts
+        self._fragments_changed()
         self.contiguous_pages += pages - int((counts * _SIZES[:HUGE_ORDER]).sum())  # what rounding left
 
     def compact_one(self) -> int:

@@ -49,9 +49,11 @@ def migrate_vma_pages(
         vma.nodes[moved] = placed.nodes[ok]
         vma.zones[moved] = placed.zones[ok]
         # moved as base pages: each huge folio they were part of is split, all of its 512 pages (coverage row H7)
-        first = (vma.start >> 12) & 511
-        blocks = np.unique((moved + first) >> 9)
-        pages = ((blocks[:, None] << 9) + np.arange(512) - first).ravel()
-        pages = pages[(pages >= 0) & (pages < vma.npages)]
-        vma.thp[pages] = False
+        huge = moved[vma.thp[moved]]  # (a THP block is huge in all of its pages: the others need nothing)
+        if huge.size:
+            first = (vma.start >> 12) & 511
+            blocks = np.unique((huge + first) >> 9)
+            pages = ((blocks[:, None] << 9) + np.arange(512) - first).ravel()
+            pages = pages[(pages >= 0) & (pages < vma.npages)]
+            vma.thp[pages] = False
     return ok
