@@ -17,6 +17,7 @@ __all__ = [
     "OutputError",
     "SysctlError",
     "KernelConfigError",
+    "MachineStateError",
 ]
 
 
@@ -98,3 +99,8 @@ class SysctlError(NumasimError, ValueError):
 class KernelConfigError(NumasimError, ValueError):
     """A boot parameter of the simulated kernel the machine cannot take (page cache on a node it lacks, or more
     than the node's memory in use); the message names the parameter and the value."""
+
+
+class MachineStateError(NumasimError):
+    """A persistent simulated machine (``numasim machine``) that is missing, already started, locked against
+    an unexpected state, or whose saved state cannot be read; the message says how to recover."""

@@ -143,6 +143,8 @@ def test_page_examples(
         shutil.copytree(ROOT / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("NUMASIM_STATE_DIR", str(tmp_path / "machines"))  # persistent machines stay in the test
+    monkeypatch.delenv("NUMASIM_MACHINE", raising=False)
     globs: dict[str, object] = {}
     failures: list[str] = []
     for block in blocks(page):

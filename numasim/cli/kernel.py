@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -205,15 +207,45 @@ _OWN_VALUES = {"--machine", "--kernel-version", "--after", "--calibration", "--t
 _OWN_FLAGS = {"--nominal", "--catalog", "--kswapd"}
 
 
+_BOOT_OPTIONS = ("--kernel-version", "--thp", "--sysctl", "--page-cache", "--kswapd", "--buddyinfo")
+
+
+@contextmanager
+def _kernel_session(opts: dict[str, Any]) -> Iterator[tuple[Kernel, bool]]:
+    """The kernel a numactl / numastat command acts on, and whether it is a persistent machine's: a fresh one
+    booted from ``--machine``, or (without ``--machine``) the machine ``NUMASIM_MACHINE`` names, locked for the
+    command and saved when it ends (:mod:`numasim.persist`)."""
+    from numasim.persist.store import ENV_MACHINE, store_for_environment
+
+    selected = None if opts.get("--machine") else store_for_environment()
+    if selected is None:
+        yield _kernel_from(opts), False
+        return
+    store, name = selected
+    given = [o for o in _BOOT_OPTIONS if opts.get(o)]
+    if given:
+        _fail(f"{given[0]}: machine {name} ({ENV_MACHINE}) is already booted; boot options go to "
+              f"`numasim machine start` (or unset {ENV_MACHINE} and give --machine)")  # fmt: skip
+    with store.session(name) as kernel:
+        _bind_calibration(kernel, opts, kernel.machine.name)
+        yield kernel, True
+
+
 def _kernel_from(opts: dict[str, Any]) -> Kernel:
     machines: list[str] = opts.get("--machine") or []
     if not machines:
-        _fail("--machine MACHINE is required (a shipped machine name or a machine file)")
+        _fail("--machine MACHINE is required (a shipped machine name or a machine file), or set NUMASIM_MACHINE "
+              "to a machine started with `numasim machine start`")  # fmt: skip
     kernel = build_kernel(
         machines[-1], (opts.get("--kernel-version") or ["6.12"])[-1], (opts.get("--thp") or ["madvise"])[-1],
         opts.get("--sysctl") or [], opts.get("--page-cache") or [], bool(opts.get("--kswapd")),
         (opts.get("--buddyinfo") or [None])[-1],
     )
+    _bind_calibration(kernel, opts, machines[-1])
+    return kernel
+
+
+def _bind_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> None:
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
@@ -222,28 +254,38 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         from numasim.tools import bind_calibration
         from numasim.topology.io import machine_source
 
-        path = machine_source(machines[-1])
+        path = machine_source(machine)
         cal = resolve_calibration(
             kernel.machine, calibrations[-1] if calibrations else None,
             nominal=bool(opts.get("--nominal")), catalog=bool(opts.get("--catalog")), machine_path=path,
         )
         bind_calibration(kernel, cal)
-    return kernel
 
 
 def numactl_command(ctx: typer.Context) -> None:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
+    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
+    code = 0
+    with _kernel_session(opts) as (kernel, persistent):
+        try:
+            _numactl_on(kernel, opts, argv, persistent)
+        except typer.Exit as done:  # the machine keeps what the command did, whatever its exit status
+            code = done.exit_code
+    raise typer.Exit(code)
+
+
+def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persistent: bool) -> None:
+    """numactl on ``kernel``; raises typer.Exit with its status. On a persistent machine the output is exactly
+    numactl's and a program that finished exits (a still-running one, stress without -t, stays)."""
     from numasim.kernel.config import reclaim_inputs
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
 
-    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
-    kernel = _kernel_from(opts)
     _apply_after_checked(kernel, opts.get("--after", []))
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
-    run = run_numactl(kernel, argv, keep_alive=True)
+    run = run_numactl(kernel, argv, keep_alive=not persistent)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     if opts.get("--json"):
@@ -293,8 +335,9 @@ def numactl_command(ctx: typer.Context) -> None:
     if run.stderr:
         typer.echo(run.stderr, nl=False, err=True)
     # Only after a program that ran and succeeded: after an error (an unknown program, a mistyped option, an OOM
-    # kill) the message is the whole answer, and the table of a process that did nothing would bury it.
-    if pids and run.command and run.exit_code == 0:
+    # kill) the message is the whole answer, and the table of a process that did nothing would bury it. A
+    # persistent machine's numactl prints what numactl prints: scripts read it (numastat -p PID is a command).
+    if pids and run.command and run.exit_code == 0 and not persistent:
         stat = run_numastat(["-p", *[str(p) for p in pids]], numastat_sources(kernel))
         typer.echo(stat.stdout, nl=False)
     raise typer.Exit(run.exit_code)
@@ -306,13 +349,19 @@ def numastat_command(ctx: typer.Context) -> None:
     from numasim.kernel.procfs import numastat_sources
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS, "numastat")
-    kernel = _kernel_from(opts)
-    _apply_after_checked(kernel, opts.get("--after", []))  # their own output is not numastat's
-    res = run_numastat(argv, numastat_sources(kernel), numastat_width=os.environ.get("NUMASTAT_WIDTH"))
-    typer.echo(res.stdout, nl=False)
-    if res.stderr:
-        typer.echo(res.stderr, nl=False, err=True)
-    raise typer.Exit(res.exit_code)
+    code = 0
+    with _kernel_session(opts) as (kernel, _persistent):
+        try:
+            _apply_after_checked(kernel, opts.get("--after", []))  # their own output is not numastat's
+        except typer.Exit as done:
+            code = done.exit_code
+        else:
+            res = run_numastat(argv, numastat_sources(kernel), numastat_width=os.environ.get("NUMASTAT_WIDTH"))
+            typer.echo(res.stdout, nl=False)
+            if res.stderr:
+                typer.echo(res.stderr, nl=False, err=True)
+            code = res.exit_code
+    raise typer.Exit(code)
 
 
 MachineArg = Annotated[
