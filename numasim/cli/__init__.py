@@ -27,11 +27,11 @@ app = typer.Typer(
 
 def _register() -> None:
     # Explicit list: importing numasim.cli registers nothing until main() asks for it.
-    from numasim.cli import calibrate, catalog, demo, kernel, machine, run_command, sweep, topo, trace
+    from numasim.cli import calibrate, catalog, demo, kernel, machine, run_command, shims, sweep, topo, trace
 
     if app.registered_commands or app.registered_groups:
         return  # main() called again in the same process (tests, notebooks): register once
-    for module in (demo, topo, trace, kernel, machine, calibrate, catalog, run_command, sweep):
+    for module in (demo, topo, trace, kernel, machine, shims, calibrate, catalog, run_command, sweep):
         module.register(app)
 
 

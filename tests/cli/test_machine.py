@@ -116,3 +116,24 @@ def test_machine_files_are_kept_by_absolute_path(state, tmp_path, capsys, monkey
     monkeypatch.chdir(state)  # a later command elsewhere still finds the machine
     monkeypatch.setenv("NUMASIM_MACHINE", "mine")
     assert _run(capsys, "numactl", "--hardware")[1].startswith("available: 2 nodes (0-1)")
+
+
+def test_shims_run_the_tools_on_the_machine(state, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A script's numactl / numastat / memhog / migratepages are the simulated machine's, output and status."""
+    MachineStore(state).start("box", BootOptions(machine="seed-003-2node"))
+    shims = tmp_path / "bin"
+    assert _run(capsys, "shims", str(shims), "--machine", "box")[0] == 0
+    env = {**os.environ, "NUMASIM_STATE_DIR": str(state), "PATH": f"{shims}:{os.environ['PATH']}"}
+    env.pop("NUMASIM_MACHINE", None)
+
+    def sh(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True, timeout=120)
+
+    assert sh("echo $(numactl --physcpubind=3 printcpu)").stdout == "3\n"  # nothing but the program's output
+    assert sh("numactl --length 4m --shm A --membind=1 && numactl --shm A --dump").stdout == \
+        "0000000000000000-0000000000400000: bind : 1 \n"
+    bad = sh("numactl --bogus")
+    assert bad.returncode == 1 and bad.stderr.startswith("numactl: unrecognized option '--bogus'\nusage: numactl")
+    assert sh("memhog 2m").returncode == 0
+    assert sh("numastat -n").stdout.splitlines()[1].startswith("Per-node numastat info (in MBs):")
+    assert _run(capsys, "shims", str(shims), "--machine", "nosuch")[0] == 2
