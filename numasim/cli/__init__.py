@@ -25,19 +25,43 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    # Explicit list: importing numasim.cli registers nothing until main() asks for it.
-    from numasim.cli import calibrate, catalog, demo, kernel, machine, run_command, shims, sweep, topo, trace
+_MODULES = ("demo", "topo", "trace", "kernel", "machine", "shims", "calibrate", "catalog", "run_command", "sweep")
+"""Every command module, in the order ``numasim --help`` lists their commands."""
+_KERNEL_ONLY = {"numactl": "kernel", "numastat": "kernel", "kernel": "kernel", "machine": "machine", "shims": "shims"}
+"""Commands whose module alone is loaded: kernel-only commands start without the timing model, the workload
+layer or the plotting code (scripts call them often; issue 11 asks for a fast start)."""
+_registered: set[str] = set()
 
-    if app.registered_commands or app.registered_groups:
-        return  # main() called again in the same process (tests, notebooks): register once
-    for module in (demo, topo, trace, kernel, machine, shims, calibrate, catalog, run_command, sweep):
-        module.register(app)
+
+def _register(argv: list[str] | None = None) -> None:
+    """Register the command modules ``argv`` needs (all of them, unless it names a kernel-only command); each
+    module once per process, so that main() can be called again (tests, notebooks), and the commands always
+    listed in :data:`_MODULES` order whatever was registered first."""
+    import importlib
+
+    command = next((a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("-")), None)
+    wanted = [_KERNEL_ONLY[command]] if command in _KERNEL_ONLY else list(_MODULES)
+    added = False
+    for name in wanted:
+        if name in _registered:
+            continue
+        before = (len(app.registered_commands), len(app.registered_groups))
+        importlib.import_module(f"numasim.cli.{name}").register(app)
+        for info in app.registered_commands[before[0] :] + app.registered_groups[before[1] :]:  # type: ignore[operator]
+            _origin[id(info)] = _MODULES.index(name)
+        _registered.add(name)
+        added = True
+    if added:
+        app.registered_commands.sort(key=lambda info: _origin.get(id(info), len(_MODULES)))
+        app.registered_groups.sort(key=lambda info: _origin.get(id(info), len(_MODULES)))
+
+
+_origin: dict[int, int] = {}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``numasim`` script; returns the exit status instead of exiting."""
-    _register()
+    _register(argv)
     try:
         # standalone mode: typer prints usage errors itself and exits 2; our own errors come through here.
         command = typer.main.get_command(app)

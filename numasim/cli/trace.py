@@ -14,11 +14,7 @@ import typer
 
 from numasim.errors import TraceError, WorkloadError
 from numasim.units import PAGE_SIZE_BYTES, format_size
-from numasim.workload.generate import generate
 from numasim.workload.quick import QUICK_PATTERNS as _QUICK_PATTERNS
-from numasim.workload.quick import quick_workload
-from numasim.workload.spec import load_workload
-from numasim.workload.trace import read_trace, trace_info, write_trace
 from numasim.workload.trace.perf_script import PERF_LEVELS
 
 __all__ = ["register", "trace_app"]
@@ -58,6 +54,8 @@ def convert(
     instructions: bool = typer.Option(False, help="lackey: keep instruction fetches (as loads)."),
 ) -> None:
     """Convert a trace from one format to another, streaming chunk by chunk."""
+    from numasim.workload.trace import read_trace, write_trace
+
     if source.resolve() == target.resolve():
         raise TraceError(str(target), "output is the input file")
     chunks = read_trace(source, from_format, **_reader_options(from_format, levels, instructions))
@@ -92,6 +90,8 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Accesses, reads/writes, footprint (bytes and pages), threads, address range and per-thread counts."""
+    from numasim.workload.trace import read_trace, trace_info
+
     summary = trace_info(read_trace(path, format)).to_dict()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
@@ -113,6 +113,11 @@ def generate_cmd(
     stride_bytes: int = typer.Option(64, help="--pattern strided: the stride."),
 ) -> None:
     """Synthesise a trace from a workload file, or from a quick pattern."""
+    from numasim.workload.generate import generate
+    from numasim.workload.quick import quick_workload
+    from numasim.workload.spec import load_workload
+    from numasim.workload.trace import write_trace
+
     if (workload is None) == (pattern is None):
         raise WorkloadError("trace generate: give exactly one of --workload FILE or --pattern NAME")
     if workload is not None:

@@ -5,14 +5,31 @@
 * :mod:`numasim.workload.trace` -- traces: chunked ``.npz``, CSV, Parquet, ``perf script``, lackey;
 * :mod:`numasim.workload.placement` and :mod:`numasim.workload.run` -- the glue to the kernel and the engine
   (``run_workload``, ``run_trace``, ``compare_policies``; imported on demand, they pull in those layers).
+
+The names below are imported on first use (PEP 562), so that importing one submodule stays cheap.
 """
 
-from numasim.workload.access import AccessChunk, concat_chunks, rechunk
-from numasim.workload.generate import generate, total_accesses
-from numasim.workload.policy_text import PolicySpec, parse_policy
-from numasim.workload.quick import quick_workload
-from numasim.workload.spec import Workload, load_workload, loads_workload
-from numasim.workload.trace import read_trace, trace_info, write_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_SOURCES = {
+    "AccessChunk": "numasim.workload.access",
+    "concat_chunks": "numasim.workload.access",
+    "rechunk": "numasim.workload.access",
+    "Workload": "numasim.workload.spec",
+    "load_workload": "numasim.workload.spec",
+    "loads_workload": "numasim.workload.spec",
+    "generate": "numasim.workload.generate",
+    "total_accesses": "numasim.workload.generate",
+    "quick_workload": "numasim.workload.quick",
+    "PolicySpec": "numasim.workload.policy_text",
+    "parse_policy": "numasim.workload.policy_text",
+    "read_trace": "numasim.workload.trace",
+    "write_trace": "numasim.workload.trace",
+    "trace_info": "numasim.workload.trace",
+}
 
 __all__ = [
     "AccessChunk",
@@ -30,3 +47,25 @@ __all__ = [
     "write_trace",
     "trace_info",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the names for type checkers and IDEs
+    from numasim.workload.access import AccessChunk, concat_chunks, rechunk  # noqa: F401
+    from numasim.workload.generate import generate, total_accesses  # noqa: F401
+    from numasim.workload.policy_text import PolicySpec, parse_policy  # noqa: F401
+    from numasim.workload.quick import quick_workload  # noqa: F401
+    from numasim.workload.spec import Workload, load_workload, loads_workload  # noqa: F401
+    from numasim.workload.trace import read_trace, trace_info, write_trace  # noqa: F401
