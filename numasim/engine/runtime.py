@@ -284,7 +284,7 @@ class EngineBridge:
         self.series_pages: list[np.ndarray] = []
         self.late_ns_max = 0.0
         self._requests = np.zeros(len(self.agents), dtype=np.int64)
-        self._sampled_at_copies = -1
+        self._sampled_at_copies: tuple[int, int] = (-1, -1)
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
         self._absent_left = 0
@@ -388,9 +388,10 @@ class EngineBridge:
     def sample(self, t_ns: float, *, force: bool = False) -> None:
         """Record pages per node (node order of the memory system) at ``t_ns`` if pages moved since the last
         record (a kernel that moves a page copies it), or ``force``: the series holds every change and the end."""
-        if self.series_pages and self.pages_copied == self._sampled_at_copies and not force:
+        changes = (self.pages_copied, self._faulted_in)  # pages move by copies, and appear by first-touch faults
+        if self.series_pages and changes == self._sampled_at_copies and not force:
             return
-        self._sampled_at_copies = self.pages_copied
+        self._sampled_at_copies = changes
         # a page not faulted in yet is on no node
         present = self.page_node[self.page_node >= 0] if self._absent_left else self.page_node
         counts = np.bincount(present, minlength=len(self.node_index))[self.node_ids.astype(np.int64)]

@@ -26,6 +26,7 @@ ERRNO: dict[str, int] = {
     "EBUSY": 16,
     "ENODEV": 19,
     "EINVAL": 22,
+    "EFBIG": 27,
     "ERANGE": 34,
     "EOPNOTSUPP": 95,
 }

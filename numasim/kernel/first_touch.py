@@ -122,6 +122,13 @@ class FirstTouchFaults:
                 f"fault at {int(addrs[0]):#x} found no memory its policy allows"
             )
         mapped = self._refresh(faults.page)
+        missing = np.flatnonzero(ctl.page_node[faults.page] < 0)
+        if len(missing):  # SIGBUS: a hugetlb fault with no pool page its policy allows
+            k = int(missing[0])
+            raise WorkloadError(
+                f"at {faults.time_ns[k] / 1e6:.3f} ms of the run a first-touch fault at {int(addrs[k]):#x} could not "
+                "be served (SIGBUS: no free huge page the mapping's policy allows; vm.nr_hugepages)"
+            )
         cost = mapped * self.fault_ns_per_page
         for pid, raddrs, n in kernel.reclaim_stalls[seen:]:
             if pid != task.tgid or n <= 0:

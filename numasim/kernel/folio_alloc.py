@@ -153,7 +153,7 @@ def _compact_and_take(
         z = pm.zones[c.zone]
         if not compaction_suitable(z, order, highest, pm.config.extfrag_threshold):
             continue
-        pm.folio_compaction[i] = compact_zone(pm, c.zone)
+        pm.folio_compaction[i] += compact_zone(pm, c.zone)
         got = _take(pm, req, [k for k in cands if k.zone == c.zone], target, order)
         if got is not None:
             return got

@@ -126,6 +126,10 @@ class OomKill:
 
 
 
+SHMMAX = (1 << 64) - 1 - (1 << 24)
+"""``SHMMAX`` on 64-bit kernels (``ULONG_MAX - (1UL << 24)``, include/uapi/linux/shm.h)."""
+
+
 class Kernel:
     """A simulated Linux kernel on ``machine``.
 
@@ -670,8 +674,11 @@ class Kernel:
                 return SyscallResult.success(shmid=seg.shmid)
         if not create:
             return SyscallResult.fail("ENOENT", f"no shared memory segment for key {key}")
-        if size_bytes <= 0:
-            return SyscallResult.fail("EINVAL", "a new segment needs a size > 0")
+        if size_bytes <= 0 or size_bytes > SHMMAX:
+            return SyscallResult.fail("EINVAL", f"a new segment needs 0 < size <= SHMMAX ({SHMMAX}), not {size_bytes}")
+        if -(-size_bytes // PAGE_SIZE) > int(self.total_pages_per_node().sum()):
+            # newseg's shmem_acct_size: __vm_enough_memory with overcommit_memory = 0 (no swap modelled)
+            return SyscallResult.fail("ENOMEM", f"{size_bytes} bytes is more than the machine's memory")
         seg = ShmSegment(self._next_shmid, size_bytes, inode=0x10000 + self._next_shmid, hugetlb=huge, key=key,
                          mode=mode)  # fmt: skip
         if huge and not self.hugetlb.reserve(seg.npages // HPAGE_PMD_NR):
@@ -683,6 +690,10 @@ class Kernel:
     def tmpfs_file(self, path: str, size_bytes: int, *, create: bool) -> ShmSegment | None:
         """A tmpfs file (``open`` + ``ftruncate`` to at least ``size_bytes``); None when it does not exist and
         ``create`` is false. Growing a file that a mapping holds is refused (ValueError)."""
+        if -(-size_bytes // PAGE_SIZE) > int(self.total_pages_per_node().sum()):
+            # tmpfs allows sparse files beyond its size; numasim keeps a node per page and refuses them
+            raise ValueError(f"{path}: {size_bytes} bytes is more than the machine's memory (numasim keeps every "
+                             "page of a tmpfs file)")  # fmt: skip
         seg = self.tmpfs_files.get(path)
         if seg is None:
             if not create:

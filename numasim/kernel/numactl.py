@@ -126,6 +126,7 @@ STRERROR = {
     "EINVAL": "Invalid argument",
     "ERANGE": "Numerical result out of range",
     "EOPNOTSUPP": "Operation not supported",
+    "EFBIG": "File too large",
 }
 """glibc ``strerror`` texts (what ``perror`` prints)."""
 
@@ -238,9 +239,9 @@ class NumaProcess(Protocol):
         """``shmat(shmid, NULL, 0)``: ``value["addr"]``."""
         ...
 
-    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> bool:
-        """``open`` (and ``ftruncate`` up to ``size_bytes``) a tmpfs file; False if it does not exist and not
-        ``create``."""
+    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> SyscallResult:
+        """``open`` (and ``ftruncate`` up to ``size_bytes``) a tmpfs file: ENOENT if it does not exist and not
+        ``create``, EFBIG if numasim cannot hold that size."""
         ...
 
     def tmpfs_mmap(self, path: str, length: int, offset: int) -> SyscallResult:
@@ -585,7 +586,7 @@ def numactl_main(
         if not res.ok and res.errno == "ENOENT":
             if state.shm_len == 0:
                 complain("need a --length to create a sysv shared memory segment")
-            total = state.shm_len + state.shm_offset
+            total = (state.shm_len + state.shm_offset) % (1 << 64)  # unsigned long long arithmetic
             err.append(f"numactl: Creating shared memory segment {name} id {state.shm_id} mode {state.shm_mode:04o} "
                        f"length {total / (1024 * 1024):.0f}MB\n")  # fmt: skip
             res = proc.shmget(name, state.shm_id, total, create=True, huge=state.shm_huge, mode=state.shm_mode)
@@ -604,12 +605,16 @@ def numactl_main(
         check_region("--shm")
 
     def attach_file(name: str) -> None:
-        if not proc.tmpfs_open(name, 0, create=False):
+        total = (state.shm_len + state.shm_offset) % (1 << 64)
+        if not proc.tmpfs_open(name, 0, create=False).ok:
             if state.shm_len == 0:
                 complain("need a --length to create a shared file")
-            proc.tmpfs_open(name, state.shm_len + state.shm_offset, create=True)
+            res = proc.tmpfs_open(name, total, create=True)
         else:
-            proc.tmpfs_open(name, state.shm_len + state.shm_offset, create=False)  # ftruncate up to the region
+            res = proc.tmpfs_open(name, total, create=False)  # ftruncate up to the region
+        if not res.ok:
+            perror("ftruncate", res.errno or "EFBIG")
+            raise _Exit(1)
         state.shm_pagesize = 4096  # st_blksize of tmpfs
         check_region("--file")  # (numactl checks before it maps: the address is still 0)
         at = proc.tmpfs_mmap(name, state.shm_len, state.shm_offset)
@@ -1053,8 +1058,12 @@ class KernelProcess:
             return SyscallResult.fail("EINVAL", f"no segment {shmid}")
         return SyscallResult.success(addr=self.kernel.shmat(self.task, seg).start)
 
-    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> bool:
-        return self.kernel.tmpfs_file(path, size_bytes, create=create) is not None
+    def tmpfs_open(self, path: str, size_bytes: int, *, create: bool) -> SyscallResult:
+        try:
+            seg = self.kernel.tmpfs_file(path, size_bytes, create=create)
+        except ValueError as exc:
+            return SyscallResult.fail("EFBIG", str(exc))
+        return SyscallResult.success() if seg is not None else SyscallResult.fail("ENOENT", path)
 
     def tmpfs_mmap(self, path: str, length: int, offset: int) -> SyscallResult:
         seg = self.kernel.tmpfs_files.get(path)

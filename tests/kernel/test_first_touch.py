@@ -153,3 +153,26 @@ def test_balancing_never_protects_a_page_not_faulted_in(box) -> None:  # type: i
     vm = out.result.kernel["vmstat"]
     touched = vm["first_touch_faults"]
     assert 0 < touched <= 64 * 256 and sum(out.placement.pages_by_allocation["a"].values()) == touched
+
+
+def test_the_pages_per_node_series_follows_the_faults(box) -> None:  # type: ignore[no-untyped-def]
+    """From a review: the series only sampled when pages were copied, so faulted-in pages appeared at the end."""
+    m, cal = box
+    for mode in ("epoch", "exact"):
+        series = run_workload(m, _grow(size="64M"), cal, kernel_config=_cfg(), mode=mode).result.kernel[
+            "pages_per_node_series"]
+        totals = [sum(p) for p in series["pages"]]
+        assert len(totals) >= 8 and totals[0] == 0 and totals[-1] == 64 * 256
+        assert all(a <= b for a, b in zip(totals, totals[1:], strict=False))  # pages appear as they fault
+
+
+def test_a_fault_the_pool_cannot_serve_names_its_time(box) -> None:  # type: ignore[no-untyped-def]
+    """From a review: a hugetlb fault with no allowed pool page (SIGBUS) crashed with an internal error."""
+    m, cal = box
+    w = Workload.model_validate({
+        "name": "ht", "threads": [{"id": 0, "cpu": 2}],
+        "allocations": [{"name": "h", "size_bytes": "16M", "prefault": False, "hugetlb": True, "policy": "bind:1"}],
+        "phases": [{"pattern": "sequential", "allocation": "h", "passes": 1}],
+    })  # fmt: skip
+    with pytest.raises(WorkloadError, match=r"ms of the run a first-touch fault at 0x[0-9a-f]+ could not be served"):
+        run_workload(m, w, cal, kernel_config=_cfg(), sysctls={"vm.nr_hugepages": 8})  # 4 a node

@@ -121,3 +121,14 @@ def test_the_command_line_runs_them(capsys) -> None:  # type: ignore[no-untyped-
     code = main(["numactl", "--machine", "seed-003-2node", "--after", "numactl --length 8m --shm A --interleave=all",
                  "--", "--shm", "A", "--dump"])  # fmt: skip
     assert code == 0 and capsys.readouterr().out == "0000000000000000-0000000000800000: interleave : 0 1 \n"
+
+
+def test_sizes_the_kernel_refuses(kernel: Kernel) -> None:
+    """From a review: --length=-1 (strtoul wraps it) allocated per-page arrays for 2**64 bytes."""
+    code, _, err = nc(kernel, "--length=-1", "--shm", "X")
+    assert code == 1 and err.endswith(
+        "length 17592186044416MB\nnumactl: cannot create shared memory segment: Invalid argument\n")
+    code, _, err = nc(kernel, "--length=100g", "--shm", "Y")  # more than the machine: the commit check refuses
+    assert code == 1 and err.endswith("numactl: cannot create shared memory segment: Cannot allocate memory\n")
+    code, _, err = nc(kernel, "--length=100g", "--file", "/dev/shm/Z")
+    assert code == 1 and err == "ftruncate: File too large\n"
