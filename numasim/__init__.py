@@ -7,8 +7,9 @@ engine, numba or scipy.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numasim._lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from numasim.engine import (
@@ -174,17 +175,7 @@ _LAZY = {
 """Public name -> the module that defines it."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'numasim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, _LAZY)
 
 
 __version__ = "0.1.0"

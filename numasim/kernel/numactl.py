@@ -29,7 +29,7 @@ The module only needs a :class:`NumaProcess` (what libnuma sees of the system an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -656,26 +656,22 @@ def numactl_main(
             raise _Exit(1)
         return int(res.value.get("mode", res.value.get("node", -1)))
 
-    def dump_shm() -> None:
+    def dump_runs(value_at: Callable[[int], _T], text: Callable[[_T], str | None]) -> None:
+        """shm.c's dump_shm / dump_shm_nodes: one line per run of pages with the same value (None: no line)."""
         if state.shm_len == 0:
             out.append("nothing to dump\n")
             return
-        runs = _runs([policy_at(state.shm_ptr + c) for c in range(0, state.shm_len, state.shm_pagesize)],
-                     state.shm_pagesize)  # fmt: skip
-        for start, end, (pol, nodes) in runs:
-            if pol != MPOL_DEFAULT:
-                name = POLICY_NAMES[pol] if 0 <= pol < len(POLICY_NAMES) else f"[{pol}]"
-                out.append(f"{state.shm_offset + start:016x}-{state.shm_offset + end:016x}: {name} "
-                           + _printmask("", nodes))  # fmt: skip
+        pages = range(0, state.shm_len, state.shm_pagesize)
+        for start, end, value in _runs([value_at(state.shm_ptr + c) for c in pages], state.shm_pagesize):
+            line = text(value)
+            if line is not None:
+                out.append(f"{state.shm_offset + start:016x}-{state.shm_offset + end:016x}: {line}")
+
+    def dump_shm() -> None:
+        dump_runs(policy_at, lambda v: None if v[0] == MPOL_DEFAULT else f"{_policy_name(v[0])} " + _printmask("", v[1]))
 
     def dump_shm_nodes() -> None:
-        if state.shm_len == 0:
-            out.append("nothing to dump\n")
-            return
-        runs = _runs([node_at(state.shm_ptr + c) for c in range(0, state.shm_len, state.shm_pagesize)],
-                     state.shm_pagesize)  # fmt: skip
-        for start, end, node in runs:
-            out.append(f"{state.shm_offset + start:016x}-{state.shm_offset + end:016x}: {node}\n")
+        dump_runs(node_at, lambda node: f"{node}\n")
 
     def verify_shm(policy: int, nodes: frozenset[int]) -> None:
         def vwarn(p: int, text: str) -> None:

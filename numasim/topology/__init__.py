@@ -6,8 +6,9 @@ builders or the file formats, so that a kernel-only command starts quickly.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numasim._lazy import lazy_names
 
 _SOURCES = {
     "ClusterMode": "numasim.topology.cluster_mode",
@@ -116,18 +117,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_names(__name__, _SOURCES, __all__)
 
 if TYPE_CHECKING:  # the names for type checkers and IDEs
     from numasim.topology.builders import (  # noqa: F401

@@ -11,8 +11,9 @@ The names below are imported on first use (PEP 562), so that importing one submo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numasim._lazy import lazy_names
 
 _SOURCES = {
     "AccessChunk": "numasim.workload.access",
@@ -49,18 +50,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_names(__name__, _SOURCES, __all__)
 
 if TYPE_CHECKING:  # the names for type checkers and IDEs
     from numasim.workload.access import AccessChunk, concat_chunks, rechunk  # noqa: F401
