@@ -314,9 +314,11 @@ class Feeder:
             compute = np.where(is_first, compute[rep], 0.0)
         else:
             lines = first
-        # a page not faulted in yet (node -1: a run-time kernel faults it at its first access, before the
-        # request is timed, and the request is routed again then) gets a placeholder route here
-        target = np.where(node >= 0, self.node_index[node], 0) if self.track_pages else self.node_index[node]
+        target = self.node_index[node]
+        if self.track_pages and (target < 0).any():
+            # a page not faulted in yet (node -1: a run-time kernel faults it at its first access, before the
+            # request is timed, and routes it again then) takes a placeholder route (node_index[-1] may be one)
+            target = np.where(node >= 0, target, 0)
         if (target < 0).any():
             k = int(np.flatnonzero(target < 0)[0])
             raise WorkloadError(
