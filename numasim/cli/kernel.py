@@ -132,7 +132,9 @@ def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:
     return [run.stdout + run.stderr for _, run in _after_runs(kernel, commands)]
 
 
-def _after_runs(kernel: Kernel, commands: list[str]) -> list[tuple[str, NumactlRun]]:
+def _after_runs(kernel: Kernel, commands: list[str], keep_alive: bool = True) -> list[tuple[str, NumactlRun]]:
+    """Run ``--after`` commands; ``keep_alive``: a finished program keeps its memory (a fresh kernel's view, for
+    the command after it); on a persistent machine it exits, as it would on a real one."""
     from numasim.kernel.numactl import run_numactl
 
     runs = []
@@ -148,15 +150,15 @@ def _after_runs(kernel: Kernel, commands: list[str]) -> list[tuple[str, NumactlR
         if "--" in argv:
             cut = argv.index("--")
             argv = argv[:cut] + argv[cut + 1 :]
-        runs.append((text, run_numactl(kernel, argv, keep_alive=True)))
+        runs.append((text, run_numactl(kernel, argv, keep_alive=keep_alive)))
     return runs
 
 
-def _apply_after_checked(kernel: Kernel, commands: list[str]) -> None:
+def _apply_after_checked(kernel: Kernel, commands: list[str], keep_alive: bool = True) -> None:
     """Run the ``--after`` commands; the first that fails is reported (its stderr and exit status) and ends
     the numasim command with that status: a view of a kernel the commands did not set up would mislead."""
     oom_seen = len(kernel.oom_kills)
-    for text, run in _after_runs(kernel, commands):
+    for text, run in _after_runs(kernel, commands, keep_alive):
         if run.exit_code != 0:
             for kill in kernel.oom_kills[oom_seen:]:
                 typer.echo(kill.log_line(), err=True)
@@ -211,7 +213,7 @@ _BOOT_OPTIONS = ("--kernel-version", "--thp", "--sysctl", "--page-cache", "--ksw
 
 
 @contextmanager
-def _kernel_session(opts: dict[str, Any]) -> Iterator[tuple[Kernel, bool]]:
+def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterator[tuple[Kernel, bool]]:
     """The kernel a numactl / numastat command acts on, and whether it is a persistent machine's: a fresh one
     booted from ``--machine``, or (without ``--machine``) the machine ``NUMASIM_MACHINE`` names, locked for the
     command and saved when it ends (:mod:`numasim.persist`)."""
@@ -226,8 +228,9 @@ def _kernel_session(opts: dict[str, Any]) -> Iterator[tuple[Kernel, bool]]:
     if given:
         _fail(f"{given[0]}: machine {name} ({ENV_MACHINE}) is already booted; boot options go to "
               f"`numasim machine start` (or unset {ENV_MACHINE} and give --machine)")  # fmt: skip
-    with store.session(name) as kernel:
-        _bind_calibration(kernel, opts, kernel.machine.name)
+    # numactl may change the machine; numastat only through --after
+    with store.session(name, save=bool(opts.get("--after")) or not read_only) as kernel:
+        _bind_calibration(kernel, opts, store.options(name).machine)  # the machine file it was started from
         yield kernel, True
 
 
@@ -282,12 +285,15 @@ def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persisten
     from numasim.kernel.numastat import run_numastat
     from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
 
-    _apply_after_checked(kernel, opts.get("--after", []))
+    oom_start = len(kernel.oom_kills)  # a persistent machine keeps older commands' kills: report this one's
+    _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent)
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
     run = run_numactl(kernel, argv, keep_alive=not persistent)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
+    # a program that finished on a persistent machine has exited: its pages are those it had when it finished
+    pages = pages_per_node_of(kernel, pids) if pids or not persistent else dict(run.program_pages_per_node)
     if opts.get("--json"):
         runs = page_runs(kernel, pids)
         all_mappings = mapping_page_runs(kernel, pids)
@@ -307,7 +313,7 @@ def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persisten
             "stdout": run.stdout,
             "stderr": run.stderr,
             "pids": run.program_pids,
-            "pages_per_node": {str(k): v for k, v in pages_per_node_of(kernel, pids).items()},
+            "pages_per_node": {str(k): v for k, v in pages.items()},
             "page_runs": runs[:_MAX_RUNS],
             "page_runs_truncated": len(runs) > _MAX_RUNS,
             "mappings": mappings,
@@ -323,7 +329,7 @@ def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persisten
             "oom_kills": [
                 {"pid": o.pid, "comm": o.comm, "reason": o.reason, "constraint": o.constraint,
                  "nodemask": sorted(o.nodemask) if o.nodemask is not None else None, "log": o.log_line()}
-                for o in kernel.oom_kills
+                for o in kernel.oom_kills[oom_start:]
             ],
         }
         typer.echo(json.dumps(report, indent=2))
@@ -350,9 +356,9 @@ def numastat_command(ctx: typer.Context) -> None:
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS, "numastat")
     code = 0
-    with _kernel_session(opts) as (kernel, _persistent):
+    with _kernel_session(opts, read_only=True) as (kernel, _persistent):
         try:
-            _apply_after_checked(kernel, opts.get("--after", []))  # their own output is not numastat's
+            _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not _persistent)  # not numastat's output
         except typer.Exit as done:
             code = done.exit_code
         else:

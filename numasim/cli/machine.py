@@ -96,7 +96,7 @@ def list_machines() -> None:
     rows = []
     for m in store.list():
         try:
-            with store.session(m.name) as kernel:
+            with store.session(m.name, save=False) as kernel:
                 processes = str(sum(1 for t in kernel.tasks.values() if t.pid == t.tgid))
         except Exception as exc:  # a damaged state still lists, with the reason
             processes = f"unreadable ({type(exc).__name__})"
@@ -123,4 +123,4 @@ def env(name: NameArg) -> None:
         raise MachineStateError(f"machine {name} is not started; start it with `numasim machine start MACHINE --name {name}`")
     typer.echo(f"export {ENV_MACHINE}={shlex.quote(name)}")
     if os.environ.get(ENV_STATE_DIR):
-        typer.echo(f"export {ENV_STATE_DIR}={shlex.quote(os.environ[ENV_STATE_DIR])}")
+        typer.echo(f"export {ENV_STATE_DIR}={shlex.quote(str(store.root))}")  # absolute

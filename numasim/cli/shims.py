@@ -20,12 +20,14 @@ import typer
 __all__ = ["register", "write_shims", "SHIMS"]
 
 SHIMS: dict[str, list[str]] = {
-    "numactl": ["numactl", "--"],
-    "numastat": ["numastat", "--"],
-    "memhog": ["numactl", "--", "memhog"],
-    "migratepages": ["numactl", "--", "migratepages"],
+    "numactl": ["numactl", "--", "--"],
+    "numastat": ["numastat", "--", "--"],
+    "memhog": ["numactl", "--", "--", "--", "memhog"],
+    "migratepages": ["numactl", "--", "--", "--", "migratepages"],
 }
-"""Shim name -> the numasim command line its arguments are appended to."""
+"""Shim name -> the numasim command line its arguments are appended to. The first ``--`` ends the command-line
+parser's options, the second numasim's own (``--machine``, ``--after``, ``--json``, ``-h``): everything the
+script passes is the program's; the third ends numactl's options before a program."""
 
 
 def register(app: typer.Typer) -> None:
@@ -36,13 +38,19 @@ def register(app: typer.Typer) -> None:
 def _script(name: str, machine: str | None) -> str:
     prefix = SHIMS[name]
     pinned = "" if machine is None else f"NUMASIM_MACHINE={shlex.quote(machine)}\nexport NUMASIM_MACHINE\n"
-    state = os.environ.get("NUMASIM_STATE_DIR")
+    from numasim.persist.store import default_root
+
+    state = str(default_root()) if os.environ.get("NUMASIM_STATE_DIR") else None  # absolute: shims run anywhere
     pinned_state = f": \"${{NUMASIM_STATE_DIR:={shlex.quote(state)}}}\"\nexport NUMASIM_STATE_DIR\n" if state else ""
+    import numasim
+
+    source = str(Path(numasim.__file__).resolve().parents[1])  # this numasim, installed or not
+    path = f"PYTHONPATH={shlex.quote(source)}${{PYTHONPATH:+:$PYTHONPATH}}\nexport PYTHONPATH\n"
     call = f"import sys; from numasim.cli import main; sys.exit(main({prefix!r} + sys.argv[1:]))"
     return (
         "#!/bin/sh\n"
         f"# numasim shim for {name}: runs on the persistent simulated machine $NUMASIM_MACHINE (numasim shims)\n"
-        f"{pinned}{pinned_state}"
+        f"{pinned}{pinned_state}{path}"
         f"exec {shlex.quote(sys.executable)} -c {shlex.quote(call)} \"$@\"\n"
     )
 

@@ -37,9 +37,24 @@ _MAGIC = "numasim-kernel-state"
 
 
 def _numasim_version() -> str:
-    from numasim import __version__
+    """numasim's version and a fingerprint of the code whose classes a saved kernel holds (the kernel and topology
+    packages): a state written by other code is refused, even between two commits of one version."""
+    global _VERSION
+    if _VERSION is None:
+        import hashlib
+        from pathlib import Path
 
-    return str(__version__)
+        from numasim import __version__
+
+        root = Path(__file__).resolve().parents[1]
+        digest = hashlib.sha256()
+        for path in sorted([*root.glob("kernel/*.py"), *root.glob("topology/*.py")]):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _VERSION = f"{__version__}+{digest.hexdigest()[:12]}"
+    return _VERSION
+
+
+_VERSION: str | None = None
 
 
 def dump_kernel(kernel: Kernel) -> bytes:
@@ -74,4 +89,15 @@ def load_kernel(data: bytes, where: str, reset_hint: str = "") -> Kernel:
         raise MachineStateError(f"{where}: the saved kernel is damaged ({type(exc).__name__}: {exc}){hint}") from None
     if not isinstance(kernel, Kernel):
         raise MachineStateError(f"{where}: the saved state holds a {type(kernel).__name__}, not a kernel{hint}")
+    _relink_shared_views(kernel)
     return kernel
+
+
+def _relink_shared_views(kernel: Kernel) -> None:
+    """A mapping of a shared memory object holds *views* of the object's page arrays (its faults are the
+    object's); pickling copies them, so they are made views again."""
+    for task in kernel.tasks.values():
+        for vma in task.mm.vmas:
+            if vma.shm is not None:
+                vma.nodes = vma.shm.nodes[vma.pgoff : vma.pgoff + vma.npages]
+                vma.zones = vma.shm.zones[vma.pgoff : vma.pgoff + vma.npages]

@@ -102,9 +102,9 @@ class StoredMachine(BaseModel):
 def default_root() -> Path:
     """Where persistent machines live (module docstring)."""
     if os.environ.get(ENV_STATE_DIR):
-        return Path(os.environ[ENV_STATE_DIR])
+        return Path(os.environ[ENV_STATE_DIR]).resolve()  # absolute: shims and `machine env` run anywhere
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "numasim" / "machines"
+    return (Path(base) / "numasim" / "machines").resolve()
 
 
 class MachineStore:
@@ -114,12 +114,16 @@ class MachineStore:
         self.root = Path(root) if root is not None else default_root()
 
     def directory(self, name: str) -> Path:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise MachineStateError(
                 f"machine name {name!r}: use letters, digits, '.', '_' and '-' (at most 64, not starting with "
                 "'.', '_' or '-')"
             )
         return self.root / name
+
+    def options(self, name: str) -> BootOptions:
+        """How machine ``name`` was started."""
+        return self._options(name)
 
     def _options(self, name: str) -> BootOptions:
         path = self.directory(name) / "machine.json"
@@ -139,20 +143,20 @@ class MachineStore:
         """Boot a kernel and save it as machine ``name``; an existing machine of that name is an error."""
         directory = self.directory(name)
         kernel = options.boot()  # boot errors before anything is written
-        self.root.mkdir(parents=True, exist_ok=True)
-        try:
-            directory.mkdir()
-        except FileExistsError:
-            raise MachineStateError(
-                f"machine {name} is already started ({directory}); `numasim machine stop {name}` first, or "
-                f"`numasim machine reset {name}` to reboot it"
-            ) from None
-        try:
-            atomic_write_text(directory / "machine.json", options.model_dump_json(indent=1) + "\n")
-            atomic_write_bytes(directory / "kernel.state", dump_kernel(kernel))
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)  # no half-started machine
-            raise
+        directory.mkdir(parents=True, exist_ok=True)  # a directory without machine.json is a leftover: reuse it
+        with open(directory / "lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if (directory / "machine.json").exists():
+                    raise MachineStateError(
+                        f"machine {name} is already started ({directory}); `numasim machine stop {name}` first, or "
+                        f"`numasim machine reset {name}` to reboot it"
+                    )
+                # the state first, machine.json last: a machine is started once machine.json is there
+                atomic_write_bytes(directory / "kernel.state", dump_kernel(kernel))
+                atomic_write_text(directory / "machine.json", options.model_dump_json(indent=1) + "\n")
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
         return StoredMachine(name=name, directory=directory, options=options)
 
     @contextmanager
@@ -169,9 +173,10 @@ class MachineStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
-    def session(self, name: str) -> Iterator[Kernel]:
-        """The machine's kernel, locked for this command; saved back when the block ends without an exception
-        (an exception leaves the state as it was)."""
+    def session(self, name: str, *, save: bool = True) -> Iterator[Kernel]:
+        """The machine's kernel, locked for this command; saved back (``save``) when the block ends without an
+        exception (an exception leaves the state as it was). A reader (``list``, a plain ``numastat``) passes
+        ``save=False``."""
         with self._locked(name) as directory:
             path = directory / "kernel.state"
             try:
@@ -180,7 +185,8 @@ class MachineStore:
                 raise MachineStateError(f"{path}: {exc.strerror}; `numasim machine reset {name}` boots it afresh") from None
             kernel = load_kernel(data, str(path), f"`numasim machine reset {name}` boots it afresh")
             yield kernel
-            atomic_write_bytes(path, dump_kernel(kernel))
+            if save:
+                atomic_write_bytes(path, dump_kernel(kernel))
 
     def reset(self, name: str) -> StoredMachine:
         """Boot machine ``name`` afresh with the options it was started with (its old state is dropped)."""
@@ -191,10 +197,18 @@ class MachineStore:
         return StoredMachine(name=name, directory=self.directory(name), options=options)
 
     def stop(self, name: str) -> None:
-        """Stop machine ``name``: its directory and state are removed."""
-        with self._locked(name) as directory:
-            (directory / "machine.json").unlink()
-        shutil.rmtree(self.directory(name), ignore_errors=True)
+        """Stop machine ``name``: its state is removed (also when machine.json or the state is unreadable)."""
+        directory = self.directory(name)
+        if not (directory / "machine.json").exists():
+            raise MachineStateError(f"machine {name} is not started (no {directory / 'machine.json'})")
+        with open(directory / "lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:  # machine.json first: from then on the machine is stopped, whatever is left behind
+                for leftover in ("machine.json", "kernel.state"):
+                    (directory / leftover).unlink(missing_ok=True)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        shutil.rmtree(directory, ignore_errors=True)  # a command still holding the lock file may keep the directory
 
     def list(self) -> list[StoredMachine]:
         """Every started machine, by name."""
@@ -202,7 +216,7 @@ class MachineStore:
             return []
         out = []
         for d in sorted(self.root.iterdir()):
-            if d.is_dir() and _NAME.match(d.name) and (d / "machine.json").exists():
+            if d.is_dir() and _NAME.fullmatch(d.name) and (d / "machine.json").exists():
                 try:
                     out.append(StoredMachine(name=d.name, directory=d, options=self._options(d.name)))
                 except MachineStateError:

@@ -137,3 +137,83 @@ def test_shims_run_the_tools_on_the_machine(state, tmp_path, capsys) -> None:  #
     assert sh("memhog 2m").returncode == 0
     assert sh("numastat -n").stdout.splitlines()[1].startswith("Per-node numastat info (in MBs):")
     assert _run(capsys, "shims", str(shims), "--machine", "nosuch")[0] == 2
+
+
+# --- from a review -----------------------------------------------------------------------------------------------
+def test_lazy_package_names_stay_the_functions() -> None:
+    """numasim.topology.routing is a function and a submodule: importing the submodule must not shadow it."""
+    import importlib
+
+    importlib.import_module("numasim.topology.routing")
+    importlib.import_module("numasim.workload.run")  # imports numasim.workload.generate, the module
+    from numasim.topology import reconfigure, routing
+    from numasim.workload import generate
+
+    assert callable(routing) and callable(reconfigure) and callable(generate)
+    assert not isinstance(routing, type(importlib))
+
+
+def test_shims_pass_every_argument_to_the_program(state, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    MachineStore(state).start("box", BootOptions(machine="seed-003-2node"))
+    shims = tmp_path / "bin"
+    _run(capsys, "shims", str(shims), "--machine", "box")
+    env = {**os.environ, "NUMASIM_STATE_DIR": str(state), "PATH": f"{shims}:{os.environ['PATH']}"}
+    run = subprocess.run(["numactl", "--machine", "seed-000-4node", "-H"], env=env, capture_output=True, text=True)
+    assert run.returncode == 1 and run.stderr.startswith("numactl: unrecognized option '--machine'")
+    run = subprocess.run(["numactl", "-h"], env=env, capture_output=True, text=True)
+    assert run.returncode == 1 and "Usage: numasim" not in run.stdout + run.stderr
+    run = subprocess.run(["numactl", "--membind=1", "--", "printcpu"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip().isdigit()
+
+
+def test_persistent_commands_behave_as_on_a_real_box(state, tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    box = tmp_path / "box.txt"
+    box.write_text((Path(__file__).parents[1] / "data" / "topology" / "numactl-seed-003.txt").read_text())
+    assert _run(capsys, "machine", "start", str(box), "--name", "mine")[0] == 0
+    monkeypatch.setenv("NUMASIM_MACHINE", "mine")
+    # calibration options find the machine file the machine was started from
+    assert _run(capsys, "numactl", "--nominal", "--show")[0] == 0
+    # an --after program that finished exits, as the same program run as the command does
+    assert _run(capsys, "numastat", "--after", "memhog 64m")[0] == 0
+    with MachineStore(state).session("mine") as kernel:
+        assert not [t for t in kernel.tasks.values() if t.comm == "memhog"]
+    # --json reports what the program had when it finished, and only this command's OOM kills
+    code, out, _ = _run(capsys, "numactl", "--json", "--membind=1", "--", "memhog", "16m")
+    report = json.loads(out)
+    assert code == 0 and sum(report["pages_per_node"].values()) >= 16 * 256 and report["oom_kills"] == []
+    # a command that changes nothing does not rewrite the state
+    path = state / "mine" / "kernel.state"
+    before = path.stat().st_mtime_ns
+    assert _run(capsys, "numastat")[0] == 0 and path.stat().st_mtime_ns == before
+
+
+def test_machine_names_and_leftovers(state, tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab\n")
+    assert code == 2 and "machine name" in err
+    # a directory a killed stop (or a racing command) left without machine.json does not block a new start
+    (state / "lab").mkdir(parents=True)
+    (state / "lab" / "lock").write_text("")
+    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    # an unreadable machine.json can still be stopped
+    (state / "lab" / "machine.json").write_text("{broken")
+    assert _run(capsys, "machine", "stop", "lab")[0] == 0 and not (state / "lab" / "machine.json").exists()
+    # a relative NUMASIM_STATE_DIR is written out absolute
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NUMASIM_STATE_DIR", "rel")
+    _run(capsys, "machine", "start", "seed-003-2node", "--name", "r")
+    assert _run(capsys, "machine", "env", "r")[1].splitlines()[1] == f"export NUMASIM_STATE_DIR={tmp_path / 'rel'}"
+
+
+def test_a_loaded_mapping_still_faults_into_its_segment() -> None:
+    """A mapping of a shm segment holds views of the segment's arrays; a saved kernel keeps that link."""
+    k = Kernel(glueless(2))
+    task = k.spawn("app")
+    seg = k.shm_segments[int(k.shmget_key(("A", 0), 1 << 20, create=True).value["shmid"])]
+    k.shmat(task, seg)
+    k2 = load_kernel(dump_kernel(k), "x")
+    task2 = k2.tasks[task.pid]
+    vma = next(v for v in task2.mm.vmas if v.shm is not None)
+    k2.touch(task2, vma.start, 1 << 20)
+    assert (vma.shm.nodes >= 0).all()  # the faults landed in the segment, not in a copy
