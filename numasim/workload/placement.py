@@ -86,10 +86,12 @@ class Placement:
     """Per deferred page, the cpu of the thread whose access comes first in the access stream."""
     placed_before_timing: dict[str, str] = field(default_factory=dict)
     """Lazily faulted allocations that a deferring placement still placed before timing, and why."""
+    _deferred_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    """Address range of each deferred allocation (for :meth:`refresh_after_run`)."""
 
     def refresh_after_run(self) -> None:
-        """Recount :attr:`pages_by_allocation` and :attr:`failed_pages` from the kernel's mappings once the run
-        faulted the deferred pages in (a no-op without them)."""
+        """Recount :attr:`pages_by_allocation` from the kernel's mappings once the run faulted the deferred pages
+        in (a no-op without them; a fault that failed ended the run with an error)."""
         if not len(self.deferred_pages) or self.task is None:
             return
         for name, (start, end) in self._deferred_ranges.items():
@@ -99,8 +101,6 @@ class Placement:
                 for a, b in zip(nodes.tolist(), n.tolist(), strict=True):
                     counts[a] = counts.get(a, 0) + b
             self.pages_by_allocation[name] = dict(sorted(counts.items()))
-
-    _deferred_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     def numastat(self) -> dict[int, dict[str, int]]:
         """``/sys/devices/system/node/node<N>/numastat`` counters of every node."""
