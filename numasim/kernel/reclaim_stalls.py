@@ -83,17 +83,30 @@ class DirectReclaimStalls:
         if not self.stalls and not self.compaction:
             return
         vpn = ctl.page_vpn()
-        entries = [(self._accessed(a >> np.uint64(_PAGE_SHIFT)), n * self.ns_per_page) for a, n in self.stalls]
+        for addrs, n in self.stalls:
+            self._charge(ctl, vpn, self._accessed(addrs >> np.uint64(_PAGE_SHIFT))[None, :],
+                         np.array([n * self.ns_per_page]))  # fmt: skip
         for addrs, migrated in self.compaction:
-            # a compacting 2 MiB fault: its stall spread over the pages of its block the run accesses
-            for base, m in zip((addrs >> np.uint64(_PAGE_SHIFT)).tolist(), migrated.tolist(), strict=True):
-                entries.append((self._accessed(np.arange(base, base + 512, dtype=np.uint64)), m * self.compact_ns_per_page))
-        for want, total_ns in entries:
-            flat = np.searchsorted(vpn, want)
-            found = flat < len(vpn)
-            found[found] = vpn[flat[found]] == want[found]  # a page the run no longer maps is not charged
-            if found.any():  # each share at that page's first access
-                ctl.set_first_access_ns(flat[found], np.full(int(found.sum()), total_ns / int(found.sum())))
+            # a compacting 2 MiB fault: its stall spread over the pages of its block the run accesses (all of a
+            # call's folios at once: a 64 GiB THP allocation has 32,768)
+            blocks = (addrs >> np.uint64(_PAGE_SHIFT))[:, None] + np.arange(512, dtype=np.uint64)
+            self._charge(ctl, vpn, blocks, migrated * self.compact_ns_per_page, self.touched_vpn)
+
+    @staticmethod
+    def _charge(ctl: EngineControl, vpn: np.ndarray, pages: np.ndarray, total_ns: np.ndarray,
+                touched: np.ndarray | None = None) -> None:  # fmt: skip
+        """Row ``k`` of ``pages`` (virtual page numbers) shares ``total_ns[k]``, each page's part charged at its
+        first access; pages the run does not access (``touched``) or no longer maps get none."""
+        flat = np.searchsorted(vpn, pages)
+        found = flat < len(vpn)
+        found[found] = vpn[flat[found]] == pages[found]
+        if touched is not None:
+            found &= np.isin(pages, touched)
+        per_row = found.sum(axis=1)
+        share = np.divide(total_ns, per_row, out=np.zeros(len(per_row)), where=per_row > 0)
+        cost = np.broadcast_to(share[:, None], pages.shape)[found]
+        if len(cost):
+            ctl.set_first_access_ns(flat[found], cost)
 
     def on_faults(self, faults: FaultBatch) -> np.ndarray | None:
         return None
