@@ -95,8 +95,7 @@ class FirstTouchFaults:
             raise ValueError(f"FirstTouchFaults: page {int(self.pages[~ok][0]):#x} is not in the run's page map")
         self.cpu_of_flat = np.full(len(self.vpn), -1, dtype=np.int64)
         self.cpu_of_flat[flat] = self.planned_cpu
-        ctl.page_absent[flat] = True
-        ctl.page_node[flat] = -1
+        ctl.page_absent[flat] = True  # (the engine sets their node to -1)
         ctl.page_huge[flat] = False
         # kswapd now runs on this clock: the allocator's own clock (placement without timing) stops
         self.kernel.pm.kswapd.allocation_clock = False

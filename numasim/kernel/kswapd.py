@@ -267,13 +267,7 @@ class Kswapd:
     ) -> tuple[int, list[int]] | None:
         """The first page of a trial batch (``segs``, from ``state``) whose path wakes a sleeping kswapd:
         (pages before it, nodes to wake), judged on the zones as they are when that page is allocated."""
-        fast_nodes: list[int] = []
-        slow_nodes: list[int] = []
-        for c in plan.candidates:
-            nid = self.pm.zones[c.zone].node
-            order = slow_nodes if c.slow else fast_nodes
-            if nid not in order:
-                order.append(nid)
+        fast_nodes, slow_nodes = _node_orders(self.pm, plan)
         events: list[tuple[int, list[int]]] = []
         done = 0
         for _, c, n in segs:
