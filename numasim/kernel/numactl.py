@@ -295,7 +295,6 @@ class _State:
     shmoption: str | None = None
     # numactl's shm.c globals
     shm_attached: bool = False
-    shm_kind: str = ""
     shm_len: int = 0
     shm_offset: int = 0
     shm_mode: int = 0o600
@@ -601,7 +600,6 @@ def numactl_main(
             raise _Exit(1)
         state.shm_ptr = int(at.value["addr"]) + state.shm_offset
         state.shm_pagesize = proc.huge_page_size() if state.shm_huge else 4096
-        state.shm_kind = "sysv"
         check_region("--shm")
 
     def attach_file(name: str) -> None:
@@ -622,7 +620,6 @@ def numactl_main(
             err.append(f"numactl: shm mmap: {STRERROR.get(at.errno or 'EINVAL', at.errno)}\n")
             raise _Exit(1)
         state.shm_ptr = int(at.value["addr"])
-        state.shm_kind = "file"
 
     def check_shmbeyond(opt: str) -> None:
         if state.shm_offset >= state.shm_len:
