@@ -20,6 +20,7 @@ bandwidth come from mlc's peak injection mixes, ``1 / bw(f) = f / R + (1 - f) / 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -444,6 +445,9 @@ class BandwidthFit:
     controller_read_gb_s: dict[int, float] = field(default_factory=dict)
     controller_write_gb_s: dict[int, float] = field(default_factory=dict)
     link_bandwidth_gb_s: dict[Edge, float] = field(default_factory=dict)
+    core_die_read_gb_s: float | None = None
+    """Per core die, when the peak is the dies' (``Machine.core_dies``): their ports' read bandwidth."""
+    core_die_write_gb_s: float | None = None
     result: FitResult = field(default_factory=FitResult)
 
 
@@ -530,7 +534,34 @@ def fit_bandwidth(
             diag.setdefault(j, []).append(v)
     diag_mean = {j: float(np.mean(v)) for j, v in diag.items()}
     write_ratio: float | None = None
-    if peak_mb_s:
+    dies = machine.core_dies
+    node_of_cpu = machine.cpu_to_node
+    die_bound = False
+    kept: set[int] = set()
+    if peak_mb_s and dies and "all_reads" in {k for k in peak_mb_s if k in READ_FRACTION}:
+        ctrl_sum = sum(c.read_bandwidth_gb_s for j in cpu_mem_nodes if (c := machine.node(j).controller) is not None)
+        die_sum = sum(d.read_bandwidth_gb_s for d in dies)
+        # Every request of a die's cpus crosses its port: when the priors' ports carry less than the controllers,
+        # mlc's all-reads peak measures the ports (and reads and writes cross them in separate directions, which
+        # is why the mixes exceed all-reads on such parts), so the peak fits the ports, not the controllers.
+        die_bound = die_sum < ctrl_sum
+    if die_bound:
+        per_die = peak_mb_s["all_reads"] / 1000.0 / len(dies)  # type: ignore[index]
+        ratio = dies[0].write_bandwidth_gb_s / dies[0].read_bandwidth_gb_s
+        fit.core_die_read_gb_s, fit.core_die_write_gb_s = per_die, per_die * ratio
+        res.parameters.append(FittedParameter("core_dies[*].read_bandwidth_gb_s", per_die, "GB/s"))
+        res.assumptions.append(
+            f"the priors' {len(dies)} core-die ports ({die_sum:.0f} GB/s) bound the all-reads peak before the "
+            f"controllers ({ctrl_sum:.0f} GB/s): the peak fits the ports ({per_die:.1f} GB/s each), their write "
+            f"direction keeps the priors' write/read ratio {ratio:.2f}, and the controllers keep the priors"
+        )
+        for j in mem_nodes:
+            c = machine.node(j).controller
+            if c is not None:
+                fit.controller_read_gb_s[j] = c.read_bandwidth_gb_s
+                fit.controller_write_gb_s[j] = c.effective_write_bandwidth_gb_s
+                kept.add(j)
+    elif peak_mb_s:
         rd, wr, peak_res = fit_peak_mix(peak_mb_s, write_cost_factor)
         res.extend(peak_res)
         weights = {j: diag_mean.get(j, math.nan) for j in cpu_mem_nodes}
@@ -554,6 +585,29 @@ def fit_bandwidth(
                     f"bandwidth_matrix: local cell of node {j} ({d:.1f} GB/s) is below its controller's share of "
                     f"the peak ({fit.controller_read_gb_s[j]:.1f} GB/s): initiator (core/MLP) bound"
                 )
+    if dies and not peak_mb_s and diag_mean:
+        # Without a peak, the local cells tell the ports when the priors put them below the node's controller.
+        per_node: dict[int, int] = defaultdict(int)
+        for die in dies:
+            per_node[node_of_cpu[die.cpus[0]]] += 1
+        bound = [j for j in diag_mean if j in per_node and (c := machine.node(j).controller) is not None
+                 and sum(x.read_bandwidth_gb_s for x in dies if node_of_cpu[x.cpus[0]] == j) < c.read_bandwidth_gb_s]
+        if bound and len(bound) == len([j for j in diag_mean if j in per_node]):
+            per_die = float(np.mean([diag_mean[j] / per_node[j] for j in bound]))
+            ratio = dies[0].write_bandwidth_gb_s / dies[0].read_bandwidth_gb_s
+            fit.core_die_read_gb_s, fit.core_die_write_gb_s = per_die, per_die * ratio
+            res.parameters.append(FittedParameter("core_dies[*].read_bandwidth_gb_s", per_die, "GB/s"))
+            res.assumptions.append(
+                f"the priors' core-die ports bound the local cells before the controllers: the local cells fit the "
+                f"ports ({per_die:.1f} GB/s each, write direction at the priors' ratio {ratio:.2f}); the controllers "
+                "keep the priors"
+            )
+            for j in mem_nodes:
+                c = machine.node(j).controller
+                if c is not None:
+                    fit.controller_read_gb_s[j] = c.read_bandwidth_gb_s
+                    fit.controller_write_gb_s[j] = c.effective_write_bandwidth_gb_s
+                    kept.add(j)
     for j, d in diag_mean.items():
         if j not in fit.controller_read_gb_s:
             fit.controller_read_gb_s[j] = d
@@ -580,6 +634,16 @@ def fit_bandwidth(
             else:
                 fit.controller_write_gb_s[j] = fit.controller_read_gb_s[j]
                 res.assumptions.append(f"controller {j}: no read/write mix measured; write bandwidth assumed = read")
+    # What the dies of each node can read in all (inf without dies): a cell at that bound is die-bound.
+    die_read: dict[int, float] = defaultdict(float)
+    for die in dies:
+        die_read[node_of_cpu[die.cpus[0]]] += (
+            fit.core_die_read_gb_s if fit.core_die_read_gb_s is not None else die.read_bandwidth_gb_s
+        )
+
+    def initiator_bound(i: int) -> float:
+        return die_read[i] if i in die_read else math.inf
+
     # Links: each link-bound remote cell pins the minimum over its route; a link is pinned by the smallest
     # link-bound cell crossing it (every other cell crossing it is only a lower bound).
     pinned: dict[Edge, float] = {}
@@ -590,7 +654,7 @@ def fit_bandwidth(
         edges = r.edges(j, i)  # read data flows from memory node j back to initiator i
         for e in edges:
             lower[e] = max(lower.get(e, 0.0), v)
-        if v < link_bound_margin * fit.controller_read_gb_s[j]:
+        if v < link_bound_margin * min(fit.controller_read_gb_s[j], initiator_bound(i)):
             for e in edges:
                 pinned[e] = min(pinned.get(e, math.inf), v)
     for link in machine.links:
@@ -613,12 +677,14 @@ def fit_bandwidth(
                 f"{lo:.1f} GB/s is known (machine-file value kept unless lower)"
             )
     for j in sorted(fit.controller_read_gb_s):
+        if j in kept:
+            continue
         res.parameters.append(FittedParameter(f"controllers[{j}].read_bandwidth_gb_s", fit.controller_read_gb_s[j], "GB/s"))
         res.parameters.append(
             FittedParameter(f"controllers[{j}].write_bandwidth_gb_s", fit.controller_write_gb_s[j], "GB/s")
         )
     for i, j, v in cells:
         route_bw = min((fit.link_bandwidth_gb_s.get(e, r._graph.edges[e]["bandwidth_gb_s"]) for e in r.edges(j, i)), default=math.inf)
-        model = min(fit.controller_read_gb_s[j], route_bw)
+        model = min(fit.controller_read_gb_s[j], route_bw, initiator_bound(i))
         res.residuals.append(CellResidual("bandwidth_matrix", str(i), str(j), v, model, "GB/s"))
     return fit

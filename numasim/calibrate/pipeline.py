@@ -217,6 +217,7 @@ def calibrate(
     used: list[str] = []
     sections: dict[int, list[str]] = {k: [] for k in range(len(measurements))}
     core = priors.core
+    core_dies = list(priors.core_dies)
     assumed: dict[str, str] = {}
 
     def mark(k: int, name: str) -> None:
@@ -347,6 +348,9 @@ def calibrate(
             files = sorted({str(measurements[k].path) for k in ks})
             raise CalibrationError(f"{', '.join(files)}: {exc}") from None
         report.extend(bf.result)
+        if bf.core_die_read_gb_s is not None and bf.core_die_write_gb_s is not None:
+            core_dies = [d.model_copy(update={"read_bandwidth_gb_s": bf.core_die_read_gb_s,
+                                              "write_bandwidth_gb_s": bf.core_die_write_gb_s}) for d in core_dies]
         ctrl_rd.update(bf.controller_read_gb_s)
         ctrl_wr.update(bf.controller_write_gb_s)
         link_bw.update(bf.link_bandwidth_gb_s)
@@ -530,6 +534,7 @@ def calibrate(
         devices=devices,
         relays=[RelayTiming(node=n, latency_ns=v) for n, v in sorted(relay_lat.items())],
         core=core,
+        core_dies=core_dies,
         uncertainty={k: round(v, 6) for k, v in uncertainty.items()},
         provenance=prov,
     )

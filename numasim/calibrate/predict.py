@@ -1,8 +1,10 @@
 """Analytic predictions of measured tables from a calibrated machine: the same model the engine uses.
 
 * idle latency(i, j) = controller j + links (and switches) on route(i, j) (:func:`latency_table_ns`);
-* bandwidth(i, j) = min(controller j read, links on the route j -> i, the direction read data flows);
-* peak mixes: ``1 / bw(f) = f / R + (1 - f) / W`` over the controllers of nodes with cpus;
+* bandwidth(i, j) = min(controller j read, links on the route j -> i, the direction read data flows, the read
+  ports of node i's core dies);
+* peak mixes: ``1 / bw(f) = f / R + (1 - f) / W`` over the controllers of nodes with cpus, and no more than the
+  core dies' ports carry (reads toward the dies, writes away from them, each direction its own bandwidth);
 * loaded latency at bandwidth B: idle + curve(B / R);
 * a stride-64 walk beyond the caches: per-access time = latency / outstanding misses (Little's law);
 * device DMA bandwidth from memory node m: min(controller m read, links on route(m, device node), attach).
@@ -62,8 +64,20 @@ def predict_bandwidth_matrix(machine: Machine, calibration: Calibration, like: N
         if ctrl is None:
             continue
         for a, i in enumerate(ids):
-            full[a, b] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(j, i))
+            full[a, b] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(j, i), _die_ports(m)[0].get(i, np.inf))
     return _table(m, full, like, "MB/s", 1000.0)
+
+
+def _die_ports(timed: Machine) -> tuple[dict[int, float], dict[int, float]]:
+    """Per node, the read and the write bandwidth of its core dies' ports (nodes without dies absent)."""
+    node_of = timed.cpu_to_node
+    rd: dict[int, float] = {}
+    wr: dict[int, float] = {}
+    for die in timed.core_dies:
+        n = node_of[die.cpus[0]]
+        rd[n] = rd.get(n, 0.0) + die.read_bandwidth_gb_s
+        wr[n] = wr.get(n, 0.0) + die.write_bandwidth_gb_s
+    return rd, wr
 
 
 def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:
@@ -76,7 +90,20 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
     """mlc peak-injection figures (MB/s) for the given mixes."""
     rd, wr = _system(machine, calibration)
     w = calibration.core.write_cost_factor
-    return {k: 1000.0 * float(peak_mix_gb_s(np.array(READ_FRACTION[k]), rd, wr, w)) for k in keys if k in READ_FRACTION}
+    port_rd, port_wr = _die_ports(calibrated(machine, calibration))
+    die_rd, die_wr = sum(port_rd.values()), sum(port_wr.values())
+    out: dict[str, float] = {}
+    for k in keys:
+        if k not in READ_FRACTION:
+            continue
+        f = float(READ_FRACTION[k])
+        bw = float(peak_mix_gb_s(np.array(f), rd, wr, w))
+        if port_rd:
+            # Operations per ns the ports allow: reads fill the read direction, a write's w lines the other.
+            ops = min(die_rd / f if f > 0 else np.inf, die_wr / ((1 - f) * w) if f < 1 else np.inf)
+            bw = min(bw, (f + (1 - f) * w) * ops)
+        out[k] = 1000.0 * bw
+    return out
 
 
 def predict_loaded_latency(

@@ -105,6 +105,12 @@ def _show_text(found: CatalogMatch) -> list[str]:
         for m in p.numa_modes:
             lines += [f"  {_fields(m)}", src(m.sources)]
     lines += ["interconnect:", f"  {_fields(p.interconnect)}", src(p.interconnect.sources)]
+    if p.core_die_link is not None:
+        d = p.core_die_link
+        lines += ["core-die ports (one per core die, to the I/O die):",
+                  f"  {d.read_gb_s():g} GB/s toward the die (reads), {d.write_gb_s():g} GB/s from it (writes): "
+                  f"{d.read_bytes_per_clock} / {d.write_bytes_per_clock} B per fabric clock x {d.fabric_clock_ghz:g} GHz",
+                  f"  fabric clock: {d.fabric_clock_note}", f"  dies per SKU: {d.dies_rule}", src(d.sources)]
     lines.append("core limits:")
     core = _fields(p.core)
     lines += [f"  {core}" if core else "  no public figure (numasim's default is used)", src(p.core.sources)]

@@ -5,8 +5,11 @@ Built once per simulation from a machine and its :class:`~numasim.timing.model.C
 * **resources**: one memory controller per memory node, one per *direction* of every link (and switch link),
   and the attach link of every device in each direction. Each has a capacity (bytes per ns; 1 GB/s is exactly
   1 byte/ns) and optionally a :class:`~numasim.timing.model.LoadedLatencyCurve`.
+  A core die with a port of its own (an AMD CCD's GMI link, ``Machine.core_dies``) has one resource per
+  direction: data to the die (reads) and from it (writes).
 * **route classes**: one per (initiator, target memory node, read/write). Initiators are the NUMA nodes (by
-  index) and then the devices. A class has an idle latency (controller latency of the target plus the link
+  index), then the core dies (a thread on a die's cpu issues through its die, whose route is its node's plus
+  the port), then the devices. A class has an idle latency (controller latency of the target plus the link
   latencies along the route, plus the attach latency for a device) and, per resource, the busy time one 64-byte
   line costs there.
 
@@ -41,7 +44,7 @@ class Resource:
     """A queueing resource: a controller, one direction of a link, or one direction of a device attach link."""
 
     name: str
-    kind: str  # "controller" | "link" | "attach"
+    kind: str  # "controller" | "link" | "attach" | "die" (a core die's port, one per direction)
     capacity_bytes_per_ns: float
     curve: LoadedLatencyCurve | None
     node: int | None = None
@@ -79,6 +82,12 @@ class MemorySystem:
     path_res: np.ndarray
     path_busy: np.ndarray
     write_cost_factor: float
+    die_initiator_of_cpu: dict[int, int]
+
+    def initiator_of_cpu(self, cpu: int) -> int:
+        """The initiator a thread on ``cpu`` issues from: its core die's, else its node's."""
+        die = self.die_initiator_of_cpu.get(cpu)
+        return die if die is not None else self.node_ids.index(self.machine.cpu_to_node[cpu])
 
     @property
     def n_nodes(self) -> int:
@@ -233,6 +242,28 @@ def build_memory_system(
     attach_in: list[int | None] = [None] * len(ids)  # device -> node direction (device writes)
     attach_out: list[int | None] = [None] * len(ids)  # node -> device direction (device reads)
     dma_path: list[dict[int, int]] = [{} for _ in ids]  # device's own read path from a node's memory (DeviceTiming)
+    # Core dies: an initiator each after the nodes, with its port's two directions (None for the others).
+    die_port: list[tuple[int, int] | None] = [None] * len(ids)
+    die_initiator_of_cpu: dict[int, int] = {}
+    cpu_node = timed.cpu_to_node
+    for k, die in enumerate(timed.core_dies):
+        node = cpu_node[die.cpus[0]]
+        initiator_names.append(f"node{node}.die{k}")
+        initiator_node.append(node)
+        attach_latency.append(0.0)
+        attach_in.append(None)
+        attach_out.append(None)
+        dma_path.append({})
+        to_die = len(resources)
+        resources.append(Resource(f"node{node}->die{k}", "die", die.read_bandwidth_gb_s, None, node=node,
+                                  src=node, dst=f"die{k}"))
+        resources.append(Resource(f"die{k}->node{node}", "die", die.write_bandwidth_gb_s, None, node=node,
+                                  src=f"die{k}", dst=node))
+        die_port.append((to_die, to_die + 1))
+        for c in die.cpus:
+            die_initiator_of_cpu[c] = len(initiator_names) - 1
+    for _ in used_devices:
+        die_port.append(None)
     for name in used_devices:
         if name not in machine_devices:
             raise WorkloadError(
@@ -294,7 +325,8 @@ def build_memory_system(
     link_pos = np.clip(pair_start[pair] + np.where(write, k, k - 1), 0, len(pair_res) - 1)
     node_entries = np.where(at_controller, ctrl_idx[node_j[ij]], pair_res[link_pos])
 
-    # Devices (few): their attach link directions and DMA read paths around the route of their node.
+    # Core dies and devices (few): a die's port, or a device's attach link directions and DMA read paths, around
+    # the route of their node.
     lens_dev: list[int] = []
     dev_entries: list[int] = []
     for i in range(n_nodes, n_init):
@@ -306,6 +338,13 @@ def build_memory_system(
                     continue
                 mc = ctrl_of[dst]
                 path = _route_resources(routes.paths[(src, dst)] if is_write else routes.paths[(dst, src)], edge_of)
+                port = die_port[i]
+                if port is not None:  # a core die: its node's route, and its port in the data's direction
+                    path = [port[1], *path] if is_write else [*path, port[0]]
+                    full = [*path, mc] if is_write else [mc, *path]
+                    lens_dev.append(len(full))
+                    dev_entries += full
+                    continue
                 a = attach_in[i] if is_write else attach_out[i]
                 assert a is not None
                 path = [a, *path] if is_write else [*path, a]
@@ -347,4 +386,5 @@ def build_memory_system(
         path_res=path_res,
         path_busy=np.ascontiguousarray(path_busy, dtype=float),
         write_cost_factor=wcf,
+        die_initiator_of_cpu=die_initiator_of_cpu,
     )

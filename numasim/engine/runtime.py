@@ -267,7 +267,6 @@ class EngineBridge:
         self.node_index = np.full(max(top, 1), -1, dtype=np.int16)
         self.node_index[np.array(ms.node_ids)] = np.arange(n_nodes, dtype=np.int16)
         self.node_ids = np.array(ms.node_ids, dtype=np.int16)
-        self._initiator_of_node = {int(n): k for k, n in enumerate(ms.node_ids)}  # "node<k>" initiators first
         self.agent_initiator = np.array([a.initiator for a in self.agents], dtype=np.int64)
         self.agent_class_base = self.agent_initiator * (n_nodes * 2)
         self._cpu = np.array([-1 if a.cpu is None else a.cpu for a in self.agents], dtype=np.int64)
@@ -364,8 +363,7 @@ class EngineBridge:
         self._first_access_left = int(np.count_nonzero(self._first_access_pending))
 
     def move_thread(self, agent: int, cpu: int) -> None:
-        node = self.ms.machine.cpu_to_node[cpu]
-        init = self._initiator_of_node[node]
+        init = self.ms.initiator_of_cpu(cpu)
         self.thread_moves.append((self.now_ns(), int(agent), int(self._cpu[agent]), int(cpu)))
         self._cpu[agent] = cpu
         self.agent_initiator[agent] = init

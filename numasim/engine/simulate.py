@@ -53,7 +53,6 @@ def _agents(
     devices: Sequence[DeviceTransfer],
 ) -> list[Agent]:
     cpu_node = ms.machine.cpu_to_node
-    index = {nid: k for k, nid in enumerate(ms.node_ids)}
     seen: set[int] = set()
     agents: list[Agent] = []
     known = [t.cpu for t in threads if t.cpu in cpu_node]
@@ -69,7 +68,7 @@ def _agents(
             Agent(
                 len(agents),
                 f"thread{t.id}",
-                index[cpu_node[t.cpu]],
+                ms.initiator_of_cpu(t.cpu),
                 next(mlp_iter),
                 t.dependent,
                 float(t.start_ns),

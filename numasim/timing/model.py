@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from numasim.errors import CalibrationError
 from numasim.fileio import atomic_write_text
-from numasim.topology.model import CacheLevel, CacheScope, Machine, MemoryController, Vertex
+from numasim.topology.model import CacheLevel, CacheScope, CoreDie, Machine, MemoryController, Vertex
 
 __all__ = [
     "SourceFile",
@@ -271,6 +271,9 @@ class Calibration(_Model):
     devices: list[DeviceTiming] = Field(default_factory=list)
     relays: list[RelayTiming] = Field(default_factory=list)
     core: CoreTiming = Field(default_factory=CoreTiming)
+    core_dies: list[CoreDie] = Field(default_factory=list)
+    """Core dies with a port of their own (AMD CCDs and their GMI links), with the port's bandwidth per
+    direction. They replace the machine file's ``core_dies``: empty, the timed machine has none."""
     uncertainty: dict[str, float] = Field(default_factory=dict)
     """Standard error of fitted parameters, keyed like ``"controllers[0].latency_ns"``."""
     provenance: Provenance
@@ -285,9 +288,10 @@ class Calibration(_Model):
     def content_id(self) -> str:
         """``<machine>-<first 12 hex of sha256 of the parameters>``; provenance dates do not change it."""
         body = self.model_dump(mode="json", exclude={"id", "provenance"})
-        if not body.get("relays"):
-            # Calibrations written before relays existed keep their ids.
-            body.pop("relays", None)
+        for optional_list in ("relays", "core_dies"):
+            if not body.get(optional_list):
+                # Calibrations written before these existed keep their ids.
+                body.pop(optional_list, None)
         for dev in body.get("devices", []):
             if not dev.get("dma_read_bandwidth_gb_s"):
                 dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
@@ -353,6 +357,7 @@ def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
         caches=caches,
         devices=devices,
         relays=relays,
+        core_dies=list(machine.core_dies),
         provenance=Provenance(
             method="nominal",
             machine=machine.name,
@@ -420,8 +425,17 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
         )
         for c in calibration.caches
     ]
+    dies = list(calibration.core_dies)
+    if dies:
+        # Checked as the machine checks its own: every die on one node, no cpu on two dies.
+        try:
+            Machine.model_validate({**machine.model_dump(), "core_dies": [d.model_dump() for d in dies]})
+        except ValidationError as exc:
+            raise CalibrationError(f"calibration {calibration.id} does not fit {machine.name}: "
+                                   f"{exc.errors()[0]['msg']}") from None
     return machine.model_copy(update={
         "nodes": nodes, "links": links, "devices": devices, "caches": caches, "calibration": calibration.id,
+        "core_dies": dies,
     })
 
 

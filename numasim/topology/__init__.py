@@ -26,6 +26,7 @@ _SOURCES = {
     "MemoryKind": "numasim.topology.model",
     "Node": "numasim.topology.model",
     "Route": "numasim.topology.model",
+    "CoreDie": "numasim.topology.model",
     "Switch": "numasim.topology.model",
     "Routing": "numasim.topology.routing",
     "graph": "numasim.topology.routing",
@@ -79,6 +80,7 @@ __all__ = [
     "MemoryKind",
     "Node",
     "Route",
+    "CoreDie",
     "Switch",
     "Routing",
     "graph",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from numasim.topology.model import (  # noqa: F401
         CacheLevel,
         CacheScope,
+        CoreDie,
         Device,
         DeviceKind,
         Link,

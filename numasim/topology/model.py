@@ -32,6 +32,7 @@ __all__ = [
     "Switch",
     "Device",
     "CacheLevel",
+    "CoreDie",
     "Route",
     "Machine",
     "Vertex",
@@ -218,6 +219,27 @@ class CacheLevel(_Model):
     associativity: Annotated[int, Field(gt=0)] = 8
 
 
+class CoreDie(_Model):
+    """A group of cores that reaches memory through one port of its own: an AMD core die (CCD) and its link
+    to the I/O die (GMI). Every memory request of its cpus crosses the port, reads in one direction and writes in
+    the other, so a die's bandwidth is bounded whichever node it reads, and a read/write mix can exceed all-reads.
+
+    The port adds no idle latency (the measured route latency already includes it); it is a queueing resource.
+    """
+
+    cpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+    """The die's cpus (hardware threads), all on one node."""
+    read_bandwidth_gb_s: PositiveFloat
+    """Data to the die (reads), per die."""
+    write_bandwidth_gb_s: PositiveFloat
+    """Data from the die (writes), per die."""
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus_from_list_string(cls, value: object) -> object:
+        return parse_cpulist(value) if isinstance(value, str) else value
+
+
 class Route(_Model):
     """An explicit route from ``src`` to ``dst`` (both node ids) through the listed vertices, ends included."""
 
@@ -258,6 +280,8 @@ class Machine(_Model):
     devices: list[Device] = Field(default_factory=list)
     caches: list[CacheLevel] = Field(default_factory=list)
     routes: list[Route] = Field(default_factory=list)
+    core_dies: list[CoreDie] = Field(default_factory=list)
+    """Groups of cpus behind a die port of their own (AMD CCDs); empty where cores reach memory directly."""
     firmware_slit: list[list[int]] | None = None
     numactl_style: Literal["2.0.18", "2.0.19"] | None = None
     """The layout of the ``numactl --hardware`` text this machine was read from: ``"2.0.18"`` (and older numactl:
@@ -303,6 +327,19 @@ class Machine(_Model):
             for v in r.path:
                 if v not in vertices:
                     raise ValueError(f"routes[{r.src}->{r.dst}].path: unknown vertex {v!r}")
+        on_die: dict[int, int] = {}
+        for k, die in enumerate(self.core_dies):
+            nodes_of = {seen.get(c) for c in die.cpus}
+            if None in nodes_of:
+                missing = sorted(c for c in die.cpus if c not in seen)
+                raise ValueError(f"core_dies[{k}].cpus: cpus {missing} are on no node")
+            if len(nodes_of) > 1:
+                raise ValueError(f"core_dies[{k}].cpus: a die's cpus must be on one node, these are on nodes "
+                                 f"{sorted(n for n in nodes_of if n is not None)}")
+            for c in die.cpus:
+                if c in on_die:
+                    raise ValueError(f"core_dies[{k}].cpus: cpu {c} is already on core die {on_die[c]}")
+                on_die[c] = k
         if self.firmware_slit is not None:
             _check_slit(self.firmware_slit, len(ids))
         if len(ids) > 1:

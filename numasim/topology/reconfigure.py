@@ -33,6 +33,7 @@ import numpy as np
 
 from numasim.errors import TopologyError
 from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, ModeOffer, check_request
+from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import (
     LOCAL_DISTANCE,
     Device,
@@ -372,6 +373,13 @@ def reconfigure(
             socket_links[(hub[t], hub[s])] = tuple((e[0], e[1]) for e in back)
 
     devices = [_move_device(d, machine, new_id) for d in machine.devices]
+    # Core dies are silicon: the same cpus behind the same ports in every mode, so each must land in one node.
+    node_of = {c: n.id for n in nodes for c in n.cpus}
+    for i, core_die in enumerate(machine.core_dies):
+        landed = sorted({node_of[c] for c in core_die.cpus})
+        if len(landed) > 1:
+            raise TopologyError(f"core_dies[{i}].cpus", format_cpulist(core_die.cpus),
+                                f"{target.label} would split this core die over nodes {landed}")
     slit = _firmware_slit(machine, source, target, nodes, new_id, members, near_ns, die) if machine.firmware_slit else None
     out = Machine(
         name=_new_name(machine.name, target),
@@ -386,6 +394,7 @@ def reconfigure(
         switches=switches,
         devices=devices,
         caches=list(machine.caches),
+        core_dies=list(machine.core_dies),
         firmware_slit=slit,
         cpu_model=machine.cpu_model,
     )

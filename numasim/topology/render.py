@@ -103,5 +103,13 @@ def render_tree(machine: Machine) -> str:
                 f"{_INDENT}{c.name} {format_size(c.size_bytes)} per {c.scope.value}, {_ns(c.latency_ns)}, "
                 f"{c.associativity}-way, {c.line_bytes} B lines"
             )
+    if machine.core_dies:
+        lines.append("Core dies (each behind its own port: reads toward the die, writes from it)")
+        node_of = machine.cpu_to_node
+        for k, die in enumerate(machine.core_dies):
+            lines.append(
+                f"{_INDENT}die {k}: node {node_of[die.cpus[0]]}, cpus {format_cpulist(die.cpus)}, "
+                f"{_gb_s(die.read_bandwidth_gb_s)} read, {_gb_s(die.write_bandwidth_gb_s)} write"
+            )
     lines += render_links(machine)
     return "\n".join(lines)

@@ -16,6 +16,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from numasim.errors import CalibrationError
 from numasim.timing.catalog.cxl_timing import CxlNodeTiming, cxl_node_timings
 from numasim.timing.catalog.loader import load_catalog
@@ -32,7 +34,7 @@ from numasim.timing.model import (
     default_curve,
     machine_devices_and_relays,
 )
-from numasim.topology.model import CacheScope, LinkKind, Machine, MemoryKind, Vertex
+from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
 __all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures"]
@@ -437,6 +439,10 @@ def catalog_calibration(
           "are write-back write-allocate (Intel SDM vol. 3A 11.3, AMD APM vol. 2 7.4); checked against "
           "kerncraft's likwid-bench copy series (experiments/validation)")
 
+    core_dies, die_priors, die_notes = _core_dies(machine, fig, socket_of, here)
+    priors += die_priors
+    notes += die_notes
+
     devices, relays = machine_devices_and_relays(machine)
     devices = [
         d.model_copy(update={"attach_latency_ns": cxl.devices[d.name].link_latency_ns,
@@ -466,6 +472,7 @@ def catalog_calibration(
         devices=devices,
         relays=relays,
         core=core,
+        core_dies=core_dies,
         provenance=Provenance(
             method="catalog",
             machine=machine.name,
@@ -477,6 +484,55 @@ def catalog_calibration(
             ),
         ),
     )
+
+
+def _core_dies(
+    machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str
+) -> tuple[list[CoreDie], list[PriorParameter], list[str]]:
+    """The SKU's core dies (CCDs) laid over the machine's cpus, each with the platform's die port.
+
+    A socket's dies split evenly among its nodes with cpus (NPS puts whole dies in a quadrant); within a node,
+    consecutive cores form a die, a core's hardware threads with it. Linux numbers the first thread of every
+    core before the second threads (the assumption :mod:`numasim.engine.cores` states), so in a node's sorted
+    cpus the first ``cpus / threads per core`` are cores, and the rest their siblings in the same order.
+    """
+    link, sku = fig.platform.core_die_link, fig.sku
+    if link is None:
+        return [], [], []
+    src = (f"{here}: {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per fabric "
+           f"clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
+    if sku.core_dies is None:
+        return [], [], [f"core dies: the catalog gives no die count for {sku.model} ({link.dies_rule}); "
+                        "no die ports modelled"]
+    tpc = max(1, sku.threads // sku.cores)
+    nodes_of_socket: dict[int, list[int]] = defaultdict(list)
+    for n in machine.nodes:
+        if n.has_cpus and n.id in socket_of:
+            nodes_of_socket[socket_of[n.id]].append(n.id)
+    dies: list[CoreDie] = []
+    for socket, node_ids in sorted(nodes_of_socket.items()):
+        if sku.core_dies % len(node_ids):
+            return [], [], [f"core dies: {sku.core_dies} dies of socket {socket} do not split evenly over its "
+                            f"{len(node_ids)} nodes; no die ports modelled"]
+        per_node = sku.core_dies // len(node_ids)
+        for nid in node_ids:
+            cpus = sorted(machine.node(nid).cpus)
+            if len(cpus) % tpc or len(cpus) // tpc < per_node:
+                return [], [], [f"core dies: node {nid}'s {len(cpus)} cpus are not {per_node} dies of "
+                                f"{tpc}-thread cores; no die ports modelled"]
+            n_cores = len(cpus) // tpc
+            for part in np.array_split(np.arange(n_cores), per_node):
+                die_cpus = [cpus[t * n_cores + c] for t in range(tpc) for c in part]
+                dies.append(CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(),
+                                    write_bandwidth_gb_s=link.write_gb_s()))
+    priors = [
+        PriorParameter(parameter="core_dies[*].read_bandwidth_gb_s", value=link.read_gb_s(), unit="GB/s",
+                       source=src, why=WHY),
+        PriorParameter(parameter="core_dies[*].write_bandwidth_gb_s", value=link.write_gb_s(), unit="GB/s",
+                       source=src, why=WHY),
+    ]
+    notes = [f"{len(dies)} core dies ({sku.core_dies} per socket, {sku.model}), each behind its own port"]
+    return dies, priors, notes
 
 
 def _vertex_sockets(machine: Machine, socket_of: dict[int, int]) -> dict[Vertex, set[int]]:
@@ -543,6 +599,12 @@ def _links(
         if inside and ic.die_to_die_bandwidth_gb_s is not None:
             bw[i] = ic.die_to_die_bandwidth_gb_s
             bw_src = f"{here}: die-to-die bandwidth [{platform.cite(ic.sources)}]"
+        elif inside and platform.core_die_link is not None:
+            # Inside an I/O die every request already crosses its core die's port and a controller; the IOD's
+            # own fabric has no public figure below the socket's DRAM peak, so it is not made a third limit.
+            bw[i] = fig.socket_peak_gb_s
+            bw_src = (f"assumption: the I/O die's fabric carries the socket's DRAM peak ({fig.channels_per_socket} "
+                      f"channels x {fig.mt_s} MT/s x 8 B); the core-die ports and the controllers are the limits")
         else:
             bw[i] = link.bandwidth_gb_s
             bw_src = "machine file (nominal): the catalog has no figure for " + (

@@ -23,6 +23,7 @@ __all__ = [
     "LinkSpec",
     "LinkEfficiency",
     "CoreLimits",
+    "CoreDieLink",
     "LatencyPrior",
     "EfficiencyPrior",
     "CxlSupport",
@@ -121,6 +122,28 @@ class LinkSpec(_Sourced):
     """Measured on a public machine of this platform; None: taken from the nearest measured link of its kind."""
 
 
+class CoreDieLink(_Sourced):
+    """The port each core die (an AMD CCD) reaches the I/O die, memory and the other dies through (GMI).
+
+    Per die and direction: ``bytes_per_clock`` x ``fabric_clock_ghz`` (the Infinity Fabric clock, FCLK) GB/s,
+    reads toward the die and writes from it on separate wires, so a read/write mix can move more than all-reads.
+    """
+
+    read_bytes_per_clock: PositiveInt
+    write_bytes_per_clock: PositiveInt
+    fabric_clock_ghz: PositiveFloat
+    fabric_clock_note: Annotated[str, Field(min_length=1)]
+    """Where the clock comes from: a vendor figure, or why an estimate had to stand in for one."""
+    dies_rule: Annotated[str, Field(min_length=1)]
+    """How many dies a SKU has when the SKU does not say (``Sku.core_dies``), with its source."""
+
+    def read_gb_s(self) -> float:
+        return self.read_bytes_per_clock * self.fabric_clock_ghz
+
+    def write_gb_s(self) -> float:
+        return self.write_bytes_per_clock * self.fabric_clock_ghz
+
+
 class CoreLimits(_Sourced):
     """Per-core memory-level parallelism: how many misses one core can have in flight."""
 
@@ -189,6 +212,8 @@ class Sku(_Sourced):
     links: PositiveInt | None = None
     """Socket-to-socket links this SKU enables (Xeon Scalable: 2 or 3 UPI)."""
     link_gt_s: PositiveFloat | None = None
+    core_dies: PositiveInt | None = None
+    """Core dies (CCDs) per socket, where the platform has a :class:`CoreDieLink`."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -215,6 +240,8 @@ class Platform(_Sourced):
     numa_modes: list[NumaMode] = Field(default_factory=list)
     interconnect: LinkSpec
     core: CoreLimits = Field(default_factory=CoreLimits)
+    core_die_link: CoreDieLink | None = None
+    """None: the cores reach the memory controllers without a per-die port (monolithic dies, Intel)."""
     latency: LatencyPrior | None = None
     """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
     efficiency: EfficiencyPrior | None = None
@@ -251,6 +278,8 @@ class Platform(_Sourced):
             groups.append(("interconnect.read_efficiency", self.interconnect.read_efficiency))
         if self.cxl is not None:
             groups.append(("cxl", self.cxl))
+        if self.core_die_link is not None:
+            groups.append(("core_die_link", self.core_die_link))
         for where, group in groups:
             missing = [s for s in group.sources if s not in known]
             if missing:

@@ -136,6 +136,8 @@ def dumps_machine(machine: Machine) -> str:
     for node in body["nodes"]:
         if "cpus" in node:
             node["cpus"] = format_cpulist(node["cpus"])
+    for die in body.get("core_dies", []):
+        die["cpus"] = format_cpulist(die["cpus"])
     # Keep scalar keys before tables so the file reads top-down: name, description, ... then [[nodes]].
     head = {k: v for k, v in body.items() if not isinstance(v, list | dict)}
     tail = {k: v for k, v in body.items() if isinstance(v, list | dict)}
