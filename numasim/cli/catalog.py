@@ -108,8 +108,9 @@ def _show_text(found: CatalogMatch) -> list[str]:
     if p.core_die_link is not None:
         d = p.core_die_link
         lines += ["core-die ports (one per core die, to the I/O die):",
-                  f"  {d.read_gb_s():g} GB/s toward the die (reads), {d.write_gb_s():g} GB/s from it (writes): "
-                  f"{d.read_bytes_per_clock} / {d.write_bytes_per_clock} B per fabric clock x {d.fabric_clock_ghz:g} GHz",
+                  f"  {d.read_gb_s():g} GB/s toward the die (reads), {d.write_gb_s():g} GB/s from it (writes) per "
+                  f"link: {d.read_bytes_per_clock} / {d.write_bytes_per_clock} B per fabric clock x "
+                  f"{d.fabric_clock_ghz:g} GHz (a SKU's core_die_links say how many links join each die)",
                   f"  fabric clock: {d.fabric_clock_note}", f"  dies per SKU: {d.dies_rule}", src(d.sources)]
     lines.append("core limits:")
     core = _fields(p.core)

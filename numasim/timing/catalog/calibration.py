@@ -499,8 +499,9 @@ def _core_dies(
     link, sku = fig.platform.core_die_link, fig.sku
     if link is None:
         return [], [], []
-    src = (f"{here}: {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per fabric "
-           f"clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
+    links = sku.core_die_links or 1
+    src = (f"{here}: {links} x {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per "
+           f"fabric clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
     if sku.core_dies is None:
         return [], [], [f"core dies: the catalog gives no die count for {sku.model} ({link.dies_rule}); "
                         "no die ports modelled"]
@@ -523,12 +524,12 @@ def _core_dies(
             n_cores = len(cpus) // tpc
             for part in np.array_split(np.arange(n_cores), per_node):
                 die_cpus = [cpus[t * n_cores + c] for t in range(tpc) for c in part]
-                dies.append(CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(),
-                                    write_bandwidth_gb_s=link.write_gb_s()))
+                dies.append(CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(links),
+                                    write_bandwidth_gb_s=link.write_gb_s(links)))
     priors = [
-        PriorParameter(parameter="core_dies[*].read_bandwidth_gb_s", value=link.read_gb_s(), unit="GB/s",
+        PriorParameter(parameter="core_dies[*].read_bandwidth_gb_s", value=link.read_gb_s(links), unit="GB/s",
                        source=src, why=WHY),
-        PriorParameter(parameter="core_dies[*].write_bandwidth_gb_s", value=link.write_gb_s(), unit="GB/s",
+        PriorParameter(parameter="core_dies[*].write_bandwidth_gb_s", value=link.write_gb_s(links), unit="GB/s",
                        source=src, why=WHY),
     ]
     notes = [f"{len(dies)} core dies ({sku.core_dies} per socket, {sku.model}), each behind its own port"]

@@ -130,6 +130,7 @@ class CoreDieLink(_Sourced):
     """
 
     read_bytes_per_clock: PositiveInt
+    """Per GMI link; a die joined by two links (GMI-Wide, ``Sku.core_die_links``) has twice."""
     write_bytes_per_clock: PositiveInt
     fabric_clock_ghz: PositiveFloat
     fabric_clock_note: Annotated[str, Field(min_length=1)]
@@ -137,11 +138,12 @@ class CoreDieLink(_Sourced):
     dies_rule: Annotated[str, Field(min_length=1)]
     """How many dies a SKU has when the SKU does not say (``Sku.core_dies``), with its source."""
 
-    def read_gb_s(self) -> float:
-        return self.read_bytes_per_clock * self.fabric_clock_ghz
+    def read_gb_s(self, links: int = 1) -> float:
+        """Reads toward one die joined by ``links`` GMI links (two on Turin's GMI-Wide parts)."""
+        return links * self.read_bytes_per_clock * self.fabric_clock_ghz
 
-    def write_gb_s(self) -> float:
-        return self.write_bytes_per_clock * self.fabric_clock_ghz
+    def write_gb_s(self, links: int = 1) -> float:
+        return links * self.write_bytes_per_clock * self.fabric_clock_ghz
 
 
 class CoreLimits(_Sourced):
@@ -214,6 +216,8 @@ class Sku(_Sourced):
     link_gt_s: PositiveFloat | None = None
     core_dies: PositiveInt | None = None
     """Core dies (CCDs) per socket, where the platform has a :class:`CoreDieLink`."""
+    core_die_links: PositiveInt | None = None
+    """GMI links joining each core die to the I/O die (None: one; two on GMI-Wide parts)."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
