@@ -28,7 +28,7 @@ import numpy as np
 
 from numasim.kernel.errno import KernelErrno
 from numasim.kernel.version import KernelVersion, parse_version
-from numasim.topology.cpulist import format_cpulist
+from numasim.topology.cpulist import format_cpulist, parse_cpulist
 
 __all__ = [
     "MPOL_DEFAULT",
@@ -754,19 +754,11 @@ def mpol_parse_str(
 
 
 def _parse_nodelist(text: str) -> list[int]:
-    # bitmap_parselist without the "a-b:used/group" form: "0-3,5"; empty is an empty mask
-    out: set[int] = set()
-    if text == "":
-        return []
-    for item in text.split(","):
-        lo_s, dash, hi_s = item.partition("-")
-        if not lo_s.isdigit() or (dash and not hi_s.isdigit()):
-            raise ValueError(item)
-        lo, hi = int(lo_s), int(hi_s) if dash else int(lo_s)
-        if hi < lo:
-            raise ValueError(item)
-        out.update(range(lo, hi + 1))
-    return sorted(out)
+    # bitmap_parselist as the kernel's mount option sees it: the kernel list format ("0-3,5", empty = no node),
+    # numasim's one parser of it, without the blanks parse_cpulist forgives in files.
+    if any(c.isspace() for c in text):
+        raise ValueError(text)
+    return parse_cpulist(text)
 
 
 def _is_default_policy(pol: MemPolicy) -> bool:

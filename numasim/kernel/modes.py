@@ -33,19 +33,12 @@ from numasim.kernel.mempolicy import (
     interleave_nid_array,
     weighted_interleave_nid_array,
 )
+from numasim.kernel.policy_names import MODES
 from numasim.kernel.protocol import PlacementContext, PlacementDecision
 
 __all__ = ["KernelMode", "BUILTIN_MODES", "decide"]
 
-BUILTIN_MODES: dict[str, int] = {
-    "default": -1,
-    "local": MPOL_LOCAL,
-    "preferred": MPOL_PREFERRED,
-    "bind": MPOL_BIND,
-    "interleave": MPOL_INTERLEAVE,
-    "preferred_many": MPOL_PREFERRED_MANY,
-    "weighted_interleave": MPOL_WEIGHTED_INTERLEAVE,
-}
+BUILTIN_MODES: dict[str, int] = {name: (-1 if name == "default" else mode) for name, mode in MODES.items()}
 """Built-in plug-in names -> MPOL mode (``default`` = no policy: the per-node preferred policy)."""
 
 

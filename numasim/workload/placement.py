@@ -21,8 +21,8 @@ import numpy as np
 from numasim.engine.pagemap import PageMap
 from numasim.engine.spec import ThreadSpec
 from numasim.errors import PolicyError, WorkloadError
-from numasim.kernel import mempolicy as mp
 from numasim.kernel.kernel import Kernel, MmapError
+from numasim.kernel.policy_names import FLAGS, MODES, mode_name
 from numasim.kernel.task import Task
 from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import Machine
@@ -37,16 +37,6 @@ from numasim.workload.trace.stats import touched_pages
 
 __all__ = ["Placement", "thread_cpus", "thread_specs", "place_workload", "place_trace", "apply_task_policy", "mode_args"]
 
-_MODES = {
-    "default": mp.MPOL_DEFAULT,
-    "preferred": mp.MPOL_PREFERRED,
-    "bind": mp.MPOL_BIND,
-    "interleave": mp.MPOL_INTERLEAVE,
-    "local": mp.MPOL_LOCAL,
-    "preferred_many": mp.MPOL_PREFERRED_MANY,
-    "weighted_interleave": mp.MPOL_WEIGHTED_INTERLEAVE,
-}
-_FLAGS = {"static": mp.MPOL_F_STATIC_NODES, "relative": mp.MPOL_F_RELATIVE_NODES, "balancing": mp.MPOL_F_NUMA_BALANCING}
 #: Touched pages further apart than this start a new mapping when a trace's address space is rebuilt.
 TRACE_GAP_PAGES = 256
 
@@ -141,9 +131,9 @@ def _deferrable(workload: Workload) -> tuple[set[str], dict[str, str]]:
 def mode_args(spec: PolicySpec, machine: Machine, what: str) -> tuple[int, list[int]]:
     """The mode (with its flags) and node list of a parsed ``MODE[:NODES[:FLAGS]]`` for ``machine``; a node the
     machine does not have is an error naming ``what``."""
-    mode = _MODES[spec.mode]
+    mode = MODES[spec.mode]
     for f in spec.flags:
-        mode |= _FLAGS[f]
+        mode |= FLAGS[f]
     if spec.all_nodes:  # numactl's "all": every node with memory
         return mode, [n.id for n in machine.nodes if n.has_memory]
     # A node the machine does not have is a typo, as numactl (libnuma's numa_parse_nodestring: "node argument
@@ -182,7 +172,7 @@ def apply_task_policy(kernel: Kernel, task: Task, policy: str | None) -> str:
     except PolicyError as syntax_error:
         from numasim.kernel.registry import available_policies, load_policy, split_params
 
-        if ":" in policy and policy.split(":", 1)[0] in _MODES:
+        if ":" in policy and mode_name(policy.split(":", 1)[0]) is not None:
             raise
         try:
             name, params = split_params(policy, "--policy") if "=" in policy else (policy, {})

@@ -15,17 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from numasim.errors import PolicyError
+from numasim.kernel.policy_names import MODES, split_policy
 from numasim.topology.cpulist import format_cpulist, parse_cpulist
 
 __all__ = ["PolicySpec", "parse_policy", "POLICY_MODES"]
 
-POLICY_MODES = ("default", "local", "bind", "preferred", "preferred_many", "interleave", "weighted_interleave")
+POLICY_MODES: tuple[str, ...] = tuple(MODES)
+"""Mode names a policy string takes (numasim.kernel.policy_names: the one table; aliases are accepted too)."""
 _NEEDS_NODES = {"bind", "preferred_many", "interleave", "weighted_interleave"}
 _NO_NODES = {"default", "local"}
-_FLAGS = {"static": "static", "static_nodes": "static", "relative": "relative", "relative_nodes": "relative",
-          "balancing": "balancing", "numa_balancing": "balancing"}
-_ALIASES = {"membind": "bind", "interleaved": "interleave", "weighted": "weighted_interleave",
-            "localalloc": "local", "prefer": "preferred"}
 
 
 @dataclass(frozen=True)
@@ -61,28 +59,14 @@ def parse_policy(text: str) -> PolicySpec:
     >>> str(parse_policy("interleave:all"))
     'interleave:all'
     """
-    parts = text.strip().split(":")
-    if len(parts) > 3:
-        raise PolicyError(f"policy {text!r}: expected MODE[:NODES[:FLAGS]]")
-    mode = parts[0].strip().lower().replace("-", "_")
-    mode = _ALIASES.get(mode, mode)
-    if mode not in POLICY_MODES:
-        raise PolicyError(f"policy {text!r}: unknown mode {parts[0]!r} (expected one of {', '.join(POLICY_MODES)})")
+    mode, nodes_text, flags = split_policy(text)
     nodes: list[int] = []
-    all_nodes = len(parts) >= 2 and parts[1].strip().lower() == "all"
-    if len(parts) >= 2 and parts[1].strip() and not all_nodes:
+    all_nodes = nodes_text is not None and nodes_text.strip().lower() == "all"
+    if nodes_text is not None and nodes_text.strip() and not all_nodes:
         try:
-            nodes = parse_cpulist(parts[1])
+            nodes = parse_cpulist(nodes_text)
         except ValueError as exc:
-            raise PolicyError(f"policy {text!r}: bad node list {parts[1]!r}: {exc}") from None
-    flags: list[str] = []
-    if len(parts) == 3 and parts[2].strip():
-        for raw in parts[2].replace("+", ",").split(","):
-            name = raw.strip().lower()
-            if name not in _FLAGS:
-                raise PolicyError(f"policy {text!r}: unknown flag {raw!r} (expected static, relative or balancing)")
-            if _FLAGS[name] not in flags:
-                flags.append(_FLAGS[name])
+            raise PolicyError(f"policy {text!r}: bad node list {nodes_text!r}: {exc}") from None
     if "static" in flags and "relative" in flags:
         # sanitize_mpol_flags: both mode flags together -> EINVAL
         raise PolicyError(f"policy {text!r}: flags static and relative exclude each other")
