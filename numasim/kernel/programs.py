@@ -45,16 +45,13 @@ from numasim.kernel.mempolicy import (
     MPOL_DEFAULT,
     MPOL_F_ADDR,
     MPOL_F_NODE,
-    MPOL_F_NUMA_BALANCING,
-    MPOL_F_RELATIVE_NODES,
-    MPOL_F_STATIC_NODES,
     MPOL_INTERLEAVE,
     MPOL_LOCAL,
     MPOL_PREFERRED,
     MPOL_PREFERRED_MANY,
-    MPOL_WEIGHTED_INTERLEAVE,
 )
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring, strtoul
+from numasim.kernel.policy_names import FLAGS, MODES, mode_name, split_policy
 from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
@@ -67,27 +64,11 @@ __all__ = ["PROGRAMS", "ProgramRun", "run_program", "parse_policy_spec", "Policy
 _MEMHOG_UNIT = 10 * 1024 * 1024
 _MEMHOG_MAX_REPEAT = 1000
 _MEMHOG_POLICIES = {
-    "preferred-many": (MPOL_PREFERRED_MANY, False),
-    "local": (MPOL_LOCAL, True),
-    "interleave": (MPOL_INTERLEAVE, False),
-    "membind": (MPOL_BIND, False),
-    "preferred": (MPOL_PREFERRED, False),
-    "default": (MPOL_DEFAULT, True),
-    "weighted-interleave": (MPOL_WEIGHTED_INTERLEAVE, False),
-}
-_MODES = {
-    "default": MPOL_DEFAULT,
-    "local": MPOL_LOCAL,
-    "preferred": MPOL_PREFERRED,
-    "preferred_many": MPOL_PREFERRED_MANY,
-    "bind": MPOL_BIND,
-    "interleave": MPOL_INTERLEAVE,
-    "weighted_interleave": MPOL_WEIGHTED_INTERLEAVE,
-}
-_FLAGS = {
-    "static": MPOL_F_STATIC_NODES,
-    "relative": MPOL_F_RELATIVE_NODES,
-    "numa_balancing": MPOL_F_NUMA_BALANCING,
+    # memhog's own option names (numactl's util.c policies[]), so "bind" stays a usage error as in memhog; the
+    # MPOL values and the canonical names come from the one table, numasim.kernel.policy_names.
+    name: (MODES[canonical], canonical in ("local", "default"))
+    for name in ("preferred-many", "local", "interleave", "membind", "preferred", "default", "weighted-interleave")
+    if (canonical := mode_name(name)) is not None
 }
 
 
@@ -141,6 +122,7 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
 
     Examples
     --------
+    >>> from numasim.kernel.mempolicy import MPOL_F_NUMA_BALANCING, MPOL_F_STATIC_NODES
     >>> spec = parse_policy_spec("bind:0-1:static+numa_balancing", ParseContext.of({0, 1}, 2))
     >>> spec.mode, sorted(spec.nodes), spec.flags == MPOL_F_STATIC_NODES | MPOL_F_NUMA_BALANCING
     (2, [0, 1], True)
@@ -150,30 +132,20 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
     """
     from numasim.errors import PolicyError
 
-    parts = text.split(":")
-    if len(parts) > 3:
-        raise PolicyError(f"policy {text!r}: expected MODE[:NODES[:FLAGS]]")
-    mode_name = parts[0].strip().lower().replace("-", "_")
-    if mode_name not in _MODES:
-        raise PolicyError(f"policy {text!r}: unknown mode {parts[0]!r} (expected one of {', '.join(_MODES)})")
+    mode, nodes_text, flag_names = split_policy(text)
     nodes: frozenset[int] = frozenset()
     maxnode: int | None = None
-    if len(parts) > 1 and parts[1].strip().lower().startswith("mask="):
-        nodes, maxnode = _raw_mask(text, parts[1].strip()[5:])
-    elif len(parts) > 1:
+    if nodes_text is not None and nodes_text.strip().lower().startswith("mask="):
+        nodes, maxnode = _raw_mask(text, nodes_text.strip()[5:])
+    elif nodes_text is not None:
         try:
-            nodes = parse_nodestring(parts[1], ctx)
+            nodes = parse_nodestring(nodes_text, ctx)
         except NodeStringError as exc:
-            raise PolicyError(f"policy {text!r}: nodes {parts[1]!r}: {exc}") from None
+            raise PolicyError(f"policy {text!r}: nodes {nodes_text!r}: {exc}") from None
     flags = 0
-    if len(parts) > 2 and parts[2]:
-        for name in parts[2].split("+"):
-            if name not in _FLAGS:
-                raise PolicyError(
-                    f"policy {text!r}: unknown flag {name!r} (expected static, relative, numa_balancing)"
-                )
-            flags |= _FLAGS[name]
-    return PolicySpec(_MODES[mode_name], nodes, flags, maxnode)
+    for name in flag_names:
+        flags |= FLAGS[name]
+    return PolicySpec(MODES[mode], nodes, flags, maxnode)
 
 
 _MASK_MAX_BITS = PAGE_SIZE_BYTES * 8
