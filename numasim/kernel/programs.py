@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from numasim.kernel.numactl import ProgramOutcome
     from numasim.kernel.task import Task
 
-__all__ = ["PROGRAMS", "ProgramRun", "run_program", "parse_policy_spec", "PolicySpec", "load_image"]
+__all__ = ["PROGRAMS", "ProgramRun", "run_program", "parse_policy_spec", "ProgramPolicy", "load_image"]
 
 _MEMHOG_UNIT = 10 * 1024 * 1024
 _MEMHOG_MAX_REPEAT = 1000
@@ -94,8 +94,10 @@ class ProgramRun:
 
 
 @dataclass(frozen=True)
-class PolicySpec:
-    """A parsed ``MODE[:NODES[:FLAGS]]`` policy argument."""
+class ProgramPolicy:
+    """A program's ``MODE[:NODES[:FLAGS]]`` argument resolved for the syscall: the ``MPOL_*`` mode, the nodes as
+    libnuma parses them on this machine, the flag bits. (A workload file's policy string, checked for syntax
+    only, is :class:`numasim.workload.PolicySpec`; both are split by :func:`numasim.kernel.policy_names.split_policy`.)"""
 
     mode: int
     nodes: frozenset[int]
@@ -109,7 +111,7 @@ class PolicySpec:
         return self.mode | self.flags
 
 
-def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
+def parse_policy_spec(text: str, ctx: ParseContext) -> ProgramPolicy:
     """Parse ``MODE[:NODES[:FLAGS]]`` (``bind:0-1``, ``interleave:all:static``, ``local``).
 
     ``NODES`` is a node string as libnuma parses it (``numa_parse_nodestring``: only nodes that exist and are
@@ -145,7 +147,7 @@ def parse_policy_spec(text: str, ctx: ParseContext) -> PolicySpec:
     flags = 0
     for name in flag_names:
         flags |= FLAGS[name]
-    return PolicySpec(MODES[mode], nodes, flags, maxnode)
+    return ProgramPolicy(MODES[mode], nodes, flags, maxnode)
 
 
 _MASK_MAX_BITS = PAGE_SIZE_BYTES * 8
