@@ -17,8 +17,11 @@ are kept as they are: they name no catalog entry, and the catalog lookup says so
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 __all__ = ["cpu_model_from_text", "cpu_model_from_hwloc", "cpu_model_near", "CPU_MODEL_FILES"]
 
