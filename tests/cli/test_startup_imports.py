@@ -21,9 +21,9 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = sorted({m for m in sys.modules for h in %r if m == h or m.startswith(h + ".")})
+heavy = sorted({m for m in sys.modules for h in HEAVY if m == h or m.startswith(h + ".")})
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
-""" % (HEAVY,)
+""".replace("HEAVY", repr(HEAVY), 1)
 
 
 @pytest.mark.parametrize(
