@@ -224,7 +224,7 @@ def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
     return found
 
 
-def _socket_of(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
+def socket_layout(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
     """Socket of every node, and how it was found.
 
     Machines imported from ``numactl --hardware`` name no sockets. Then the SKU says how many cpus a socket has
@@ -237,6 +237,9 @@ def _socket_of(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
         return {n.id: n.socket for n in machine.nodes if n.socket is not None}, ""
     cpu_nodes = [n for n in machine.nodes if n.has_cpus]
     total = sum(len(n.cpus) for n in cpu_nodes)
+    by_slit = _sockets_from_slit(machine, sku)
+    if by_slit is not None:
+        return by_slit
     for per_socket in (sku.threads, sku.cores):
         if total % per_socket:
             continue
@@ -259,6 +262,45 @@ def _socket_of(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
         "the machine names no sockets and its cpus do not pack into sockets of the SKU's size: each node with "
         "cpus is taken as one socket (assumption)"
     )
+
+
+REMOTE_DISTANCE = 20
+"""ACPI SLIT convention Linux follows (``include/linux/topology.h``): nodes of one package (SNC, NPS, CoD
+clusters, sibling dies) are closer than 20, nodes on other sockets at 20 or more."""
+
+
+def _sockets_from_slit(machine: Machine, sku: Sku) -> tuple[dict[int, int], str] | None:
+    """Sockets as the firmware's distances group the cpu nodes (closer than :data:`REMOTE_DISTANCE`), when every
+    group holds exactly one socket of the SKU (its threads, or its cores with SMT off); else None."""
+    if machine.firmware_slit is None:
+        return None
+    cpu_nodes = [n for n in machine.nodes if n.has_cpus]
+    ids = machine.node_ids
+    slit = machine.firmware_slit
+    group: dict[int, int] = {}
+    for n in cpu_nodes:
+        if n.id in group:
+            continue
+        label = len(set(group.values()))
+        todo = [n.id]
+        while todo:
+            a = todo.pop()
+            if a in group:
+                continue
+            group[a] = label
+            todo += [b.id for b in cpu_nodes if b.id not in group
+                     and slit[ids.index(a)][ids.index(b.id)] < REMOTE_DISTANCE]
+    sizes: Counter[int] = Counter()
+    for n in cpu_nodes:
+        sizes[group[n.id]] += len(n.cpus)
+    for per_socket in (sku.threads, sku.cores):
+        if all(size == per_socket for size in sizes.values()):
+            return group, (
+                f"the machine names no sockets: the firmware's distances group its nodes into {len(sizes)} "
+                f"socket(s) of {per_socket} cpus (the SKU's {'threads' if per_socket == sku.threads else 'cores'}; "
+                f"nodes of one socket are closer than {REMOTE_DISTANCE})"
+            )
+    return None
 
 
 LINE_PACKET_EFFICIENCY = {
@@ -333,7 +375,7 @@ def catalog_calibration(
     """
     found = _resolve(machine, sku)
     assert found.sku is not None
-    socket_of, socket_note = _socket_of(machine, found.sku)
+    socket_of, socket_note = socket_layout(machine, found.sku)
     per_socket = Counter(
         socket_of[n.id] for n in machine.nodes
         if n.has_memory and n.memory_kind is MemoryKind.DRAM and n.id in socket_of

@@ -10,6 +10,7 @@ says so in its description. Timing results still name a calibration: ``--catalog
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from numasim.errors import CalibrationError
@@ -56,8 +57,9 @@ def catalog_machine(
     """
     if cpu is not None:
         machine = machine.model_copy(update={"cpu_model": cpu})
-    cal = catalog_calibration(machine, cxl_device=cxl_device)
     found = match_cpu(machine.cpu_model or "")
+    machine, structure_note = _socket_structure(machine, found)
+    cal = catalog_calibration(machine, cxl_device=cxl_device)
     # The catalog's associativity per level, so the engine's set-associative estimate uses the real ways.
     ways = {spec.level.lower(): spec.associativity for spec in found.platform.caches}
     shaped = machine.model_copy(update={"caches": [
@@ -70,6 +72,8 @@ def catalog_machine(
         f"Nominal timing numbers are the platform catalog's priors for {found.label} "
         f"(numasim catalog show {found.platform.name!r}); nothing of this box was measured."
     )
+    if structure_note:
+        note = f"{note} {structure_note}"
     if cxl_expanders:
         timed, cxl_note = _add_expanders(timed, found, cxl_device, cxl_expanders, cxl_socket, cxl_size_bytes)
         note = f"{note} {cxl_note}"
@@ -77,6 +81,67 @@ def catalog_machine(
     return timed.model_copy(
         update={"calibration": machine.calibration, "description": description}
     )
+
+
+def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
+    """An imported machine's sockets as the catalog's machines have them: each socket with several nodes joined
+    through one switch (Intel's mesh, AMD's I/O die) and one socket link between each pair of sockets.
+
+    ``numactl --hardware`` (and a sysfs tree) name no sockets and no switches: their importer joins every pair of
+    nodes with a link of its own, which splits a socket's links over its nodes' pairs (a node of an SNC2 socket
+    then reads the other socket at a quarter of its links). The sockets come from the firmware's distances and
+    the SKU's size (:func:`numasim.timing.catalog.calibration.socket_layout`); the switch and link numbers are
+    the same nominal ones :func:`numasim.topology.builders.multi_die` uses, which the catalog then times.
+    Machines that already have switches or explicit routes, memory-only nodes joined to more than one node, or
+    sockets of unequal node counts are kept as they are.
+    """
+    from numasim.timing.catalog.calibration import socket_layout
+    from numasim.topology import builders as b
+    from numasim.topology.model import Link, LinkKind, Switch
+
+    if machine.switches or machine.routes or found.sku is None:
+        return machine, ""
+    socket_of, _ = socket_layout(machine, found.sku)
+    cpu_nodes = [n for n in machine.nodes if n.has_cpus]
+    if any(n.id not in socket_of for n in cpu_nodes):
+        return machine, ""
+    per_socket = Counter(socket_of[n.id] for n in cpu_nodes)
+    if len(set(per_socket.values())) != 1:
+        return machine, ""
+    if max(per_socket.values()) == 1:  # a node a socket: the importer's links are the sockets' own; name them
+        nodes = [n.model_copy(update={"socket": socket_of[n.id]}) if n.id in socket_of else n for n in machine.nodes]
+        return machine.model_copy(update={"nodes": nodes}), ""
+    k = max(per_socket.values())
+    cpu_ids = {n.id for n in cpu_nodes}
+    kept = [link for link in machine.links if not (link.a in cpu_ids and link.b in cpu_ids)]
+    if any(sum(1 for link in kept if n.id in (link.a, link.b)) > 1 for n in machine.nodes if not n.has_cpus):
+        return machine, ""
+    intel = found.platform.vendor == "intel"
+    kind = LinkKind.ON_DIE if intel else LinkKind.INFINITY_FABRIC
+    die_lat = b.MESH_LATENCY_NS if intel else b.IF_DIE_LATENCY_NS
+    die_bw = b.MESH_BANDWIDTH_GB_S if intel else b.IF_DIE_BANDWIDTH_GB_S
+    sock_lat = b.UPI_LATENCY_NS if intel else b.XGMI_LATENCY_NS
+    sock_bw = b.UPI_BANDWIDTH_GB_S if intel else b.XGMI_BANDWIDTH_GB_S
+    sockets = sorted(per_socket)
+    hub = {s: f"socket{s}-{'mesh' if intel else 'iod'}" for s in sockets}
+    die_of: dict[int, int] = {}
+    for s in sockets:
+        for j, nid in enumerate(sorted(n.id for n in cpu_nodes if socket_of[n.id] == s)):
+            die_of[nid] = j
+    nodes = [n.model_copy(update={"socket": socket_of[n.id], "die": die_of[n.id]}) if n.id in die_of else n
+             for n in machine.nodes]
+    links = [Link(a=n.id, b=hub[socket_of[n.id]], kind=kind, latency_ns=die_lat / 2, bandwidth_gb_s=die_bw)
+             for n in cpu_nodes]
+    links += [Link(a=hub[x], b=hub[y], kind=LinkKind.UPI if intel else LinkKind.INFINITY_FABRIC,
+                   latency_ns=max(sock_lat - die_lat, 1e-3), bandwidth_gb_s=sock_bw)
+              for i, x in enumerate(sockets) for y in sockets[i + 1:]]
+    out = machine.model_copy(update={
+        "nodes": nodes, "links": [*links, *kept], "switches": [Switch(name=hub[s], kind=kind) for s in sockets],
+    })
+    Machine.model_validate(out.model_dump())
+    return out, (f"Its {len(sockets)} sockets of {k} nodes each (from the firmware's distances and the SKU) are "
+                 f"joined as the catalog's machines are: one {'mesh' if intel else 'I/O-die'} switch per socket "
+                 "and one socket link per pair of sockets, in place of the importer's link per pair of nodes.")
 
 
 def _add_expanders(

@@ -1,0 +1,61 @@
+"""A machine imported from ``numactl --hardware`` gets the catalog machines' socket structure.
+
+numactl's text names no sockets or switches; its importer joins every pair of nodes with a link of its own, which
+split a socket's links over its node pairs: a node of an SNC2 socket read the other socket at a quarter of its
+links (bandwidth matrix 55 % off on the public 8269CY SNC2 run, against 3.5 % for the same machine built by
+``multi_die``), and a 2-socket box with SMT off was taken for one socket. ``topo import --cpu`` is the path issue 9's
+held-out procedure takes (write the box's ``numactl -H``, import it with its processor), so the two must agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+from numasim.timing.catalog import catalog_calibration, catalog_machine
+from numasim.timing.catalog.calibration import socket_layout
+from numasim.timing.catalog.match import match_cpu
+from numasim.topology.builders import glueless
+from numasim.topology.io.numactl import machine_from_numactl, numactl_hardware_for
+from numasim.topology.routing import bandwidth_table_gb_s, latency_table_ns
+
+
+def _as_numactl_reports(case_file: str):  # type: ignore[no-untyped-def]
+    """The case's machine, and what importing its ``numactl -H`` (distances as firmware reports them) gives."""
+    case = next(c for c in PUBLIC_MLC_CASES if c.file == case_file)
+    ref = public_machine(case)
+    same, cross = (12, 32) if "EPYC" in case.cpu else (11, 21)  # what Intel and AMD firmware write
+    slit = [[10 if a.id == b.id else (same if a.socket == b.socket else cross) for b in ref.nodes] for a in ref.nodes]
+    ref = ref.model_copy(update={"firmware_slit": slit})
+    imported = catalog_machine(machine_from_numactl(numactl_hardware_for(ref), name="imported"), case.cpu)
+    return ref, imported
+
+
+@pytest.mark.parametrize("case_file", ["plantegg-2s-cascadelake-8269CY-snc2.md", "cxl-2s-genoa-epyc9224-nps2.md",
+                                       "cxl-2s-spr-silver4410Y.md"])
+def test_an_imported_machine_is_timed_like_the_catalog_built_one(case_file: str) -> None:
+    ref, imported = _as_numactl_reports(case_file)
+    assert [n.socket for n in imported.nodes] == [n.socket for n in ref.nodes]
+    assert sorted(s.name for s in imported.switches) == sorted(s.name for s in ref.switches)
+    a, b = (catalog_machine(m, m.cpu_model) if m is ref else m for m in (ref, imported))
+    np.testing.assert_allclose(bandwidth_table_gb_s(b), bandwidth_table_gb_s(a), rtol=1e-6)
+    np.testing.assert_allclose(latency_table_ns(b), latency_table_ns(a), rtol=1e-6)
+    assert len(b.core_dies) == len(a.core_dies)
+
+
+def test_the_firmware_distances_tell_sockets_apart_with_smt_off() -> None:
+    # 2 x 12-core Silver 4410Y with SMT off: 24 cpus are also one socket's threads; the distance 21 says two.
+    _, imported = _as_numactl_reports("cxl-2s-spr-silver4410Y.md")
+    found = match_cpu(imported.cpu_model or "")
+    assert found.sku is not None
+    bare = imported.model_copy(update={"nodes": [n.model_copy(update={"socket": None}) for n in imported.nodes]})
+    sockets, note = socket_layout(bare, found.sku)
+    assert sockets == {0: 0, 1: 1} and "firmware's distances" in note
+
+
+def test_a_glueless_machine_keeps_its_links() -> None:
+    m = glueless(4, cpus_per_node=8).model_copy(update={"firmware_slit": [[10 if i == j else 20 for j in range(4)] for i in range(4)]})
+    timed = catalog_machine(m, "Intel(R) Xeon(R) CPU E7-8890 v2 @ 2.80GHz")
+    assert not timed.switches and len(timed.links) == len(m.links)
+    assert catalog_calibration(timed).machine == m.name
