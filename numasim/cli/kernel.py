@@ -271,20 +271,22 @@ def numactl_command(ctx: typer.Context) -> None:
     code = 0
     with _kernel_session(opts) as (kernel, persistent):
         try:
-            _numactl_on(kernel, opts, argv, persistent, _shell_cpus() if persistent else None)
+            _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
         except typer.Exit as done:  # the machine keeps what the command did, whatever its exit status
             code = done.exit_code
     raise typer.Exit(code)
 
 
-def _shell_cpus() -> frozenset[int] | None:
+def _shell_cpus(kernel: Kernel) -> frozenset[int] | None:
     """The affinity the calling shell set itself on the persistent machine (``taskset -p -c LIST $$``), which
-    this command's process inherits (:mod:`numasim.persist.shell_affinity`); None when none was set."""
+    this command's process inherits (:mod:`numasim.persist.shell_affinity`); None when none was set, or none of
+    its cpus is the machine's (a machine restarted under the same name from another topology)."""
     from numasim.persist import shell_affinity
     from numasim.persist.store import store_for_environment
 
     selected = store_for_environment()
-    return shell_affinity.inherited(selected[0].directory(selected[1])) if selected is not None else None
+    cpus = shell_affinity.inherited(selected[0].directory(selected[1])) if selected is not None else None
+    return (cpus & frozenset(kernel.machine.cpus)) or None if cpus is not None else None
 
 
 def _numactl_on(

@@ -47,9 +47,9 @@ def _usage(cmd: str, pages: int) -> str:
     )
 
 
-def _getopt(argv: Sequence[str]) -> tuple[int, int, list[str]] | str:
-    """getopt(argc, argv, "hvp:") with glibc's permutation: (pages, verbose, operands), or the error text
-    (``''``: -h or an unknown option, usage follows)."""
+def _getopt(argv: Sequence[str]) -> tuple[int, int, list[str]] | tuple[str, int]:
+    """getopt(argc, argv, "hvp:") with glibc's permutation: (pages, verbose, operands), or (getopt's error text,
+    the page count usage() prints: ``-p 12x`` has already set it to 12) for -h, a bad option or a bad count."""
     from numasim.kernel.nodestring import strtoul
 
     pages, verbose = _DEFAULT_PAGES, 0
@@ -78,15 +78,15 @@ def _getopt(argv: Sequence[str]) -> tuple[int, int, list[str]] | str:
                     value = args[i]
                     i += 1
                 else:
-                    return f"{argv[0]}: option requires an argument -- 'p'\n"
+                    return f"{argv[0]}: option requires an argument -- 'p'\n", pages
                 pages, end = strtoul(value)
                 if end == 0 or end != len(value):
-                    return ""
+                    return "", pages
                 break
             elif c == "h":
-                return ""
+                return "", pages
             else:
-                return f"{argv[0]}: invalid option -- '{c}'\n"
+                return f"{argv[0]}: invalid option -- '{c}'\n", pages
     return pages, verbose, operands
 
 
@@ -97,9 +97,10 @@ def migspeed(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     run = ProgramRun(pids=[task.pid])
     cmd = argv[0] if argv else "migspeed"
     parsed = _getopt(argv)
-    if isinstance(parsed, str):  # usage() prints the default page count, then exit(1)
-        run.stderr += parsed
-        run.stdout += _usage(cmd, _DEFAULT_PAGES)
+    if len(parsed) == 2:  # usage(): the page count as far as it was parsed, then exit(1)
+        message, shown = parsed
+        run.stderr += message
+        run.stdout += _usage(cmd, shown)
         run.exit_code = 1
         return run
     pages, verbose, operands = parsed

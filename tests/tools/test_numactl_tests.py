@@ -169,6 +169,8 @@ def test_migspeed_usage_and_bad_nodes(k2: Kernel) -> None:
     run = run_numactl(k2, ["migspeed"])
     assert run.stdout.startswith("usage migspeed [-p pages] [-h] [-v] from-nodes to-nodes\n") and run.exit_code == 1
     assert "(defaults to 1000)" in run.stdout
+    run = run_numactl(k2, ["migspeed", "-p", "12x", "0", "1"])  # strtoul has set pages before usage() prints it
+    assert "(defaults to 12)" in run.stdout and run.exit_code == 1
     run = run_numactl(k2, ["migspeed", "0", "9"])
     assert (run.stdout, run.exit_code) == ("<9> is invalid\n", 1)
     run = run_numactl(k2, ["migspeed", "-p", "8", "1", "1"])  # nothing moves: 0 s, and C's division gives inf
