@@ -27,7 +27,7 @@ _PROGRAM = ["numactl", "--", "--", "--"]
 """A virtual program runs as the program of a numactl without options (a new process, the shell's affinity)."""
 
 TEST_PROGRAMS = ("printcpu", "pagesize", "distance", "node-parse", "tbitmap", "prefered", "mynode", "tshared",
-                 "realloc_test", "migrate_pages", "mbind_mig_pages", "move_pages", "nodemap", "ftok")  # fmt: skip
+                 "realloc_test", "migrate_pages", "mbind_mig_pages", "move_pages", "nodemap", "ftok", "randmap")  # fmt: skip
 """numactl's test programs (its Makefile.am's check_PROGRAMS that numasim runs, and the printcpu script)."""
 
 SHIMS: dict[str, list[str]] = {

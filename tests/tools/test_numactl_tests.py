@@ -175,3 +175,28 @@ def test_migspeed_usage_and_bad_nodes(k2: Kernel) -> None:
     assert (run.stdout, run.exit_code) == ("<9> is invalid\n", 1)
     run = run_numactl(k2, ["migspeed", "-p", "8", "1", "1"])  # nothing moves: 0 s, and C's division gives inf
     assert run.stdout.splitlines()[-1] == "0.0 Mbyte migrated in 0.00 secs. inf Mbytes/second"
+
+
+def test_glibc_random_sequence() -> None:
+    from numasim.tools.numactl_tests import GlibcRandom
+
+    rng = GlibcRandom(1)  # glibc: srandom(1); random() x 3
+    assert [rng.random() for _ in range(3)] == [1804289383, 846930886, 1681692777]
+    rng = GlibcRandom(0)  # srandom(0) seeds with 1
+    assert rng.random() == 1804289383
+
+
+def test_randmap_runs_until_its_alarm(k2: Kernel) -> None:
+    from numasim.tools.numactl_tests import RANDMAP_ITERATIONS_PER_S
+
+    run = run_numactl(k2, ["randmap", "1", "42"])
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("map 0x") and lines[1:4] == ["running for 1 seconds", "random seed 42", "simple tests"]
+    assert lines[4:7] == ["off:0 length:6400 policy:3 nodes:3", "off:0 length:100 policy:2 nodes:1",
+                          "off:100 length:100 policy:2 nodes:1"]  # fmt: skip
+    assert "done" in lines and (run.stderr, run.exit_code) == ("Alarm clock\n", 142)
+    tries = [ln for ln in lines[lines.index("done") + 1 :] if ln.startswith("off:")]
+    assert 0 < len(tries) <= RANDMAP_ITERATIONS_PER_S
+    assert run_numactl(k2, ["randmap", "1", "42"]).stdout.splitlines()[1:] == lines[1:]  # the seed decides
+    run = run_numactl(k2, ["randmap"])
+    assert run.exit_code == 1 and "give a timeout" in run.stderr
