@@ -138,8 +138,9 @@ def _numactl_programs() -> dict[str, Callable[[Kernel, Task, Sequence[str]], Pro
     # numactl's own test programs and migspeed: kernel-only, no calibration (numasim.tools.numactl_tests)
     from numasim.tools.migspeed import migspeed
     from numasim.tools.numactl_tests import NUMACTL_TEST_PROGRAMS
+    from numasim.tools.randmap import randmap
 
-    return {**NUMACTL_TEST_PROGRAMS, "migspeed": migspeed}
+    return {**NUMACTL_TEST_PROGRAMS, "migspeed": migspeed, "randmap": randmap}
 
 
 TOOL_PROGRAMS.update(_numactl_programs())

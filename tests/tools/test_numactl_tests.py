@@ -178,7 +178,7 @@ def test_migspeed_usage_and_bad_nodes(k2: Kernel) -> None:
 
 
 def test_glibc_random_sequence() -> None:
-    from numasim.tools.numactl_tests import GlibcRandom
+    from numasim.tools.randmap import GlibcRandom
 
     rng = GlibcRandom(1)  # glibc: srandom(1); random() x 3
     assert [rng.random() for _ in range(3)] == [1804289383, 846930886, 1681692777]
@@ -187,7 +187,7 @@ def test_glibc_random_sequence() -> None:
 
 
 def test_randmap_runs_until_its_alarm(k2: Kernel) -> None:
-    from numasim.tools.numactl_tests import RANDMAP_ITERATIONS_PER_S
+    from numasim.tools.randmap import RANDMAP_ITERATIONS_PER_S
 
     run = run_numactl(k2, ["randmap", "1", "42"])
     lines = run.stdout.splitlines()
