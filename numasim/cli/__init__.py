@@ -25,9 +25,10 @@ app = typer.Typer(
 )
 
 
-_MODULES = ("demo", "topo", "trace", "kernel", "machine", "shims", "calibrate", "catalog", "run_command", "sweep")
+_MODULES = ("demo", "topo", "trace", "kernel", "machine", "shims", "taskset", "calibrate", "catalog", "run_command", "sweep")
 """Every command module, in the order ``numasim --help`` lists their commands."""
-_KERNEL_ONLY = {"numactl": "kernel", "numastat": "kernel", "kernel": "kernel", "machine": "machine", "shims": "shims"}
+_KERNEL_ONLY = {"numactl": "kernel", "numastat": "kernel", "kernel": "kernel", "machine": "machine", "shims": "shims",
+                "taskset": "taskset"}
 """Commands whose module alone is loaded: kernel-only commands start without the timing model, the workload
 layer or the plotting code (scripts call them often; issue 11 asks for a fast start)."""
 _registered: set[str] = set()

@@ -271,15 +271,30 @@ def numactl_command(ctx: typer.Context) -> None:
     code = 0
     with _kernel_session(opts) as (kernel, persistent):
         try:
-            _numactl_on(kernel, opts, argv, persistent)
+            _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
         except typer.Exit as done:  # the machine keeps what the command did, whatever its exit status
             code = done.exit_code
     raise typer.Exit(code)
 
 
-def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persistent: bool) -> None:
+def _shell_cpus(kernel: Kernel) -> frozenset[int] | None:
+    """The affinity the calling shell set itself on the persistent machine (``taskset -p -c LIST $$``), which
+    this command's process inherits (:mod:`numasim.persist.shell_affinity`); None when none was set, or none of
+    its cpus is the machine's (a machine restarted under the same name from another topology)."""
+    from numasim.persist import shell_affinity
+    from numasim.persist.store import store_for_environment
+
+    selected = store_for_environment()
+    cpus = shell_affinity.inherited(selected[0].directory(selected[1])) if selected is not None else None
+    return (cpus & frozenset(kernel.machine.cpus)) or None if cpus is not None else None
+
+
+def _numactl_on(
+    kernel: Kernel, opts: dict[str, Any], argv: list[str], persistent: bool, cpus: frozenset[int] | None = None
+) -> None:
     """numactl on ``kernel``; raises typer.Exit with its status. On a persistent machine the output is exactly
-    numactl's and a program that finished exits (a still-running one, stress without -t, stays)."""
+    numactl's and a program that finished exits (a still-running one, stress without -t, stays). ``cpus``: the
+    affinity the numactl process starts with (its shell's; default all cpus)."""
     from numasim.kernel.config import reclaim_inputs
     from numasim.kernel.numactl import run_numactl
     from numasim.kernel.numastat import run_numastat
@@ -289,7 +304,7 @@ def _numactl_on(kernel: Kernel, opts: dict[str, Any], argv: list[str], persisten
     _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent)
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
-    run = run_numactl(kernel, argv, keep_alive=not persistent)
+    run = run_numactl(kernel, argv, keep_alive=not persistent, cpus=cpus)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     # a program that finished on a persistent machine has exited: its pages are those it had when it finished

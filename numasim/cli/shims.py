@@ -1,9 +1,13 @@
 """``numasim shims DIR``: executables named like the NUMA tools, acting on a persistent simulated machine.
 
 With DIR first in ``PATH`` (and ``NUMASIM_MACHINE`` naming a machine started with ``numasim machine start``, or
-``--machine NAME`` baked in), a script's ``numactl``, ``numastat``, ``memhog`` and ``migratepages`` run on the
-simulated machine and print what the real programs print, with their exit statuses: each shim is a small
-``sh`` script that runs this Python with numasim's own command for it.
+``--machine NAME`` baked in), a script's ``numactl``, ``numastat``, ``memhog``, ``migratepages``, ``migspeed``,
+``numademo`` and ``taskset`` run on the simulated machine and print what the real programs print, with their
+exit statuses: each shim is a small ``sh`` script that runs this Python with numasim's own command for it.
+
+DIR is laid out as numactl's build directory: the tools at the top, numactl's test programs (``make check``)
+in ``DIR/test/`` (``printcpu``, ``pagesize``, ``distance``, ``node-parse``, ...), so numactl's test scripts run
+unmodified with ``builddir=DIR`` (``experiments/numactl-testsuite``).
 """
 
 from __future__ import annotations
@@ -19,19 +23,32 @@ import typer
 
 __all__ = ["register", "write_shims", "SHIMS"]
 
+_PROGRAM = ["numactl", "--", "--", "--"]
+"""A virtual program runs as the program of a numactl without options (a new process, the shell's affinity)."""
+
+TEST_PROGRAMS = ("printcpu", "pagesize", "distance", "node-parse", "tbitmap", "prefered", "mynode", "tshared",
+                 "realloc_test", "migrate_pages", "mbind_mig_pages", "move_pages", "nodemap", "ftok", "randmap")  # fmt: skip
+"""numactl's test programs (its Makefile.am's check_PROGRAMS that numasim runs, and the printcpu script)."""
+
 SHIMS: dict[str, list[str]] = {
     "numactl": ["numactl", "--", "--"],
     "numastat": ["numastat", "--", "--"],
-    "memhog": ["numactl", "--", "--", "--", "memhog"],
-    "migratepages": ["numactl", "--", "--", "--", "migratepages"],
+    "memhog": [*_PROGRAM, "memhog"],
+    "migratepages": [*_PROGRAM, "migratepages"],
+    "migspeed": [*_PROGRAM, "migspeed"],
+    "numademo": [*_PROGRAM, "numademo"],
+    "taskset": ["taskset", "--"],
+    **{f"test/{name}": [*_PROGRAM, name] for name in TEST_PROGRAMS},
 }
-"""Shim name -> the numasim command line its arguments are appended to. The first ``--`` ends the command-line
-parser's options, the second numasim's own (``--machine``, ``--after``, ``--json``, ``-h``): everything the
-script passes is the program's; the third ends numactl's options before a program."""
+"""Shim path (relative to DIR) -> the numasim command line its arguments are appended to. For numactl and
+numastat the first ``--`` ends the command-line parser's options, the second numasim's own (``--machine``,
+``--after``, ``--json``, ``-h``): everything the script passes is the program's; for a program the third ends
+numactl's options before it. taskset has no numasim options: one ``--``."""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("shims", help="Write executables numactl, numastat, memhog, migratepages into DIR that run on a "
+    app.command("shims", help="Write executables numactl, numastat, memhog, migratepages, migspeed, numademo, "
+                              "taskset and numactl's test programs (DIR/test/...) into DIR that run on a "
                               "persistent simulated machine (numasim machine start).")(shims)  # fmt: skip
 
 
@@ -65,6 +82,7 @@ def write_shims(directory: str | Path, machine: str | None = None) -> list[Path]
     out = []
     for name in SHIMS:
         path = d / name
+        path.parent.mkdir(exist_ok=True)
         atomic_write_text(path, _script(name, machine))
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         out.append(path)
@@ -76,7 +94,8 @@ def shims(
     machine: Annotated[str | None, typer.Option("--machine", help="Pin this persistent machine (default: the "
                                                                   "NUMASIM_MACHINE of each call).")] = None,  # fmt: skip
 ) -> None:
-    """Write shims for numactl, numastat, memhog, migratepages."""
+    """Write shims for numactl, numastat, memhog, migratepages, migspeed, numademo, taskset and numactl's test
+    programs (in DIR/test/, as numactl's build directory has them)."""
     if machine is not None:
         from numasim.persist.store import MachineStore
 
@@ -86,5 +105,7 @@ def shims(
             raise MachineStateError(f"machine {machine} is not started; start it with "
                                     f"`numasim machine start MACHINE --name {machine}`")  # fmt: skip
     paths = write_shims(directory, machine)
-    typer.echo(f"wrote {', '.join(p.name for p in paths)} in {Path(directory).resolve()}")
+    top = [str(p.relative_to(Path(directory))) for p in paths if p.parent == Path(directory)]
+    tests = [p.name for p in paths if p.parent != Path(directory)]
+    typer.echo(f"wrote {', '.join(top)} and test/{{{','.join(tests)}}} in {Path(directory).resolve()}")
     typer.echo(f"use them: export PATH={shlex.quote(str(Path(directory).resolve()))}:$PATH")

@@ -29,7 +29,7 @@ The module only needs a :class:`NumaProcess` (what libnuma sees of the system an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -1093,14 +1093,16 @@ class KernelProcess:
 
 
 def run_numactl(
-    kernel: Kernel, argv: Sequence[str], *, task: Task | None = None, keep_alive: bool = False
+    kernel: Kernel, argv: Sequence[str], *, task: Task | None = None, keep_alive: bool = False,
+    cpus: Iterable[int] | None = None,
 ) -> NumactlRun:
     """Run ``numactl argv...`` as a new process on ``kernel`` (or inside ``task``), with its program.
 
     The process starts like a shell's child: default policy, all cpus of the root cpuset, running on the
     lowest one. ``program_pids`` names the processes whose memory the program placed and
     ``program_pages_per_node`` their pages per node when it finished. A finished program exits (its memory is
-    freed) unless ``keep_alive``; a still-running one (stress without ``-t``) stays.
+    freed) unless ``keep_alive``; a still-running one (stress without ``-t``) stays. ``cpus``: the affinity a new
+    process starts with (its shell's, ``taskset -p -c LIST $$``; default every cpu of the root cpuset).
 
     Examples
     --------
@@ -1112,7 +1114,7 @@ def run_numactl(
     """
     spawned = task is None
     if task is None:
-        task = kernel.spawn("numactl")
+        task = kernel.spawn("numactl", cpus=cpus)
         from numasim.kernel.programs import load_image
 
         load_image(kernel, task)

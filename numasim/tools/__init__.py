@@ -17,20 +17,32 @@ function printing the real layout:
 :mod:`~numasim.tools.programs` makes them programs of the virtual ``numactl``.
 """
 
-from numasim.tools.context import (
-    ToolContext,
-    bind_calibration,
-    kernel_calibration,
-    tool_context,
-)
-from numasim.tools.programs import TOOL_PROGRAMS, find_program
+from typing import TYPE_CHECKING
+
+from numasim._lazy import lazy_names
+
+_SOURCES = {
+    "ToolContext": "numasim.tools.context",
+    "tool_context": "numasim.tools.context",
+    "bind_calibration": "numasim.tools.context",
+    "kernel_calibration": "numasim.tools.context",
+    "TOOL_PROGRAMS": "numasim.tools.programs",
+    "find_program": "numasim.tools.programs",
+}
+"""Imported on first use: a kernel-only program (numactl's test programs, migspeed) loads its own module without
+the tools' engine and timing model (issue 11: kernel-only commands start fast)."""
 
 __all__ = [
     "ToolContext",
     "tool_context",
-
     "bind_calibration",
     "kernel_calibration",
     "TOOL_PROGRAMS",
     "find_program",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _SOURCES, __all__)
+
+if TYPE_CHECKING:  # the names for type checkers and IDEs
+    from numasim.tools.context import ToolContext, bind_calibration, kernel_calibration, tool_context
+    from numasim.tools.programs import TOOL_PROGRAMS, find_program

@@ -134,6 +134,18 @@ TOOL_PROGRAMS: dict[str, Callable[[Kernel, Task, Sequence[str]], ProgramRun]] = 
 """Program name -> implementation with the kernel program table's signature."""
 
 
+def _numactl_programs() -> dict[str, Callable[[Kernel, Task, Sequence[str]], ProgramRun]]:
+    # numactl's own test programs and migspeed: kernel-only, no calibration (numasim.tools.numactl_tests)
+    from numasim.tools.migspeed import migspeed
+    from numasim.tools.numactl_tests import NUMACTL_TEST_PROGRAMS
+    from numasim.tools.randmap import randmap
+
+    return {**NUMACTL_TEST_PROGRAMS, "migspeed": migspeed, "randmap": randmap}
+
+
+TOOL_PROGRAMS.update(_numactl_programs())
+
+
 def find_program(name: str) -> Callable[[Kernel, Task, Sequence[str]], ProgramRun] | None:
     """The virtual tool called ``name`` (a path's last component), or None."""
     return TOOL_PROGRAMS.get(name.rsplit("/", 1)[-1])
