@@ -730,7 +730,7 @@ def _node_memory_kb(kernel: Kernel, nid: int | None) -> dict[str, int]:
 
 def meminfo_of(kernel: Kernel) -> str:
     """/proc/meminfo of the simulated kernel (x86_64, a distribution's config: swap, zswap, CMA, THP and unaccepted
-    memory configured, no swap device). Fields the model does not track are 0; ``MemAvailable`` is free memory
+    memory (6.5+) configured, no swap device). Fields the model does not track are 0; ``MemAvailable`` is free memory
     plus the clean page cache (``si_mem_available`` without its reserves and slab)."""
     m = _node_memory_kb(kernel, None)
     pool = kernel.hugetlb
@@ -746,8 +746,10 @@ def meminfo_of(kernel: Kernel) -> str:
         ("Bounce", 0), ("WritebackTmp", 0), ("CommitLimit", m["total"] // 2), ("Committed_AS", m["anon"]),
         ("VmallocTotal", 34359738367), ("VmallocUsed", 0), ("VmallocChunk", 0), ("Percpu", 0),
         ("HardwareCorrupted", 0), ("AnonHugePages", m["thp"]), ("ShmemHugePages", 0), ("ShmemPmdMapped", 0),
-        ("FileHugePages", 0), ("FilePmdMapped", 0), ("CmaTotal", 0), ("CmaFree", 0), ("Unaccepted", 0),
+        ("FileHugePages", 0), ("FilePmdMapped", 0), ("CmaTotal", 0), ("CmaFree", 0),
     ]  # fmt: skip
+    if kernel.version >= (6, 5):  # CONFIG_UNACCEPTED_MEMORY's line appeared in 6.5
+        items.append(("Unaccepted", 0))
     hugepages = [("HugePages_Total", pool.total()), ("HugePages_Free", pool.free()),
                  ("HugePages_Rsvd", int(pool.reserved)), ("HugePages_Surp", 0)]  # fmt: skip
     # x86's arch_report_meminfo: the direct map; the model maps all memory with 1 GiB pages but the first GiB

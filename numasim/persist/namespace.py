@@ -22,6 +22,7 @@ import os
 import selectors
 import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -204,19 +205,21 @@ def _child(tree: Path, argv: list[str], env: dict[str, str], report: int, direct
 def _relay(out_fd: int, err_fd: int) -> None:
     """Copy the child's output to this process's ``sys.stdout`` / ``sys.stderr`` (they are not file
     descriptors: numasim called from Python with its output captured)."""
+    import codecs
+
     sel = selectors.DefaultSelector()
     streams = {out_fd: sys.stdout, err_fd: sys.stderr}
-    for fd in streams:
+    decoders = {fd: codecs.getincrementaldecoder("utf-8")(errors="replace") for fd in streams}  # a character
+    for fd in streams:  # may be split between two reads
         sel.register(fd, selectors.EVENT_READ)
     while streams:
         for key, _ in sel.select():
             chunk = os.read(key.fd, 65536)
+            streams[key.fd].write(decoders[key.fd].decode(chunk, final=not chunk))
             if not chunk:
                 sel.unregister(key.fd)
                 os.close(key.fd)
                 del streams[key.fd]
-            else:
-                streams[key.fd].write(chunk.decode(errors="replace"))
     sel.close()
 
 
@@ -241,8 +244,9 @@ def run_in_namespace(directory: Path, tree: Path, argv: list[str], env: dict[str
         _child(tree, argv, env, report_w, directory)
     os.close(report_w)
     _pin(directory, os.getpid(), tree)
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the command; we wait for it to end
-    old_quit = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    main = threading.current_thread() is threading.main_thread()  # only there may signal handlers change
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # ^C goes to the command: wait
+    old_quit = signal.signal(signal.SIGQUIT, signal.SIG_IGN) if main else None  # for it to end
     try:
         with os.fdopen(report_r, "rb") as report:
             failure = report.read().decode(errors="replace")
@@ -253,8 +257,9 @@ def run_in_namespace(directory: Path, tree: Path, argv: list[str], env: dict[str
             _relay(out_r, err_r)
         _, wait_status = os.waitpid(pid, 0)
     finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGQUIT, old_quit)
+        if main:
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGQUIT, old_quit)
         (directory / f".exec.{os.getpid()}").unlink(missing_ok=True)
     if failure:
         status, _, message = failure.partition("\n")
