@@ -140,11 +140,12 @@ def test_a_reader_never_sees_half_a_tree(state) -> None:  # type: ignore[no-unty
             try:
                 nodes = sum(_field(_read(tree, f"{NODE}/node{n}/numastat"), "numa_hit") for n in (0, 1))
                 total = _field(_read(tree, "proc/vmstat"), "numa_hit")
+                cpus = _read(tree, "sys/bus/cpu/devices/cpu23/topology/core_cpus_list")
             except OSError as exc:
                 errors.append(f"{tree.name}: {exc}")
                 continue
-            if nodes != total:
-                errors.append(f"{tree.name}: nodes {nodes} != vmstat {total}")
+            if nodes != total or cpus != "23\n":
+                errors.append(f"{tree.name}: nodes {nodes} != vmstat {total}, or cpu23 {cpus!r}")
             seen.add(tree.name)
 
     reader = threading.Thread(target=read)
@@ -171,7 +172,7 @@ def test_a_killed_write_leaves_the_previous_tree(state, monkeypatch) -> None:  #
     first = write_views(directory, kernel)
     import numasim.persist.views as views
 
-    def broken(root: Path, kernel: Kernel, previous: Path | None) -> None:
+    def broken(directory: Path, root: Path, kernel: Kernel) -> str:
         (root / "proc").mkdir()
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -181,7 +182,9 @@ def test_a_killed_write_leaves_the_previous_tree(state, monkeypatch) -> None:  #
     assert (directory / "fs").resolve() == first and (first / "proc/meminfo").exists()
     monkeypatch.undo()
     second = write_views(directory, kernel)  # the partial tree of the failed write is swept
-    assert sorted(p.name for p in directory.iterdir()) == ["fs", first.name, second.name]
+    static = [p.name for p in directory.iterdir() if p.name.startswith("fs.static.")]
+    assert sorted(p.name for p in directory.iterdir()) == sorted(["fs", first.name, second.name, *static])
+    assert len(static) == 1  # the cpu subtrees, written once and shared
 
 
 @pytest.mark.parametrize("name", sorted(m.name for m in list_shipped()))
@@ -200,9 +203,13 @@ def test_every_shipped_machines_tree_is_self_consistent(name: str, tmp_path: Pat
         assert sorted(int(p.name[3:]) for p in (tree / NODE / f"node{nid}").glob("cpu[0-9]*")) == cpus
     assert sorted(owner) == parse_cpulist(_read(tree, f"{CPU}/online")) == kernel.machine.cpus
     assert parse_cpulist(_read(tree, f"{NODE}/has_cpu")) == sorted(set(owner.values()))
-    for link in [p for p in tree.rglob("*") if p.is_symlink()]:
-        target = link.resolve(strict=True)  # resolves, and inside the tree
-        assert target.is_relative_to(tree.resolve()), f"{link} -> {os.readlink(link)}"
+    # every symlink of the machine's directory: the generation's and those of the shared cpu subtrees
+    links = [Path(top) / name for top, dirs, names in os.walk(tmp_path) for name in [*dirs, *names]
+             if (Path(top) / name).is_symlink()]  # fmt: skip
+    assert len(links) >= 3 * len(owner)  # nodeN/cpuK, cpuK/nodeN, the bus's cpuK
+    for link in links:
+        target = link.resolve(strict=True)  # resolves, and inside the machine's directory
+        assert target.is_relative_to(tmp_path.resolve()), f"{link} -> {os.readlink(link)}"
     for cpu, nid in owner.items():
         assert (tree / CPU / f"cpu{cpu}" / f"node{nid}").resolve() == (tree / NODE / f"node{nid}").resolve()
     # the tree reads back as the same machine (what `numasim topo import` of a real /sys would give)
