@@ -240,7 +240,9 @@ def test_exec_says_what_the_os_did_not_permit(state, capsys, monkeypatch) -> Non
 
 
 @needs_namespaces
-def test_exec_shows_the_simulated_machine(state, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_exec_shows_the_simulated_machine(state, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for name in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT"):  # nproc honours them, as coreutils' does
+        monkeypatch.delenv(name, raising=False)
     assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
     script = "cat /sys/devices/system/node/online; nproc; ls /sys/devices/system/node/node0"
     # in process (output relayed through sys.stdout) ...
