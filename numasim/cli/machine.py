@@ -1,4 +1,4 @@
-"""``numasim machine start|stop|reset|list|env``: persistent simulated machines (numasim.persist).
+"""``numasim machine start|stop|reset|list|env|exec``: persistent simulated machines (numasim.persist).
 
 A started machine keeps its kernel between commands: ``NUMASIM_MACHINE=NAME numasim numactl ...`` (or
 ``eval "$(numasim machine env NAME)"`` once) runs numactl and numastat on it, and what they leave (live
@@ -124,3 +124,36 @@ def env(name: NameArg) -> None:
     typer.echo(f"export {ENV_MACHINE}={shlex.quote(name)}")
     if os.environ.get(ENV_STATE_DIR):
         typer.echo(f"export {ENV_STATE_DIR}={shlex.quote(str(store.root))}")  # absolute
+
+
+@machine_app.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+def exec_command(
+    name: NameArg,
+    command: Annotated[list[str], typer.Argument(metavar="-- CMD ARGS", help="The command and its arguments.")],
+) -> None:
+    """Run CMD in a private mount namespace that shows the machine's /sys and /proc, with the simulated nproc."""
+    from numasim.persist.namespace import NamespaceError, run_in_namespace
+    from numasim.persist.nproc import write_nproc
+    from numasim.persist.store import ENV_MACHINE, ENV_STATE_DIR, MachineStore
+
+    argv = command[1:] if command[:1] == ["--"] else command
+    if not argv:
+        raise typer.BadParameter("give the command to run after --", param_hint="CMD")
+    store = MachineStore()
+    tree = store.views(name)  # a machine that is not started: the usual error
+    cpus = (tree / "sys/devices/system/cpu/present").read_text(encoding="utf-8")
+    from numasim.topology.cpulist import parse_cpulist
+
+    count = len(parse_cpulist(cpus))
+    bin_dir = store.directory(name) / "bin"
+    write_nproc(bin_dir, name, count, count)
+    env = dict(os.environ)
+    env[ENV_MACHINE] = name
+    env[ENV_STATE_DIR] = str(store.root)  # absolute: the command may change directory
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', os.defpath)}"
+    try:
+        status = run_in_namespace(store.directory(name), tree, argv, env)
+    except NamespaceError as exc:
+        typer.echo(f"numasim: error: {exc}", err=True)
+        raise typer.Exit(exc.status) from None
+    raise typer.Exit(status)

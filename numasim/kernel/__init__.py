@@ -7,7 +7,7 @@
 * pluggable placement: :class:`PlacementPolicy` plug-ins, the kernel's modes being the built-in ones
   (:func:`load_policy`, entry-point group ``numasim.policies``);
 * user space: the virtual numactl, numastat and /proc views (:mod:`numasim.kernel.numactl`,
-  :mod:`numasim.kernel.numastat`, :mod:`numasim.kernel.procfs`).
+  :mod:`numasim.kernel.numastat`, :mod:`numasim.kernel.procfs`, and /sys in :mod:`numasim.kernel.sysfs`).
 """
 
 from numasim.kernel.config import KernelConfig

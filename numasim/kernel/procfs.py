@@ -3,7 +3,8 @@
 Formatters take plain dataclasses so the layouts are testable on their own; :mod:`numasim.kernel.numactl`
 fills them from the kernel model.
 
-Sources: ``mm/vmstat.c`` (``frag_show_print`` for /proc/buddyinfo, ``zoneinfo_show_print`` for /proc/zoneinfo),
+Sources: ``mm/vmstat.c`` (``frag_show_print`` for /proc/buddyinfo, ``zoneinfo_show_print`` for /proc/zoneinfo,
+``vmstat_text`` and ``vmstat_show`` for /proc/vmstat), ``fs/proc/meminfo.c`` (/proc/meminfo),
 ``fs/proc/task_mmu.c`` (``show_numa_map``), ``drivers/base/node.c`` (``nodeN/numastat``, ``nodeN/meminfo``),
 ``fs/proc/array.c`` + ``kernel/cgroup/cpuset.c`` (``Mems_allowed`` lines of /proc/PID/status), ``lib/bitmap.c``
 (``%*pb`` and ``%*pbl``).
@@ -49,6 +50,14 @@ __all__ = [
     "pages_per_node_of",
     "page_runs",
     "status_mems_allowed_of",
+    "VM_EVENTS",
+    "format_meminfo",
+    "format_vmstat",
+    "meminfo_of",
+    "vmstat_of",
+    "node_vmstat_of",
+    "status_of",
+    "proc_files",
 ]
 
 NR_PAGE_ORDERS = 11
@@ -649,3 +658,184 @@ def status_mems_allowed_of(kernel: Kernel, task: Task) -> str:
     from numasim.kernel.mempolicy import MAX_NUMNODES
 
     return format_status_mems_allowed(task.mems_allowed, MAX_NUMNODES)
+
+
+# --- /proc/meminfo, /proc/vmstat, nodeN/vmstat, /proc/PID/status -------------------------------------------
+
+VM_EVENTS = (
+    "pgalloc_dma", "pgalloc_dma32", "pgalloc_normal", "pgalloc_movable", "pgalloc_device",
+    "allocstall_dma", "allocstall_dma32", "allocstall_normal", "allocstall_movable", "allocstall_device",
+    "pgfree", "pgsteal_kswapd", "pgsteal_direct", "pgscan_kswapd", "pgscan_direct", "pageoutrun", "oom_kill",
+    "numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
+    "numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail",
+    "compact_migrate_scanned", "compact_free_scanned", "compact_isolated", "compact_stall", "compact_fail",
+    "compact_success", "thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc", "thp_collapse_alloc_failed",
+)  # fmt: skip
+"""The ``enum vm_event_item`` counters the model keeps, in ``vmstat_text`` order (mm/vmstat.c, x86_64 with
+``CONFIG_ZONE_DEVICE``); /proc/vmstat prints them after the zone, NUMA and node items."""
+
+
+
+def format_vmstat(items: Iterable[tuple[str, int]]) -> str:
+    """/proc/vmstat and ``nodeN/vmstat``: one ``name value`` line per item (``"%s %lu\\n"``).
+
+    Examples
+    --------
+    >>> format_vmstat([("nr_free_pages", 12), ("numa_hit", 3)])
+    'nr_free_pages 12\\nnuma_hit 3\\n'
+    """
+    return "".join(f"{name} {int(value)}\n" for name, value in items)
+
+
+def format_meminfo(items_kb: Sequence[tuple[str, int]], hugepages: Sequence[tuple[str, int]] = (),
+                   tail_kb: Sequence[tuple[str, int]] = ()) -> str:  # fmt: skip
+    """/proc/meminfo (``meminfo_proc_show``): ``Label:`` padded to 16 columns, the value at least 8 wide, `` kB``.
+
+    ``hugepages`` are the unit-less ``HugePages_*`` lines (``%5lu`` after a label padded to 19);
+    ``tail_kb`` the kB lines after them (``Hugepagesize``, ``Hugetlb``, x86's ``DirectMap*``).
+    ``HardwareCorrupted`` is the one label longer than the padding; it keeps its own ``%5lu``.
+
+    Examples
+    --------
+    >>> format_meminfo([("MemTotal", 16314556)], [("HugePages_Total", 0)])
+    'MemTotal:       16314556 kB\\nHugePages_Total:       0\\n'
+    """
+    lines = []
+    for label, value in items_kb:
+        if label == "HardwareCorrupted":
+            lines.append(f"HardwareCorrupted: {value:5d} kB\n")
+        else:
+            lines.append(f"{label + ':':<16}{value:>8} kB\n")
+    lines += [f"{label + ':':<19}{value:>5}\n" for label, value in hugepages]
+    lines += [f"{label + ':':<16}{value:>8} kB\n" for label, value in tail_kb]
+    return "".join(lines)
+
+
+def _node_memory_kb(kernel: Kernel, nid: int | None) -> dict[str, int]:
+    """The LRU and page counts of node ``nid`` (``None``: all nodes) in kB, as node_meminfo_of derives them."""
+    ps = kernel.config.page_size_bytes // 1024 if hasattr(kernel.config, "page_size_bytes") else 4
+    nodes = kernel.machine.node_ids if nid is None else [nid]
+    pages = _task_pages_by_zone(kernel)
+    mapped = sum(c for (n, _, f), c in pages.items() if n in nodes and f) * ps
+    anon = sum(c for (n, _, f), c in pages.items() if n in nodes and not f) * ps
+    return {
+        "total": sum(int(kernel.pm.managed_pages(n)) for n in nodes) * ps,
+        "free": sum(int(kernel.pm.free_pages(n)) for n in nodes) * ps,
+        "mapped": mapped,
+        "anon": anon,
+        "cache": sum(int(kernel.pm.reclaimable_pages(n)) for n in nodes) * ps + mapped,
+        "thp": sum(_thp_pages(kernel, n) for n in nodes) * ps,
+    }
+
+
+def meminfo_of(kernel: Kernel) -> str:
+    """/proc/meminfo of the simulated kernel (x86_64, a distribution's config: swap, zswap, CMA, THP and unaccepted
+    memory (6.5+) configured, no swap device). Fields the model does not track are 0; ``MemAvailable`` is free memory
+    plus the clean page cache (``si_mem_available`` without its reserves and slab)."""
+    m = _node_memory_kb(kernel, None)
+    pool = kernel.hugetlb
+    huge_kb = 2048
+    items = [
+        ("MemTotal", m["total"]), ("MemFree", m["free"]), ("MemAvailable", m["free"] + m["cache"] - m["mapped"]),
+        ("Buffers", 0), ("Cached", m["cache"]), ("SwapCached", 0), ("Active", m["anon"] + m["cache"]),
+        ("Inactive", 0), ("Active(anon)", m["anon"]), ("Inactive(anon)", 0), ("Active(file)", m["cache"]),
+        ("Inactive(file)", 0), ("Unevictable", 0), ("Mlocked", 0), ("SwapTotal", 0), ("SwapFree", 0),
+        ("Zswap", 0), ("Zswapped", 0), ("Dirty", 0), ("Writeback", 0), ("AnonPages", m["anon"]),
+        ("Mapped", m["mapped"]), ("Shmem", 0), ("KReclaimable", 0), ("Slab", 0), ("SReclaimable", 0),
+        ("SUnreclaim", 0), ("KernelStack", 0), ("PageTables", 0), ("SecPageTables", 0), ("NFS_Unstable", 0),
+        ("Bounce", 0), ("WritebackTmp", 0), ("CommitLimit", m["total"] // 2), ("Committed_AS", m["anon"]),
+        ("VmallocTotal", 34359738367), ("VmallocUsed", 0), ("VmallocChunk", 0), ("Percpu", 0),
+        ("HardwareCorrupted", 0), ("AnonHugePages", m["thp"]), ("ShmemHugePages", 0), ("ShmemPmdMapped", 0),
+        ("FileHugePages", 0), ("FilePmdMapped", 0), ("CmaTotal", 0), ("CmaFree", 0),
+    ]  # fmt: skip
+    if kernel.version >= (6, 5):  # CONFIG_UNACCEPTED_MEMORY's line appeared in 6.5
+        items.append(("Unaccepted", 0))
+    hugepages = [("HugePages_Total", pool.total()), ("HugePages_Free", pool.free()),
+                 ("HugePages_Rsvd", int(pool.reserved)), ("HugePages_Surp", 0)]  # fmt: skip
+    # x86's arch_report_meminfo: the direct map; the model maps all memory with 1 GiB pages but the first GiB
+    tail = [("Hugepagesize", huge_kb), ("Hugetlb", pool.total() * huge_kb), ("DirectMap4k", 0),
+            ("DirectMap2M", min(m["total"], 1 << 20)), ("DirectMap1G", max(m["total"] - (1 << 20), 0))]  # fmt: skip
+    return format_meminfo(items, hugepages, tail)
+
+
+def _vmstat_items(kernel: Kernel, nodes: Sequence[int]) -> list[tuple[str, int]]:
+    """Zone stat items summed over ``nodes``' zones, the NUMA events, then the node stat items (vmstat_text
+    order), of the items the model keeps."""
+    views = [v for v in zone_views(kernel, pagesets=False) if v.node in nodes]
+    zone_items: dict[str, int] = {}
+    for v in views:
+        for name, value in v.zone_stats:
+            zone_items[name] = zone_items.get(name, 0) + int(value)
+    numa = [sum(int(v.numa_events[k]) for v in views) for k in range(len(_ZONEINFO_NUMA_NAMES))]
+    node_items: dict[str, int] = {}
+    for v in views:
+        for name, value in v.node_stats or ():
+            node_items[name] = node_items.get(name, 0) + int(value)
+    if not node_items:  # no populated zone (a memoryless node): the node's items are all zero
+        node_items = dict.fromkeys(("nr_inactive_anon", "nr_active_anon", "nr_inactive_file", "nr_active_file",
+                                    "nr_unevictable", "nr_anon_pages", "nr_mapped", "nr_file_pages"), 0)  # fmt: skip
+    # vmstat_item_print_in_thp: counted in 2 MiB folios
+    node_items["nr_anon_transparent_hugepages"] = sum(_thp_pages(kernel, n) for n in nodes) // 512
+    return [*zone_items.items(), *zip(_ZONEINFO_NUMA_NAMES, numa, strict=True), *node_items.items()]
+
+
+def vmstat_of(kernel: Kernel) -> str:
+    """/proc/vmstat of the simulated kernel: the zone, NUMA and node items over all nodes, then the vm events
+    (:data:`VM_EVENTS`); items the model does not keep are left out, as in :func:`zone_views`."""
+    counters = {**getattr(getattr(kernel, "balancing", None), "vmstat", {}), **kernel.pm.vmstat}
+    events = [(name, int(counters.get(name, 0))) for name in VM_EVENTS]
+    return format_vmstat([*_vmstat_items(kernel, kernel.machine.node_ids), *events])
+
+
+def node_vmstat_of(kernel: Kernel, nid: int) -> str:
+    """``/sys/devices/system/node/nodeN/vmstat`` (``node_read_vmstat``): the zone items summed over the node's
+    zones, its NUMA events, its node items."""
+    return format_vmstat(_vmstat_items(kernel, [nid]))
+
+
+def status_of(kernel: Kernel, task: Task) -> str:
+    """/proc/PID/status of a simulated task: the lines the model knows (``proc_pid_status`` formats: name,
+    state, ids, memory sizes, threads, cpu and memory affinity); the credential, signal and capability lines
+    of a real file are left out."""
+    from numasim.kernel.mempolicy import MAX_NUMNODES
+
+    threads = sum(1 for t in kernel.tasks.values() if t.tgid == task.tgid)
+    size_kb = sum(v.npages for v in task.mm.vmas) * PAGE_SIZE_BYTES // 1024
+    rss_anon = sum(v.present for v in task.mm.vmas if v.kind != "file") * PAGE_SIZE_BYTES // 1024
+    rss_file = sum(v.present for v in task.mm.vmas if v.kind == "file") * PAGE_SIZE_BYTES // 1024
+    nr_cpu_ids = max(kernel.machine.cpus) + 1 if kernel.machine.cpus else 1
+    cpus = sorted(task.cpus_allowed)
+    lines = [
+        f"Name:\t{task.comm[:15]}\n", "State:\tS (sleeping)\n", f"Tgid:\t{task.tgid}\n", f"Pid:\t{task.pid}\n",
+        "PPid:\t1\n",
+        f"VmSize:\t{size_kb:8d} kB\n", f"VmRSS:\t{rss_anon + rss_file:8d} kB\n", f"RssAnon:\t{rss_anon:8d} kB\n",
+        f"RssFile:\t{rss_file:8d} kB\n", f"Threads:\t{threads}\n",
+        f"Cpus_allowed:\t{bitmap_string(cpus, nr_cpu_ids)}\n", f"Cpus_allowed_list:\t{format_cpulist(cpus)}\n",
+    ]  # fmt: skip
+    return "".join(lines) + format_status_mems_allowed(task.mems_allowed, MAX_NUMNODES)
+
+
+def proc_files(kernel: Kernel) -> dict[str, str]:
+    """The simulated kernel's /proc views as a file tree: ``proc/meminfo``, ``proc/vmstat``, ``proc/zoneinfo``,
+    ``proc/buddyinfo``, and ``proc/PID/numa_maps`` and ``proc/PID/status`` of every live simulated task (paths
+    relative to the tree's root).
+
+    Examples
+    --------
+    >>> from numasim.kernel.kernel import Kernel
+    >>> from numasim.topology.builders import glueless
+    >>> k = Kernel(glueless(2)); t = k.spawn("a", cpu=0)
+    >>> sorted(proc_files(k))[:3]
+    ['proc/1000/numa_maps', 'proc/1000/status', 'proc/buddyinfo']
+    """
+    views = zone_views(kernel)
+    files = {
+        "proc/meminfo": meminfo_of(kernel),
+        "proc/vmstat": vmstat_of(kernel),
+        "proc/zoneinfo": format_zoneinfo(views),
+        "proc/buddyinfo": format_buddyinfo(views),
+    }
+    for pid, task in sorted(kernel.tasks.items()):
+        files[f"proc/{pid}/numa_maps"] = numa_maps_of(kernel, task)
+        files[f"proc/{pid}/status"] = status_of(kernel, task)
+    return files

@@ -1,7 +1,8 @@
 """Named persistent machines: one directory each, one command at a time.
 
 A machine ``NAME`` lives in ``ROOT/NAME/``: ``machine.json`` (how it was booted: the machine and the boot
-options, so that ``reset`` can boot it again), ``kernel.state`` (:mod:`numasim.persist.state`) and ``lock``.
+options, so that ``reset`` can boot it again), ``kernel.state`` (:mod:`numasim.persist.state`), ``lock``, and
+its /sys and /proc views, ``fs`` (:mod:`numasim.persist.views`), written again whenever the state is.
 ``ROOT`` is ``$NUMASIM_STATE_DIR``, else ``$XDG_STATE_HOME/numasim/machines``, else
 ``~/.local/state/numasim/machines``. A command on a machine holds an exclusive ``flock`` on its ``lock`` file
 from loading the state to writing it back (atomically: a temporary file renamed over the old one), so concurrent
@@ -39,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from numasim.errors import MachineStateError
 from numasim.fileio import atomic_write_bytes, atomic_write_text
 from numasim.persist.state import dump_kernel, load_kernel
+from numasim.persist.views import VIEWS_LINK, views_root, write_views
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
@@ -154,6 +156,7 @@ class MachineStore:
                     )
                 # the state first, machine.json last: a machine is started once machine.json is there
                 atomic_write_bytes(directory / "kernel.state", dump_kernel(kernel))
+                write_views(directory, kernel)
                 atomic_write_text(directory / "machine.json", options.model_dump_json(indent=1) + "\n")
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
@@ -187,6 +190,7 @@ class MachineStore:
             yield kernel
             if save:
                 atomic_write_bytes(path, dump_kernel(kernel))
+                write_views(directory, kernel)
 
     def reset(self, name: str) -> StoredMachine:
         """Boot machine ``name`` afresh with the options it was started with (its old state is dropped)."""
@@ -194,7 +198,17 @@ class MachineStore:
         kernel = options.boot()
         with self._locked(name) as directory:
             atomic_write_bytes(directory / "kernel.state", dump_kernel(kernel))
+            write_views(directory, kernel)
         return StoredMachine(name=name, directory=self.directory(name), options=options)
+
+    def views(self, name: str) -> Path:
+        """The current generation of machine ``name``'s /sys and /proc views (written first if a machine started
+        by an older numasim has none)."""
+        directory = self.directory(name)
+        if not (directory / VIEWS_LINK).exists():
+            with self.session(name, save=False) as kernel:
+                write_views(directory, kernel)
+        return views_root(directory)
 
     def stop(self, name: str) -> None:
         """Stop machine ``name``: its state is removed (also when machine.json or the state is unreadable)."""
