@@ -146,7 +146,7 @@ def exec_command(
 
     count = len(parse_cpulist(cpus))
     bin_dir = store.directory(name) / "bin"
-    write_nproc(bin_dir, name, count, count)
+    write_nproc(bin_dir, name, count, count, store.directory(name))
     env = dict(os.environ)
     env[ENV_MACHINE] = name
     env[ENV_STATE_DIR] = str(store.root)  # absolute: the command may change directory

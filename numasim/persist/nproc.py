@@ -7,16 +7,21 @@ that is one; ``--all`` prints the number of cpus installed and ignores both vari
 'x'``, ``nproc: extra operand 'x'`` (followed by ``Try 'nproc --help' for more information.``).
 
 The shim is a small ``sh`` script with the machine's counts written into it (the simulated machine has no cpu
-hotplug), so it starts as fast as the real one. The calling shell has no simulated task yet, so the count
-of cpus it may run on is every online cpu of the machine.
+hotplug), so it starts as fast as the real one. The cpus the caller may run on are every online cpu of the
+machine, unless a shell it descends from pinned itself with ``taskset -p -c LIST $$`` on the machine
+(:mod:`numasim.persist.shell_affinity`): then they are that list, as on a real box where the pinned shell's
+children inherit its affinity. Only then does the shim start Python, to walk its real parent chain.
 """
 
 from __future__ import annotations
 
+import shlex
 import stat
+import sys
 from pathlib import Path
 
 from numasim.fileio import atomic_write_text
+from numasim.persist.shell_affinity import FILE_NAME
 
 __all__ = ["nproc_script", "write_nproc"]
 
@@ -24,6 +29,10 @@ _SCRIPT = r"""#!/bin/sh
 # numasim: nproc of the simulated machine {name} (numasim machine exec); coreutils' options and messages
 all={all}
 current={current}
+if [ -s {shells} ]; then  # a shell on this machine pinned itself (taskset -p -c LIST $$): the nearest one counts
+  pinned=$(PYTHONPATH={source}${{PYTHONPATH:+:$PYTHONPATH}} {python} -c {lookup} {state} 2>/dev/null)
+  [ -n "$pinned" ] && current=$pinned
+fi
 mode=current
 ignore=0
 try() {{ echo "Try 'nproc --help' for more information." >&2; exit 1; }}
@@ -72,15 +81,29 @@ echo "$n"
 """
 
 
-def nproc_script(machine: str, all_cpus: int, current_cpus: int) -> str:
-    """The shim's text for machine ``machine`` with ``all_cpus`` installed, ``current_cpus`` usable."""
-    return _SCRIPT.format(name=machine, all=int(all_cpus), current=int(current_cpus))
+_LOOKUP = (
+    "import sys; from pathlib import Path; from numasim.persist.shell_affinity import inherited; "
+    "c = inherited(Path(sys.argv[1])); print(len(c) if c else '')"
+)
 
 
-def write_nproc(directory: Path, machine: str, all_cpus: int, current_cpus: int) -> Path:
+def nproc_script(machine: str, all_cpus: int, current_cpus: int, state_dir: Path | None = None) -> str:
+    """The shim's text for machine ``machine`` with ``all_cpus`` installed, ``current_cpus`` usable; with the
+    machine's ``state_dir``, a pinned calling shell's affinity counts instead (module docstring)."""
+    import numasim
+
+    state = Path(state_dir) if state_dir is not None else Path("/nonexistent")
+    return _SCRIPT.format(
+        name=machine, all=int(all_cpus), current=int(current_cpus), shells=shlex.quote(str(state / FILE_NAME)),
+        state=shlex.quote(str(state)), python=shlex.quote(sys.executable), lookup=shlex.quote(_LOOKUP),
+        source=shlex.quote(str(Path(numasim.__file__).resolve().parents[1])),
+    )
+
+
+def write_nproc(directory: Path, machine: str, all_cpus: int, current_cpus: int, state_dir: Path | None = None) -> Path:
     """Write the executable ``directory/nproc``; returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "nproc"
-    atomic_write_text(path, nproc_script(machine, all_cpus, current_cpus))
+    atomic_write_text(path, nproc_script(machine, all_cpus, current_cpus, state_dir))
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

@@ -279,3 +279,16 @@ def test_a_command_inside_exec_refreshes_what_the_script_reads(state, capsys) ->
     before, after = (int(line.split()[1]) for line in got.stdout.splitlines())
     assert after - before >= 2560
     assert not list((state / "lab").glob(".exec.*"))  # the pin went with the exec
+
+
+@needs_namespaces
+def test_nproc_counts_the_cpus_a_pinned_shell_left_its_children(state, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # numactl's bind_range pins its shell with taskset -p -c LIST $$; every later command inherits it, nproc too.
+    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert _run(capsys, "shims", str(tmp_path / "bin"), "--machine", "lab")[0] == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")} | {"NUMASIM_STATE_DIR": str(state)}
+    script = (f"nproc; PATH={tmp_path / 'bin'}:$PATH; taskset -p -c 0-3 $$ >/dev/null; nproc; "
+              "sh -c 'nproc; nproc --all'")  # fmt: skip
+    got = _numasim("machine", "exec", "lab", "--", "sh", "-c", script, env=env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["24", "4", "4", "24"]
