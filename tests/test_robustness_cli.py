@@ -11,9 +11,9 @@ import pytest
 from numasim.cli import main
 from numasim.errors import WorkloadError
 from numasim.kernel.kernel import Kernel, MmapError
-from numasim.kernel.programs import PROGRAMS
 from numasim.timing.resolve import how_to_calibrate
-from numasim.tools.programs import TOOL_PROGRAMS
+from numasim.tools.programs import PROGRAMS
+from numasim.tools.tool_programs import TOOL_PROGRAMS
 from numasim.topology.builders import glueless
 from numasim.topology.io.toml_format import save_machine_toml
 from numasim.topology.library import list_shipped

@@ -23,9 +23,8 @@ from typing import Any
 from numasim.calibrate.parsers.perftest import parse_perftest, parse_perftest_text
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.timing import resolve_calibration
-from numasim.tools.context import bind_calibration
+from numasim.tools.numactl import run_numactl
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -55,8 +54,7 @@ def reproduce() -> dict[str, Any]:
     for opts in CASES.values():
         for test in ("ib_send_lat", "ib_send_bw"):
             kernel = Kernel(m)
-            bind_calibration(kernel, resolve_calibration(m))
-            run = run_numactl(kernel, [*opts, test, *PERFTEST_ARGS])
+            run = run_numactl(kernel, [*opts, test, *PERFTEST_ARGS], calibration=resolve_calibration(m))
             if run.exit_code:
                 raise RuntimeError(run.stderr)
             command = f"$ {'numactl ' + ' '.join(opts) + ' ' if opts else ''}{test} {' '.join(PERFTEST_ARGS)}"

@@ -27,10 +27,10 @@ from typing import Any
 from numasim.calibrate.parsers.dd import parse_dd_text
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.timing import resolve_calibration
-from numasim.tools.context import bind_calibration, tool_context
+from numasim.tools.context import tool_context
 from numasim.tools.dd import DEFAULT_DD_COSTS, DdCosts, dd, tmpfs_file
+from numasim.tools.numactl import run_numactl
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -74,14 +74,14 @@ def reproduce(count: int = 1024) -> dict[str, Any]:
     """Run the six dd commands under the virtual numactl (default dd costs); GB/s and the texts."""
     m = load_machine(MACHINE)
     kernel = Kernel(m)
-    bind_calibration(kernel, resolve_calibration(m))
+    calibration = resolve_calibration(m)
     out: dict[str, Any] = {"gb_s": {}, "text": {}, "file_pages_per_node": {}}
     for case, (opts, path, bs) in CASES.items():
         for direction, operands in (
             ("write", ["if=/dev/zero", f"of={path}", f"bs={bs}", f"count={count}"]),
             ("read", [f"if={path}", "of=/dev/null", f"bs={bs}"]),
         ):
-            run = run_numactl(kernel, [*opts, "dd", *operands])
+            run = run_numactl(kernel, [*opts, "dd", *operands], calibration=calibration)
             if run.exit_code != 0:
                 raise RuntimeError(f"dd {operands} failed: {run.stderr}")
             command = f"# numactl {' '.join(opts)} dd {' '.join(operands)}"

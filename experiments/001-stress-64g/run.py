@@ -37,9 +37,8 @@ from typing import Any
 
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
-from numasim.kernel.numastat import run_numastat
-from numasim.kernel.procfs import numastat_sources
+from numasim.tools.numactl import run_numactl
+from numasim.tools.numastat import numastat_sources, run_numastat
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent

@@ -30,9 +30,8 @@ from numasim.calibrate.parsers.mlc import parse_mlc_text
 from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.timing import resolve_calibration
-from numasim.tools.context import bind_calibration
+from numasim.tools.numactl import run_numactl
 from numasim.topology.io import load_machine
 from numasim.topology.routing import hop_table
 from numasim.workload.access import AccessChunk
@@ -67,14 +66,13 @@ def reproduce() -> dict[str, Any]:
     row0 = {n: int(hops[m.index_of(0)][m.index_of(n)]) for n in m.node_ids}
     by_hops = {h: min(n for n, k in row0.items() if k == h) for h in sorted(set(row0.values()))}
     kernel = Kernel(m)
-    bind_calibration(kernel, cal)
-    run = run_numactl(kernel, ["mlc", "--latency_matrix"])
+    run = run_numactl(kernel, ["mlc", "--latency_matrix"], calibration=cal)
     mlc_text = run.stdout
     lat = parse_mlc_text(mlc_text).latency_matrix
     assert lat is not None
     read = {h: lat.cell(0, n) for h, n in by_hops.items()}
     write = {h: _store_cost_ns(m, cal, n) for h, n in by_hops.items()}
-    bw_text = run_numactl(kernel, ["mlc", "--bandwidth_matrix"]).stdout
+    bw_text = run_numactl(kernel, ["mlc", "--bandwidth_matrix"], calibration=cal).stdout
     bw = parse_mlc_text(bw_text).bandwidth_matrix
     assert bw is not None
     read_mb_s = {h: bw.cell(0, n) for h, n in by_hops.items()}

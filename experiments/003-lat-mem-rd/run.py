@@ -27,9 +27,8 @@ from numasim.calibrate.parsers.lmbench import parse_lat_mem_rd_text
 from numasim.calibrate.parsers.stride_table import parse_stride_table_text
 from numasim.fileio import save_figure
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.timing import resolve_calibration
-from numasim.tools.context import bind_calibration
+from numasim.tools.numactl import run_numactl
 from numasim.topology.io import load_machine
 
 HERE = Path(__file__).resolve().parent
@@ -58,17 +57,17 @@ def reproduce(lat_size_mb: int = 128, strides: tuple[int, ...] = (64, 256), with
     out: dict[str, Any] = {"table": {}, "table_text": "", "lat_mem_rd": {}, "lat_text": {}}
     for case, mem in MEMBIND.items():
         kernel = Kernel(m)
-        bind_calibration(kernel, resolve_calibration(m))
+        calibration = resolve_calibration(m)
         opts = ["--cpubind=0", f"--membind={mem}"]
         if with_table:
-            run = run_numactl(kernel, [*opts, "./main"])
+            run = run_numactl(kernel, [*opts, "./main"], calibration=calibration)
             if run.exit_code:
                 raise RuntimeError(run.stderr)
             text = f"# numactl {' '.join(opts)} ./main\n" + run.stdout
             out["table_text"] += text + "\n"
             t = parse_stride_table_text(text).tables[0]
             out["table"][case] = {k: [float(x) for x in v] for k, v in t.latency_ns.items()}
-        run = run_numactl(kernel, [*opts, "lat_mem_rd", str(lat_size_mb), *map(str, strides)])
+        run = run_numactl(kernel, [*opts, "lat_mem_rd", str(lat_size_mb), *map(str, strides)], calibration=calibration)
         if run.exit_code:
             raise RuntimeError(run.stderr)
         out["lat_text"][case] = run.stderr

@@ -32,7 +32,8 @@ import typer
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
-    from numasim.kernel.numactl import NumactlRun
+    from numasim.timing.model import Calibration
+    from numasim.tools.numactl import NumactlRun
 
 __all__ = ["register", "build_kernel", "apply_after", "THP_MODES"]
 
@@ -132,10 +133,12 @@ def apply_after(kernel: Kernel, commands: list[str]) -> list[str]:
     return [run.stdout + run.stderr for _, run in _after_runs(kernel, commands)]
 
 
-def _after_runs(kernel: Kernel, commands: list[str], keep_alive: bool = True) -> list[tuple[str, NumactlRun]]:
+def _after_runs(
+    kernel: Kernel, commands: list[str], keep_alive: bool = True, calibration: Calibration | None = None
+) -> list[tuple[str, NumactlRun]]:
     """Run ``--after`` commands; ``keep_alive``: a finished program keeps its memory (a fresh kernel's view, for
     the command after it); on a persistent machine it exits, as it would on a real one."""
-    from numasim.kernel.numactl import run_numactl
+    from numasim.tools.numactl import run_numactl
 
     runs = []
     for text in commands:
@@ -150,15 +153,17 @@ def _after_runs(kernel: Kernel, commands: list[str], keep_alive: bool = True) ->
         if "--" in argv:
             cut = argv.index("--")
             argv = argv[:cut] + argv[cut + 1 :]
-        runs.append((text, run_numactl(kernel, argv, keep_alive=keep_alive)))
+        runs.append((text, run_numactl(kernel, argv, keep_alive=keep_alive, calibration=calibration)))
     return runs
 
 
-def _apply_after_checked(kernel: Kernel, commands: list[str], keep_alive: bool = True) -> None:
+def _apply_after_checked(
+    kernel: Kernel, commands: list[str], keep_alive: bool = True, calibration: Calibration | None = None
+) -> None:
     """Run the ``--after`` commands; the first that fails is reported (its stderr and exit status) and ends
     the numasim command with that status: a view of a kernel the commands did not set up would mislead."""
     oom_seen = len(kernel.oom_kills)
-    for text, run in _after_runs(kernel, commands, keep_alive):
+    for text, run in _after_runs(kernel, commands, keep_alive, calibration):
         if run.exit_code != 0:
             for kill in kernel.oom_kills[oom_seen:]:
                 typer.echo(kill.log_line(), err=True)
@@ -230,7 +235,7 @@ def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterato
               f"`numasim machine start` (or unset {ENV_MACHINE} and give --machine)")  # fmt: skip
     # numactl may change the machine; numastat only through --after
     with store.session(name, save=bool(opts.get("--after")) or not read_only) as kernel:
-        _bind_calibration(kernel, opts, store.options(name).machine)  # the machine file it was started from
+        opts["_calibration"] = _chosen_calibration(kernel, opts, store.options(name).machine)  # its machine file
         yield kernel, True
 
 
@@ -244,17 +249,18 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         opts.get("--sysctl") or [], opts.get("--page-cache") or [], bool(opts.get("--kswapd")),
         (opts.get("--buddyinfo") or [None])[-1],
     )
-    _bind_calibration(kernel, opts, machines[-1])
+    opts["_calibration"] = _chosen_calibration(kernel, opts, machines[-1])
     return kernel
 
 
-def _bind_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> None:
+def _chosen_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> Calibration | None:
+    """The calibration --calibration / --nominal / --catalog chose for the timed programs (carried on the
+    numactl process they run in), or None: then each uses the one the machine names."""
     calibrations: list[str] = opts.get("--calibration") or []
     if calibrations or opts.get("--nominal") or opts.get("--catalog"):
         # Timed virtual tools (lat_mem_rd, dd, mlc, stream, ib_send_*) use this calibration; without either
         # option they use the one the machine names, and fail clearly if it names none.
         from numasim.timing.resolve import resolve_calibration
-        from numasim.tools import bind_calibration
         from numasim.topology.io import machine_source
 
         path = machine_source(machine)
@@ -262,7 +268,8 @@ def _bind_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> Non
             kernel.machine, calibrations[-1] if calibrations else None,
             nominal=bool(opts.get("--nominal")), catalog=bool(opts.get("--catalog")), machine_path=path,
         )
-        bind_calibration(kernel, cal)
+        return cal
+    return None
 
 
 def numactl_command(ctx: typer.Context) -> None:
@@ -296,15 +303,16 @@ def _numactl_on(
     numactl's and a program that finished exits (a still-running one, stress without -t, stays). ``cpus``: the
     affinity the numactl process starts with (its shell's; default all cpus)."""
     from numasim.kernel.config import reclaim_inputs
-    from numasim.kernel.numactl import run_numactl
-    from numasim.kernel.numastat import run_numastat
-    from numasim.kernel.procfs import mapping_page_runs, numastat_sources, page_runs, pages_per_node_of
+    from numasim.kernel.procfs import mapping_page_runs, page_runs, pages_per_node_of
+    from numasim.tools.numactl import run_numactl
+    from numasim.tools.numastat import numastat_sources, run_numastat
 
     oom_start = len(kernel.oom_kills)  # a persistent machine keeps older commands' kills: report this one's
-    _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent)
+    calibration = opts.get("_calibration")
+    _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent, calibration=calibration)
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
-    run = run_numactl(kernel, argv, keep_alive=not persistent, cpus=cpus)
+    run = run_numactl(kernel, argv, keep_alive=not persistent, cpus=cpus, calibration=calibration)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     # a program that finished on a persistent machine has exited: its pages are those it had when it finished
@@ -366,14 +374,15 @@ def _numactl_on(
 
 def numastat_command(ctx: typer.Context) -> None:
     """numasim numastat --machine M [--after CMD]... [numastat options]"""
-    from numasim.kernel.numastat import run_numastat
-    from numasim.kernel.procfs import numastat_sources
+    from numasim.tools.numastat import numastat_sources, run_numastat
 
     opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS, "numastat")
     code = 0
     with _kernel_session(opts, read_only=True) as (kernel, _persistent):
         try:
-            _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not _persistent)  # not numastat's output
+            _apply_after_checked(  # not numastat's output
+                kernel, opts.get("--after", []), keep_alive=not _persistent, calibration=opts.get("_calibration")
+            )
         except typer.Exit as done:
             code = done.exit_code
         else:
@@ -474,14 +483,13 @@ _PROGRAM_HELP = {
 
 
 def _program_lines() -> list[str]:
-    from numasim.kernel.programs import PROGRAMS
-    from numasim.tools.programs import TOOL_PROGRAMS
+    from numasim.tools.programs import find_program, program_names
 
-    names = list(dict.fromkeys([*PROGRAMS, *TOOL_PROGRAMS]))
+    names = program_names()
     width = max(len(n) for n in names)
     lines = []
     for name in names:
-        impl = PROGRAMS.get(name) or TOOL_PROGRAMS.get(name)
+        impl = find_program(name)
         doc = (getattr(impl, "__doc__", None) or "").strip().splitlines()
         text = _PROGRAM_HELP.get(name) or (doc[0] if doc else "(no description)")
         lines.append(f"  {name:<{width}}  {text}")
@@ -511,7 +519,7 @@ numasim's options (before any numactl / numastat option):
 def help_text(command: str) -> str:
     """The plain-text ``--help`` of ``numasim numactl`` or ``numasim numastat``."""
     if command == "numastat":
-        from numasim.kernel.numastat import _USAGE
+        from numasim.tools.numastat import _USAGE
 
         return (
             "Usage: numasim numastat --machine MACHINE [--kernel-version V] [--thp MODE] [--sysctl N=V]... [--after CMD]... [NUMASTAT OPTIONS]\n\n"

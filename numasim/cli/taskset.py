@@ -270,7 +270,7 @@ def _on_pid(kernel: Kernel, directory: Path, pid: int, operands: list[str], flag
 
 
 def _run_command(kernel: Kernel, operands: list[str], use_list: bool, out: list[str], err: list[str]) -> None:
-    from numasim.kernel.programs import load_image, run_program
+    from numasim.tools.programs import load_image, run_program
 
     wanted = _parse_set(operands[0], use_list, err)
     task = kernel.spawn("taskset")

@@ -6,8 +6,10 @@
   per-VMA policies, interleave and weighted interleave, cpusets (:class:`Kernel` is the facade);
 * pluggable placement: :class:`PlacementPolicy` plug-ins, the kernel's modes being the built-in ones
   (:func:`load_policy`, entry-point group ``numasim.policies``);
-* user space: the virtual numactl, numastat and /proc views (:mod:`numasim.kernel.numactl`,
-  :mod:`numasim.kernel.numastat`, :mod:`numasim.kernel.procfs`, and /sys in :mod:`numasim.kernel.sysfs`).
+* what user space reads: /proc (:mod:`numasim.kernel.procfs`) and /sys (:mod:`numasim.kernel.sysfs`).
+
+The programs (numactl, numastat, memhog, stress, the measurement tools) are user space, :mod:`numasim.tools`,
+which calls this layer's syscalls; this layer never imports it (``tests/test_layers.py``).
 """
 
 from numasim.kernel.config import KernelConfig

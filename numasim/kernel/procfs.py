@@ -1,6 +1,6 @@
 """Text of the /proc and /sys files a NUMA user reads, formatted exactly as the kernel prints them.
 
-Formatters take plain dataclasses so the layouts are testable on their own; :mod:`numasim.kernel.numactl`
+Formatters take plain dataclasses so the layouts are testable on their own; :mod:`numasim.tools.numactl`
 fills them from the kernel model.
 
 Sources: ``mm/vmstat.c`` (``frag_show_print`` for /proc/buddyinfo, ``zoneinfo_show_print`` for /proc/zoneinfo,
@@ -21,7 +21,6 @@ from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
-    from numasim.kernel.numastat import NumastatSources
     from numasim.kernel.task import Task
     from numasim.kernel.zones import Zone
 
@@ -46,7 +45,6 @@ __all__ = [
     "zone_views",
     "numa_maps_of",
     "node_meminfo_of",
-    "numastat_sources",
     "pages_per_node_of",
     "page_runs",
     "status_mems_allowed_of",
@@ -561,21 +559,6 @@ def _thp_pages(kernel: Kernel, nid: int) -> int:
             if v.thp.any():
                 total += int(np.count_nonzero(v.thp & (v.nodes == nid)))
     return total
-
-
-def numastat_sources(kernel: Kernel) -> NumastatSources:
-    """Everything the virtual numastat reads, taken from the simulated kernel now."""
-    from numasim.kernel.numastat import NumastatProcess, NumastatSources
-
-    nodes = kernel.machine.node_ids
-    return NumastatSources(
-        numastat_files={nid: format_node_numastat(node_numastat(kernel, nid)) for nid in nodes},
-        meminfo_files={nid: node_meminfo_of(kernel, nid) for nid in nodes},
-        processes={
-            pid: NumastatProcess(pid, t.comm, numa_maps_of(kernel, t), t.comm)
-            for pid, t in kernel.tasks.items()
-        },
-    )
 
 
 def pages_per_node_of(kernel: Kernel, pids: Sequence[int]) -> dict[int, int]:

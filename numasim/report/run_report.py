@@ -119,8 +119,7 @@ def thread_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
 
 def numastat_view(outcome: RunOutcome) -> str:
     """What ``numastat`` (no arguments) would print on the simulated kernel after placement."""
-    from numasim.kernel.numastat import run_numastat
-    from numasim.kernel.procfs import numastat_sources
+    from numasim.tools.numastat import numastat_sources, run_numastat
 
     return run_numastat([], numastat_sources(outcome.placement.kernel)).stdout
 

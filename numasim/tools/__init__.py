@@ -1,20 +1,22 @@
-"""Virtual copies of the measurement tools whose real output numasim holds: they run a workload through the
-engine on a simulated machine and print exactly what the real tool prints, so the same parsers
-(:mod:`numasim.calibrate.parsers`) read a real run and a simulated one.
+"""User space: the programs a simulated machine runs, calling the kernel's syscalls and the engine.
 
-One module per tool, each with a function ``tool(ctx, ...)`` returning a typed result and a ``format_*``
-function printing the real layout:
+The kernel (:mod:`numasim.kernel`) never imports this layer. Here:
 
-* :mod:`~numasim.tools.lat_mem_rd` -- lmbench ``lat_mem_rd``;
-* :mod:`~numasim.tools.dd` -- GNU ``dd`` between /dev/zero, /dev/null and /dev/shm (tmpfs);
-* :mod:`~numasim.tools.stream` -- STREAM 5.10;
-* :mod:`~numasim.tools.mlc` -- Intel mlc ``--latency_matrix`` ... ``--loaded_latency`` (its load threads' pace
-  and the core clock their delay counts: :mod:`~numasim.tools.mlc_load`);
-* :mod:`~numasim.tools.perftest` -- ``ib_send_lat`` / ``ib_send_bw``;
-* :mod:`~numasim.tools.stride_table` -- the stride x working-set test of source article 003.
+* :mod:`~numasim.tools.numactl` and :mod:`~numasim.tools.numastat` -- numactl and numastat, option for option;
+* :mod:`~numasim.tools.programs` -- the system programs they exec (stress, memhog, alloc, numademo,
+  migratepages, printcpu, ...) and the one program table (:func:`find_program`, :func:`register_program`);
+* virtual copies of the measurement tools whose real output numasim holds: they run a workload through the
+  engine and print exactly what the real tool prints, so the same parsers (:mod:`numasim.calibrate.parsers`)
+  read a real run and a simulated one: :mod:`~numasim.tools.lat_mem_rd` (lmbench ``lat_mem_rd``),
+  :mod:`~numasim.tools.dd` (GNU ``dd`` between /dev/zero, /dev/null and /dev/shm), :mod:`~numasim.tools.stream`
+  (STREAM 5.10), :mod:`~numasim.tools.mlc` (Intel mlc; its load threads' pace: :mod:`~numasim.tools.mlc_load`),
+  :mod:`~numasim.tools.perftest` (``ib_send_lat`` / ``ib_send_bw``), :mod:`~numasim.tools.stride_table` (source
+  article 003's stride x working-set test);
+* numactl's own test programs (:mod:`~numasim.tools.numactl_tests`, :mod:`~numasim.tools.randmap`) and
+  :mod:`~numasim.tools.migspeed`.
 
-:mod:`~numasim.tools.context` builds the process a tool runs as (kernel, task, calibration);
-:mod:`~numasim.tools.programs` makes them programs of the virtual ``numactl``.
+:mod:`~numasim.tools.context` builds the process a measurement tool runs as (kernel, task, calibration);
+:mod:`~numasim.tools.tool_programs` makes the tools programs of the virtual ``numactl``.
 """
 
 from typing import TYPE_CHECKING
@@ -24,10 +26,11 @@ from numasim._lazy import lazy_names
 _SOURCES = {
     "ToolContext": "numasim.tools.context",
     "tool_context": "numasim.tools.context",
-    "bind_calibration": "numasim.tools.context",
-    "kernel_calibration": "numasim.tools.context",
-    "TOOL_PROGRAMS": "numasim.tools.programs",
+    "TOOL_PROGRAMS": "numasim.tools.tool_programs",
     "find_program": "numasim.tools.programs",
+    "register_program": "numasim.tools.programs",
+    "run_numactl": "numasim.tools.numactl",
+    "run_numastat": "numasim.tools.numastat",
 }
 """Imported on first use: a kernel-only program (numactl's test programs, migspeed) loads its own module without
 the tools' engine and timing model (issue 11: kernel-only commands start fast)."""
@@ -35,14 +38,18 @@ the tools' engine and timing model (issue 11: kernel-only commands start fast)."
 __all__ = [
     "ToolContext",
     "tool_context",
-    "bind_calibration",
-    "kernel_calibration",
     "TOOL_PROGRAMS",
     "find_program",
+    "register_program",
+    "run_numactl",
+    "run_numastat",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _SOURCES, __all__)
 
 if TYPE_CHECKING:  # the names for type checkers and IDEs
-    from numasim.tools.context import ToolContext, bind_calibration, kernel_calibration, tool_context
-    from numasim.tools.programs import TOOL_PROGRAMS, find_program
+    from numasim.tools.context import ToolContext, tool_context
+    from numasim.tools.numactl import run_numactl
+    from numasim.tools.numastat import run_numastat
+    from numasim.tools.programs import find_program, register_program
+    from numasim.tools.tool_programs import TOOL_PROGRAMS

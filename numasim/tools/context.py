@@ -5,14 +5,13 @@ A virtual tool behaves like the real binary started by a shell (possibly under `
 simulated kernel (:mod:`numasim.kernel`); their pages become the engine's :class:`~numasim.engine.PageMap`;
 the engine (:func:`numasim.engine.simulate`) times the tool's accesses.
 
-Calibration rule (never silently nominal): the calibration bound to the kernel (:func:`bind_calibration`,
-what ``numasim numactl --calibration F|--nominal`` does), else :func:`numasim.timing.resolve.resolve_calibration`,
-the one set of rules every timing result depends on.
+Calibration rule (never silently nominal): the calibration the tool's process was started with
+(``run_numactl(..., calibration=)``, what ``numasim numactl --calibration F|--nominal`` does), else
+:func:`numasim.timing.resolve.resolve_calibration`, the one set of rules every timing result depends on.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,36 +23,15 @@ from numasim.kernel import mempolicy as mp
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.task import VMA, Task
 from numasim.timing.model import Calibration
-from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
 from numasim.units import PAGE_SIZE_BYTES
 
 __all__ = [
     "ToolContext",
-    "bind_calibration",
-    "kernel_calibration",
     "tool_context",
     "map_buffer",
     "page_map",
 ]
-
-_BOUND: weakref.WeakKeyDictionary[Kernel, Calibration] = weakref.WeakKeyDictionary()
-
-
-def bind_calibration(kernel: Kernel, calibration: Calibration) -> None:
-    """Make the virtual tools run on ``kernel`` (under the virtual numactl) time with ``calibration``."""
-    if calibration.machine != kernel.machine.name:
-        raise CalibrationError(
-            f"calibration {calibration.id} is for machine {calibration.machine!r}, not {kernel.machine.name!r}"
-        )
-    _BOUND[kernel] = calibration
-
-
-def kernel_calibration(kernel: Kernel) -> Calibration:
-    """The calibration bound to ``kernel`` by :func:`bind_calibration`, else the one its machine names."""
-    cal = _BOUND.get(kernel)
-    return cal if cal is not None else resolve_calibration(kernel.machine)
-
 
 @dataclass
 class ToolContext:
@@ -104,6 +82,7 @@ def tool_context(
     Examples
     --------
     >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing.resolve import resolve_calibration
     >>> m = load_machine("seed-003-2node")
     >>> ctx = tool_context(m, resolve_calibration(m), cpunodebind=[0], membind=[1])
     >>> ctx.node, ctx.task.mempolicy.mode

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from numasim.kernel.mempolicy import MPOL_BIND, MPOL_MF_MOVE
 from numasim.kernel.nodestring import NodeStringError, parse_nodestring
-from numasim.kernel.programs import ProgramRun
 from numasim.tools.numactl_tests import format_printmask, libnuma_node_context, strerror
+from numasim.tools.programs import ProgramRun
 from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:

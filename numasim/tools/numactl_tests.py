@@ -23,7 +23,7 @@ exit status:
   ``move_pages``, then ``migrate_pages(2)`` or ``mbind(MPOL_MF_MOVE|MPOL_MF_STRICT)``;
 * ``ftok PATH...``: ``ftok(PATH, 0)`` of the real file (``0xffffffff`` when it does not exist).
 
-``nodemap`` and ``move_pages`` live with the kernel's programs (:mod:`numasim.kernel.programs`), ``randmap`` in
+``nodemap`` and ``move_pages`` live with the kernel's programs (:mod:`numasim.tools.programs`), ``randmap`` in
 :mod:`numasim.tools.randmap`.
 """
 
@@ -45,7 +45,7 @@ from numasim.kernel.mempolicy import (
     MPOL_PREFERRED_MANY,
 )
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_nodestring
-from numasim.kernel.programs import ProgramRun
+from numasim.tools.programs import ProgramRun
 from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ _SIGABRT_STATUS = 134
 
 def strerror(errno: str | None) -> str:
     """glibc's ``strerror`` text of an errno name (what ``perror`` prints after the colon)."""
-    from numasim.kernel.numactl import STRERROR
+    from numasim.tools.numactl import STRERROR
 
     return STRERROR.get(errno or "", errno or "Unknown error")
 
@@ -277,7 +277,7 @@ def _tshared(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     """numactl's test/tshared: forked children write an interleaved buffer; the parent checks page i's node."""
     import numpy as np
 
-    from numasim.kernel.programs import load_image
+    from numasim.tools.programs import load_image
 
     run = ProgramRun(pids=[task.pid])
     size, nthr, ps = 100 << 20, 10, PAGE_SIZE_BYTES

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from numasim.kernel.mempolicy import MPOL_BIND, MPOL_DEFAULT, MPOL_F_ADDR, MPOL_INTERLEAVE, MPOL_PREFERRED
-from numasim.kernel.programs import ProgramRun
 from numasim.tools.numactl_tests import strerror
+from numasim.tools.programs import ProgramRun
 from numasim.units import PAGE_SIZE_BYTES
 
 if TYPE_CHECKING:

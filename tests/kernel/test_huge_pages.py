@@ -22,8 +22,8 @@ from numasim.kernel.gfp import GFP_TRANSHUGE_LIGHT, Gfp
 from numasim.kernel.hugetlb import round_robin_fill
 from numasim.kernel.kernel import Kernel, MmapError
 from numasim.kernel.mempolicy import MPOL_BIND, MPOL_INTERLEAVE, MPOL_PREFERRED, MPOL_PREFERRED_MANY
-from numasim.kernel.numactl import run_numactl
 from numasim.kernel.procfs import node_meminfo_of
+from numasim.tools.numactl import run_numactl
 from numasim.topology.builders import glueless
 from numasim.topology.io import save_machine_toml
 

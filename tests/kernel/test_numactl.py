@@ -7,8 +7,8 @@ import pytest
 from numasim.kernel.errno import SyscallResult
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.mempolicy import MPOL_F_NUMA_BALANCING
-from numasim.kernel.numactl import USAGE, KernelProcess, getopt_numactl, numactl_main, run_numactl
 from numasim.kernel.procfs import node_numastat
+from numasim.tools.numactl import USAGE, KernelProcess, getopt_numactl, numactl_main, run_numactl
 from numasim.topology.builders import glueless
 from numasim.topology.io.numactl import numactl_hardware_for
 

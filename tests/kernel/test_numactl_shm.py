@@ -7,7 +7,7 @@ import pytest
 
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import USAGE, memsize, run_numactl
+from numasim.tools.numactl import USAGE, memsize, run_numactl
 from numasim.topology.io import load_machine
 
 

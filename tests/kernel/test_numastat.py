@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from numasim.kernel.numastat import NumastatProcess, NumastatSources, numastat_text, run_numastat
 from numasim.kernel.procfs import VmaView, format_node_meminfo, format_numa_maps
+from numasim.tools.numastat import NumastatProcess, NumastatSources, numastat_text, run_numastat
 
 # Article 001 (stress -m 1 --vm-bytes 64G --vm-keep, PID 23652), reproduced from its own page counts.
 ARTICLE_001 = """

@@ -182,7 +182,7 @@ def test_zone_views_of_a_kernel_follow_its_version() -> None:
 
 def test_zoneinfo_counts_a_programs_pages() -> None:
     from numasim.kernel.kernel import Kernel
-    from numasim.kernel.numactl import run_numactl
+    from numasim.tools.numactl import run_numactl
     from numasim.topology.builders import glueless
 
     kernel = Kernel(glueless(2, cpus_per_node=2, memory_bytes=1 << 30))

@@ -8,9 +8,9 @@ from numasim.errors import PolicyError
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.mempolicy import MPOL_F_STATIC_NODES, MPOL_INTERLEAVE
 from numasim.kernel.nodestring import ParseContext
-from numasim.kernel.numactl import run_numactl
 from numasim.kernel.procfs import numa_maps_of, page_runs, pages_per_node_of
-from numasim.kernel.programs import parse_policy_spec
+from numasim.tools.numactl import run_numactl
+from numasim.tools.programs import parse_policy_spec
 from numasim.topology.builders import glueless
 
 MiB_PAGES = 256
@@ -137,7 +137,7 @@ def test_experiment_001_stress_64g() -> None:
 def test_migratepages_moves_a_live_process() -> None:
     """numactl's migratepages on a stress worker that keeps its memory (same simulated kernel)."""
     from numasim.kernel.kernel import Kernel
-    from numasim.kernel.numactl import run_numactl
+    from numasim.tools.numactl import run_numactl
     from numasim.topology.io import load_machine
 
     k = Kernel(load_machine("seed-003-2node"))

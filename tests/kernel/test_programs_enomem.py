@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
+from numasim.tools.numactl import run_numactl
 from numasim.topology.io import load_machine
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.nodestring import NodeStringError, ParseContext, parse_cpustring, parse_nodestring
-from numasim.kernel.numactl import NumaProcess, format_hardware, run_numactl
+from numasim.tools.numactl import NumaProcess, format_hardware, run_numactl
 from numasim.topology.builders import glueless
 
 MiB = 1 << 20

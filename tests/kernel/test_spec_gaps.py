@@ -16,9 +16,9 @@ import pytest
 from numasim.kernel.config import KernelConfig
 from numasim.kernel.gfp import GFP_HIGHUSER_MOVABLE, GFP_NOWAIT, Gfp
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.kernel.physmem import AllocRequest, PhysicalMemory
 from numasim.kernel.zones import ZoneType
+from numasim.tools.numactl import run_numactl
 from numasim.topology.builders import glueless
 
 NOFAIL = GFP_HIGHUSER_MOVABLE | Gfp.NOFAIL

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
+from numasim.tools.numactl import run_numactl
 from numasim.tools.numactl_tests import bitmap_scnprintf, ftok_key, numa_parse_bitmap
 from numasim.topology.builders import glueless
 

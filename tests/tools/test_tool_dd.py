@@ -6,9 +6,9 @@ import pytest
 
 from numasim.calibrate.parsers.dd import parse_dd_text
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
-from numasim.tools.context import bind_calibration, tool_context
+from numasim.tools.context import tool_context
 from numasim.tools.dd import DdUsageError, dd, format_dd, tmpfs_file
+from numasim.tools.numactl import run_numactl
 
 WRITE = ["if=/dev/zero", "of=/dev/shm/x", "bs=1M", "count=16"]
 READ = ["if=/dev/shm/x", "of=/dev/null", "bs=1M"]
@@ -67,14 +67,13 @@ def test_usage_errors(seed001) -> None:
 def test_under_numactl_output_parses_with_the_dd_parser(seed001) -> None:
     m, cal = seed001
     k = Kernel(m)
-    bind_calibration(k, cal)
-    run = run_numactl(k, ["--cpunodebind=0", "--membind=1", "dd", *WRITE])
+    run = run_numactl(k, ["--cpunodebind=0", "--membind=1", "dd", *WRITE], calibration=cal)
     assert run.exit_code == 0 and run.stdout == ""
     lines = run.stderr.splitlines()
     assert lines[:2] == ["16+0 records in", "16+0 records out"]
     assert lines[2].startswith("16777216 bytes (17 MB, 16 MiB) copied, ")
     rec = parse_dd_text("numactl --cpunodebind=0 --membind=1 dd " + " ".join(WRITE) + "\n" + run.stderr).records[0]
     assert (rec.direction, rec.cpu_node, rec.mem_node) == ("write", 0, 1)
-    back = run_numactl(k, ["--cpunodebind=0", "dd", *READ])
+    back = run_numactl(k, ["--cpunodebind=0", "dd", *READ], calibration=cal)
     assert back.exit_code == 0 and "records in" in back.stderr
     assert format_dd(dd(tool_context(m, cal, kernel=k), READ)).count("\n") == 3

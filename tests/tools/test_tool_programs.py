@@ -8,10 +8,10 @@ from numasim.calibrate.parsers.lmbench import parse_lat_mem_rd_text
 from numasim.cli import main
 from numasim.errors import CalibrationError
 from numasim.kernel.kernel import Kernel
-from numasim.kernel.numactl import run_numactl
 from numasim.timing import resolve_calibration
 from numasim.timing.model import nominal_calibration
-from numasim.tools import TOOL_PROGRAMS, bind_calibration, find_program, kernel_calibration
+from numasim.tools import TOOL_PROGRAMS, find_program
+from numasim.tools.numactl import run_numactl
 from numasim.topology.builders import glueless
 
 
@@ -28,24 +28,26 @@ def test_calibration_is_never_silently_nominal() -> None:
         resolve_calibration(m)
     run = run_numactl(k, ["--membind=1", "lat_mem_rd", "1", "64"])
     assert run.exit_code == 1 and run.stderr.startswith("lat_mem_rd: numasim: machine glueless-2s-full")
-    bind_calibration(k, nominal_calibration(m))  # on purpose
-    assert kernel_calibration(k).provenance.method == "nominal"
-    run = run_numactl(k, ["--membind=1", "lat_mem_rd", "1", "64"])
+    run = run_numactl(k, ["--membind=1", "lat_mem_rd", "1", "64"], calibration=nominal_calibration(m))  # on purpose
     assert run.exit_code == 0 and parse_lat_mem_rd_text(run.stderr).curves[0].stride_bytes == 64
+    # the calibration is the process's, not the kernel's: the next process without one is refused again
+    assert run_numactl(k, ["--membind=1", "lat_mem_rd", "1", "64"]).exit_code == 1
+    # and it reaches a nested numactl's program
+    run = run_numactl(k, ["numactl", "--membind=1", "lat_mem_rd", "1", "64"], calibration=nominal_calibration(m))
+    assert run.exit_code == 0
     other = nominal_calibration(glueless(4))
-    with pytest.raises(CalibrationError, match="not 'glueless-2s-full'"):
-        bind_calibration(k, other)
+    run = run_numactl(k, ["lat_mem_rd", "1", "64"], calibration=other)
+    assert run.exit_code == 1 and "not 'glueless-2s-full'" in run.stderr
 
 
 def test_tool_errors_print_like_the_tool(seed001) -> None:
     m, cal = seed001
     k = Kernel(m)
-    bind_calibration(k, cal)
-    run = run_numactl(k, ["dd", "if=/dev/shm/missing", "of=/dev/null"])
+    run = run_numactl(k, ["dd", "if=/dev/shm/missing", "of=/dev/null"], calibration=cal)
     assert (run.exit_code, run.stderr) == (1, "dd: failed to open '/dev/shm/missing': No such file or directory\n")
-    run = run_numactl(k, ["lat_mem_rd"])
+    run = run_numactl(k, ["lat_mem_rd"], calibration=cal)
     assert run.exit_code == 1 and run.stderr.startswith("Usage: lat_mem_rd")
-    run = run_numactl(k, ["stream", "x"])
+    run = run_numactl(k, ["stream", "x"], calibration=cal)
     assert run.exit_code == 1
 
 

@@ -24,7 +24,7 @@ Key files and tmpfs files live in the simulated machine, not on disk; segments o
 one kernel (``--after`` chains).
 
 The module only needs a :class:`NumaProcess` (what libnuma sees of the system and of its own process);
-:func:`numasim.kernel.programs.run_numactl` binds one to the simulated kernel.
+:func:`numasim.tools.programs.run_numactl` binds one to the simulated kernel.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from numasim.topology.io.numactl import NumactlHardware, NumactlNode, NumactlSty
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.task import Task
+    from numasim.timing.model import Calibration
 
 __all__ = [
     "NumaProcess",
@@ -983,10 +984,14 @@ def _nodes_text(nodes: frozenset[int] | set[int]) -> str:
 class KernelProcess:
     """A :class:`NumaProcess` backed by a task of the simulated :class:`~numasim.kernel.kernel.Kernel`."""
 
-    def __init__(self, kernel: Kernel, task: Task, *, keep_alive: bool = False) -> None:
+    def __init__(
+        self, kernel: Kernel, task: Task, *, keep_alive: bool = False, calibration: Calibration | None = None
+    ) -> None:
         self.kernel = kernel
         self.task = task
         self.keep_alive = keep_alive
+        self.calibration = calibration
+        """What the timed programs this process execs time with (``None``: the one the machine names)."""
         self.pages_per_node: dict[int, int] = {}
         self.running = False
         self.pids: list[int] = []
@@ -1080,9 +1085,9 @@ class KernelProcess:
         self.kernel.touch(self.task, addr, length)
 
     def execvp(self, argv: Sequence[str]) -> ProgramOutcome | None:
-        from numasim.kernel.programs import run_program
+        from numasim.tools.programs import run_program
 
-        run = run_program(self.kernel, self.task, argv, keep_alive=self.keep_alive)
+        run = run_program(self.kernel, self.task, argv, keep_alive=self.keep_alive, calibration=self.calibration)
         if run is None:
             return None
         self.pids = list(run.pids)
@@ -1094,7 +1099,7 @@ class KernelProcess:
 
 def run_numactl(
     kernel: Kernel, argv: Sequence[str], *, task: Task | None = None, keep_alive: bool = False,
-    cpus: Iterable[int] | None = None,
+    cpus: Iterable[int] | None = None, calibration: Calibration | None = None,
 ) -> NumactlRun:
     """Run ``numactl argv...`` as a new process on ``kernel`` (or inside ``task``), with its program.
 
@@ -1103,6 +1108,8 @@ def run_numactl(
     ``program_pages_per_node`` their pages per node when it finished. A finished program exits (its memory is
     freed) unless ``keep_alive``; a still-running one (stress without ``-t``) stays. ``cpus``: the affinity a new
     process starts with (its shell's, ``taskset -p -c LIST $$``; default every cpu of the root cpuset).
+    ``calibration``: what the timed programs it execs (``lat_mem_rd``, ``mlc``, ...) time with; ``None``, the
+    one the machine names (:func:`numasim.timing.resolve.resolve_calibration`).
 
     Examples
     --------
@@ -1115,10 +1122,10 @@ def run_numactl(
     spawned = task is None
     if task is None:
         task = kernel.spawn("numactl", cpus=cpus)
-        from numasim.kernel.programs import load_image
+        from numasim.tools.programs import load_image
 
         load_image(kernel, task)
-    proc = KernelProcess(kernel, task, keep_alive=keep_alive)
+    proc = KernelProcess(kernel, task, keep_alive=keep_alive, calibration=calibration)
     run = numactl_main(
         proc, argv, has_preferred_many=kernel.version >= (5, 15), hardware_style=kernel.machine.numactl_style or "2.0.19"
     )

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from numasim.units import PAGE_SIZE_BYTES
 
-__all__ = ["NumastatSources", "NumastatProcess", "NumastatRun", "run_numastat", "numastat_text", "VTable"]
+if TYPE_CHECKING:
+    from numasim.kernel.kernel import Kernel
+
+__all__ = ["NumastatSources", "NumastatProcess", "NumastatRun", "run_numastat", "numastat_text", "numastat_sources", "VTable"]
 
 MEGABYTE = 1024.0 * 1024.0
 KILOBYTE = 1024.0
@@ -548,3 +552,19 @@ def run_numastat(
 def numastat_text(counters: dict[int, Sequence[tuple[str, int]]]) -> dict[int, str]:
     """Per-node sysfs ``numastat`` file contents from ``{node: [(name, value), ...]}``."""
     return {nid: "".join(f"{name} {value}\n" for name, value in rows) for nid, rows in counters.items()}
+
+
+def numastat_sources(kernel: Kernel) -> NumastatSources:
+    """Everything numastat reads (the nodes' numastat and meminfo files, every process's numa_maps), read from
+    the simulated kernel's /sys and /proc now."""
+    from numasim.kernel.procfs import format_node_numastat, node_meminfo_of, node_numastat, numa_maps_of
+
+    nodes = kernel.machine.node_ids
+    return NumastatSources(
+        numastat_files={nid: format_node_numastat(node_numastat(kernel, nid)) for nid in nodes},
+        meminfo_files={nid: node_meminfo_of(kernel, nid) for nid in nodes},
+        processes={
+            pid: NumastatProcess(pid, t.comm, numa_maps_of(kernel, t), t.comm)
+            for pid, t in kernel.tasks.items()
+        },
+    )
