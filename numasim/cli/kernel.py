@@ -32,6 +32,7 @@ import typer
 
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
+    from numasim.persist.store import MachineStore
     from numasim.timing.model import Calibration
     from numasim.tools.numactl import NumactlRun
 
@@ -236,6 +237,7 @@ def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterato
     # numactl may change the machine; numastat only through --after
     with store.session(name, save=bool(opts.get("--after")) or not read_only) as kernel:
         opts["_calibration"] = _chosen_calibration(kernel, opts, store.options(name).machine)  # its machine file
+        opts["_store"] = (store, name)
         yield kernel, True
 
 
@@ -281,7 +283,74 @@ def numactl_command(ctx: typer.Context) -> None:
             _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
         except typer.Exit as done:  # the machine keeps what the command did, whatever its exit status
             code = done.exit_code
+    if opts.get("_runs_for_s") is not None:  # the program runs on, holding its memory, with the machine unlocked
+        store, name = opts["_store"]
+        code = _run_out(store, name, opts["_runs_for_s"], code)
     raise typer.Exit(code)
+
+
+_LIVE_MIN_S = 0.02
+"""A program that runs shorter than this exits with its command: nothing could look at it in between."""
+
+
+class _Signalled(Exception):
+    pass
+
+
+def _run_out(store: MachineStore, name: str, seconds: float, code: int) -> int:
+    """Live out a program's ``seconds`` as this (the shim's) process, then exit its simulated processes; a
+    SIGTERM, SIGINT or SIGHUP ends it early, as it ends the real program (exit status 128 + N)."""
+    import signal
+    import time
+
+    from numasim.errors import MachineStateError
+    from numasim.persist import live
+
+    caught: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        raise _Signalled
+
+    ending = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, stop) for sig in ending}
+    try:
+        time.sleep(seconds)
+    except _Signalled:
+        pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, ending)  # a second signal must not cut the exit short
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        with store.session(name) as kernel:
+            for pid in live.unregister(store.directory(name), os.getpid()):
+                task = kernel.tasks.get(pid)
+                if task is not None and task.alive:
+                    kernel.exit(task)
+    except MachineStateError:
+        pass  # the machine was stopped meanwhile: nothing is left to exit
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, ending)
+    return 128 + caught[0] if caught else code
+
+
+def _exit_or_run_on(kernel: Kernel, opts: dict[str, Any], run: NumactlRun) -> None:
+    """A persistent machine's program: one still running for ever (stress without ``-t``) stays; one that runs
+    for a while (memhog's faults, ``sleep N``, ``stress -t N``) keeps its memory while this process lives it out
+    (:func:`_run_out`, :mod:`numasim.persist.live`); the rest exit now, with numactl."""
+    from numasim.persist import live
+
+    holders = [p for p in dict.fromkeys([run.task_pid, *run.program_pids]) if p in kernel.tasks]
+    if run.program_running and run.exit_code == 0:
+        return
+    if run.program_duration_s >= _LIVE_MIN_S and run.exit_code == 0 and holders:
+        store, name = opts["_store"]
+        live.register(store.directory(name), os.getpid(), holders)
+        opts["_runs_for_s"] = run.program_duration_s
+        return
+    for pid in holders:
+        kernel.exit(kernel.tasks[pid])
 
 
 def _shell_cpus(kernel: Kernel) -> frozenset[int] | None:
@@ -312,7 +381,11 @@ def _numactl_on(
     _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent, calibration=calibration)
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
-    run = run_numactl(kernel, argv, keep_alive=not persistent, cpus=cpus, calibration=calibration)
+    # On a persistent machine the process gets this (the shim's) PID, as the shell's $! names it
+    pid = os.getpid() if persistent and os.getpid() not in kernel.tasks else None
+    run = run_numactl(kernel, argv, keep_alive=True, cpus=cpus, calibration=calibration, pid=pid)
+    if persistent:
+        _exit_or_run_on(kernel, opts, run)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     # a program that finished on a persistent machine has exited: its pages are those it had when it finished

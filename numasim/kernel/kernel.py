@@ -201,11 +201,16 @@ class Kernel:
         cpuset: str = ROOT_CPUSET,
         cap_sys_nice: bool = False,
         parent: Task | None = None,
+        pid: int | None = None,
     ) -> Task:
         """Start a task (like fork+exec) pinned to ``cpus`` (default: all cpus of its cpuset).
 
         A ``parent``'s task policy is inherited (``mpol_dup`` at fork), as numactl's children inherit it.
+        ``pid``: the PID it gets, when it stands for a process that has one outside the simulation (a shell's
+        child on the host, started through a shim); it must be positive and free. Else the next free PID.
         """
+        if pid is not None and (pid <= 0 or pid in self.tasks):
+            raise WorkloadError(f"spawn {comm!r}: pid {pid} is {'in use' if pid in self.tasks else 'not positive'}")
         cs = self._cpuset(cpuset)
         allowed = frozenset(cpus) if cpus is not None else cs.cpus
         unknown = allowed - frozenset(self.cpu_to_node)
@@ -218,13 +223,20 @@ class Kernel:
             cpu = min(allowed)
         elif cpu not in allowed:
             raise WorkloadError(f"spawn {comm!r}: cpu {cpu} is not among the allowed cpus {sorted(allowed)}")
-        task = Task(self._next_pid, comm, allowed, cpu, cs.mems, cpuset=cpuset, cap_sys_nice=cap_sys_nice)
+        task = Task(self._alloc_pid() if pid is None else pid, comm, allowed, cpu, cs.mems, cpuset=cpuset,
+                    cap_sys_nice=cap_sys_nice)  # fmt: skip
         if parent is not None:
             task.mempolicy = parent.mempolicy
             task.placement = parent.placement
-        self._next_pid += 1
         self.tasks[task.pid] = task
         return task
+
+    def _alloc_pid(self) -> int:
+        # alloc_pid(): the next number not in use (a task given its own PID may sit ahead of the counter)
+        while self._next_pid in self.tasks:
+            self._next_pid += 1
+        self._next_pid += 1
+        return self._next_pid - 1
 
     def spawn_thread(
         self, task: Task, *, cpu: int | None = None, cpus: Iterable[int] | None = None, comm: str | None = None
@@ -244,10 +256,9 @@ class Kernel:
             cpu = min(allowed)
         elif cpu not in allowed:
             raise WorkloadError(f"spawn_thread: cpu {cpu} is not among the allowed cpus {sorted(allowed)}")
-        thread = Task(self._next_pid, comm or task.comm, allowed, cpu, task.mems_allowed, cpuset=task.cpuset,
+        thread = Task(self._alloc_pid(), comm or task.comm, allowed, cpu, task.mems_allowed, cpuset=task.cpuset,
                       mempolicy=task.mempolicy, placement=task.placement, cap_sys_nice=task.cap_sys_nice,
                       mm=task.mm, tgid=task.tgid)
-        self._next_pid += 1
         self.tasks[thread.pid] = thread
         return thread
 

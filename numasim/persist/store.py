@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from numasim.errors import MachineStateError
 from numasim.fileio import atomic_write_bytes, atomic_write_text
+from numasim.persist import live
 from numasim.persist.state import dump_kernel, load_kernel
 from numasim.persist.views import VIEWS_LINK, views_root, write_views
 
@@ -187,8 +188,9 @@ class MachineStore:
             except OSError as exc:
                 raise MachineStateError(f"{path}: {exc.strerror}; `numasim machine reset {name}` boots it afresh") from None
             kernel = load_kernel(data, str(path), f"`numasim machine reset {name}` boots it afresh")
+            reaped = live.reap(directory, kernel)  # programs whose shim was killed: their memory goes first
             yield kernel
-            if save:
+            if save or reaped:
                 atomic_write_bytes(path, dump_kernel(kernel))
                 write_views(directory, kernel)
 

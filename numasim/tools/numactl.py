@@ -282,6 +282,10 @@ class NumactlRun:
     """Processes whose memory the command placed (stress: its vm workers; otherwise the process itself)."""
     program_pages_per_node: dict[int, int] = field(default_factory=dict)
     """Present pages per node of :attr:`program_pids` when the command finished."""
+    program_running: bool = False
+    """The program runs on when numactl returns (stress without ``-t``, ``sleep inf``)."""
+    program_duration_s: float = 0.0
+    """How long the program runs, simulated seconds (:attr:`numasim.tools.programs.ProgramRun.duration_s`)."""
 
 
 @dataclass
@@ -994,6 +998,8 @@ class KernelProcess:
         """What the timed programs this process execs time with (``None``: the one the machine names)."""
         self.pages_per_node: dict[int, int] = {}
         self.running = False
+        self.duration_s = 0.0
+        """How long the exec'd program runs, simulated seconds (:attr:`ProgramRun.duration_s`)."""
         self.pids: list[int] = []
         """Processes the exec'd program reports on (stress: its workers)."""
         self.program_syscalls: list[tuple[str, str, SyscallResult]] = []
@@ -1093,13 +1099,14 @@ class KernelProcess:
         self.pids = list(run.pids)
         self.pages_per_node = dict(run.pages_per_node)
         self.running = run.running
+        self.duration_s = run.duration_s
         self.program_syscalls = list(run.syscalls)
         return run.outcome()
 
 
 def run_numactl(
     kernel: Kernel, argv: Sequence[str], *, task: Task | None = None, keep_alive: bool = False,
-    cpus: Iterable[int] | None = None, calibration: Calibration | None = None,
+    cpus: Iterable[int] | None = None, calibration: Calibration | None = None, pid: int | None = None,
 ) -> NumactlRun:
     """Run ``numactl argv...`` as a new process on ``kernel`` (or inside ``task``), with its program.
 
@@ -1109,7 +1116,8 @@ def run_numactl(
     freed) unless ``keep_alive``; a still-running one (stress without ``-t``) stays. ``cpus``: the affinity a new
     process starts with (its shell's, ``taskset -p -c LIST $$``; default every cpu of the root cpuset).
     ``calibration``: what the timed programs it execs (``lat_mem_rd``, ``mlc``, ...) time with; ``None``, the
-    one the machine names (:func:`numasim.timing.resolve.resolve_calibration`).
+    one the machine names (:func:`numasim.timing.resolve.resolve_calibration`). ``pid``: the new process's PID
+    (a shim's own, so that the shell's ``$!`` names it; default: the kernel's next).
 
     Examples
     --------
@@ -1121,7 +1129,7 @@ def run_numactl(
     """
     spawned = task is None
     if task is None:
-        task = kernel.spawn("numactl", cpus=cpus)
+        task = kernel.spawn("numactl", cpus=cpus, pid=pid)
         from numasim.tools.programs import load_image
 
         load_image(kernel, task)
@@ -1130,6 +1138,7 @@ def run_numactl(
         proc, argv, has_preferred_many=kernel.version >= (5, 15), hardware_style=kernel.machine.numactl_style or "2.0.19"
     )
     run.program_pages_per_node = dict(proc.pages_per_node)
+    run.program_running, run.program_duration_s = proc.running, proc.duration_s
     if spawned and not keep_alive and not proc.running and task.pid in kernel.tasks:
         kernel.exit(task)  # numactl exited (--show, an error) or its program finished
     run.task_pid = task.pid

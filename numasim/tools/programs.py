@@ -86,6 +86,10 @@ class ProgramRun:
     syscalls: list[tuple[str, str, SyscallResult]] = field(default_factory=list)
     running: bool = False
     """The program is still running when the simulation looks (stress without ``-t``)."""
+    duration_s: float = 0.0
+    """How long the program runs once started, in simulated seconds (memhog: its page faults at the kernel's
+    ``fault_pages_per_s``; ``sleep N``; ``stress -t N``). On a persistent machine the program's process lives
+    that long, holding its memory, while the shell goes on (``memhog 1g &``)."""
     pages_per_node: dict[int, int] = field(default_factory=dict)
     """Present pages per node of :attr:`pids`, taken when the program finished (before it exited)."""
 
@@ -328,10 +332,8 @@ def _stress(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             run.exit_code = 1
             return run
     run.running = timeout_s is None
-    if timeout_s is not None:
-        for pid in run.pids:
-            if pid in kernel.tasks:
-                kernel.exit(kernel.tasks[pid])
+    if timeout_s is not None:  # the workers live out the timeout, then exit with stress (run_program)
+        run.duration_s = float(timeout_s)
         run.stdout += f"stress: info: [{task.pid}] successful run completed in {timeout_s}s\n"
     return run
 
@@ -412,6 +414,8 @@ def _memhog(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
             run.stdout += "." * max(dots - 1, 0)
             return _killed(run)
         run.stdout += "." * dots + "\n"
+    if repeat > 0:  # the first pass faults every page in; later passes rewrite present pages (not timed)
+        run.duration_s = (length // PAGE_SIZE_BYTES) / kernel.config.fault_pages_per_s
     return run
 
 
@@ -576,6 +580,34 @@ def _true(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
     return ProgramRun(pids=[task.pid])
 
 
+_SLEEP_UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_SLEEP_TRY = "Try 'sleep --help' for more information.\n"
+
+
+def _sleep(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    """coreutils sleep NUMBER[SUFFIX]...: pause for the sum of the operands (s, m, h, d; ``inf`` for ever)."""
+    operands = list(argv[1:])
+    if operands[:1] == ["--"]:
+        operands = operands[1:]
+    if not operands:
+        return ProgramRun(stderr="sleep: missing operand\n" + _SLEEP_TRY, exit_code=1, pids=[task.pid])
+    total_s = 0.0
+    for text in operands:
+        unit = text[-1:] if text[-1:] in "smhd" and not text.lower().endswith("inf") else ""
+        number = text[: len(text) - len(unit)]
+        try:
+            value = float(number) if number.strip() == number and number else float("nan")
+        except ValueError:
+            value = float("nan")
+        if not value >= 0:  # NaN, negative or no number: coreutils' "invalid time interval"
+            return ProgramRun(stderr=f"sleep: invalid time interval '{text}'\n" + _SLEEP_TRY, exit_code=1,
+                              pids=[task.pid])  # fmt: skip
+        total_s += value * _SLEEP_UNITS_S[unit]
+    if total_s == float("inf"):
+        return ProgramRun(pids=[task.pid], running=True)
+    return ProgramRun(pids=[task.pid], duration_s=total_s)
+
+
 def _numactl(
     kernel: Kernel, task: Task, argv: Sequence[str], keep_alive: bool = False, calibration: Calibration | None = None
 ) -> ProgramRun:
@@ -586,6 +618,7 @@ def _numactl(
     run = ProgramRun(res.stdout, res.stderr, res.exit_code, proc.pids or [task.pid], list(res.syscalls))
     run.pages_per_node = dict(proc.pages_per_node)
     run.running = proc.running
+    run.duration_s = proc.duration_s
     return run
 
 
@@ -900,7 +933,7 @@ PROGRAMS = {
     "numactl": _numactl,  # called with keep_alive by run_program
     "true": _true,
     "ls": _true,
-    "sleep": _true,
+    "sleep": _sleep,
     "nodemap": _nodemap,
     "move_pages": _move_pages,
     "numademo": _numademo,

@@ -40,7 +40,9 @@ def test_a_started_machine_keeps_processes_segments_and_counters(state, capsys, 
     # a still-running program keeps its memory; later commands see it and move it; numactl prints only numactl's
     code, out, _ = _run(capsys, "numactl", "--membind=1", "--", "stress", "-m", "1", "--vm-bytes", "64M", "--vm-keep")
     assert code == 0 and out.startswith("stress: info: [") and "numa_hit" not in out
-    worker = int(out.split("[")[1].split("]")[0]) + 1
+    stress = int(out.split("[")[1].split("]")[0])  # this process's PID: the shell's $! on a real shim
+    with MachineStore(state).session("box", save=False) as kernel:
+        (worker,) = [pid for pid, t in kernel.tasks.items() if t.comm == "stress" and pid != stress]
     node1 = _run(capsys, "numastat", "-p", str(worker))[1].splitlines()[-1].split()
     assert float(node1[2]) >= 64.0  # Total row: node 1
     assert _run(capsys, "numactl", "--", "migratepages", str(worker), "1", "0")[0] == 0

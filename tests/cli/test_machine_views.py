@@ -20,6 +20,7 @@ from numasim.persist.views import write_views
 from numasim.topology.cpulist import parse_cpulist
 from numasim.topology.io import load_machine, read_sysfs_node_tree
 from numasim.topology.library import list_shipped
+from tests.cli.machines import stress_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "sys/devices/system/node"
@@ -111,7 +112,7 @@ def test_the_tree_follows_each_command(state, capsys, monkeypatch) -> None:  # t
     used_before = _field(_read(tree, f"{NODE}/node1/meminfo"), "MemUsed")
     code, out, _ = _run(capsys, "numactl", "-m", "1", "stress", "-m", "1", "--vm-bytes", "20m", "--vm-keep")
     assert code == 0
-    worker = int(out.split("[")[1].split("]")[0]) + 1
+    worker = stress_worker(out)
     assert _field(_read(tree, f"{NODE}/node1/meminfo"), "MemUsed") - used_before >= 20 * 1024
     assert re.search(r" anon=5\d\d\d dirty=5\d\d\d N1=5\d\d\d kernelpagesize_kB=4$", _read(tree, f"proc/{worker}/numa_maps"), re.MULTILINE)
     status = _read(tree, f"proc/{worker}/status")

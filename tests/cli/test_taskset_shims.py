@@ -13,6 +13,7 @@ from numasim.cli import main
 from numasim.cli.shims import SHIMS, TEST_PROGRAMS
 from numasim.cli.taskset import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numasim.persist import shell_affinity
+from tests.cli.machines import stress_worker
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_taskset_runs_a_program_and_acts_on_simulated_pids(box, capsys) -> None:
     assert _run(capsys, "taskset", "-c", "6", "printcpu") == (0, "6\n", "")
     assert _run(capsys, "taskset", "0x10", "printcpu") == (0, "4\n", "")
     code, out, _ = _run(capsys, "numactl", "--", "stress", "-m", "1", "--vm-bytes", "1M", "--vm-keep")
-    worker = int(out.split("[")[1].split("]")[0]) + 1
+    worker = stress_worker(out)
     code, out, _ = _run(capsys, "taskset", "-pc", "1-3", str(worker))
     assert out == f"pid {worker}'s current affinity list: 0-7\npid {worker}'s new affinity list: 1-3\n"
     assert _run(capsys, "taskset", "-p", str(worker))[1] == f"pid {worker}'s current affinity mask: e\n"
