@@ -24,47 +24,56 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+from numasim.cli.console import echo, exit_status
 
 if TYPE_CHECKING:
+    import typer
+
     from numasim.kernel.kernel import Kernel
     from numasim.persist.store import MachineStore
     from numasim.timing.model import Calibration
     from numasim.tools.numactl import NumactlRun
 
-__all__ = ["register", "build_kernel", "apply_after", "THP_MODES"]
+__all__ = ["register", "numactl_main", "numastat_main", "build_kernel", "apply_after", "help_text", "THP_MODES"]
 
 _MAX_RUNS = 100_000
 """At most this many ``[node, count]`` runs in ``--json`` (an interleaved 64 GiB would give 16.7 million)."""
 
-_RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
-
-kernel_app = typer.Typer(
-    name="kernel",
-    help="The simulated kernel's boot log and /proc views (zonelists, zoneinfo, buddyinfo).",
-    no_args_is_help=True,
-    add_completion=False,
-)
-
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(kernel_app, name="kernel")
+    from numasim.cli import kernel_views
+
+    kernel_views.register(app)
+    raw = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
     app.command(
         "numactl",
-        context_settings=_RAW,
+        context_settings=raw,
         add_help_option=False,
         help="Run numactl on a simulated machine: numasim numactl --machine M [--json] [numactl options] -- PROGRAM",
-    )(numactl_command)
+    )(_typer_command(numactl_main))
     app.command(
         "numastat",
-        context_settings=_RAW,
+        context_settings=raw,
         add_help_option=False,
         help="Run numastat on a simulated machine: numasim numastat --machine M [--after CMD]... [numastat options]",
-    )(numastat_command)
+    )(_typer_command(numastat_main))
+
+
+def _typer_command(entry: Callable[[list[str]], int]) -> Callable[[typer.Context], None]:
+    # typer has dropped the first "--" of the command line, as the fast path (numasim.cli.main) does too
+    import typer
+
+    def command(ctx: typer.Context) -> None:
+        raise SystemExit(entry(list(ctx.args)))
+
+    command.__annotations__ = {"ctx": typer.Context, "return": None}  # resolved here: typer is not a global
+    command.__name__ = entry.__name__.replace("_main", "_command")
+    command.__doc__ = entry.__doc__
+    return command
 
 
 THP_MODES = ("always", "madvise", "never")
@@ -167,25 +176,25 @@ def _apply_after_checked(
     for text, run in _after_runs(kernel, commands, keep_alive, calibration):
         if run.exit_code != 0:
             for kill in kernel.oom_kills[oom_seen:]:
-                typer.echo(kill.log_line(), err=True)
+                echo(kill.log_line(), err=True)
             if run.stderr:
-                typer.echo(run.stderr, nl=False, err=True)
-            typer.echo(f"numasim: error: --after {text!r} failed with exit status {run.exit_code}", err=True)
-            raise typer.Exit(run.exit_code)
+                echo(run.stderr, nl=False, err=True)
+            echo(f"numasim: error: --after {text!r} failed with exit status {run.exit_code}", err=True)
+            raise SystemExit(run.exit_code)
         oom_seen = len(kernel.oom_kills)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"numasim: error: {message}", err=True)
-    raise typer.Exit(code)
+    echo(f"numasim: error: {message}", err=True)
+    raise SystemExit(code)
 
 
 def _split_own(
     args: list[str], own_values: set[str], own_flags: set[str], command: str = "numactl"
 ) -> tuple[dict[str, Any], list[str]]:
     if args[:1] in (["--help"], ["-h"]):
-        typer.echo(help_text(command), nl=False)
-        raise typer.Exit(0)
+        echo(help_text(command), nl=False)
+        raise SystemExit(0)
     opts: dict[str, Any] = {}
     i = 0
     while i < len(args):
@@ -274,19 +283,27 @@ def _chosen_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> C
     return None
 
 
-def numactl_command(ctx: typer.Context) -> None:
+def numactl_main(args: list[str]) -> int:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
-    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS | {"--json"})
+    try:
+        _numactl_command(args)
+    except SystemExit as done:
+        return exit_status(done)
+    return 0
+
+
+def _numactl_command(args: list[str]) -> None:
+    opts, argv = _split_own(args, _OWN_VALUES, _OWN_FLAGS | {"--json"})
     code = 0
     with _kernel_session(opts) as (kernel, persistent):
         try:
             _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
-        except typer.Exit as done:  # the machine keeps what the command did, whatever its exit status
-            code = done.exit_code
+        except SystemExit as done:  # the machine keeps what the command did, whatever its exit status
+            code = exit_status(done)
     if opts.get("_runs_for_s") is not None:  # the program runs on, holding its memory, with the machine unlocked
         store, name = opts["_store"]
         code = _run_out(store, name, opts["_runs_for_s"], code)
-    raise typer.Exit(code)
+    raise SystemExit(code)
 
 
 _LIVE_MIN_S = 0.02
@@ -368,7 +385,7 @@ def _shell_cpus(kernel: Kernel) -> frozenset[int] | None:
 def _numactl_on(
     kernel: Kernel, opts: dict[str, Any], argv: list[str], persistent: bool, cpus: frozenset[int] | None = None
 ) -> None:
-    """numactl on ``kernel``; raises typer.Exit with its status. On a persistent machine the output is exactly
+    """numactl on ``kernel``; raises SystemExit with its status. On a persistent machine the output is exactly
     numactl's and a program that finished exits (a still-running one, stress without -t, stays). ``cpus``: the
     affinity the numactl process starts with (its shell's; default all cpus)."""
     from numasim.kernel.config import reclaim_inputs
@@ -428,104 +445,51 @@ def _numactl_on(
                 for o in kernel.oom_kills[oom_start:]
             ],
         }
-        typer.echo(json.dumps(report, indent=2))
-        raise typer.Exit(run.exit_code)
+        echo(json.dumps(report, indent=2))
+        raise SystemExit(run.exit_code)
     if run.stdout:
-        typer.echo(run.stdout, nl=False)
+        echo(run.stdout, nl=False)
     for kill in kernel.oom_kills[oom_seen:]:  # the kernel log line dmesg shows, before the shell's "Killed"
-        typer.echo(kill.log_line(), err=True)
+        echo(kill.log_line(), err=True)
     if run.stderr:
-        typer.echo(run.stderr, nl=False, err=True)
+        echo(run.stderr, nl=False, err=True)
     # Only after a program that ran and succeeded: after an error (an unknown program, a mistyped option, an OOM
     # kill) the message is the whole answer, and the table of a process that did nothing would bury it. A
     # persistent machine's numactl prints what numactl prints: scripts read it (numastat -p PID is a command).
     if pids and run.command and run.exit_code == 0 and not persistent:
         stat = run_numastat(["-p", *[str(p) for p in pids]], numastat_sources(kernel))
-        typer.echo(stat.stdout, nl=False)
-    raise typer.Exit(run.exit_code)
+        echo(stat.stdout, nl=False)
+    raise SystemExit(run.exit_code)
 
 
-def numastat_command(ctx: typer.Context) -> None:
+def numastat_main(args: list[str]) -> int:
     """numasim numastat --machine M [--after CMD]... [numastat options]"""
+    try:
+        _numastat_command(args)
+    except SystemExit as done:
+        return exit_status(done)
+    return 0
+
+
+def _numastat_command(args: list[str]) -> None:
     from numasim.tools.numastat import numastat_sources, run_numastat
 
-    opts, argv = _split_own(list(ctx.args), _OWN_VALUES, _OWN_FLAGS, "numastat")
+    opts, argv = _split_own(args, _OWN_VALUES, _OWN_FLAGS, "numastat")
     code = 0
     with _kernel_session(opts, read_only=True) as (kernel, _persistent):
         try:
             _apply_after_checked(  # not numastat's output
                 kernel, opts.get("--after", []), keep_alive=not _persistent, calibration=opts.get("_calibration")
             )
-        except typer.Exit as done:
-            code = done.exit_code
+        except SystemExit as done:
+            code = exit_status(done)
         else:
             res = run_numastat(argv, numastat_sources(kernel), numastat_width=os.environ.get("NUMASTAT_WIDTH"))
-            typer.echo(res.stdout, nl=False)
+            echo(res.stdout, nl=False)
             if res.stderr:
-                typer.echo(res.stderr, nl=False, err=True)
+                echo(res.stderr, nl=False, err=True)
             code = res.exit_code
-    raise typer.Exit(code)
-
-
-MachineArg = Annotated[
-    str, typer.Argument(help="Shipped machine name or machine file (TOML, numactl text, ...).")
-]
-VersionOpt = Annotated[str, typer.Option("--kernel-version", help="Kernel version to model (6.1 .. 6.12).")]
-ThpOpt = Annotated[
-    str,
-    typer.Option(
-        "--thp", metavar="always|madvise|never",
-        help="Transparent hugepages at boot: never keeps min_free_kbytes as computed (khugepaged does not raise it).",
-    ),
-]
-SysctlOpt = Annotated[
-    list[str] | None,
-    typer.Option("--sysctl", metavar="NAME=VALUE", help="Write a kernel knob before boot (repeatable, in order)."),
-]
-AfterOpt = Annotated[
-    list[str] | None,
-    typer.Option("--after", help='Run "numactl ARGS -- PROG ARGS" first (repeatable).'),
-]
-BuddyinfoOpt = Annotated[
-    str | None,
-    typer.Option("--buddyinfo", metavar="FILE", help="A measured /proc/buddyinfo: boot each zone's free memory "
-                 "as fragmented as it shows."),
-]
-
-
-@kernel_app.command("zonelists")
-def zonelists(
-    machine: MachineArg, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise", sysctl: SysctlOpt = None
-) -> None:
-    """Print the zonelist fallback order of every node, as the kernel logs it at boot."""
-    kernel = build_kernel(machine, kernel_version, thp, sysctl)
-    typer.echo("\n".join(line.rstrip("\n") for line in kernel.pm.boot_log()))
-
-
-@kernel_app.command("zoneinfo")
-def zoneinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
-    sysctl: SysctlOpt = None, buddyinfo_file: BuddyinfoOpt = None,
-) -> None:
-    """Print /proc/zoneinfo of the simulated kernel (after running the --after commands)."""
-    from numasim.kernel.procfs import format_zoneinfo, zone_views
-
-    kernel = build_kernel(machine, kernel_version, thp, sysctl, buddyinfo=buddyinfo_file)
-    _apply_after_checked(kernel, after or [])
-    typer.echo(format_zoneinfo(zone_views(kernel)), nl=False)
-
-
-@kernel_app.command("buddyinfo")
-def buddyinfo(
-    machine: MachineArg, after: AfterOpt = None, kernel_version: VersionOpt = "6.12", thp: ThpOpt = "madvise",
-    sysctl: SysctlOpt = None, buddyinfo_file: BuddyinfoOpt = None,
-) -> None:
-    """Print /proc/buddyinfo of the simulated kernel (after running the --after commands)."""
-    from numasim.kernel.procfs import format_buddyinfo, zone_views
-
-    kernel = build_kernel(machine, kernel_version, thp, sysctl, buddyinfo=buddyinfo_file)
-    _apply_after_checked(kernel, after or [])
-    typer.echo(format_buddyinfo(zone_views(kernel)), nl=False)
+    raise SystemExit(code)
 
 
 _PROGRAM_HELP = {

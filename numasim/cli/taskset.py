@@ -18,14 +18,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import typer
-
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import typer
+
     from numasim.kernel.kernel import Kernel
 
-__all__ = ["register", "taskset_main", "parse_cpulist", "parse_cpumask", "format_cpulist", "format_cpumask"]
+__all__ = ["register", "taskset_main", "taskset_entry", "parse_cpulist", "parse_cpumask", "format_cpulist", "format_cpumask"]
 
 USAGE = """\
 
@@ -61,6 +61,9 @@ _EXEC_ENOENT = 127
 
 
 def register(app: typer.Typer) -> None:
+    import typer
+
+    taskset_command.__annotations__ = {"ctx": typer.Context, "return": None}  # resolved here: not a global
     app.command(
         "taskset",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
@@ -72,12 +75,19 @@ def register(app: typer.Typer) -> None:
 
 def taskset_command(ctx: typer.Context) -> None:
     """taskset [-a] [-p] [-c] [MASK|LIST] [PID|CMD [ARGS]]"""
-    code, out, err = taskset_main(list(ctx.args))
+    raise SystemExit(taskset_entry(list(ctx.args)))
+
+
+def taskset_entry(args: list[str]) -> int:
+    """Run taskset with ``args``, print what it prints; its exit status."""
+    from numasim.cli.console import echo
+
+    code, out, err = taskset_main(args)
     if out:
-        typer.echo(out, nl=False)
+        echo(out, nl=False)
     if err:
-        typer.echo(err, nl=False, err=True)
-    raise typer.Exit(code)
+        echo(err, nl=False, err=True)
+    return code
 
 
 # --- util-linux lib/cpuset.c -----------------------------------------------------------------------------------

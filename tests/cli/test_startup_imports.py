@@ -33,6 +33,7 @@ print("HEAVY:" + ",".join(heavy), file=sys.stderr)
         ["numactl", "--machine", "seed-001-e5-2680v2", "-m", "0", "memhog", "1m"],
         ["numastat", "--machine", "seed-001-e5-2680v2"],
         ["numastat", "--help"],
+        ["numactl", "--help"],
         ["kernel", "zonelists", "seed-001-e5-2680v2"],
     ],
     ids=lambda a: " ".join(a[:2]) if a[0] != "numactl" or len(a) < 5 else "numactl memhog",
@@ -41,4 +42,14 @@ def test_a_kernel_only_command_imports_nothing_heavy(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, timeout=120)
     line = next((x for x in done.stderr.splitlines() if x.startswith("HEAVY:")), None)
     assert line is not None, done.stderr[-2000:]
-    assert line == "HEAVY:", f"numasim {' '.join(argv)} imported {line[6:]}"
+    heavy = [m for m in line[6:].split(",") if m]
+    assert heavy == [], f"numasim {' '.join(argv)} imported {heavy}"
+
+
+@pytest.mark.parametrize("argv", [["numactl", "--machine", "seed-001-e5-2680v2", "--hardware"], ["numastat", "--help"],
+                                  ["taskset", "--help"]])  # fmt: skip
+def test_numactl_numastat_and_taskset_start_without_typer(argv: list[str]) -> None:
+    probe = _PROBE.replace("HEAVY:", "TYPER:").replace(repr(HEAVY), repr(("typer", "click")))
+    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
+    line = next((x for x in done.stderr.splitlines() if x.startswith("TYPER:")), None)
+    assert line == "TYPER:", done.stderr[-2000:]
