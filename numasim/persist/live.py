@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from numasim.errors import MachineStateError
 from numasim.fileio import atomic_write_text
 from numasim.persist.shell_affinity import process_start
 
@@ -38,11 +39,21 @@ FILE_NAME = "live.json"
 
 
 def _load(directory: Path) -> dict[str, dict[str, object]]:
+    path = directory / FILE_NAME
     try:
-        data = json.loads((directory / FILE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except OSError as exc:
+        raise MachineStateError(f"{path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):  # written atomically, so only a hand-edited or damaged file gets here
+        raise MachineStateError(f"{path}: not the machine's list of running programs (a JSON object); "
+                                f"`numasim machine reset {directory.name}` boots it afresh")  # fmt: skip
+    return data
 
 
 def _save(directory: Path, entries: dict[str, dict[str, object]]) -> None:

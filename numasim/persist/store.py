@@ -200,6 +200,7 @@ class MachineStore:
         kernel = options.boot()
         with self._locked(name) as directory:
             atomic_write_bytes(directory / "kernel.state", dump_kernel(kernel))
+            (directory / live.FILE_NAME).unlink(missing_ok=True)  # its processes went with the old kernel
             write_views(directory, kernel)
         return StoredMachine(name=name, directory=self.directory(name), options=options)
 

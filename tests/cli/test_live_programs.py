@@ -105,3 +105,12 @@ def test_a_given_pid_is_taken_and_the_counter_skips_it() -> None:
     assert task.pid == 1001 and [kernel.spawn("a").pid, kernel.spawn("b").pid] == [1000, 1002]
     with pytest.raises(Exception, match="pid 1001 is in use"):
         kernel.spawn("again", pid=1001)
+
+
+def test_a_damaged_list_of_running_programs_is_refused_with_the_reset_hint(box, capsys) -> None:  # type: ignore[no-untyped-def]
+    (box / "machines" / "box" / live.FILE_NAME).write_text("[1, 2")
+    assert main(["numastat"]) == 2
+    err = capsys.readouterr().err
+    assert "live.json: not the machine's list of running programs" in err and "numasim machine reset box" in err
+    assert main(["machine", "reset", "box"]) == 0  # the running programs went with the old kernel
+    assert main(["numastat"]) == 0
