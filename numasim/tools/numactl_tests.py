@@ -9,8 +9,8 @@ exit status:
 * ``pagesize``: ``getpagesize()``;
 * ``distance``: the SLIT row of every node (``%03d``), exit 1 on a self distance other than 10 or an asymmetry;
 * ``node-parse ARG...``: ``numa_parse_nodestring`` of each argument (``result: 0 1 `` or ``Failed to convert``);
-  the I/O prefixes resolve the machine's devices by name (``netdev:``, ``block:``, ``pci:``); the simulated
-  machine has no network stack or file systems, so ``ip:`` and ``file:`` never resolve;
+  the I/O prefixes are looked up as libnuma's ``affinity.c`` looks them up, on the simulated machine, with
+  libnuma's warnings (:func:`io_affinity_node`);
 * ``tbitmap``: libnuma's bitmap printer and parser round trip for every bit of a 300-bit mask;
 * ``prefered``: MPOL_PREFERRED then MPOL_PREFERRED_MANY on one page per node (an ``assert`` that fails aborts:
   exit 134, as the shell reports SIGABRT);
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
     from numasim.kernel.task import Task
 
-__all__ = ["NUMACTL_TEST_PROGRAMS", "libnuma_node_context", "strerror", "format_printmask"]
+__all__ = ["NUMACTL_TEST_PROGRAMS", "libnuma_node_context", "io_affinity_node", "strerror", "format_printmask"]
 
 _POSSIBLE_NODES = 1024
 """``numa_num_possible_nodes()`` on an x86_64 distribution kernel (the size of libnuma's node bitmasks)."""
@@ -72,14 +72,109 @@ def format_printmask(name: str, bits: frozenset[int] | set[int]) -> str:
     return f"{name}: " + "".join(f"{b} " for b in sorted(bits)) + "\n"
 
 
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+"""Names ``getaddrinfo`` resolves from ``/etc/hosts`` on a box without DNS (glibc's and Debian's defaults)."""
+
+
+def _bad_io_argument(text: str, warning: str) -> NodeStringError:
+    # affinity.c's numa_warn() text; numa_parse_nodestring then fails (its caller prints "Failed to convert")
+    return NodeStringError(text, warning)
+
+
+def _parse_pci(ident: str) -> tuple[int, int, int, int] | None:
+    """``affinity_pci``'s two ``sscanf`` forms: ``SEG:BUS:DEV[.FN]`` or ``BUS:DEV[.FN]`` (hex); None when
+    neither converts enough fields."""
+    m = re.match(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.([0-9a-fA-F]+))?", ident)
+    if m:
+        return int(m[1], 16), int(m[2], 16), int(m[3], 16), int(m[4] or "0", 16)
+    m = re.match(r"([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.([0-9a-fA-F]+))?", ident)
+    if m:
+        return 0, int(m[1], 16), int(m[2], 16), int(m[3] or "0", 16)
+    return None
+
+
+def _is_ip_literal(host: str) -> bool:
+    import socket
+
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+def io_affinity_node(kernel: Kernel, kind: str, ident: str) -> int | None:
+    """The node libnuma's ``resolve_affinity`` (numactl ``affinity.c``) gives I/O specification ``kind:ident``
+    on the simulated machine; raises :class:`NodeStringError` with libnuma's warning when it fails.
+
+    The simulated machine's device tree is its model's devices (``[[devices]]``: a name and a node, no PCI
+    address, no ``dev_t``), and it has no network interface but ``lo`` and no route beyond it, so:
+
+    * ``netdev:NAME``, ``block:NAME`` (``affinity_class``): the device named NAME; a name with ``/`` or ``.``
+      is refused first (``badchar``); another is ``Cannot read node mask for net|block device `NAME'`` (no
+      ``/sys/class/CLS/NAME/device/numa_node``).
+    * ``pci:ADDR`` (``affinity_pci``): an address that does not parse is ``Cannot parse PCI device `ADDR'``,
+      unless it is the name of a device (numasim's extension: a machine file gives devices no address); a
+      parsed address names no function here: ``Cannot read node mask for  device `ADDR'`` (``cls`` is NULL,
+      hence the two spaces).
+    * ``file:PATH`` (``affinity_file``): ``stat`` of the real file (``Cannot stat file PATH``); no block device
+      of the machine has its ``st_dev``: ``Cannot find block device 0:0 in sysfs for `PATH'`` (the
+      ``maj:min`` printed are those of the last device enumerated, none here).
+    * ``ip:HOST`` (``affinity_ip``): a loopback address routes through ``lo``, which has no ``device/``
+      (``Cannot read node mask for net device `lo'``); another literal address has no route
+      (``Cannot request rtnetlink route: Network is unreachable``); a name other than localhost's does not
+      resolve without a network (``Cannot resolve HOST: Temporary failure in name resolution``).
+
+    Examples
+    --------
+    >>> from numasim.kernel.kernel import Kernel
+    >>> from numasim.topology.builders import glueless
+    >>> try:
+    ...     io_affinity_node(Kernel(glueless(2)), "pci", "0:0.0")
+    ... except NodeStringError as exc:
+    ...     print(exc.warning)
+    Cannot read node mask for  device `0:0.0'
+    """
+    text = f"{kind}:{ident}"
+    devices = {d.name: d.node for d in kernel.machine.devices}
+    if kind in ("netdev", "block"):
+        cls = "net" if kind == "netdev" else "block"
+        if "/" in ident or "." in ident:
+            raise _bad_io_argument(text, f"Illegal characters in `{ident}' specification")
+        if ident in devices:
+            return devices[ident]
+        raise _bad_io_argument(text, f"Cannot read node mask for {cls} device `{ident}'")
+    if kind == "pci":
+        if _parse_pci(ident) is None:
+            if ident in devices:
+                return devices[ident]
+            raise _bad_io_argument(text, f"Cannot parse PCI device `{ident}'")
+        raise _bad_io_argument(text, f"Cannot read node mask for  device `{ident}'")
+    if kind == "file":
+        try:
+            os.stat(ident)
+        except OSError:
+            raise _bad_io_argument(text, f"Cannot stat file {ident}") from None
+        raise _bad_io_argument(text, f"Cannot find block device 0:0 in sysfs for `{ident}'")
+    if kind == "ip":
+        import ipaddress
+
+        if ident in _LOOPBACK_NAMES or (_is_ip_literal(ident) and ipaddress.ip_address(ident).is_loopback):
+            raise _bad_io_argument(text, "Cannot read node mask for net device `lo'")
+        if _is_ip_literal(ident):
+            raise _bad_io_argument(text, "Cannot request rtnetlink route: Network is unreachable")
+        raise _bad_io_argument(text, f"Cannot resolve {ident}: Temporary failure in name resolution")
+    return None
+
+
 def libnuma_node_context(kernel: Kernel, task: Task) -> ParseContext:
     """What ``numa_parse_nodestring`` parses against: the task's allowed memory nodes, every configured node
-    for ``!``, and the machine's devices for the I/O prefixes."""
-    devices = {d.name: d.node for d in kernel.machine.devices}
+    for ``!``, and the machine's devices for the I/O prefixes (:func:`io_affinity_node`)."""
 
-    def resolve(kind: str, name: str) -> int | None:
-        # netdev:, block: and pci: name a device of the machine; there is no route table or file system
-        return devices.get(name) if kind in ("netdev", "block", "pci") else None
+    def resolve(kind: str, ident: str) -> int | None:
+        return io_affinity_node(kernel, kind, ident)
 
     allowed = frozenset(task.mems_allowed) & kernel.memory_nodes
     return ParseContext(allowed, len(kernel.machine.node_ids), devices=resolve)

@@ -3,9 +3,12 @@ C programs print them (numasim/tools/numactl_tests.py, numasim/tools/migspeed.py
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numasim.kernel.kernel import Kernel
 from numasim.tools.numactl import run_numactl
@@ -58,6 +61,53 @@ def test_node_parse_resolves_a_machine_device_by_name() -> None:
     run = run_numactl(Kernel(m), ["node-parse", f"netdev:{nic.name}", "netdev:lo"])
     assert run.stdout == f"result: {nic.node} \nFailed to convert `netdev:lo'\n"
     assert "Cannot read node mask for net device `lo'" in run.stderr
+
+
+
+def test_node_parse_io_prefixes_fail_with_libnumas_warnings(k2: Kernel, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # regress-io's lookups on a machine without devices: each fails as affinity.c fails it (warning texts)
+    args = ["file:.", "ip:8.8.8.8", "ip:127.0.0.1", "netdev:f0", "netdev:lo", f"file:{tmp_path / 'missing'}",
+            "block:vda", "pci:0:0.0", "pci:nonsense", "netdev:a.b", "ip:example.org"]  # fmt: skip
+    run = run_numactl(k2, ["node-parse", *args])
+    assert run.stdout == "".join(f"Failed to convert `{a}'\n" for a in args) and run.exit_code == 1
+    assert run.stderr.splitlines() == [f"libnuma: Warning: {w}" for w in (
+        "Cannot find block device 0:0 in sysfs for `.'",
+        "Cannot request rtnetlink route: Network is unreachable",
+        "Cannot read node mask for net device `lo'",
+        "Cannot read node mask for net device `f0'",
+        "Cannot read node mask for net device `lo'",
+        f"Cannot stat file {tmp_path / 'missing'}",
+        "Cannot read node mask for block device `vda'",
+        "Cannot read node mask for  device `0:0.0'",  # cls is NULL for pci: two spaces
+        "Cannot parse PCI device `nonsense'",
+        "Illegal characters in `a.b' specification",
+        "Cannot resolve example.org: Temporary failure in name resolution",
+    )]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(["netdev", "block", "pci", "file", "ip"]),
+       ident=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12))  # fmt: skip
+def test_io_affinity_is_a_node_or_libnumas_warning(kind: str, ident: str) -> None:
+    from numasim.kernel.nodestring import NodeStringError
+    from numasim.tools.numactl_tests import io_affinity_node
+    from numasim.topology.io import load_machine
+
+    kernel = _seed0()
+    try:
+        node = io_affinity_node(kernel, kind, ident)
+    except NodeStringError as exc:
+        assert exc.warning and exc.text == f"{kind}:{ident}"  # libnuma's message, naming what it was given
+        return
+    named = {d.name: d.node for d in load_machine("seed-000-4node").devices}
+    assert kind in ("netdev", "block", "pci") and node == named[ident]
+
+
+@functools.lru_cache(maxsize=1)
+def _seed0() -> Kernel:  # read-only here: io_affinity_node changes nothing
+    from numasim.topology.io import load_machine
+
+    return Kernel(load_machine("seed-000-4node"))
 
 
 def test_tbitmap_round_trips_every_bit(k2: Kernel) -> None:
