@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -314,10 +315,13 @@ class _Signalled(Exception):
     pass
 
 
+_ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""The signals that end a running program's shim early (``kill $!``, Ctrl-C, a closed terminal)."""
+
+
 def _run_out(store: MachineStore, name: str, seconds: float, code: int) -> int:
     """Live out a program's ``seconds`` as this (the shim's) process, then exit its simulated processes; a
     SIGTERM, SIGINT or SIGHUP ends it early, as it ends the real program (exit status 128 + N)."""
-    import signal
     import time
 
     from numasim.errors import MachineStateError
@@ -329,14 +333,14 @@ def _run_out(store: MachineStore, name: str, seconds: float, code: int) -> int:
         caught.append(signum)
         raise _Signalled
 
-    ending = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, stop) for sig in ending}
+    previous = {sig: signal.signal(sig, stop) for sig in _ENDING}
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)  # one that came while the state was saved ends it now
         time.sleep(seconds)
     except _Signalled:
         pass
     finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, ending)  # a second signal must not cut the exit short
+        signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)  # a second signal must not cut the exit short
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     try:
@@ -348,7 +352,7 @@ def _run_out(store: MachineStore, name: str, seconds: float, code: int) -> int:
     except MachineStateError:
         pass  # the machine was stopped meanwhile: nothing is left to exit
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, ending)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)
     return 128 + caught[0] if caught else code
 
 
@@ -362,6 +366,8 @@ def _exit_or_run_on(kernel: Kernel, opts: dict[str, Any], run: NumactlRun) -> No
     if run.program_running and run.exit_code == 0:
         return
     if run.program_duration_s >= _LIVE_MIN_S and run.exit_code == 0 and holders:
+        # From here a signal must not kill this process before it can clean up: held until _run_out handles it
+        signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
         store, name = opts["_store"]
         live.register(store.directory(name), os.getpid(), holders)
         opts["_runs_for_s"] = run.program_duration_s
