@@ -36,6 +36,8 @@ class PublicMlcCase:
     nodes_per_socket: int
     cores_per_socket: int
     threads_per_core: int = 2
+    turbo: bool = True
+    """The cores ran at their all-core turbo (the firmware's default) unless the source says turbo was off."""
 
     @property
     def mode(self) -> str:
@@ -56,7 +58,7 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
     PublicMlcCase("2x Xeon Silver 4416+ (public README, mlc 3.11)", "spr-2s-silver-4416plus.md",
                   "Intel(R) Xeon(R) Silver 4416+", 2, 1, 20),
     PublicMlcCase("2x Xeon Silver 4410Y, HT off (CXL notes, mlc 3.9a)", "cxl-2s-spr-silver4410Y.md",
-                  "Intel(R) Xeon(R) Silver 4410Y", 2, 1, 12, threads_per_core=1),
+                  "Intel(R) Xeon(R) Silver 4410Y", 2, 1, 12, threads_per_core=1, turbo=False),
     PublicMlcCase("2x EPYC 9224 NPS2 (public notes, mlc 3.10+)", "cxl-2s-genoa-epyc9224-nps2.md",
                   "AMD EPYC 9224 24-Core Processor", 2, 2, 24),
     PublicMlcCase("1x EPYC 9354P NPS4 (DRAMHiT notes, mlc 3.11b)", "dramhit-1s-genoa-epyc9354P-nps4.md",

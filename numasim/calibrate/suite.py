@@ -196,12 +196,14 @@ def mlc_rows(
     *,
     scenarios: Sequence[str] = SCENARIOS,
     method: str = "engine",
+    turbo: bool = True,
 ) -> list[SuiteRow]:
     """Every scenario's rows for one real mlc run (see the module docstring).
 
     ``machine_name`` is a shipped machine's name, or a built machine (a public run's catalog machine). Scenarios
     the file cannot support are left out: the fit needs an idle latency matrix and a peak (or max) bandwidth,
-    leave-one-table-out needs two tables.
+    leave-one-table-out needs two tables. ``turbo``: whether the box ran its cores at their all-core turbo (the
+    catalog priors' running clock, :func:`numasim.timing.catalog.calibration.running_clock`).
     """
     from numasim.calibrate.holdout import holdout
     from numasim.calibrate.measurements import load_measurements
@@ -213,7 +215,7 @@ def mlc_rows(
     machine = load_machine(machine_name) if isinstance(machine_name, str) else machine_name
     ms = load_measurements([path])
     held = _tables_of(ms)
-    priors = catalog_calibration(machine)
+    priors = catalog_calibration(machine, turbo=turbo)
     rows: list[SuiteRow] = []
     source = path.name
     # Priors the catalog took from this very run make its predictions of those tables circular: latency priors
@@ -280,7 +282,7 @@ def public_mlc_rows(
         except NumasimError as exc:
             notes.append(f"{case.file}: not predicted ({exc})")
             continue
-        rows += mlc_rows(case.label, machine, path, scenarios=scenarios, method=method)
+        rows += mlc_rows(case.label, machine, path, scenarios=scenarios, method=method, turbo=case.turbo)
     return rows, notes
 
 

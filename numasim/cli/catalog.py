@@ -228,6 +228,11 @@ def calibrate_cmd(
         typer.Option("--cxl-device", help="The CXL expander behind the machine's CXL nodes (`numasim catalog cxl`; "
                      "default: the catalog's default device, said in each prior)."),
     ] = None,
+    turbo: Annotated[
+        str, typer.Option("--turbo", metavar="on|off", help="Whether the box runs its busy cores at the all-core turbo "
+                          "(default on, the firmware's default) or at base: the clock mlc's delays and cache "
+                          "latencies in cycles count.")
+    ] = "on",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
 ) -> None:
     """Write a calibration made of catalog priors only (method "catalog"), for a machine never measured."""
@@ -237,12 +242,16 @@ def calibrate_cmd(
 
     if output.exists() and not force:
         raise typer.BadParameter(f"{output} exists; add --force to replace it", param_hint="'-o' / '--output'")
+    if turbo not in ("on", "off"):
+        raise typer.BadParameter(f"{turbo!r}: expected on or off", param_hint="'--turbo'")
     m = load_machine(machine)
-    cal = catalog_calibration(m, sku=sku, cxl_device=cxl_device)
+    cal = catalog_calibration(m, sku=sku, cxl_device=cxl_device, turbo=turbo == "on")
     save_calibration(cal, output)
     p = cal.provenance
     typer.echo(f"catalog calibration {cal.id} of {m.name} from {p.platform} (priors only, no measurement)")
     typer.echo(f"  {len(p.priors)} parameters, each listed as a prior with its source (see the JSON)")
+    clock = next(q for q in p.priors if q.parameter == "core.core_clock_ghz")
+    typer.echo(f"  core clock {clock.value:g} GHz: {clock.source.split(' [', 1)[0].split(': ', 1)[-1]}")
     cxl_links = {(lt.src, lt.dst): lt for lt in cal.links}
     for c in cal.controllers:
         node = m.node(c.node)

@@ -42,9 +42,12 @@ nominal 2.8 GHz): rows with ``D >= 300``, the latency thread's own lines taken o
 
 LOAD_LOOP_CYCLES_PER_LINE = 8.0
 """Core cycles the load loop costs per line besides the delay (issue, loop control). Fitted (least squares, rows
-``D >= 300``) on the Platinum 8180's table, whose clock is measured: 8.3 cycles. The E5-2680 v2's table (mlc
-v3.1a, clock not measured) gives 34.5 cycles at its nominal 2.8 GHz: the least certain constant of the load model,
-and what mostly sets where the knee falls (it only matters while ``D / L`` is comparable, i.e. D < ~100)."""
+``D >= 300``) on the Platinum 8180's table, whose clock is measured: 8.3 cycles. The other tables, read at the
+clock their load bandwidth's slope shows (experiments/validation/README.md), agree for mlc 3.5 and later
+(Platinum 8269CY, mlc 3.9: about 9 cycles at 3.2 GHz; EPYC 9354P, mlc 3.11b: about 13 at 3.3 GHz) but not the
+E5-2680 v2's (mlc 3.1a): about 52 cycles at its 3.1 GHz all-core turbo, an older mlc's loop or Ivy Bridge's. The
+least certain constant of the load model, and what mostly sets where the knee falls (it only matters while
+``D / L`` is comparable, i.e. D < ~100)."""
 
 
 @dataclass(frozen=True)

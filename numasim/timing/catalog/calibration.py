@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +37,7 @@ from numasim.timing.model import (
 from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
-__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures"]
+__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "running_clock"]
 
 WHY = "catalog prior: no measurement"
 BYTES_PER_TRANSFER = 8
@@ -326,8 +326,34 @@ WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
 
 
+def running_clock(sku: Sku, turbo: bool, cite: Callable[[list[str]], str]) -> tuple[float, str]:
+    """The clock ``sku``'s cores run at with every core busy, and where it comes from.
+
+    What counts core cycles (mlc's injection delay, a cache's latency in cycles) counts them at this clock. With
+    turbo on, the firmware's default on servers, every core busy runs at the all-core turbo frequency where the
+    catalog has it; with turbo off, or without that figure, at the base clock. Evidence on the project's real
+    mlc runs (load bandwidth versus injection delay; experiments/validation/README.md): the Platinum 8269CY's
+    load threads ran at 3.2 GHz (its all-core turbo), the E5-2680 v2's at about 3.1 (its all-core turbo), the
+    Platinum 8180's at the 2.5 GHz base its mlc printed (turbo off on that testbed).
+
+    Examples
+    --------
+    >>> from numasim.timing.catalog import match_cpu
+    >>> sku = match_cpu("Xeon Platinum 8269CY").sku
+    >>> running_clock(sku, True, lambda ids: ",".join(ids))[0], running_clock(sku, False, lambda ids: "")[0]
+    (3.2, 2.5)
+    """
+    if turbo and sku.all_core_turbo_ghz is not None:
+        return sku.all_core_turbo_ghz, (
+            f"all-core turbo (turbo ASSUMED on, the firmware's default; --turbo off: the {sku.base_ghz:g} GHz base) "
+            f"[{cite(sku.sources)}]"
+        )
+    why = "turbo off" if not turbo else "the catalog has no all-core turbo frequency for this SKU"
+    return sku.base_ghz, f"base clock ({why}) [{cite(sku.sources)}]"
+
+
 def catalog_calibration(
-    machine: Machine, sku: str | None = None, cxl_device: str | Mapping[int, str] | None = None
+    machine: Machine, sku: str | None = None, cxl_device: str | Mapping[int, str] | None = None, turbo: bool = True
 ) -> Calibration:
     """A complete calibration of ``machine`` from its processor's platform-catalog entry alone.
 
@@ -356,11 +382,13 @@ def catalog_calibration(
       always the machine file's. Relays and devices likewise come from the machine file.
     * **caches**: the platform's levels; L1d/L2 per core, the L3 as one socket-wide cache of the SKU's L3
       (on parts whose L3 is split among core complexes this is an assumption, said in the notes); latency =
-      cycles / the SKU's base clock; a level without a cycle count keeps the machine file's latency.
+      cycles / the running clock (below); a level without a cycle count keeps the machine file's latency.
     * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default);
       ``outstanding_misses_per_core`` = the L2 miss queue (superqueue) shared by a core's hardware threads, and
       ``threads_per_core`` from the SKU, where the catalog has the queue;
-      ``core_clock_ghz`` = the SKU's base clock (turbo is not modelled), ``write_cost_factor`` =
+      ``core_clock_ghz`` = the clock the cores run at under an all-core load (:func:`running_clock`): the SKU's
+      all-core turbo where the catalog has it and ``turbo`` (on: the firmware's default, an assumption said in the
+      prior), else its base clock; ``write_cost_factor`` =
       :data:`WRITE_ALLOCATE_FACTOR` (a store miss is a read for ownership and a write-back: without it a
       catalog machine's STREAM copy came out 30-86 % too fast against kerncraft's measurements, with it 12-28 %).
 
@@ -446,7 +474,8 @@ def catalog_calibration(
 
     links, link_priors = _links(machine, fig, socket_of, here, cxl)
     priors += link_priors
-    caches, cache_priors, cache_notes = _caches(machine, fig, here)
+    clock_ghz, clock_source = running_clock(chosen, turbo, platform.cite)
+    caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz)
     priors += cache_priors
     notes += cache_notes
 
@@ -457,7 +486,7 @@ def catalog_calibration(
         max_outstanding_misses=fb if fb is not None else CoreTiming().max_outstanding_misses,
         outstanding_misses_per_core=sq,
         threads_per_core=tpc if sq is not None else None,
-        core_clock_ghz=chosen.base_ghz,
+        core_clock_ghz=clock_ghz,
         # Write-back, write-allocate caches: a store that misses reads the line for ownership and later
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
@@ -473,8 +502,7 @@ def catalog_calibration(
               f"[{platform.cite(platform.core.sources)}]" + (f"; {platform.core.note}" if platform.core.note else ""))
         prior("core.threads_per_core", tpc, "threads", f"{here}: {chosen.threads} threads / {chosen.cores} cores "
               f"[{platform.cite(chosen.sources)}]")
-    prior("core.core_clock_ghz", chosen.base_ghz, "GHz",
-          f"{here}: base clock (turbo not modelled) [{platform.cite(chosen.sources)}]")
+    prior("core.core_clock_ghz", clock_ghz, "GHz", f"{here}: {clock_source}")
     prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines", "numasim default (CoreTiming): no catalog figure")
     prior("core.write_cost_factor", core.write_cost_factor, "",
           "write-allocate: a store miss moves the line twice (read for ownership, then write-back); x86 caches "
@@ -712,7 +740,9 @@ _SCOPES = {"core": CacheScope.CORE, "module": CacheScope.CORE, "ccx": CacheScope
            "socket": CacheScope.SOCKET}
 
 
-def _caches(machine: Machine, fig: CatalogFigures, here: str) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
+def _caches(
+    machine: Machine, fig: CatalogFigures, here: str, clock_ghz: float
+) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
     platform, sku = fig.platform, fig.sku
     nominal = {c.name.lower(): c for c in machine.caches}
     out: list[CacheTiming] = []
@@ -737,8 +767,8 @@ def _caches(machine: Machine, fig: CatalogFigures, here: str) -> tuple[list[Cach
             continue
         name = "L1d" if spec.level == "L1d" else spec.level
         if spec.latency_cycles is not None:
-            latency = spec.latency_cycles / sku.base_ghz
-            lat_src = f"{spec.latency_cycles:g} cycles / {sku.base_ghz:g} GHz base clock; {src}"
+            latency = spec.latency_cycles / clock_ghz
+            lat_src = f"{spec.latency_cycles:g} cycles / {clock_ghz:g} GHz running clock; {src}"
         elif name.lower() in nominal or (name == "L1d" and "l1" in nominal):
             latency = nominal.get(name.lower(), nominal.get("l1")).latency_ns  # type: ignore[union-attr]
             lat_src = "machine file (nominal): the catalog has no cycle count for this level"
