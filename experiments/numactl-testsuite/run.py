@@ -260,6 +260,10 @@ def run_suite(
     state, build = work / "state", work / "build"
     env = {**os.environ, "NUMASIM_STATE_DIR": str(state), "PYTHONPATH": str(REPO)}
     env.pop("NUMASIM_MACHINE", None)
+    # The scripts count the machine's cpus with nproc, which honours OpenMP's limits as coreutils' does: a caller's
+    # OMP_NUM_THREADS (a test runner may set it to 1) is not the box's, and a real `make test` would fail the same way
+    for name in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT"):
+        env.pop(name, None)
     name = "numactl-tests"
     started = _numasim("machine", "start", machine, "--name", name, env=env)
     if started.returncode:

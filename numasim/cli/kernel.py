@@ -296,14 +296,19 @@ def numactl_main(args: list[str]) -> int:
 def _numactl_command(args: list[str]) -> None:
     opts, argv = _split_own(args, _OWN_VALUES, _OWN_FLAGS | {"--json"})
     code = 0
-    with _kernel_session(opts) as (kernel, persistent):
-        try:
-            _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
-        except SystemExit as done:  # the machine keeps what the command did, whatever its exit status
-            code = exit_status(done)
+    try:
+        with _kernel_session(opts) as (kernel, persistent):
+            try:
+                _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
+            except SystemExit as done:  # the machine keeps what the command did, whatever its exit status
+                code = exit_status(done)
+    except BaseException:
+        if "_signals" in opts:  # the state was not saved: the program never ran on; the shell's signals are its own
+            opts["_signals"].restore()
+        raise
     if opts.get("_runs_for_s") is not None:  # the program runs on, holding its memory, with the machine unlocked
         store, name = opts["_store"]
-        code = _run_out(store, name, opts["_runs_for_s"], code)
+        code = _run_out(store, name, opts["_runs_for_s"], code, opts["_signals"])
     raise SystemExit(code)
 
 
@@ -319,41 +324,61 @@ _ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """The signals that end a running program's shim early (``kill $!``, Ctrl-C, a closed terminal)."""
 
 
-def _run_out(store: MachineStore, name: str, seconds: float, code: int) -> int:
+class _EndingSignals:
+    """Catches :data:`_ENDING` from before a running program is registered until its shim has cleaned up.
+
+    A Python handler, not a blocked mask: the shim has other threads (numpy's), and a signal the main thread
+    blocks is delivered to one of them and kills the process with the default action. The handler runs in the
+    main thread whichever thread took the signal: it records the signal, and ends the sleep if one is under way.
+    """
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self.sleeping = False
+        self.previous = {sig: signal.signal(sig, self._on_signal) for sig in _ENDING}
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.caught.append(signum)
+        if self.sleeping:
+            raise _Signalled
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless an ending signal came or comes first."""
+        import time
+
+        self.sleeping = True  # before looking at caught: a signal in between then ends the sleep itself
+        try:
+            if not self.caught:
+                time.sleep(seconds)
+        except _Signalled:
+            pass
+        finally:
+            self.sleeping = False
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_out(store: MachineStore, name: str, seconds: float, code: int, signals: _EndingSignals) -> int:
     """Live out a program's ``seconds`` as this (the shim's) process, then exit its simulated processes; a
     SIGTERM, SIGINT or SIGHUP ends it early, as it ends the real program (exit status 128 + N)."""
-    import time
-
     from numasim.errors import MachineStateError
     from numasim.persist import live
 
-    caught: list[int] = []
-
-    def stop(signum: int, _frame: object) -> None:
-        caught.append(signum)
-        raise _Signalled
-
-    previous = {sig: signal.signal(sig, stop) for sig in _ENDING}
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)  # one that came while the state was saved ends it now
-        time.sleep(seconds)
-    except _Signalled:
-        pass
+        signals.sleep(seconds)
+        try:
+            with store.session(name) as kernel:
+                for pid in live.unregister(store.directory(name), os.getpid()):
+                    task = kernel.tasks.get(pid)
+                    if task is not None and task.alive:
+                        kernel.exit(task)
+        except MachineStateError:
+            pass  # the machine was stopped meanwhile: nothing is left to exit
     finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)  # a second signal must not cut the exit short
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    try:
-        with store.session(name) as kernel:
-            for pid in live.unregister(store.directory(name), os.getpid()):
-                task = kernel.tasks.get(pid)
-                if task is not None and task.alive:
-                    kernel.exit(task)
-    except MachineStateError:
-        pass  # the machine was stopped meanwhile: nothing is left to exit
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)
-    return 128 + caught[0] if caught else code
+        signals.restore()
+    return 128 + signals.caught[0] if signals.caught else code
 
 
 def _exit_or_run_on(kernel: Kernel, opts: dict[str, Any], run: NumactlRun) -> None:
@@ -366,8 +391,8 @@ def _exit_or_run_on(kernel: Kernel, opts: dict[str, Any], run: NumactlRun) -> No
     if run.program_running and run.exit_code == 0:
         return
     if run.program_duration_s >= _LIVE_MIN_S and run.exit_code == 0 and holders:
-        # From here a signal must not kill this process before it can clean up: held until _run_out handles it
-        signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
+        # From here a signal must not kill this process before it can clean up: caught until _run_out is done
+        opts["_signals"] = _EndingSignals()
         store, name = opts["_store"]
         live.register(store.directory(name), os.getpid(), holders)
         opts["_runs_for_s"] = run.program_duration_s
