@@ -71,6 +71,7 @@ def _roll(
     ser_rows: np.ndarray,
     n_ser: int,
     ema_weight: float,
+    last: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Exact mode's ``_roll`` at a dispatch at ``now``: record the buckets before ``now``'s, and set each
     resource's curve delay from the bucket just before it (a hardware counter read once per epoch), smoothed with
@@ -79,7 +80,7 @@ def _roll(
     if b <= istate[ROLLED]:
         return n_ser
     n_rows, n_res = ring.shape
-    last = np.zeros(n_res)
+    last[:] = 0.0  # the bucket just before ``now``'s (scratch of the caller's: no allocation per roll)
     for k in range(istate[LOW], b):
         if k - istate[LOW] >= n_rows:
             break  # the rest of the jump holds no charges
@@ -191,6 +192,7 @@ def run_epochs(
     snap_lo = np.empty(nw)
     snap_hi = np.empty(nw)
     snap_free = np.empty(n_res)
+    last_busy = np.empty(n_res)  # _roll's scratch
     ready_at = np.empty(nw)
     turn_w = turn[agent_ids]  # each window agent's turn stamp (written back when the call returns)
     path_len = 1
@@ -220,15 +222,15 @@ def run_epochs(
         snap_current, snap_turn_next = istate[CURRENT], istate[TURN]
         snap_pos[:] = pos
         snap_done[:] = done_max
-        snap_issue[:] = last_issue[agent_ids]
-        snap_last[:] = last_done[agent_ids]
-        snap_n[:] = n_inflight[agent_ids]
         snap_turn[:] = turn_w
-        snap_bucket[:] = bucket_of[agent_ids]
-        snap_lo[:] = bucket_lo[agent_ids]
-        snap_hi[:] = bucket_hi[agent_ids]
-        for k in range(nw):
+        for k in range(nw):  # a loop, not ``x[agent_ids]``: fancy indexing allocates a temporary per epoch
             a = agent_ids[k]
+            snap_issue[k] = last_issue[a]
+            snap_last[k] = last_done[a]
+            snap_n[k] = n_inflight[a]
+            snap_bucket[k] = bucket_of[a]
+            snap_lo[k] = bucket_lo[a]
+            snap_hi[k] = bucket_hi[a]
             snap_in[k, : n_inflight[a]] = inflight[a, : n_inflight[a]]
             ready_at[k] = _next_ready(
                 a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
@@ -241,7 +243,7 @@ def run_epochs(
         if due < s1 and due >= (istate[ROLLED] + 1) * epoch_ns:
             n_ser = _roll(
                 due, epoch_ns, ring, ring_touched, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
-                istate, ser_idx, ser_rows, n_ser, ema_weight,
+                istate, ser_idx, ser_rows, n_ser, ema_weight, last_busy,
             )  # fmt: skip
         # Exact mode's dispatch: the current agent goes on while no other is due before it (a tie goes to it);
         # otherwise it stops and queues for a turn, and the agent due first (the first queued, on a tie) goes on.
@@ -255,13 +257,13 @@ def run_epochs(
         while True:
             k = 0
             ready = np.inf
+            ties = 0
             for j in range(nw):  # branch-free: which agent is due first is data, not a pattern
                 x = ready_at[j]
+                # agents due at the earliest time so far, counted in the same pass (not a second one)
+                ties = 1 if x < ready else ties + (x == ready)
                 k = j if x < ready else k
                 ready = min(x, ready)
-            ties = 0
-            for j in range(nw):
-                ties += ready_at[j] == ready
             if ties > 1 and ready < np.inf:
                 # agents due at the same time (rare but for identical agents): the current, else the first queued
                 first_turn = turn_w[k]
