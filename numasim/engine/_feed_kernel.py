@@ -10,7 +10,8 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "lookup_pages", "prefetch_flags", "reuse_keys", "reuse_pairs"
+    "PREFETCH_STREAMS", "first_lines", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
+    "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
 ]
 
 PREFETCH_STREAMS = 8
@@ -193,3 +194,79 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             prv[n] = np.int64(key[i - 1] & low)
             n += 1
     return cur, prv
+
+
+@njit(cache=True, nogil=True)
+def thread_agents(tid: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
+    """The agent of each access's thread id through the table ``dense`` (id -> agent, -1: none), in one pass
+    (a check pass and a gather in numpy): (agents, False at the first id outside the table or without one)."""
+    n = len(tid)
+    out = np.empty(n, dtype=np.int64)
+    m = len(dense)
+    for i in range(n):
+        t = np.int64(tid[i])
+        if t < 0 or t >= m or dense[t] < 0:
+            return out, False
+        out[i] = dense[t]
+    return out, True
+
+
+@njit(cache=True, nogil=True)
+def first_lines(addresses: np.ndarray, size_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover
+    """Each access's first line and its size as int32, at least 1 byte, and whether any access crosses into a
+    second line: one pass where numpy makes a temporary per operation."""
+    n = len(addresses)
+    line = np.empty(n, dtype=np.uint64)
+    size = np.empty(n, dtype=np.int32)
+    crosses = False
+    for i in range(n):
+        a = addresses[i]
+        s = max(np.int32(size_bytes[i]), np.int32(1))
+        size[i] = s
+        line[i] = a >> np.uint64(6)
+        crosses |= np.int64(a & np.uint64(63)) + s > 64
+    return line, size, crosses
+
+
+@njit(cache=True, nogil=True)
+def gather_by_agent(
+    order: np.ndarray,
+    bounds: np.ndarray,
+    class_base: np.ndarray,
+    lines: np.ndarray,
+    target: np.ndarray,
+    is_write: np.ndarray,
+    size: np.ndarray,
+    compute: np.ndarray,
+    level: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The requests grouped by agent (``order``, ``bounds`` from :func:`group_by_agent`): lines, targets,
+    writes, sizes, compute times and levels gathered in one pass over ``order`` (numpy reads it once per array),
+    and each request's route class ``class_base[agent] + 2 * target + is_write``. ``level`` and ``class_base``
+    may be empty (none wanted): their outputs are empty too."""
+    n = len(order)
+    ln = np.empty(n, dtype=lines.dtype)
+    tg = np.empty(n, dtype=target.dtype)
+    wr = np.empty(n, dtype=np.bool_)
+    sz = np.empty(n, dtype=size.dtype)
+    cp = np.empty(n, dtype=compute.dtype)
+    has_level = len(level) > 0
+    lv = np.empty(n if has_level else 0, dtype=level.dtype)
+    has_rc = len(class_base) > 0
+    rc = np.empty(n if has_rc else 0, dtype=np.int64)
+    for a in range(len(bounds) - 1):
+        base = class_base[a] if has_rc else 0
+        for j in range(bounds[a], bounds[a + 1]):
+            i = order[j]
+            ln[j] = lines[i]
+            t = target[i]
+            tg[j] = t
+            w = is_write[i]
+            wr[j] = w
+            sz[j] = size[i]
+            cp[j] = compute[i]
+            if has_level:
+                lv[j] = level[i]
+            if has_rc:
+                rc[j] = base + np.int64(t) + np.int64(t) + np.int64(w)
+    return ln, tg, wr, sz, cp, lv, rc

@@ -23,7 +23,16 @@ import numpy as np
 from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
-from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, lookup_pages, prefetch_flags
+from ._feed_kernel import (
+    PREFETCH_STREAMS,
+    first_lines,
+    gather_by_agent,
+    group_by_agent,
+    lookup_nodes,
+    lookup_pages,
+    prefetch_flags,
+    thread_agents,
+)
 from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
@@ -37,6 +46,8 @@ compute time adds up to more is refused instead of running with a clock that no 
 epoch index overflowed int64 and the run never ended)."""
 
 _LINE_SHIFT = np.uint64(6)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+_EMPTY_I8 = np.zeros(0, dtype=np.int8)
 _MAX_CHUNK = 1 << 20
 _PROBE_EVERY = 8
 """With a short reuse horizon, every this many estimates the feeder carries the long one again."""
@@ -273,10 +284,8 @@ class Feeder:
         if n == 0:
             return out
         tid = np.asarray(chunk.thread)
-        lo, hi = int(tid.min()), int(tid.max())
-        if self._dense is not None and lo >= 0 and hi < len(self._dense) and (self._dense[tid] >= 0).all():
-            agent = self._dense[tid]
-        else:
+        agent, mapped = thread_agents(tid, self._dense) if self._dense is not None else (tid, False)
+        if not mapped:
             tid = tid.astype(np.int64)
             pos = np.minimum(np.searchsorted(self._tid_sorted, tid), max(len(self._tid_sorted) - 1, 0))
             bad = self._tid_sorted[pos] != tid if len(self._tid_sorted) else np.ones(n, dtype=bool)
@@ -287,7 +296,7 @@ class Feeder:
                 )
             agent = self._tid_agent[pos]
         addr = np.asarray(chunk.address, dtype=np.uint64)
-        size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int32), 1)
+        first, size, crosses = first_lines(addr, np.asarray(chunk.size_bytes))
         compute = np.asarray(chunk.compute_ns)
         if compute.dtype != np.float32:
             compute = compute.astype(np.float64, copy=False)
@@ -295,8 +304,7 @@ class Feeder:
         is_write = np.asarray(chunk.is_write, dtype=bool)
         page = self._lookup_pages(addr) if self.track_pages else None
         node = self._lookup(addr) if page is None else self.pages.lookup_tables()[3][page]
-        first = addr >> _LINE_SHIFT
-        if int(size.max()) > 1 and ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
+        if crosses:
             last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
             span = (last - first).astype(np.int64) + 1
             rep = np.repeat(np.arange(n), span)
@@ -343,16 +351,14 @@ class Feeder:
                 self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
             if self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
                 self._carry = self._carry_long  # the next estimate looks that far back again
-        ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
-        lv = None if level is None else level[order]
+        ln, tg, wr, sz, cp, lv_all, rc_all = gather_by_agent(
+            order, bounds, _EMPTY_I64 if self.class_base is None else self.class_base, lines, target, is_write, size,
+            compute, _EMPTY_I8 if level is None else level,
+        )  # fmt: skip
+        lv = None if level is None else lv_all
+        rc = None if self.class_base is None else rc_all
         pg = None if page is None else page[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
-        rc = None
-        if self.class_base is not None:
-            rc = np.repeat(self.class_base, np.diff(bounds))
-            rc += tg
-            rc += tg
-            rc += wr
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
             out.append((
