@@ -207,8 +207,7 @@ def run_epochs(
         need += seg_end[k] - pos[k]
     need *= path_len
     log_bucket = np.empty(need, dtype=np.int64)
-    log_res = np.empty(need, dtype=np.int64)
-    log_ns = np.empty(need)
+    log_hop = np.empty(need, dtype=np.int64)  # the route entry (its resource and busy time are path_res/path_busy)
     n_ser = 0
     while True:
         if n_ser + len(ring) + 1 > len(ser_idx):
@@ -317,8 +316,7 @@ def run_epochs(
                         bucket_lo[a] = bk * epoch_ns
                         bucket_hi[a] = (bk + 1) * epoch_ns
                     log_bucket[n_log] = bucket_of[a]
-                    log_res[n_log] = r
-                    log_ns[n_log] = b
+                    log_hop[n_log] = q
                     n_log += 1
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
@@ -369,12 +367,14 @@ def run_epochs(
                 mask = n_rows - 1
                 for i in range(n_log):
                     row = log_bucket[i] & mask
-                    ring[row, log_res[i]] += log_ns[i]
+                    q = log_hop[i]
+                    ring[row, path_res[q]] += path_busy[q]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
                     row = log_bucket[i] % n_rows
-                    ring[row, log_res[i]] += log_ns[i]
+                    q = log_hop[i]
+                    ring[row, path_res[q]] += path_busy[q]
                     ring_touched[row] = True
         if refill or grow:
             # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges
