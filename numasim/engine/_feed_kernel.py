@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "PREFETCH_STREAMS", "first_lines", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
+    "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
 ]
 
@@ -270,3 +270,17 @@ def gather_by_agent(
             if has_rc:
                 rc[j] = base + np.int64(t) + np.int64(t) + np.int64(w)
     return ln, tg, wr, sz, cp, lv, rc
+
+
+@njit(cache=True, nogil=True)
+def compute_by_agent(agent: np.ndarray, compute: np.ndarray, n_agents: int) -> tuple[np.ndarray, int]:  # pragma: no cover
+    """Each agent's compute time in the chunk (float64 sums in stream order, as ``np.bincount`` adds its
+    weights) and the first access whose compute time is not a time >= 0 (NaN or negative; -1: none): one pass
+    where numpy makes three."""
+    total = np.zeros(n_agents)
+    for i in range(len(agent)):
+        x = np.float64(compute[i])
+        if not x >= 0:
+            return total, i
+        total[agent[i]] += x
+    return total, -1

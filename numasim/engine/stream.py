@@ -25,6 +25,7 @@ from numasim.workload.access import AccessChunk
 
 from ._feed_kernel import (
     PREFETCH_STREAMS,
+    compute_by_agent,
     first_lines,
     gather_by_agent,
     group_by_agent,
@@ -265,12 +266,10 @@ class Feeder:
     def _check_compute(self, compute: np.ndarray, agent: np.ndarray) -> None:
         """Refuse compute times the clock cannot hold: NaN, negative, or a thread's total beyond MAX_RUN_NS (the
         last line of defence; trace readers and workload files name the file and line first)."""
-        with np.errstate(invalid="ignore"):
-            bad = ~(compute >= 0)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+        total_ns, k = compute_by_agent(agent, compute, len(self.agents))
+        if k >= 0:
             raise WorkloadError(f"access {k} of a chunk: compute_ns = {float(compute[k]):g} is not a time >= 0")
-        self._compute_total_ns += np.bincount(agent, weights=compute, minlength=len(self.agents))
+        self._compute_total_ns += total_ns
         worst = int(np.argmax(self._compute_total_ns))
         if self._compute_total_ns[worst] > MAX_RUN_NS:
             raise WorkloadError(
