@@ -223,7 +223,7 @@ def run_epochs(
         snap_done[:] = done_max
         snap_turn[:] = turn_w
         for k in range(nw):  # a loop, not ``x[agent_ids]``: fancy indexing allocates a temporary per epoch
-            a = agent_ids[k]
+            a = np.uint64(agent_ids[k])
             snap_issue[k] = last_issue[a]
             snap_last[k] = last_done[a]
             snap_n[k] = n_inflight[a]
@@ -280,8 +280,11 @@ def run_epochs(
                 kc = k
                 turn_w[k] = -1
                 istate[CURRENT] = agent_ids[k]
-            a = agent_ids[k]
+            # Indices loaded from arrays are cast to unsigned: numba then indexes without the negative-index
+            # wraparound it adds for a signed one (a shift, a mask and an add on every access, on the critical path)
+            a = np.uint64(agent_ids[k])
             p = pos[k]
+            pu = np.uint64(p)
             n_fly = n_inflight[a]
             # The in-flight set is kept sorted: what completed by now is a prefix, and leaves it.
             gone = 0
@@ -291,21 +294,22 @@ def run_epochs(
                 n_fly -= gone
                 for j in range(n_fly):
                     inflight[a, j] = inflight[a, j + gone]
-            lv = level[p]
+            lv = level[pu]
             if lv < n_levels:
                 lat = level_lat[lv]
-                if prefetched[p] and lv > 0:
+                if prefetched[pu] and lv > 0:
                     lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
-                c = rc[p]
+                c = np.uint64(rc[pu])
+                q_end = path_ptr[c + np.uint64(1)]
                 t = ready
                 extra = 0.0
-                for q in range(path_ptr[c], path_ptr[c + 1]):
-                    r = path_res[q]
+                for q in range(path_ptr[c], q_end):
+                    r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
-                    b = path_busy[q]
+                    b = path_busy[np.uint64(q)]
                     free[r] = t + b
                     extra += curve_now[r]
                     # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
@@ -321,10 +325,10 @@ def run_epochs(
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
                 req = class_base[c] + (t - ready) + extra
-                req_out[p] = req  # (read for memory requests only)
+                req_out[pu] = req  # (read for memory requests only)
                 lat = req
-                if prefetched[p]:
-                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1], level_lat, n_levels)
+                if prefetched[pu]:
+                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[q_end - 1], level_lat, n_levels)
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, j - 1] > done:
@@ -333,12 +337,12 @@ def run_epochs(
             inflight[a, j] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
-            issue_out[p] = ready  # when it issued (a run-time kernel times hinting faults by it)
+            issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
             if done > last_done[a]:
                 last_done[a] = done
             if done > done_max[k]:
                 done_max[k] = done
-            lat_out[p] = lat
+            lat_out[pu] = lat
             pos[k] = p + 1
             if p + 1 == seg_end[k] and truncated[k]:
                 refill = True  # its stream goes on beyond the window
