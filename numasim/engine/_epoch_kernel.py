@@ -282,18 +282,19 @@ def run_epochs(
                 istate[CURRENT] = agent_ids[k]
             # Indices loaded from arrays are cast to unsigned: numba then indexes without the negative-index
             # wraparound it adds for a signed one (a shift, a mask and an add on every access, on the critical path)
-            a = np.uint64(agent_ids[k])
-            p = pos[k]
+            ku = np.uint64(k)
+            a = np.uint64(agent_ids[ku])
+            p = pos[ku]
             pu = np.uint64(p)
             n_fly = n_inflight[a]
             # The in-flight set is kept sorted: what completed by now is a prefix, and leaves it.
             gone = 0
-            while gone < n_fly and inflight[a, gone] <= ready:
+            while gone < n_fly and inflight[a, np.uint64(gone)] <= ready:
                 gone += 1
             if gone:
                 n_fly -= gone
                 for j in range(n_fly):
-                    inflight[a, j] = inflight[a, j + gone]
+                    inflight[a, j] = inflight[a, np.uint64(j + gone)]
             lv = level[pu]
             if lv < n_levels:
                 lat = level_lat[lv]
@@ -331,31 +332,31 @@ def run_epochs(
                     lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[q_end - 1], level_lat, n_levels)
             done = ready + lat
             j = n_fly
-            while j > 0 and inflight[a, j - 1] > done:
-                inflight[a, j] = inflight[a, j - 1]
+            while j > 0 and inflight[a, np.uint64(j - 1)] > done:
+                inflight[a, np.uint64(j)] = inflight[a, np.uint64(j - 1)]
                 j -= 1
-            inflight[a, j] = done
+            inflight[a, np.uint64(j)] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
             issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
             if done > last_done[a]:
                 last_done[a] = done
-            if done > done_max[k]:
-                done_max[k] = done
+            if done > done_max[ku]:
+                done_max[ku] = done
             lat_out[pu] = lat
-            pos[k] = p + 1
-            if p + 1 == seg_end[k] and truncated[k]:
+            pos[ku] = p + 1
+            if p + 1 == seg_end[ku] and truncated[ku]:
                 refill = True  # its stream goes on beyond the window
                 break
             # the agent's next issue time: ``_next_ready`` written out (a call in this loop, even inlined, costs
             # a reference count per array argument: a third of the loop's time)
-            if p + 1 >= seg_end[k]:
+            if p + 1 >= seg_end[ku]:
                 nr = np.inf
             else:
-                nr = (last_done[a] if dep[a] else last_issue[a]) + compute[p + 1]
+                nr = (last_done[a] if dep[a] else last_issue[a]) + compute[pu + np.uint64(1)]
                 if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
                     nr = inflight[a, 0]
-            ready_at[k] = nr
+            ready_at[ku] = nr
         # Commit the epoch's busy charges, unless one lies beyond the ring: then undo the epoch and let the
         # caller grow the ring (exact mode's ring grows the same way).
         grow = False
@@ -370,9 +371,9 @@ def run_epochs(
             if n_rows & (n_rows - 1) == 0:  # a power of two (as the engine sizes it): a mask, not a division
                 mask = n_rows - 1
                 for i in range(n_log):
-                    row = log_bucket[i] & mask
-                    q = log_hop[i]
-                    ring[row, path_res[q]] += path_busy[q]
+                    row = np.uint64(log_bucket[i] & mask)
+                    q = np.uint64(log_hop[i])
+                    ring[row, np.uint64(path_res[q])] += path_busy[q]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
