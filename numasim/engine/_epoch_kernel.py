@@ -454,17 +454,19 @@ def accumulate_stats(
         mem_sum = 0.0
         mem_n = 0
         for p in range(seg_start[k], seg_start[k] + n_commit[k]):
-            c = rc[p]
-            pair = c >> 1
-            lv = level[p]
-            x = lat[p]
+            # unsigned indices: no negative-index wraparound on each access (as in ``run_epochs``)
+            pu = np.uint64(p)
+            c = np.uint64(rc[pu])
+            pair = c >> np.uint64(1)
+            lv = level[pu]
+            x = lat[pu]
             accesses[c] += 1
-            level_hits[hit_row[c] + lv] += 1
-            bytes_[c] += size_bytes[p]
+            level_hits[np.uint64(hit_row[c] + lv)] += 1
+            bytes_[c] += size_bytes[pu]
             latency_sum[pair] += x
             if lv == n_levels:
                 memory_lines[c] += 1
-                y = req[p]
+                y = req[pu]
                 memory_latency_sum[pair] += y
                 mem_sum += y
                 mem_n += 1
@@ -472,11 +474,11 @@ def accumulate_stats(
                     # the bin by the float32's top 16 bits (``stats.bin_table``)
                     as32[0] = y
                     v = as32[0]
-                    key = np.int64(bits32[0] >> np.uint32(16))
+                    key = np.uint64(bits32[0] >> np.uint32(16))
                     b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
-                    hist[pair, b] += 1
+                    hist[pair, np.uint64(b)] += 1
             lat_sum += x
-            comp_sum += compute[p]
+            comp_sum += compute[pu]
         agent_accesses[a] += n_commit[k]
         agent_latency[a] += lat_sum
         agent_compute[a] += comp_sum
