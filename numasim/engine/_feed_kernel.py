@@ -98,17 +98,19 @@ def group_by_agent(agent: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.nda
     """A stable counting sort by agent: (order, each access's rank among its agent's accesses, group bounds)."""
     n = len(agent)
     bounds = np.zeros(n_agents + 1, dtype=np.int64)
+    # indices read from arrays are cast to unsigned: numba then indexes by them without its negative-index
+    # wraparound (a shift, a mask and an add per access)
     for i in range(n):
-        bounds[agent[i] + 1] += 1
+        bounds[np.uint64(agent[i] + 1)] += 1
     for a in range(n_agents):
         bounds[a + 1] += bounds[a]
     fill = bounds[:n_agents].copy()
     order = np.empty(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int32)
     for i in range(n):
-        a = agent[i]
+        a = np.uint64(agent[i])
         j = fill[a]
-        order[j] = i
+        order[np.uint64(j)] = i
         rank[i] = j - bounds[a]
         fill[a] = j + 1
     return order, rank, bounds
@@ -145,13 +147,15 @@ def prefetch_flags(
                     pf = True
             out[j] = pf
         # the rest only within the group: a fixed trip count, branch-free, so the compiler vectorises it
+        # (unsigned indices: no negative-index wraparound)
         for j in range(head, hi):
-            x = np.int64(lines[j])
+            ju = np.uint64(j)
+            x = np.int64(lines[ju])
             pf = False
             for s in range(1, PREFETCH_STREAMS + 1):
-                d = x - np.int64(lines[j - s])
+                d = x - np.int64(lines[np.uint64(j - s)])
                 pf |= (d == 1) | (d == -1)
-            out[j] = pf
+            out[ju] = pf
         # the history keeps the last ``streams`` lines, oldest first
         n = hi - lo
         if n >= streams:
@@ -207,7 +211,7 @@ def thread_agents(tid: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, bool]
         t = np.int64(tid[i])
         if t < 0 or t >= m or dense[t] < 0:
             return out, False
-        out[i] = dense[t]
+        out[i] = dense[np.uint64(t)]
     return out, True
 
 
@@ -256,8 +260,9 @@ def gather_by_agent(
     rc = np.empty(n if has_rc else 0, dtype=np.int64)
     for a in range(len(bounds) - 1):
         base = class_base[a] if has_rc else 0
-        for j in range(bounds[a], bounds[a + 1]):
-            i = order[j]
+        for jj in range(bounds[a], bounds[a + 1]):
+            j = np.uint64(jj)  # unsigned indices: no negative-index wraparound
+            i = np.uint64(order[j])
             ln[j] = lines[i]
             t = target[i]
             tg[j] = t
@@ -282,5 +287,5 @@ def compute_by_agent(agent: np.ndarray, compute: np.ndarray, n_agents: int) -> t
         x = np.float64(compute[i])
         if not x >= 0:
             return total, i
-        total[agent[i]] += x
+        total[np.uint64(agent[i])] += x
     return total, -1
