@@ -223,7 +223,7 @@ def run_epochs(
         snap_done[:] = done_max
         snap_turn[:] = turn_w
         for k in range(nw):  # a loop, not ``x[agent_ids]``: fancy indexing allocates a temporary per epoch
-            a = np.uint64(agent_ids[k])
+            a = agent_ids[k]
             snap_issue[k] = last_issue[a]
             snap_last[k] = last_done[a]
             snap_n[k] = n_inflight[a]
@@ -303,11 +303,11 @@ def run_epochs(
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
-                c = np.uint64(rc[pu])
-                q_end = path_ptr[c + np.uint64(1)]
+                cls = np.uint64(rc[pu])
+                q_end = path_ptr[cls + np.uint64(1)]
                 t = ready
                 extra = 0.0
-                for q in range(path_ptr[c], q_end):
+                for q in range(path_ptr[cls], q_end):
                     r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
                     b = path_busy[np.uint64(q)]
@@ -325,7 +325,7 @@ def run_epochs(
                     n_log += 1
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
-                req = class_base[c] + (t - ready) + extra
+                req = class_base[cls] + (t - ready) + extra
                 req_out[pu] = req  # (read for memory requests only)
                 lat = req
                 if prefetched[pu]:
@@ -372,8 +372,8 @@ def run_epochs(
                 mask = n_rows - 1
                 for i in range(n_log):
                     row = np.uint64(log_bucket[i] & mask)
-                    q = np.uint64(log_hop[i])
-                    ring[row, np.uint64(path_res[q])] += path_busy[q]
+                    hop = np.uint64(log_hop[i])
+                    ring[row, np.uint64(path_res[hop])] += path_busy[hop]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
@@ -456,16 +456,16 @@ def accumulate_stats(
         for p in range(seg_start[k], seg_start[k] + n_commit[k]):
             # unsigned indices: no negative-index wraparound on each access (as in ``run_epochs``)
             pu = np.uint64(p)
-            c = np.uint64(rc[pu])
-            pair = c >> np.uint64(1)
+            cls = np.uint64(rc[pu])
+            pair = cls >> np.uint64(1)
             lv = level[pu]
             x = lat[pu]
-            accesses[c] += 1
-            level_hits[np.uint64(hit_row[c] + lv)] += 1
-            bytes_[c] += size_bytes[pu]
+            accesses[cls] += 1
+            level_hits[np.uint64(hit_row[cls] + lv)] += 1
+            bytes_[cls] += size_bytes[pu]
             latency_sum[pair] += x
             if lv == n_levels:
-                memory_lines[c] += 1
+                memory_lines[cls] += 1
                 y = req[pu]
                 memory_latency_sum[pair] += y
                 mem_sum += y

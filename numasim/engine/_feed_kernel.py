@@ -108,11 +108,11 @@ def group_by_agent(agent: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.nda
     order = np.empty(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int32)
     for i in range(n):
-        a = np.uint64(agent[i])
-        j = fill[a]
+        ag = np.uint64(agent[i])
+        j = fill[ag]
         order[np.uint64(j)] = i
-        rank[i] = j - bounds[a]
-        fill[a] = j + 1
+        rank[i] = j - bounds[ag]
+        fill[ag] = j + 1
     return order, rank, bounds
 
 
@@ -228,7 +228,8 @@ def first_lines(addresses: np.ndarray, size_bytes: np.ndarray) -> tuple[np.ndarr
         s = max(np.int32(size_bytes[i]), np.int32(1))
         size[i] = s
         line[i] = a >> np.uint64(6)
-        crosses |= np.int64(a & np.uint64(63)) + s > 64
+        if np.int64(a & np.uint64(63)) + s > 64:
+            crosses = True
     return line, size, crosses
 
 
