@@ -333,7 +333,7 @@ class Feeder:
             )
         order, rank, bounds = group_by_agent(agent.astype(np.int64, copy=False), len(self.agents))
         if self.tlb is not None:
-            compute = self._tlb_walks(lines, agent, order, rank, compute)
+            compute = self._tlb_walks(lines, agent, order, rank, np.diff(bounds), compute)
         level = None
         if (
             self._cache_state is not None
@@ -342,7 +342,7 @@ class Feeder:
         ):
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
-                self.cache_sets, self._carry,
+                self.cache_sets, self._carry, np.diff(bounds),
             )
             self._estimates += 1
             found = self._cache_state.long_hits
@@ -377,7 +377,13 @@ class Feeder:
         return out
 
     def _tlb_walks(
-        self, lines: np.ndarray, agent: np.ndarray, order: np.ndarray, rank: np.ndarray, compute: np.ndarray
+        self,
+        lines: np.ndarray,
+        agent: np.ndarray,
+        order: np.ndarray,
+        rank: np.ndarray,
+        counts: np.ndarray,
+        compute: np.ndarray,
     ) -> np.ndarray:
         """Each request's compute time plus the page walk of its STLB miss (reuse distance over page keys)."""
         assert self.tlb is not None
@@ -386,12 +392,12 @@ class Feeder:
         agent64 = agent.astype(np.int64, copy=False)
         level, self._tlb_state = estimate_levels(
             keys, agent64, self._tlb_instance, self._tlb_capacity, self._tlb_state, order, rank, self._tlb_sets,
-            carry_accesses(self._tlb_capacity),
+            carry_accesses(self._tlb_capacity), counts,
         )  # fmt: skip
         miss = (level >= 1) & self._has_cpu[agent64]
         walk = np.where(miss, np.where(huge, self.tlb.walk_ns_2m, self.tlb.walk_ns_4k), 0.0)
         n = len(self.agents)
-        self.tlb_accesses += np.bincount(agent64, minlength=n)
+        self.tlb_accesses += counts
         self.tlb_misses += np.bincount(agent64[miss], minlength=n)
         self.tlb_misses_2m += np.bincount(agent64[miss & huge], minlength=n)
         self.tlb_walk_ns += np.bincount(agent64, weights=walk, minlength=n)
