@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
+    "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
 ]
 
@@ -290,3 +290,13 @@ def compute_by_agent(agent: np.ndarray, compute: np.ndarray, n_agents: int) -> t
             return total, i
         total[np.uint64(agent[i])] += x
     return total, -1
+
+
+@njit(cache=True, nogil=True)
+def node_targets(node_index: np.ndarray, node: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``node_index[node]`` (negative node ids wrap around as in numpy): compiled, where numpy first casts the
+    int16 node ids to a fresh intp array."""
+    out = np.empty(len(node), dtype=node_index.dtype)
+    for i in range(len(node)):
+        out[i] = node_index[node[i]]
+    return out

@@ -31,6 +31,7 @@ from ._feed_kernel import (
     group_by_agent,
     lookup_nodes,
     lookup_pages,
+    node_targets,
     prefetch_flags,
     thread_agents,
 )
@@ -321,7 +322,9 @@ class Feeder:
             compute = np.where(is_first, compute[rep], 0.0)
         else:
             lines = first
-        target = self.node_index[node]
+        # compiled where the table covers every int16 node id, negative ones wrapping (the engine pads it so):
+        # numpy would raise on an id beyond it, the compiled gather read past it
+        target = node_targets(self.node_index, node) if len(self.node_index) >= 1 << 15 else self.node_index[node]
         if self.track_pages and (target < 0).any():
             # a page not faulted in yet (node -1: a run-time kernel faults it at its first access, before the
             # request is timed, and routes it again then) takes a placeholder route (node_index[-1] may be one)
