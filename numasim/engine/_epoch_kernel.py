@@ -71,6 +71,7 @@ def _roll(
     ser_rows: np.ndarray,
     n_ser: int,
     ema_weight: float,
+    last: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Exact mode's ``_roll`` at a dispatch at ``now``: record the buckets before ``now``'s, and set each
     resource's curve delay from the bucket just before it (a hardware counter read once per epoch), smoothed with
@@ -79,7 +80,7 @@ def _roll(
     if b <= istate[ROLLED]:
         return n_ser
     n_rows, n_res = ring.shape
-    last = np.zeros(n_res)
+    last[:] = 0.0  # the bucket just before ``now``'s (scratch of the caller's: no allocation per roll)
     for k in range(istate[LOW], b):
         if k - istate[LOW] >= n_rows:
             break  # the rest of the jump holds no charges
@@ -191,6 +192,7 @@ def run_epochs(
     snap_lo = np.empty(nw)
     snap_hi = np.empty(nw)
     snap_free = np.empty(n_res)
+    last_busy = np.empty(n_res)  # _roll's scratch
     ready_at = np.empty(nw)
     turn_w = turn[agent_ids]  # each window agent's turn stamp (written back when the call returns)
     path_len = 1
@@ -205,8 +207,7 @@ def run_epochs(
         need += seg_end[k] - pos[k]
     need *= path_len
     log_bucket = np.empty(need, dtype=np.int64)
-    log_res = np.empty(need, dtype=np.int64)
-    log_ns = np.empty(need)
+    log_hop = np.empty(need, dtype=np.int64)  # the route entry (its resource and busy time are path_res/path_busy)
     n_ser = 0
     while True:
         if n_ser + len(ring) + 1 > len(ser_idx):
@@ -220,15 +221,15 @@ def run_epochs(
         snap_current, snap_turn_next = istate[CURRENT], istate[TURN]
         snap_pos[:] = pos
         snap_done[:] = done_max
-        snap_issue[:] = last_issue[agent_ids]
-        snap_last[:] = last_done[agent_ids]
-        snap_n[:] = n_inflight[agent_ids]
         snap_turn[:] = turn_w
-        snap_bucket[:] = bucket_of[agent_ids]
-        snap_lo[:] = bucket_lo[agent_ids]
-        snap_hi[:] = bucket_hi[agent_ids]
-        for k in range(nw):
+        for k in range(nw):  # a loop, not ``x[agent_ids]``: fancy indexing allocates a temporary per epoch
             a = agent_ids[k]
+            snap_issue[k] = last_issue[a]
+            snap_last[k] = last_done[a]
+            snap_n[k] = n_inflight[a]
+            snap_bucket[k] = bucket_of[a]
+            snap_lo[k] = bucket_lo[a]
+            snap_hi[k] = bucket_hi[a]
             snap_in[k, : n_inflight[a]] = inflight[a, : n_inflight[a]]
             ready_at[k] = _next_ready(
                 a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
@@ -241,7 +242,7 @@ def run_epochs(
         if due < s1 and due >= (istate[ROLLED] + 1) * epoch_ns:
             n_ser = _roll(
                 due, epoch_ns, ring, ring_touched, own_busy, ema, curve_now, curve_n, curve_x, curve_y,
-                istate, ser_idx, ser_rows, n_ser, ema_weight,
+                istate, ser_idx, ser_rows, n_ser, ema_weight, last_busy,
             )  # fmt: skip
         # Exact mode's dispatch: the current agent goes on while no other is due before it (a tie goes to it);
         # otherwise it stops and queues for a turn, and the agent due first (the first queued, on a tie) goes on.
@@ -255,13 +256,13 @@ def run_epochs(
         while True:
             k = 0
             ready = np.inf
+            ties = 0
             for j in range(nw):  # branch-free: which agent is due first is data, not a pattern
                 x = ready_at[j]
+                # agents due at the earliest time so far, counted in the same pass (not a second one)
+                ties = 1 if x < ready else ties + (x == ready)
                 k = j if x < ready else k
                 ready = min(x, ready)
-            ties = 0
-            for j in range(nw):
-                ties += ready_at[j] == ready
             if ties > 1 and ready < np.inf:
                 # agents due at the same time (rare but for identical agents): the current, else the first queued
                 first_turn = turn_w[k]
@@ -279,32 +280,37 @@ def run_epochs(
                 kc = k
                 turn_w[k] = -1
                 istate[CURRENT] = agent_ids[k]
-            a = agent_ids[k]
-            p = pos[k]
+            # Indices loaded from arrays are cast to unsigned: numba then indexes without the negative-index
+            # wraparound it adds for a signed one (a shift, a mask and an add on every access, on the critical path)
+            ku = np.uint64(k)
+            a = np.uint64(agent_ids[ku])
+            p = pos[ku]
+            pu = np.uint64(p)
             n_fly = n_inflight[a]
             # The in-flight set is kept sorted: what completed by now is a prefix, and leaves it.
             gone = 0
-            while gone < n_fly and inflight[a, gone] <= ready:
+            while gone < n_fly and inflight[a, np.uint64(gone)] <= ready:
                 gone += 1
             if gone:
                 n_fly -= gone
                 for j in range(n_fly):
-                    inflight[a, j] = inflight[a, j + gone]
-            lv = level[p]
+                    inflight[a, j] = inflight[a, np.uint64(j + gone)]
+            lv = level[pu]
             if lv < n_levels:
                 lat = level_lat[lv]
-                if prefetched[p] and lv > 0:
+                if prefetched[pu] and lv > 0:
                     lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
-                c = rc[p]
+                cls = np.uint64(rc[pu])
+                q_end = path_ptr[cls + np.uint64(1)]
                 t = ready
                 extra = 0.0
-                for q in range(path_ptr[c], path_ptr[c + 1]):
-                    r = path_res[q]
+                for q in range(path_ptr[cls], q_end):
+                    r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
-                    b = path_busy[q]
+                    b = path_busy[np.uint64(q)]
                     free[r] = t + b
                     extra += curve_now[r]
                     # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
@@ -315,43 +321,42 @@ def run_epochs(
                         bucket_lo[a] = bk * epoch_ns
                         bucket_hi[a] = (bk + 1) * epoch_ns
                     log_bucket[n_log] = bucket_of[a]
-                    log_res[n_log] = r
-                    log_ns[n_log] = b
+                    log_hop[n_log] = q
                     n_log += 1
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
-                req = class_base[c] + (t - ready) + extra
-                req_out[p] = req  # (read for memory requests only)
+                req = class_base[cls] + (t - ready) + extra
+                req_out[pu] = req  # (read for memory requests only)
                 lat = req
-                if prefetched[p]:
-                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[path_ptr[c + 1] - 1], level_lat, n_levels)
+                if prefetched[pu]:
+                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[q_end - 1], level_lat, n_levels)
             done = ready + lat
             j = n_fly
-            while j > 0 and inflight[a, j - 1] > done:
-                inflight[a, j] = inflight[a, j - 1]
+            while j > 0 and inflight[a, np.uint64(j - 1)] > done:
+                inflight[a, np.uint64(j)] = inflight[a, np.uint64(j - 1)]
                 j -= 1
-            inflight[a, j] = done
+            inflight[a, np.uint64(j)] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
-            issue_out[p] = ready  # when it issued (a run-time kernel times hinting faults by it)
+            issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
             if done > last_done[a]:
                 last_done[a] = done
-            if done > done_max[k]:
-                done_max[k] = done
-            lat_out[p] = lat
-            pos[k] = p + 1
-            if p + 1 == seg_end[k] and truncated[k]:
+            if done > done_max[ku]:
+                done_max[ku] = done
+            lat_out[pu] = lat
+            pos[ku] = p + 1
+            if p + 1 == seg_end[ku] and truncated[ku]:
                 refill = True  # its stream goes on beyond the window
                 break
             # the agent's next issue time: ``_next_ready`` written out (a call in this loop, even inlined, costs
             # a reference count per array argument: a third of the loop's time)
-            if p + 1 >= seg_end[k]:
+            if p + 1 >= seg_end[ku]:
                 nr = np.inf
             else:
-                nr = (last_done[a] if dep[a] else last_issue[a]) + compute[p + 1]
+                nr = (last_done[a] if dep[a] else last_issue[a]) + compute[pu + np.uint64(1)]
                 if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
                     nr = inflight[a, 0]
-            ready_at[k] = nr
+            ready_at[ku] = nr
         # Commit the epoch's busy charges, unless one lies beyond the ring: then undo the epoch and let the
         # caller grow the ring (exact mode's ring grows the same way).
         grow = False
@@ -366,13 +371,15 @@ def run_epochs(
             if n_rows & (n_rows - 1) == 0:  # a power of two (as the engine sizes it): a mask, not a division
                 mask = n_rows - 1
                 for i in range(n_log):
-                    row = log_bucket[i] & mask
-                    ring[row, log_res[i]] += log_ns[i]
+                    row = np.uint64(log_bucket[i] & mask)
+                    hop = np.uint64(log_hop[i])
+                    ring[row, np.uint64(path_res[hop])] += path_busy[hop]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
                     row = log_bucket[i] % n_rows
-                    ring[row, log_res[i]] += log_ns[i]
+                    q = log_hop[i]
+                    ring[row, path_res[q]] += path_busy[q]
                     ring_touched[row] = True
         if refill or grow:
             # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges
@@ -447,17 +454,19 @@ def accumulate_stats(
         mem_sum = 0.0
         mem_n = 0
         for p in range(seg_start[k], seg_start[k] + n_commit[k]):
-            c = rc[p]
-            pair = c >> 1
-            lv = level[p]
-            x = lat[p]
-            accesses[c] += 1
-            level_hits[hit_row[c] + lv] += 1
-            bytes_[c] += size_bytes[p]
+            # unsigned indices: no negative-index wraparound on each access (as in ``run_epochs``)
+            pu = np.uint64(p)
+            cls = np.uint64(rc[pu])
+            pair = cls >> np.uint64(1)
+            lv = level[pu]
+            x = lat[pu]
+            accesses[cls] += 1
+            level_hits[np.uint64(hit_row[cls] + lv)] += 1
+            bytes_[cls] += size_bytes[pu]
             latency_sum[pair] += x
             if lv == n_levels:
-                memory_lines[c] += 1
-                y = req[p]
+                memory_lines[cls] += 1
+                y = req[pu]
                 memory_latency_sum[pair] += y
                 mem_sum += y
                 mem_n += 1
@@ -465,11 +474,11 @@ def accumulate_stats(
                     # the bin by the float32's top 16 bits (``stats.bin_table``)
                     as32[0] = y
                     v = as32[0]
-                    key = np.int64(bits32[0] >> np.uint32(16))
+                    key = np.uint64(bits32[0] >> np.uint32(16))
                     b = bin_lo[key] + (1 if v >= bin_edge[key] else 0)
-                    hist[pair, b] += 1
+                    hist[pair, np.uint64(b)] += 1
             lat_sum += x
-            comp_sum += compute[p]
+            comp_sum += compute[pu]
         agent_accesses[a] += n_commit[k]
         agent_latency[a] += lat_sum
         agent_compute[a] += comp_sum

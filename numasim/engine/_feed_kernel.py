@@ -10,7 +10,8 @@ import numpy as np
 from numba import njit
 
 __all__ = [
-    "PREFETCH_STREAMS", "group_by_agent", "lookup_nodes", "lookup_pages", "prefetch_flags", "reuse_keys", "reuse_pairs"
+    "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
+    "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
 ]
 
 PREFETCH_STREAMS = 8
@@ -97,19 +98,21 @@ def group_by_agent(agent: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.nda
     """A stable counting sort by agent: (order, each access's rank among its agent's accesses, group bounds)."""
     n = len(agent)
     bounds = np.zeros(n_agents + 1, dtype=np.int64)
+    # indices read from arrays are cast to unsigned: numba then indexes by them without its negative-index
+    # wraparound (a shift, a mask and an add per access)
     for i in range(n):
-        bounds[agent[i] + 1] += 1
+        bounds[np.uint64(agent[i] + 1)] += 1
     for a in range(n_agents):
         bounds[a + 1] += bounds[a]
     fill = bounds[:n_agents].copy()
     order = np.empty(n, dtype=np.int64)
     rank = np.empty(n, dtype=np.int32)
     for i in range(n):
-        a = agent[i]
-        j = fill[a]
-        order[j] = i
-        rank[i] = j - bounds[a]
-        fill[a] = j + 1
+        ag = np.uint64(agent[i])
+        j = fill[ag]
+        order[np.uint64(j)] = i
+        rank[i] = j - bounds[ag]
+        fill[ag] = j + 1
     return order, rank, bounds
 
 
@@ -144,13 +147,15 @@ def prefetch_flags(
                     pf = True
             out[j] = pf
         # the rest only within the group: a fixed trip count, branch-free, so the compiler vectorises it
+        # (unsigned indices: no negative-index wraparound)
         for j in range(head, hi):
-            x = np.int64(lines[j])
+            ju = np.uint64(j)
+            x = np.int64(lines[ju])
             pf = False
             for s in range(1, PREFETCH_STREAMS + 1):
-                d = x - np.int64(lines[j - s])
+                d = x - np.int64(lines[np.uint64(j - s)])
                 pf |= (d == 1) | (d == -1)
-            out[j] = pf
+            out[ju] = pf
         # the history keeps the last ``streams`` lines, oldest first
         n = hi - lo
         if n >= streams:
@@ -193,3 +198,105 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             prv[n] = np.int64(key[i - 1] & low)
             n += 1
     return cur, prv
+
+
+@njit(cache=True, nogil=True)
+def thread_agents(tid: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
+    """The agent of each access's thread id through the table ``dense`` (id -> agent, -1: none), in one pass
+    (a check pass and a gather in numpy): (agents, False at the first id outside the table or without one)."""
+    n = len(tid)
+    out = np.empty(n, dtype=np.int64)
+    m = len(dense)
+    for i in range(n):
+        t = np.int64(tid[i])
+        if t < 0 or t >= m or dense[t] < 0:
+            return out, False
+        out[i] = dense[np.uint64(t)]
+    return out, True
+
+
+@njit(cache=True, nogil=True)
+def first_lines(addresses: np.ndarray, size_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover
+    """Each access's first line and its size as int32, at least 1 byte, and whether any access crosses into a
+    second line: one pass where numpy makes a temporary per operation."""
+    n = len(addresses)
+    line = np.empty(n, dtype=np.uint64)
+    size = np.empty(n, dtype=np.int32)
+    crosses = False
+    for i in range(n):
+        a = addresses[i]
+        s = max(np.int32(size_bytes[i]), np.int32(1))
+        size[i] = s
+        line[i] = a >> np.uint64(6)
+        if np.int64(a & np.uint64(63)) + s > 64:
+            crosses = True
+    return line, size, crosses
+
+
+@njit(cache=True, nogil=True)
+def gather_by_agent(
+    order: np.ndarray,
+    bounds: np.ndarray,
+    class_base: np.ndarray,
+    lines: np.ndarray,
+    target: np.ndarray,
+    is_write: np.ndarray,
+    size: np.ndarray,
+    compute: np.ndarray,
+    level: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The requests grouped by agent (``order``, ``bounds`` from :func:`group_by_agent`): lines, targets,
+    writes, sizes, compute times and levels gathered in one pass over ``order`` (numpy reads it once per array),
+    and each request's route class ``class_base[agent] + 2 * target + is_write``. ``level`` and ``class_base``
+    may be empty (none wanted): their outputs are empty too."""
+    n = len(order)
+    ln = np.empty(n, dtype=lines.dtype)
+    tg = np.empty(n, dtype=target.dtype)
+    wr = np.empty(n, dtype=np.bool_)
+    sz = np.empty(n, dtype=size.dtype)
+    cp = np.empty(n, dtype=compute.dtype)
+    has_level = len(level) > 0
+    lv = np.empty(n if has_level else 0, dtype=level.dtype)
+    has_rc = len(class_base) > 0
+    rc = np.empty(n if has_rc else 0, dtype=np.int64)
+    for a in range(len(bounds) - 1):
+        base = class_base[a] if has_rc else 0
+        for jj in range(bounds[a], bounds[a + 1]):
+            j = np.uint64(jj)  # unsigned indices: no negative-index wraparound
+            i = np.uint64(order[j])
+            ln[j] = lines[i]
+            t = target[i]
+            tg[j] = t
+            w = is_write[i]
+            wr[j] = w
+            sz[j] = size[i]
+            cp[j] = compute[i]
+            if has_level:
+                lv[j] = level[i]
+            if has_rc:
+                rc[j] = base + np.int64(t) + np.int64(t) + np.int64(w)
+    return ln, tg, wr, sz, cp, lv, rc
+
+
+@njit(cache=True, nogil=True)
+def compute_by_agent(agent: np.ndarray, compute: np.ndarray, n_agents: int) -> tuple[np.ndarray, int]:  # pragma: no cover
+    """Each agent's compute time in the chunk (float64 sums in stream order, as ``np.bincount`` adds its
+    weights) and the first access whose compute time is not a time >= 0 (NaN or negative; -1: none): one pass
+    where numpy makes three."""
+    total = np.zeros(n_agents)
+    for i in range(len(agent)):
+        x = np.float64(compute[i])
+        if not x >= 0:
+            return total, i
+        total[np.uint64(agent[i])] += x
+    return total, -1
+
+
+@njit(cache=True, nogil=True)
+def node_targets(node_index: np.ndarray, node: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``node_index[node]`` (negative node ids wrap around as in numpy): compiled, where numpy first casts the
+    int16 node ids to a fresh intp array."""
+    out = np.empty(len(node), dtype=node_index.dtype)
+    for i in range(len(node)):
+        out[i] = node_index[node[i]]
+    return out

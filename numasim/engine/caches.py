@@ -239,6 +239,7 @@ class EpochCacheState:
     agent: np.ndarray
     rank: np.ndarray
     long_hits: int = -1
+    counts: np.ndarray | None = None  # the carried accesses per agent (None: counted when needed)
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -270,6 +271,7 @@ def estimate_levels(
     agent_rank: np.ndarray | None = None,
     sets: np.ndarray | None = None,
     carry: int = CARRY_ACCESSES,
+    agent_counts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -294,6 +296,8 @@ def estimate_levels(
         ways in the sets the pattern uses (see :func:`_set_limited_capacity`); None: fully associative.
     carry : int
         Accesses of the window to carry into the next call (:func:`carry_accesses`).
+    agent_counts : ndarray of int64, optional
+        Each agent's accesses in ``agent`` (``np.bincount(agent, minlength=n_agents)``), if the caller has it.
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -318,8 +322,9 @@ def estimate_levels(
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
     n_agents = agent_instance.shape[1]
-    carry_counts = np.bincount(state.agent, minlength=n_agents)
-    new_counts = np.bincount(agent, minlength=n_agents)
+    # counts the caller and the last estimate already made are not made again (a pass over the chunk each)
+    carry_counts = state.counts if state.counts is not None else np.bincount(state.agent, minlength=n_agents)
+    new_counts = agent_counts if agent_counts is not None else np.bincount(agent, minlength=n_agents)
     per_agent_n = carry_counts + new_counts
     per_agent = per_agent_n.astype(np.float64)
     a_cur, a_prv = all_agent[cur], all_agent[prv]
@@ -394,12 +399,13 @@ def estimate_levels(
     keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
-    dropped = (per_agent_n - np.bincount(kept_agent, minlength=n_agents)).astype(np.int32)
+    kept_counts = np.bincount(kept_agent, minlength=n_agents)
+    dropped = (per_agent_n - kept_counts).astype(np.int32)
     long_hits = -1
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
         # only this chunk's accesses (cur >= head): a reuse inside the carried head was counted by its own chunk
         long_hits = int(np.count_nonzero((cur >= head) & (prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
     new_state = EpochCacheState(
-        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits
+        all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts
     )
     return level[head:], new_state

@@ -250,6 +250,7 @@ class EpochEngine:
         rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
         compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
+        size = np.concatenate([b.size_bytes for b in blocks])  # once, for the request latencies and the stats
         bridge = self.bridge
         if bridge is not None:
             # the window's hinting faults first (the kernel may move pages and charges the faulting threads),
@@ -272,7 +273,6 @@ class EpochEngine:
         self.windows += 1
         n_commit = pos - seg_start
         if self.requests is not None:
-            size = np.concatenate([b.size_bytes for b in blocks])
             self.requests.add_window(ids_arr, seg_start, n_commit, issue, self._program, size > 0)
         if bridge is not None:
             span = self.now_ns() - t0
@@ -295,7 +295,7 @@ class EpochEngine:
         counted = n_commit if bridge is None else np.where(bridge.is_kernel[ids_arr], 0, n_commit)
         self._submit(
             accumulate_stats,
-            ids_arr, seg_start, counted, rc, level, lat, req, np.concatenate([b.size_bytes for b in blocks]),
+            ids_arr, seg_start, counted, rc, level, lat, req, size,
             compute, self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
             st.load_to_use_sum_ns.reshape(-1), st.memory_latency_sum_ns.reshape(-1), st.level_hits.reshape(-1),

@@ -23,7 +23,18 @@ import numpy as np
 from numasim.errors import WorkloadError
 from numasim.workload.access import AccessChunk
 
-from ._feed_kernel import PREFETCH_STREAMS, group_by_agent, lookup_nodes, lookup_pages, prefetch_flags
+from ._feed_kernel import (
+    PREFETCH_STREAMS,
+    compute_by_agent,
+    first_lines,
+    gather_by_agent,
+    group_by_agent,
+    lookup_nodes,
+    lookup_pages,
+    node_targets,
+    prefetch_flags,
+    thread_agents,
+)
 from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
@@ -37,6 +48,8 @@ compute time adds up to more is refused instead of running with a clock that no 
 epoch index overflowed int64 and the run never ended)."""
 
 _LINE_SHIFT = np.uint64(6)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+_EMPTY_I8 = np.zeros(0, dtype=np.int8)
 _MAX_CHUNK = 1 << 20
 _PROBE_EVERY = 8
 """With a short reuse horizon, every this many estimates the feeder carries the long one again."""
@@ -254,12 +267,10 @@ class Feeder:
     def _check_compute(self, compute: np.ndarray, agent: np.ndarray) -> None:
         """Refuse compute times the clock cannot hold: NaN, negative, or a thread's total beyond MAX_RUN_NS (the
         last line of defence; trace readers and workload files name the file and line first)."""
-        with np.errstate(invalid="ignore"):
-            bad = ~(compute >= 0)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+        total_ns, k = compute_by_agent(agent, compute, len(self.agents))
+        if k >= 0:
             raise WorkloadError(f"access {k} of a chunk: compute_ns = {float(compute[k]):g} is not a time >= 0")
-        self._compute_total_ns += np.bincount(agent, weights=compute, minlength=len(self.agents))
+        self._compute_total_ns += total_ns
         worst = int(np.argmax(self._compute_total_ns))
         if self._compute_total_ns[worst] > MAX_RUN_NS:
             raise WorkloadError(
@@ -273,10 +284,8 @@ class Feeder:
         if n == 0:
             return out
         tid = np.asarray(chunk.thread)
-        lo, hi = int(tid.min()), int(tid.max())
-        if self._dense is not None and lo >= 0 and hi < len(self._dense) and (self._dense[tid] >= 0).all():
-            agent = self._dense[tid]
-        else:
+        agent, mapped = thread_agents(tid, self._dense) if self._dense is not None else (tid, False)
+        if not mapped:
             tid = tid.astype(np.int64)
             pos = np.minimum(np.searchsorted(self._tid_sorted, tid), max(len(self._tid_sorted) - 1, 0))
             bad = self._tid_sorted[pos] != tid if len(self._tid_sorted) else np.ones(n, dtype=bool)
@@ -287,7 +296,7 @@ class Feeder:
                 )
             agent = self._tid_agent[pos]
         addr = np.asarray(chunk.address, dtype=np.uint64)
-        size = np.maximum(np.asarray(chunk.size_bytes, dtype=np.int32), 1)
+        first, size, crosses = first_lines(addr, np.asarray(chunk.size_bytes))
         compute = np.asarray(chunk.compute_ns)
         if compute.dtype != np.float32:
             compute = compute.astype(np.float64, copy=False)
@@ -295,8 +304,7 @@ class Feeder:
         is_write = np.asarray(chunk.is_write, dtype=bool)
         page = self._lookup_pages(addr) if self.track_pages else None
         node = self._lookup(addr) if page is None else self.pages.lookup_tables()[3][page]
-        first = addr >> _LINE_SHIFT
-        if int(size.max()) > 1 and ((addr & np.uint64(63)).astype(np.int64) + size > 64).any():
+        if crosses:
             last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
             span = (last - first).astype(np.int64) + 1
             rep = np.repeat(np.arange(n), span)
@@ -314,7 +322,9 @@ class Feeder:
             compute = np.where(is_first, compute[rep], 0.0)
         else:
             lines = first
-        target = self.node_index[node]
+        # compiled where the table covers every int16 node id, negative ones wrapping (the engine pads it so):
+        # numpy would raise on an id beyond it, the compiled gather read past it
+        target = node_targets(self.node_index, node) if len(self.node_index) >= 1 << 15 else self.node_index[node]
         if self.track_pages and (target < 0).any():
             # a page not faulted in yet (node -1: a run-time kernel faults it at its first access, before the
             # request is timed, and routes it again then) takes a placeholder route (node_index[-1] may be one)
@@ -326,7 +336,7 @@ class Feeder:
             )
         order, rank, bounds = group_by_agent(agent.astype(np.int64, copy=False), len(self.agents))
         if self.tlb is not None:
-            compute = self._tlb_walks(lines, agent, order, rank, compute)
+            compute = self._tlb_walks(lines, agent, order, rank, np.diff(bounds), compute)
         level = None
         if (
             self._cache_state is not None
@@ -335,7 +345,7 @@ class Feeder:
         ):
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
-                self.cache_sets, self._carry,
+                self.cache_sets, self._carry, np.diff(bounds),
             )
             self._estimates += 1
             found = self._cache_state.long_hits
@@ -343,16 +353,14 @@ class Feeder:
                 self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
             if self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
                 self._carry = self._carry_long  # the next estimate looks that far back again
-        ln, tg, wr, sz, cp = lines[order], target[order], is_write[order], size[order], compute[order]
-        lv = None if level is None else level[order]
+        ln, tg, wr, sz, cp, lv_all, rc_all = gather_by_agent(
+            order, bounds, _EMPTY_I64 if self.class_base is None else self.class_base, lines, target, is_write, size,
+            compute, _EMPTY_I8 if level is None else level,
+        )  # fmt: skip
+        lv = None if level is None else lv_all
+        rc = None if self.class_base is None else rc_all
         pg = None if page is None else page[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
-        rc = None
-        if self.class_base is not None:
-            rc = np.repeat(self.class_base, np.diff(bounds))
-            rc += tg
-            rc += tg
-            rc += wr
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
             out.append((
@@ -372,7 +380,13 @@ class Feeder:
         return out
 
     def _tlb_walks(
-        self, lines: np.ndarray, agent: np.ndarray, order: np.ndarray, rank: np.ndarray, compute: np.ndarray
+        self,
+        lines: np.ndarray,
+        agent: np.ndarray,
+        order: np.ndarray,
+        rank: np.ndarray,
+        counts: np.ndarray,
+        compute: np.ndarray,
     ) -> np.ndarray:
         """Each request's compute time plus the page walk of its STLB miss (reuse distance over page keys)."""
         assert self.tlb is not None
@@ -381,12 +395,12 @@ class Feeder:
         agent64 = agent.astype(np.int64, copy=False)
         level, self._tlb_state = estimate_levels(
             keys, agent64, self._tlb_instance, self._tlb_capacity, self._tlb_state, order, rank, self._tlb_sets,
-            carry_accesses(self._tlb_capacity),
+            carry_accesses(self._tlb_capacity), counts,
         )  # fmt: skip
         miss = (level >= 1) & self._has_cpu[agent64]
         walk = np.where(miss, np.where(huge, self.tlb.walk_ns_2m, self.tlb.walk_ns_4k), 0.0)
         n = len(self.agents)
-        self.tlb_accesses += np.bincount(agent64, minlength=n)
+        self.tlb_accesses += counts
         self.tlb_misses += np.bincount(agent64[miss], minlength=n)
         self.tlb_misses_2m += np.bincount(agent64[miss & huge], minlength=n)
         self.tlb_walk_ns += np.bincount(agent64, weights=walk, minlength=n)
