@@ -545,22 +545,25 @@ def fit_bandwidth(
         # mlc's all-reads peak measures the ports (and reads and writes cross them in separate directions, which
         # is why the mixes exceed all-reads on such parts), so the peak fits the ports, not the controllers.
         die_bound = die_sum < ctrl_sum
-    if die_bound:
-        per_die = peak_mb_s["all_reads"] / 1000.0 / len(dies)  # type: ignore[index]
+    def fit_ports(per_die: float, what: str) -> None:
+        # The die ports take the measurement; their write direction keeps the priors' ratio, the controllers
+        # keep the priors (they are not what was measured).
         ratio = dies[0].write_bandwidth_gb_s / dies[0].read_bandwidth_gb_s
         fit.core_die_read_gb_s, fit.core_die_write_gb_s = per_die, per_die * ratio
         res.parameters.append(FittedParameter("core_dies[*].read_bandwidth_gb_s", per_die, "GB/s"))
-        res.assumptions.append(
-            f"the priors' {len(dies)} core-die ports ({die_sum:.0f} GB/s) bound the all-reads peak before the "
-            f"controllers ({ctrl_sum:.0f} GB/s): the peak fits the ports ({per_die:.1f} GB/s each), their write "
-            f"direction keeps the priors' write/read ratio {ratio:.2f}, and the controllers keep the priors"
-        )
+        res.assumptions.append(f"{what}: it fits the ports ({per_die:.1f} GB/s each, write direction at the "
+                               f"priors' ratio {ratio:.2f}); the controllers keep the priors")  # fmt: skip
         for j in mem_nodes:
             c = machine.node(j).controller
             if c is not None:
                 fit.controller_read_gb_s[j] = c.read_bandwidth_gb_s
                 fit.controller_write_gb_s[j] = c.effective_write_bandwidth_gb_s
                 kept.add(j)
+
+    if die_bound:
+        fit_ports(peak_mb_s["all_reads"] / 1000.0 / len(dies),  # type: ignore[index]
+                  f"the priors' {len(dies)} core-die ports ({die_sum:.0f} GB/s) bound the all-reads peak before "
+                  f"the controllers ({ctrl_sum:.0f} GB/s)")  # fmt: skip
     elif peak_mb_s:
         rd, wr, peak_res = fit_peak_mix(peak_mb_s, write_cost_factor)
         res.extend(peak_res)
@@ -593,21 +596,8 @@ def fit_bandwidth(
         bound = [j for j in diag_mean if j in per_node and (c := machine.node(j).controller) is not None
                  and sum(x.read_bandwidth_gb_s for x in dies if node_of_cpu[x.cpus[0]] == j) < c.read_bandwidth_gb_s]
         if bound and len(bound) == len([j for j in diag_mean if j in per_node]):
-            per_die = float(np.mean([diag_mean[j] / per_node[j] for j in bound]))
-            ratio = dies[0].write_bandwidth_gb_s / dies[0].read_bandwidth_gb_s
-            fit.core_die_read_gb_s, fit.core_die_write_gb_s = per_die, per_die * ratio
-            res.parameters.append(FittedParameter("core_dies[*].read_bandwidth_gb_s", per_die, "GB/s"))
-            res.assumptions.append(
-                f"the priors' core-die ports bound the local cells before the controllers: the local cells fit the "
-                f"ports ({per_die:.1f} GB/s each, write direction at the priors' ratio {ratio:.2f}); the controllers "
-                "keep the priors"
-            )
-            for j in mem_nodes:
-                c = machine.node(j).controller
-                if c is not None:
-                    fit.controller_read_gb_s[j] = c.read_bandwidth_gb_s
-                    fit.controller_write_gb_s[j] = c.effective_write_bandwidth_gb_s
-                    kept.add(j)
+            fit_ports(float(np.mean([diag_mean[j] / per_node[j] for j in bound])),
+                      "the priors' core-die ports bound the local cells before the controllers")  # fmt: skip
     for j, d in diag_mean.items():
         if j not in fit.controller_read_gb_s:
             fit.controller_read_gb_s[j] = d

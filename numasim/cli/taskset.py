@@ -138,22 +138,9 @@ def format_cpulist(cpus: frozenset[int] | set[int]) -> str:
     >>> format_cpulist({0, 1, 2, 3, 5, 6, 9})
     '0-3,5,6,9'
     """
-    ordered = sorted(cpus)
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        run = j - i
-        if run == 0:
-            parts.append(str(ordered[i]))
-        elif run == 1:
-            parts += [str(ordered[i]), str(ordered[j])]
-        else:
-            parts.append(f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
+    from numasim.topology.cpulist import format_cpulist as kernel_format
+
+    return kernel_format(cpus, shortest_range=3)
 
 
 # --- taskset ---------------------------------------------------------------------------------------------------

@@ -514,14 +514,16 @@ def _status(res: SyscallResult, count: int, before: list[int]) -> list[int]:
     return [int(v) for v in res.value["status"]] if res.ok else before
 
 
-def _migrate_pages_test(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
-    """numactl's test/migrate_pages [N]: N pages moved to node 1, then migrate_pages(2) from node 1 to 0."""
-    run = ProgramRun(pids=[task.pid])
+def _two_node_test_pages(
+    kernel: Kernel, task: Task, argv: Sequence[str], run: ProgramRun, title: str
+) -> list[int] | ProgramRun:
+    """What test/migrate_pages.c and mbind_mig_pages.c do first: require two nodes, print the title, malloc
+    ``argv[1]`` pages (default 32) and return their addresses; or the finished run when one of those fails."""
     if _max_node(kernel) + 1 < 2:
         run.stdout += "A minimum of 2 nodes is required for this test.\n"
         run.exit_code = 1
         return run
-    run.stdout += "migrate_pages() test ......\n"
+    run.stdout += title
     count = _sscanf_d(argv[1], 32) if len(argv) > 1 else 32
     if count <= 0:
         run.stdout += "Unable to allocate memory\n"
@@ -530,8 +532,16 @@ def _migrate_pages_test(kernel: Kernel, task: Task, argv: Sequence[str]) -> Prog
     base = _malloc_pages(kernel, task, count)
     if base is None:
         return _killed(run)
-    ps = PAGE_SIZE_BYTES
-    addrs = [base + i * ps for i in range(count)]
+    return [base + i * PAGE_SIZE_BYTES for i in range(count)]
+
+
+def _migrate_pages_test(kernel: Kernel, task: Task, argv: Sequence[str]) -> ProgramRun:
+    """numactl's test/migrate_pages [N]: N pages moved to node 1, then migrate_pages(2) from node 1 to 0."""
+    run = ProgramRun(pids=[task.pid])
+    pages = _two_node_test_pages(kernel, task, argv, run, "migrate_pages() test ......\n")
+    if isinstance(pages, ProgramRun):
+        return pages
+    count, addrs = len(pages), pages
     res = kernel.move_pages(task, addrs, [1] * count)
     if not res.ok and res.errno != "ENOENT":
         return _fail(run, "move_pages", res)
@@ -566,21 +576,10 @@ def _mbind_mig_pages(kernel: Kernel, task: Task, argv: Sequence[str]) -> Program
     """numactl's test/mbind_mig_pages [N]: N pages moved to node 0, then mbind(MPOL_MF_MOVE) to node 0 and 1."""
     run = ProgramRun(pids=[task.pid])
     nr_nodes = _max_node(kernel) + 1
-    if nr_nodes < 2:
-        run.stdout += "A minimum of 2 nodes is required for this test.\n"
-        run.exit_code = 1
-        return run
-    run.stdout += "mbind migration test ......\n"
-    count = _sscanf_d(argv[1], 32) if len(argv) > 1 else 32
-    if count <= 0:
-        run.stdout += "Unable to allocate memory\n"
-        run.exit_code = 1
-        return run
-    base = _malloc_pages(kernel, task, count)
-    if base is None:
-        return _killed(run)
-    ps = PAGE_SIZE_BYTES
-    addrs = [base + i * ps for i in range(count)]
+    pages = _two_node_test_pages(kernel, task, argv, run, "mbind migration test ......\n")
+    if isinstance(pages, ProgramRun):
+        return pages
+    count, addrs = len(pages), pages
     kernel.move_pages(task, addrs, [0] * count)
     run.stdout += "\nPage status before page migration\n---------------------------------\n"
     res = kernel.move_pages(task, addrs)
@@ -597,7 +596,7 @@ def _mbind_mig_pages(kernel: Kernel, task: Task, argv: Sequence[str]) -> Program
     for text, target in (("\nMoving pages via mbind to node 0 ...\n", 0),
                          ("\nMoving pages via mbind from node 0 to 1 ...\n", 1)):  # fmt: skip
         run.stdout += text
-        res = kernel.mbind(task, base, count * ps, MPOL_BIND, {target}, nr_nodes + 1, MPOL_MF_MOVE | MPOL_MF_STRICT)
+        res = kernel.mbind(task, addrs[0], count * PAGE_SIZE_BYTES, MPOL_BIND, {target}, nr_nodes + 1, MPOL_MF_MOVE | MPOL_MF_STRICT)
         run.syscalls.append(("mbind", f"MPOL_BIND {target}, MPOL_MF_MOVE|MPOL_MF_STRICT", res))
         if not res.ok:
             run.stderr += f"mbind: {strerror(res.errno)}\n"

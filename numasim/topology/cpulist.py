@@ -51,13 +51,16 @@ def parse_cpulist(text: str) -> list[int]:
     return sorted(out)
 
 
-def format_cpulist(ids: Iterable[int]) -> str:
+def format_cpulist(ids: Iterable[int], *, shortest_range: int = 2) -> str:
     """Format ids as the kernel does: ascending runs joined by commas (``[0,1,2,8]`` -> ``"0-2,8"``).
+
+    ``shortest_range``: the shortest run written ``a-b``; shorter runs are listed one by one (the kernel's
+    ``%*pbl``: 2, ``0-1``; util-linux's ``cpulist_create``: 3, ``0,1``).
 
     Examples
     --------
-    >>> format_cpulist([8, 0, 1, 2])
-    '0-2,8'
+    >>> format_cpulist([8, 0, 1, 2]), format_cpulist([0, 1, 5]), format_cpulist([0, 1, 5], shortest_range=3)
+    ('0-2,8', '0-1,5', '0,1,5')
     """
     values = sorted(set(ids))
     parts: list[str] = []
@@ -66,6 +69,9 @@ def format_cpulist(ids: Iterable[int]) -> str:
         j = i
         while j + 1 < len(values) and values[j + 1] == values[j] + 1:
             j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        if j - i + 1 >= shortest_range:
+            parts.append(f"{values[i]}-{values[j]}")
+        else:
+            parts += [str(v) for v in values[i : j + 1]]
         i = j + 1
     return ",".join(parts)

@@ -15,3 +15,12 @@ def stress_worker(stress_output: str) -> int:
     with store.session(os.environ["NUMASIM_MACHINE"], save=False) as kernel:
         (worker,) = [pid for pid, t in kernel.tasks.items() if t.comm == "stress" and pid != stress]
     return worker
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    """``numasim ARGV...`` in this process: exit status, stdout, stderr."""
+    from numasim.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err

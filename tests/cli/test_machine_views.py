@@ -13,31 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from numasim.cli import main
 from numasim.kernel.kernel import Kernel
 from numasim.persist import MachineStore
 from numasim.persist.views import write_views
 from numasim.topology.cpulist import parse_cpulist
 from numasim.topology.io import load_machine, read_sysfs_node_tree
 from numasim.topology.library import list_shipped
-from tests.cli.machines import stress_worker
+from tests.cli.machines import run_cli, stress_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "sys/devices/system/node"
 CPU = "sys/devices/system/cpu"
-
-
-@pytest.fixture
-def state(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("NUMASIM_STATE_DIR", str(tmp_path / "machines"))
-    monkeypatch.delenv("NUMASIM_MACHINE", raising=False)
-    return tmp_path / "machines"
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _numasim(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -63,10 +49,10 @@ def _read(tree: Path, rel: str) -> str:
 
 
 def test_the_tree_has_linux_layout_and_agrees_with_numactl_hardware(state, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
     tree = state / "lab" / "fs"
     assert tree.is_symlink()
-    hardware = _run(capsys, "numactl", "--machine", "seed-003-2node", "--hardware")[1]
+    hardware = run_cli(capsys, "numactl", "--machine", "seed-003-2node", "--hardware")[1]
     for nid, cpus in re.findall(r"^node (\d+) cpus: ([\d ]+)$", hardware, re.MULTILINE):
         assert parse_cpulist(_read(tree, f"{NODE}/node{nid}/cpulist")) == [int(c) for c in cpus.split()]
         for cpu in cpus.split():
@@ -90,8 +76,8 @@ def test_the_tree_has_linux_layout_and_agrees_with_numactl_hardware(state, capsy
     assert _read(tree, f"{CPU}/cpu7/topology/package_cpus_list") == "6-11,18-23\n"
     assert _read(tree, f"{CPU}/cpu7/topology/thread_siblings_list") == "7\n"
     assert _read(tree, "proc/meminfo").startswith("MemTotal:       ")
-    assert _read(tree, "proc/buddyinfo") == _run(capsys, "kernel", "buddyinfo", "seed-003-2node")[1]
-    assert _read(tree, "proc/zoneinfo") == _run(capsys, "kernel", "zoneinfo", "seed-003-2node")[1]
+    assert _read(tree, "proc/buddyinfo") == run_cli(capsys, "kernel", "buddyinfo", "seed-003-2node")[1]
+    assert _read(tree, "proc/zoneinfo") == run_cli(capsys, "kernel", "zoneinfo", "seed-003-2node")[1]
 
 
 def _field(text: str, name: str) -> int:
@@ -99,18 +85,18 @@ def _field(text: str, name: str) -> int:
 
 
 def test_the_tree_follows_each_command(state, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
     tree = state / "lab" / "fs"
     hit_before = _field(_read(tree, f"{NODE}/node1/numastat"), "numa_hit")
     vm_before = _field(_read(tree, "proc/vmstat"), "numa_hit")
     monkeypatch.setenv("NUMASIM_MACHINE", "lab")
-    assert _run(capsys, "numactl", "-m", "1", "memhog", "10m")[0] == 0
+    assert run_cli(capsys, "numactl", "-m", "1", "memhog", "10m")[0] == 0
     # memhog has exited (its memory is free again); the allocations are counted on node 1
     assert _field(_read(tree, f"{NODE}/node1/numastat"), "numa_hit") - hit_before >= 2560
     assert _field(_read(tree, "proc/vmstat"), "numa_hit") - vm_before >= 2560
     assert _field(_read(tree, f"{NODE}/node1/vmstat"), "numa_hit") == _field(_read(tree, f"{NODE}/node1/numastat"), "numa_hit")
     used_before = _field(_read(tree, f"{NODE}/node1/meminfo"), "MemUsed")
-    code, out, _ = _run(capsys, "numactl", "-m", "1", "stress", "-m", "1", "--vm-bytes", "20m", "--vm-keep")
+    code, out, _ = run_cli(capsys, "numactl", "-m", "1", "stress", "-m", "1", "--vm-bytes", "20m", "--vm-keep")
     assert code == 0
     worker = stress_worker(out)
     assert _field(_read(tree, f"{NODE}/node1/meminfo"), "MemUsed") - used_before >= 20 * 1024
@@ -119,8 +105,8 @@ def test_the_tree_follows_each_command(state, capsys, monkeypatch) -> None:  # t
     assert f"\nPid:\t{worker}\n" in status and "Mems_allowed_list:\t0-1\n" in status and "Cpus_allowed_list:\t0-23\n" in status
     # a reader (numastat) does not rewrite the tree; reset does
     generation = tree.resolve().name
-    assert _run(capsys, "numastat")[0] == 0 and tree.resolve().name == generation
-    assert _run(capsys, "machine", "reset", "lab")[0] == 0
+    assert run_cli(capsys, "numastat")[0] == 0 and tree.resolve().name == generation
+    assert run_cli(capsys, "machine", "reset", "lab")[0] == 0
     assert tree.resolve().name != generation and not (tree / "proc" / str(worker)).exists()
 
 
@@ -220,20 +206,20 @@ def test_every_shipped_machines_tree_is_self_consistent(name: str, tmp_path: Pat
 
 
 def test_exec_on_a_machine_that_is_not_started(state, capsys) -> None:  # type: ignore[no-untyped-def]
-    code, _, err = _run(capsys, "machine", "exec", "nope", "--", "true")
+    code, _, err = run_cli(capsys, "machine", "exec", "nope", "--", "true")
     assert code == 2 and "machine nope is not started" in err and "numasim machine start MACHINE --name nope" in err
 
 
 def test_exec_says_what_the_os_did_not_permit(state, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import numasim.persist.namespace as namespace
 
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
 
     def refused(flags: int, call: str) -> None:
         raise OSError(errno.EPERM, f"{call}: Operation not permitted (EPERM)")
 
     monkeypatch.setattr(namespace, "_unshare", refused)  # the forked child inherits the refusal
-    code, out, err = _run(capsys, "machine", "exec", "lab", "--", "echo", "ran")
+    code, out, err = run_cli(capsys, "machine", "exec", "lab", "--", "echo", "ran")
     assert code == namespace.EXIT_SETUP_FAILED and out == ""
     assert err.count("\n") == 1 and err.startswith("numasim: error: machine exec: unshare(CLONE_NEWNS): Operation not permitted")
     assert "CAP_SYS_ADMIN" in err
@@ -244,10 +230,10 @@ def test_exec_says_what_the_os_did_not_permit(state, capsys, monkeypatch) -> Non
 def test_exec_shows_the_simulated_machine(state, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     for name in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT"):  # nproc honours them, as coreutils' does
         monkeypatch.delenv(name, raising=False)
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
     script = "cat /sys/devices/system/node/online; nproc; ls /sys/devices/system/node/node0"
     # in process (output relayed through sys.stdout) ...
-    code, out, _ = _run(capsys, "machine", "exec", "lab", "--", "sh", "-c", script)
+    code, out, _ = run_cli(capsys, "machine", "exec", "lab", "--", "sh", "-c", script)
     node0 = sorted(["cpulist", "cpumap", "distance", "hugepages", "meminfo", "numastat", "vmstat"]
                    + [f"cpu{c}" for c in [*range(6), *range(12, 18)]])  # fmt: skip
     assert code == 0 and out.splitlines() == ["0-1", "24", *sorted(node0)]
@@ -270,7 +256,7 @@ def test_exec_shows_the_simulated_machine(state, capsys, monkeypatch) -> None:  
 
 @needs_namespaces
 def test_a_command_inside_exec_refreshes_what_the_script_reads(state, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
     env = {**os.environ, "NUMASIM_STATE_DIR": str(state)}
     numasim = f"{sys.executable} -c 'import sys; from numasim.cli import main; sys.exit(main(sys.argv[1:]))'"
     script = (f"grep numa_hit /sys/devices/system/node/node1/numastat; {numasim} numactl -m 1 memhog 10m >/dev/null; "
@@ -285,8 +271,8 @@ def test_a_command_inside_exec_refreshes_what_the_script_reads(state, capsys) ->
 @needs_namespaces
 def test_nproc_counts_the_cpus_a_pinned_shell_left_its_children(state, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
     # numactl's bind_range pins its shell with taskset -p -c LIST $$; every later command inherits it, nproc too.
-    assert _run(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
-    assert _run(capsys, "shims", str(tmp_path / "bin"), "--machine", "lab")[0] == 0
+    assert run_cli(capsys, "machine", "start", "seed-003-2node", "--name", "lab")[0] == 0
+    assert run_cli(capsys, "shims", str(tmp_path / "bin"), "--machine", "lab")[0] == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")} | {"NUMASIM_STATE_DIR": str(state)}
     script = (f"nproc; PATH={tmp_path / 'bin'}:$PATH; taskset -p -c 0-3 $$ >/dev/null; nproc; "
               "sh -c 'nproc; nproc --all'")  # fmt: skip

@@ -13,7 +13,7 @@ from numasim.cli import main
 from numasim.cli.shims import SHIMS, TEST_PROGRAMS
 from numasim.cli.taskset import format_cpulist, format_cpumask, parse_cpulist, parse_cpumask
 from numasim.persist import shell_affinity
-from tests.cli.machines import stress_worker
+from tests.cli.machines import run_cli, stress_worker
 
 
 @pytest.fixture
@@ -24,12 +24,6 @@ def box(tmp_path, monkeypatch, capsys):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("NUMASIM_MACHINE", "box")
     capsys.readouterr()
     return tmp_path / "machines" / "box"
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_cpulist_and_mask_formats_are_util_linux() -> None:
@@ -43,37 +37,37 @@ def test_cpulist_and_mask_formats_are_util_linux() -> None:
 
 def test_taskset_on_the_calling_shell_carries_into_numactl(box, capsys) -> None:  # type: ignore[no-untyped-def]
     shell = os.getppid()  # this process inherits from its parent, as a command inherits from its shell
-    assert _run(capsys, "taskset", "-p", str(shell)) == (0, f"pid {shell}'s current affinity mask: ff\n", "")
-    code, out, _ = _run(capsys, "taskset", "-p", "-c", "2,3", str(shell))
+    assert run_cli(capsys, "taskset", "-p", str(shell)) == (0, f"pid {shell}'s current affinity mask: ff\n", "")
+    code, out, _ = run_cli(capsys, "taskset", "-p", "-c", "2,3", str(shell))
     assert (code, out) == (0, f"pid {shell}'s current affinity list: 0-7\npid {shell}'s new affinity list: 2,3\n")
     assert shell_affinity.inherited(box) == {2, 3}
-    assert _run(capsys, "numactl", "--", "printcpu") == (0, "2\n", "")
-    code, out, err = _run(capsys, "numactl", "--physcpubind=5", "printcpu")
+    assert run_cli(capsys, "numactl", "--", "printcpu") == (0, "2\n", "")
+    code, out, err = run_cli(capsys, "numactl", "--physcpubind=5", "printcpu")
     assert code == 1 and out == "<5> is invalid\n" and "cpu argument 5 is out of range" in err
-    assert _run(capsys, "numactl", "--all", "--physcpubind=5", "printcpu")[:2] == (0, "5\n")
-    code, out, _ = _run(capsys, "taskset", "-p", "ff", str(shell))
+    assert run_cli(capsys, "numactl", "--all", "--physcpubind=5", "printcpu")[:2] == (0, "5\n")
+    code, out, _ = run_cli(capsys, "taskset", "-p", "ff", str(shell))
     assert out == f"pid {shell}'s current affinity mask: c\npid {shell}'s new affinity mask: ff\n"
 
 
 def test_taskset_runs_a_program_and_acts_on_simulated_pids(box, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert _run(capsys, "taskset", "-c", "6", "printcpu") == (0, "6\n", "")
-    assert _run(capsys, "taskset", "0x10", "printcpu") == (0, "4\n", "")
-    code, out, _ = _run(capsys, "numactl", "--", "stress", "-m", "1", "--vm-bytes", "1M", "--vm-keep")
+    assert run_cli(capsys, "taskset", "-c", "6", "printcpu") == (0, "6\n", "")
+    assert run_cli(capsys, "taskset", "0x10", "printcpu") == (0, "4\n", "")
+    code, out, _ = run_cli(capsys, "numactl", "--", "stress", "-m", "1", "--vm-bytes", "1M", "--vm-keep")
     worker = stress_worker(out)
-    code, out, _ = _run(capsys, "taskset", "-pc", "1-3", str(worker))
+    code, out, _ = run_cli(capsys, "taskset", "-pc", "1-3", str(worker))
     assert out == f"pid {worker}'s current affinity list: 0-7\npid {worker}'s new affinity list: 1-3\n"
-    assert _run(capsys, "taskset", "-p", str(worker))[1] == f"pid {worker}'s current affinity mask: e\n"
+    assert run_cli(capsys, "taskset", "-p", str(worker))[1] == f"pid {worker}'s current affinity mask: e\n"
 
 
 def test_taskset_errors_as_util_linux(box, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert _run(capsys, "taskset", "-c", "99", "printcpu")[0] == 1
-    assert _run(capsys, "taskset", "-c", "1", "nosuch")[2] == "taskset: failed to execute nosuch: No such file or directory\n"
-    assert _run(capsys, "taskset", "-c", "1", "nosuch")[0] == 127
-    assert _run(capsys, "taskset", "-c", "3-1", "ls") == (1, "", "taskset: failed to parse CPU list 3-1\n")
-    assert _run(capsys, "taskset", "3") == (1, "", "taskset: bad usage\nTry 'taskset --help' for more information.\n")
-    assert _run(capsys, "taskset", "-p", "x")[2] == "taskset: invalid PID argument: 'x'\n"
-    assert _run(capsys, "taskset", "-p", "999999999")[2] == "taskset: failed to get pid 999999999's affinity: No such process\n"
-    assert _run(capsys, "taskset", "--help")[1].startswith("\nUsage:\n taskset [options] [mask | cpu-list]")
+    assert run_cli(capsys, "taskset", "-c", "99", "printcpu")[0] == 1
+    assert run_cli(capsys, "taskset", "-c", "1", "nosuch")[2] == "taskset: failed to execute nosuch: No such file or directory\n"
+    assert run_cli(capsys, "taskset", "-c", "1", "nosuch")[0] == 127
+    assert run_cli(capsys, "taskset", "-c", "3-1", "ls") == (1, "", "taskset: failed to parse CPU list 3-1\n")
+    assert run_cli(capsys, "taskset", "3") == (1, "", "taskset: bad usage\nTry 'taskset --help' for more information.\n")
+    assert run_cli(capsys, "taskset", "-p", "x")[2] == "taskset: invalid PID argument: 'x'\n"
+    assert run_cli(capsys, "taskset", "-p", "999999999")[2] == "taskset: failed to get pid 999999999's affinity: No such process\n"
+    assert run_cli(capsys, "taskset", "--help")[1].startswith("\nUsage:\n taskset [options] [mask | cpu-list]")
 
 
 def test_shell_affinity_ignores_a_recycled_pid(tmp_path) -> None:  # type: ignore[no-untyped-def]
