@@ -1,6 +1,9 @@
-"""Shared pytest configuration: benchmarks are skipped unless --run-benchmarks is given."""
+"""Shared pytest configuration: benchmarks are skipped unless --run-benchmarks is given; fixtures used in several
+directories."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -20,3 +23,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "benchmark" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private ``NUMASIM_STATE_DIR`` for persistent machines, and no ``NUMASIM_MACHINE`` from the caller."""
+    monkeypatch.setenv("NUMASIM_STATE_DIR", str(tmp_path / "machines"))
+    monkeypatch.delenv("NUMASIM_MACHINE", raising=False)
+    return tmp_path / "machines"
