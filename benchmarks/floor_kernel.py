@@ -16,7 +16,7 @@ import numpy as np
 
 from numasim.engine.memsys import MemorySystem
 
-__all__ = ["floor_run"]
+__all__ = ["floor_run", "cache_floor_run"]
 
 
 @nb.njit(cache=True)
@@ -130,4 +130,160 @@ def floor_run(
         np.asarray(path_res, dtype=np.int64),
         np.asarray(path_busy, dtype=np.float64),
         len(ms.resources),
+    )
+
+
+@nb.njit(cache=True)
+def _cache_floor(
+    thread: np.ndarray,
+    page_node: np.ndarray,
+    address: np.ndarray,
+    thread_init: np.ndarray,
+    mlp: np.ndarray,
+    n_nodes: int,
+    base_ns: np.ndarray,
+    path_ptr: np.ndarray,
+    path_res: np.ndarray,
+    path_busy: np.ndarray,
+    n_res: int,
+    inst: np.ndarray,
+    level_sets: np.ndarray,
+    level_ways: np.ndarray,
+    level_off: np.ndarray,
+    level_ns: np.ndarray,
+    n_ways_total: int,
+) -> tuple[float, float, int]:
+    n = thread.shape[0]
+    n_thr = thread_init.shape[0]
+    n_lv = level_sets.shape[0]
+    ptr = np.zeros(n_thr + 1, np.int64)
+    for i in range(n):
+        ptr[thread[i] + 1] += 1
+    for t in range(n_thr):
+        ptr[t + 1] += ptr[t]
+    order = np.empty(n, np.int32)
+    fill = ptr[:-1].copy()
+    for i in range(n):
+        order[fill[thread[i]]] = i
+        fill[thread[i]] += 1
+    pos = ptr[:-1].copy()
+    max_mlp = 1
+    for t in range(n_thr):
+        max_mlp = max(max_mlp, mlp[t])
+    ring = np.full((n_thr, max_mlp), np.inf)
+    for t in range(n_thr):
+        ring[t, : mlp[t]] = 0.0
+    nxt = np.zeros(n_thr)
+    for t in range(n_thr):
+        if pos[t] == ptr[t + 1]:
+            nxt[t] = np.inf
+    free_at = np.zeros(n_res)
+    # every cache instance's ways: the line held (-1 empty) and its last use (the LRU stamp)
+    way_line = np.full(n_ways_total, -1, np.int64)
+    way_used = np.zeros(n_ways_total, np.int64)
+    lat_sum = 0.0
+    end = 0.0
+    misses = 0
+    for step in range(n):
+        a = 0
+        best = np.inf
+        for t in range(n_thr):
+            x = nxt[t]
+            a = t if x < best else a
+            best = min(x, best)
+        i = order[pos[a]]
+        pos[a] += 1
+        h = 0
+        hv = ring[a, 0]
+        for s in range(1, max_mlp):
+            x = ring[a, s]
+            h = s if x < hv else h
+            hv = min(x, hv)
+        issue = max(best, hv)
+        line = np.int64(address[i] >> np.uint64(6))
+        # set-associative LRU lookup, fastest level first; a miss fills the line in every level it missed
+        hit_ns = -1.0
+        for lv in range(n_lv):
+            base = level_off[inst[lv, a]] + (line % level_sets[lv]) * level_ways[lv]
+            victim = base
+            oldest = way_used[base]
+            found = -1
+            for w in range(base, base + level_ways[lv]):
+                if way_line[w] == line:
+                    found = w
+                u = way_used[w]
+                victim = w if u < oldest else victim
+                oldest = min(u, oldest)
+            if found >= 0:
+                way_used[found] = step + 1
+                hit_ns = level_ns[lv]
+                break
+            way_line[victim] = line
+            way_used[victim] = step + 1
+        if hit_ns >= 0.0:
+            done = issue + hit_ns
+        else:
+            misses += 1
+            node = page_node[address[i] >> np.uint64(12)]
+            c = (thread_init[a] * n_nodes + node) * 2
+            t_now = issue
+            for e in range(path_ptr[c], path_ptr[c + 1]):
+                r = path_res[e]
+                t_now = max(t_now, free_at[r])
+                free_at[r] = t_now + path_busy[e]
+            done = t_now + base_ns[c]
+        lat_sum += done - issue
+        ring[a, h] = done
+        nxt[a] = issue if pos[a] < ptr[a + 1] else np.inf
+        end = max(end, done)
+    return lat_sum / max(n, 1), end, misses
+
+
+def cache_floor_run(
+    ms: MemorySystem,
+    levels: list,  # type: ignore[type-arg]
+    instance_of: list[list[int]],
+    thread: np.ndarray,
+    address: np.ndarray,
+    page_node: np.ndarray,
+    thread_init: np.ndarray,
+    mlp: np.ndarray,
+) -> tuple[float, float, int]:
+    """The floor with caches: per access a set-associative LRU lookup at each level until one hits (the
+    engine's :func:`~numasim.engine.caches.cache_levels` geometry), a miss going down the memory floor's path.
+    Mean access latency (ns), run time (ns) and the count of memory misses.
+
+    ``levels`` are :class:`~numasim.engine.caches.CacheLevelSpec` (fastest first); ``instance_of[lv][t]`` the
+    cache instance (0..k-1 at that level) thread ``t`` uses. The rest as :func:`floor_run`.
+    """
+    n_thr = len(thread_init)
+    inst = np.zeros((len(levels), n_thr), np.int64)
+    offsets: list[int] = []
+    total = 0
+    for lv, level in enumerate(levels):
+        first = len(offsets)
+        for k in range(max(instance_of[lv]) + 1):
+            offsets.append(total)
+            total += level.sets * level.associativity
+        for t in range(n_thr):
+            inst[lv, t] = first + instance_of[lv][t]
+    path_ptr, path_res, path_busy = ms.class_paths()
+    return _cache_floor(
+        np.asarray(thread, dtype=np.int32),
+        np.asarray(page_node, dtype=np.int8),
+        np.asarray(address, dtype=np.uint64),
+        np.asarray(thread_init, dtype=np.int64),
+        np.asarray(mlp, dtype=np.int64),
+        ms.n_nodes,
+        np.asarray(ms.class_base_latency_ns(), dtype=np.float64),
+        np.asarray(path_ptr, dtype=np.int64),
+        np.asarray(path_res, dtype=np.int64),
+        np.asarray(path_busy, dtype=np.float64),
+        len(ms.resources),
+        inst,
+        np.array([lv.sets for lv in levels], np.int64),
+        np.array([lv.associativity for lv in levels], np.int64),
+        np.array(offsets, np.int64),
+        np.array([lv.latency_ns for lv in levels], np.float64),
+        total,
     )
