@@ -262,7 +262,7 @@ def cache_floor_run(
     total = 0
     for lv, level in enumerate(levels):
         first = len(offsets)
-        for k in range(max(instance_of[lv]) + 1):
+        for _ in range(max(instance_of[lv]) + 1):
             offsets.append(total)
             total += level.sets * level.associativity
         for t in range(n_thr):
