@@ -104,3 +104,24 @@ def test_cache_steps_at_every_shipped_machines_cache_sizes(name: str) -> None:
                     assert at_or_above >= 0.99 * n, (name, spec.name, mode, served)
                 else:
                     assert served[lv] <= 0.01 * n, (name, spec.name, mode, served)
+
+
+def test_a_working_set_that_fits_survives_a_long_burst_of_another_core() -> None:
+    """Thread 0 walks 3,600 lines (its L2 holds 4,096), another core then makes 300,000 accesses of its own (more
+    than the estimate's window carries), and thread 0 walks its lines again: its L2 still holds them all, so the
+    second walk hits (exact LRU). Epoch mode sees the reuse beyond its window through the instance's footprint
+    (every line it was ever asked for fits), where it used to count 3,600 misses."""
+    m = two_node(caches=True)
+    lines = 3600
+    walk = np.arange(lines, dtype=np.uint64) * np.uint64(64)
+    burst = (np.uint64(1 << 26) + np.random.default_rng(4).integers(0, 1 << 15, 300_000).astype(np.uint64)
+             * np.uint64(64))  # fmt: skip
+    pm = spread_pages([0], (1 << 26) // 4096 + (1 << 15) // 64 + 1)
+    chunks = [AccessChunk.build(walk, thread=0), AccessChunk.build(burst, thread=1), AccessChunk.build(walk, thread=0)]
+    memory = {}
+    for mode in ("exact", "epoch"):
+        r = simulate(m, calibration(m, prefetch_distance_lines=0), [ThreadSpec(0, cpu=0), ThreadSpec(1, cpu=1)],
+                     iter(chunks), pm, mode=mode)  # fmt: skip
+        memory[mode] = next(t.memory_accesses for t in r.threads if t.thread_id == 0)
+    assert memory["exact"] == lines  # the first walk's cold misses only
+    assert memory["epoch"] == memory["exact"]
