@@ -19,6 +19,69 @@ from numasim.engine.memsys import MemorySystem
 __all__ = ["floor_run", "cache_floor_run"]
 
 
+@nb.njit(cache=True, inline="always")
+def _by_thread(thread: np.ndarray, n_thr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each thread's accesses in program order, as CSR by a counting sort (O(n), stable; int32 positions: half
+    the memory traffic of int64 on a 16 M stream): bounds ``ptr``, positions ``order``, cursors ``pos``."""
+    n = thread.shape[0]
+    ptr = np.zeros(n_thr + 1, np.int64)
+    for i in range(n):
+        ptr[thread[i] + 1] += 1
+    for t in range(n_thr):
+        ptr[t + 1] += ptr[t]
+    order = np.empty(n, np.int32)
+    fill = ptr[:-1].copy()
+    for i in range(n):
+        order[fill[thread[i]]] = i
+        fill[thread[i]] += 1
+    return ptr, order, ptr[:-1].copy()
+
+
+@nb.njit(cache=True, inline="always")
+def _slots(mlp: np.ndarray, ptr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """Completion times of each thread's in-flight misses (slots beyond a thread's MLP never free), their width,
+    and each thread's earliest next issue (infinity: its accesses are done)."""
+    n_thr = mlp.shape[0]
+    max_mlp = 1
+    for t in range(n_thr):
+        max_mlp = max(max_mlp, mlp[t])
+    ring = np.full((n_thr, max_mlp), np.inf)
+    for t in range(n_thr):
+        ring[t, : mlp[t]] = 0.0
+    nxt = np.zeros(n_thr)
+    for t in range(n_thr):
+        if pos[t] == ptr[t + 1]:
+            nxt[t] = np.inf
+    return ring, max_mlp, nxt
+
+
+@nb.njit(cache=True, inline="always")
+def _earliest(values: np.ndarray) -> tuple[int, float]:
+    """Index and value of the smallest entry (branch-free: which one is data)."""
+    a = 0
+    best = np.inf
+    for t in range(values.shape[0]):
+        x = values[t]
+        a = t if x < best else a
+        best = min(x, best)
+    return a, best
+
+
+@nb.njit(cache=True, inline="always")
+def _through_route(
+    issue: float, c: int, path_ptr: np.ndarray, path_res: np.ndarray, path_busy: np.ndarray, free_at: np.ndarray,
+    base_ns: np.ndarray,
+) -> float:
+    """A miss of route class ``c`` issued at ``issue``: FIFO at each resource of its route, then its base
+    latency; when it completes."""
+    t_now = issue
+    for e in range(path_ptr[c], path_ptr[c + 1]):
+        r = path_res[e]
+        t_now = max(t_now, free_at[r])
+        free_at[r] = t_now + path_busy[e]
+    return t_now + base_ns[c]
+
+
 @nb.njit(cache=True)
 def _floor(
     thread: np.ndarray,
@@ -35,54 +98,23 @@ def _floor(
 ) -> tuple[float, float]:
     n = thread.shape[0]
     n_thr = thread_init.shape[0]
-    # each thread's accesses in program order, as CSR by a counting sort (O(n), stable; int32 positions: half
-    # the memory traffic of int64 on a 16 M stream)
-    ptr = np.zeros(n_thr + 1, np.int64)
-    for i in range(n):
-        ptr[thread[i] + 1] += 1
-    for t in range(n_thr):
-        ptr[t + 1] += ptr[t]
-    order = np.empty(n, np.int32)
-    fill = ptr[:-1].copy()
-    for i in range(n):
-        order[fill[thread[i]]] = i
-        fill[thread[i]] += 1
-    pos = ptr[:-1].copy()
-    max_mlp = 1
-    for t in range(n_thr):
-        max_mlp = max(max_mlp, mlp[t])
-    # completion times of each thread's in-flight misses (slots); slots beyond a thread's MLP never free
-    ring = np.full((n_thr, max_mlp), np.inf)
-    for t in range(n_thr):
-        ring[t, : mlp[t]] = 0.0
-    nxt = np.zeros(n_thr)  # earliest next issue per thread (infinity: its accesses are done)
-    for t in range(n_thr):
-        if pos[t] == ptr[t + 1]:
-            nxt[t] = np.inf
+    ptr, order, pos = _by_thread(thread, n_thr)
+    ring, max_mlp, nxt = _slots(mlp, ptr, pos)
     free_at = np.zeros(n_res)
     lat_sum = 0.0
     end = 0.0
     for _ in range(n):
-        # time-ordered dispatch: the thread with the earliest next issue (branch-free: which one is data)
-        a = 0
-        best = np.inf
-        for t in range(n_thr):
-            x = nxt[t]
-            a = t if x < best else a
-            best = min(x, best)
+        # time-ordered dispatch: the thread with the earliest next issue
+        a, best = _earliest(nxt)
         i = order[pos[a]]
         pos[a] += 1
         # issue needs a free slot: the earliest-completing in-flight miss must be done (as the engine's sorted
         # in-flight set; freeing the oldest-issued instead slows remote-heavy threads by ~1.5x)
-        h = 0
-        hv = ring[a, 0]
-        for s in range(1, max_mlp):
-            x = ring[a, s]
-            h = s if x < hv else h
-            hv = min(x, hv)
+        h, hv = _earliest(ring[a])
         issue = max(best, hv)
         node = page_node[address[i] >> np.uint64(12)]
         c = (thread_init[a] * n_nodes + node) * 2
+        # _through_route written out: called here it cost the yardstick ~12 ns per access (49 -> 62 ns)
         t_now = issue
         for e in range(path_ptr[c], path_ptr[c + 1]):
             r = path_res[e]
@@ -117,8 +149,16 @@ def floor_run(
     thread_init, mlp : ndarray
         Initiator (node index) and outstanding-miss slots of each thread (int64).
     """
+    return _floor(*_memory_floor_args(ms, thread, address, page_node, thread_init, mlp))
+
+
+def _memory_floor_args(
+    ms: MemorySystem, thread: np.ndarray, address: np.ndarray, page_node: np.ndarray, thread_init: np.ndarray,
+    mlp: np.ndarray,
+) -> tuple:  # type: ignore[type-arg]
+    """The memory floor's arguments in the kernels' dtypes (the page table narrowed to int8: it stays in L2)."""
     path_ptr, path_res, path_busy = ms.class_paths()
-    return _floor(
+    return (
         np.asarray(thread, dtype=np.int32),
         np.asarray(page_node, dtype=np.int8),
         np.asarray(address, dtype=np.uint64),
@@ -156,27 +196,8 @@ def _cache_floor(
     n = thread.shape[0]
     n_thr = thread_init.shape[0]
     n_lv = level_sets.shape[0]
-    ptr = np.zeros(n_thr + 1, np.int64)
-    for i in range(n):
-        ptr[thread[i] + 1] += 1
-    for t in range(n_thr):
-        ptr[t + 1] += ptr[t]
-    order = np.empty(n, np.int32)
-    fill = ptr[:-1].copy()
-    for i in range(n):
-        order[fill[thread[i]]] = i
-        fill[thread[i]] += 1
-    pos = ptr[:-1].copy()
-    max_mlp = 1
-    for t in range(n_thr):
-        max_mlp = max(max_mlp, mlp[t])
-    ring = np.full((n_thr, max_mlp), np.inf)
-    for t in range(n_thr):
-        ring[t, : mlp[t]] = 0.0
-    nxt = np.zeros(n_thr)
-    for t in range(n_thr):
-        if pos[t] == ptr[t + 1]:
-            nxt[t] = np.inf
+    ptr, order, pos = _by_thread(thread, n_thr)
+    ring, max_mlp, nxt = _slots(mlp, ptr, pos)
     free_at = np.zeros(n_res)
     # every cache instance's ways: the line held (-1 empty) and its last use (the LRU stamp)
     way_line = np.full(n_ways_total, -1, np.int64)
@@ -185,20 +206,10 @@ def _cache_floor(
     end = 0.0
     misses = 0
     for step in range(n):
-        a = 0
-        best = np.inf
-        for t in range(n_thr):
-            x = nxt[t]
-            a = t if x < best else a
-            best = min(x, best)
+        a, best = _earliest(nxt)
         i = order[pos[a]]
         pos[a] += 1
-        h = 0
-        hv = ring[a, 0]
-        for s in range(1, max_mlp):
-            x = ring[a, s]
-            h = s if x < hv else h
-            hv = min(x, hv)
+        h, hv = _earliest(ring[a])
         issue = max(best, hv)
         line = np.int64(address[i] >> np.uint64(6))
         # set-associative LRU lookup, fastest level first; a miss fills the line in every level it missed
@@ -226,12 +237,7 @@ def _cache_floor(
             misses += 1
             node = page_node[address[i] >> np.uint64(12)]
             c = (thread_init[a] * n_nodes + node) * 2
-            t_now = issue
-            for e in range(path_ptr[c], path_ptr[c + 1]):
-                r = path_res[e]
-                t_now = max(t_now, free_at[r])
-                free_at[r] = t_now + path_busy[e]
-            done = t_now + base_ns[c]
+            done = _through_route(issue, c, path_ptr, path_res, path_busy, free_at, base_ns)
         lat_sum += done - issue
         ring[a, h] = done
         nxt[a] = issue if pos[a] < ptr[a + 1] else np.inf
@@ -267,19 +273,8 @@ def cache_floor_run(
             total += level.sets * level.associativity
         for t in range(n_thr):
             inst[lv, t] = first + instance_of[lv][t]
-    path_ptr, path_res, path_busy = ms.class_paths()
     return _cache_floor(
-        np.asarray(thread, dtype=np.int32),
-        np.asarray(page_node, dtype=np.int8),
-        np.asarray(address, dtype=np.uint64),
-        np.asarray(thread_init, dtype=np.int64),
-        np.asarray(mlp, dtype=np.int64),
-        ms.n_nodes,
-        np.asarray(ms.class_base_latency_ns(), dtype=np.float64),
-        np.asarray(path_ptr, dtype=np.int64),
-        np.asarray(path_res, dtype=np.int64),
-        np.asarray(path_busy, dtype=np.float64),
-        len(ms.resources),
+        *_memory_floor_args(ms, thread, address, page_node, thread_init, mlp),
         inst,
         np.array([lv.sets for lv in levels], np.int64),
         np.array([lv.associativity for lv in levels], np.int64),
