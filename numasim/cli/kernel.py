@@ -27,6 +27,7 @@ import shlex
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from numasim.cli.console import echo, exit_status
@@ -228,16 +229,35 @@ _OWN_FLAGS = {"--nominal", "--catalog", "--kswapd"}
 _BOOT_OPTIONS = ("--kernel-version", "--thp", "--sysctl", "--page-cache", "--kswapd", "--buddyinfo")
 
 
+@dataclass
+class _Session:
+    """What one numactl / numastat command acts on: the kernel, the calibration its options chose for the timed
+    programs (None: each uses the one the machine names), and the persistent machine it is (``store`` and
+    ``name``; None for a fresh kernel)."""
+
+    kernel: Kernel
+    calibration: Calibration | None
+    store: MachineStore | None = None
+    name: str = ""
+    runs_on: _RunsOn | None = None
+    """Set when the command's program runs on after the state is saved (:func:`_exit_or_run_on`)."""
+
+    @property
+    def persistent(self) -> bool:
+        return self.store is not None
+
+
 @contextmanager
-def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterator[tuple[Kernel, bool]]:
-    """The kernel a numactl / numastat command acts on, and whether it is a persistent machine's: a fresh one
-    booted from ``--machine``, or (without ``--machine``) the machine ``NUMASIM_MACHINE`` names, locked for the
-    command and saved when it ends (:mod:`numasim.persist`)."""
+def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterator[_Session]:
+    """The kernel a numactl / numastat command acts on: a fresh one booted from ``--machine``, or (without
+    ``--machine``) the machine ``NUMASIM_MACHINE`` names, locked for the command and saved when it ends
+    (:mod:`numasim.persist`)."""
     from numasim.persist.store import ENV_MACHINE, store_for_environment
 
     selected = None if opts.get("--machine") else store_for_environment()
     if selected is None:
-        yield _kernel_from(opts), False
+        kernel = _kernel_from(opts)
+        yield _Session(kernel, _chosen_calibration(kernel, opts, opts["--machine"][-1]))
         return
     store, name = selected
     given = [o for o in _BOOT_OPTIONS if opts.get(o)]
@@ -246,9 +266,8 @@ def _kernel_session(opts: dict[str, Any], *, read_only: bool = False) -> Iterato
               f"`numasim machine start` (or unset {ENV_MACHINE} and give --machine)")  # fmt: skip
     # numactl may change the machine; numastat only through --after
     with store.session(name, save=bool(opts.get("--after")) or not read_only) as kernel:
-        opts["_calibration"] = _chosen_calibration(kernel, opts, store.options(name).machine)  # its machine file
-        opts["_store"] = (store, name)
-        yield kernel, True
+        # the calibration of the machine file it was started from
+        yield _Session(kernel, _chosen_calibration(kernel, opts, store.options(name).machine), store, name)
 
 
 def _kernel_from(opts: dict[str, Any]) -> Kernel:
@@ -261,7 +280,6 @@ def _kernel_from(opts: dict[str, Any]) -> Kernel:
         opts.get("--sysctl") or [], opts.get("--page-cache") or [], bool(opts.get("--kswapd")),
         (opts.get("--buddyinfo") or [None])[-1],
     )
-    opts["_calibration"] = _chosen_calibration(kernel, opts, machines[-1])
     return kernel
 
 
@@ -286,8 +304,13 @@ def _chosen_calibration(kernel: Kernel, opts: dict[str, Any], machine: str) -> C
 
 def numactl_main(args: list[str]) -> int:
     """numasim numactl --machine M [--kernel-version V] [--json] [numactl options] -- PROG"""
+    return _status_of(_numactl_command, args)
+
+
+def _status_of(command: Callable[[list[str]], None], args: list[str]) -> int:
+    """Run a command that ends by raising SystemExit; its exit status (0 if it returns)."""
     try:
-        _numactl_command(args)
+        command(args)
     except SystemExit as done:
         return exit_status(done)
     return 0
@@ -296,19 +319,19 @@ def numactl_main(args: list[str]) -> int:
 def _numactl_command(args: list[str]) -> None:
     opts, argv = _split_own(args, _OWN_VALUES, _OWN_FLAGS | {"--json"})
     code = 0
+    session: _Session | None = None
     try:
-        with _kernel_session(opts) as (kernel, persistent):
+        with _kernel_session(opts) as session:
             try:
-                _numactl_on(kernel, opts, argv, persistent, _shell_cpus(kernel) if persistent else None)
+                _numactl_on(session, opts, argv, _shell_cpus(session.kernel) if session.persistent else None)
             except SystemExit as done:  # the machine keeps what the command did, whatever its exit status
                 code = exit_status(done)
     except BaseException:
-        if "_signals" in opts:  # the state was not saved: the program never ran on; the shell's signals are its own
-            opts["_signals"].restore()
+        if session is not None and session.runs_on is not None:  # not saved: the program never ran on
+            session.runs_on.signals.restore()
         raise
-    if opts.get("_runs_for_s") is not None:  # the program runs on, holding its memory, with the machine unlocked
-        store, name = opts["_store"]
-        code = _run_out(store, name, opts["_runs_for_s"], code, opts["_signals"])
+    if session.runs_on is not None:  # the program runs on, holding its memory, with the machine unlocked
+        code = _run_out(session, code)
     raise SystemExit(code)
 
 
@@ -318,6 +341,14 @@ _LIVE_MIN_S = 0.02
 
 class _Signalled(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _RunsOn:
+    """A program that runs on after its command saved the machine: for how long, and the signals that end it."""
+
+    seconds: float
+    signals: _EndingSignals
 
 
 _ENDING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -360,20 +391,19 @@ class _EndingSignals:
             signal.signal(sig, handler)
 
 
-def _run_out(store: MachineStore, name: str, seconds: float, code: int, signals: _EndingSignals) -> int:
-    """Live out a program's ``seconds`` as this (the shim's) process, then exit its simulated processes; a
+def _run_out(session: _Session, code: int) -> int:
+    """Live out the program's run time as this (the shim's) process, then exit its simulated processes; a
     SIGTERM, SIGINT or SIGHUP ends it early, as it ends the real program (exit status 128 + N)."""
     from numasim.errors import MachineStateError
     from numasim.persist import live
 
+    assert session.store is not None and session.runs_on is not None
+    signals = session.runs_on.signals
     try:
-        signals.sleep(seconds)
+        signals.sleep(session.runs_on.seconds)
         try:
-            with store.session(name) as kernel:
-                for pid in live.unregister(store.directory(name), os.getpid()):
-                    task = kernel.tasks.get(pid)
-                    if task is not None and task.alive:
-                        kernel.exit(task)
+            with session.store.session(session.name) as kernel:
+                live.end(session.store.directory(session.name), kernel, os.getpid())
         except MachineStateError:
             pass  # the machine was stopped meanwhile: nothing is left to exit
     finally:
@@ -381,21 +411,20 @@ def _run_out(store: MachineStore, name: str, seconds: float, code: int, signals:
     return 128 + signals.caught[0] if signals.caught else code
 
 
-def _exit_or_run_on(kernel: Kernel, opts: dict[str, Any], run: NumactlRun) -> None:
+def _exit_or_run_on(session: _Session, run: NumactlRun) -> None:
     """A persistent machine's program: one still running for ever (stress without ``-t``) stays; one that runs
     for a while (memhog's faults, ``sleep N``, ``stress -t N``) keeps its memory while this process lives it out
     (:func:`_run_out`, :mod:`numasim.persist.live`); the rest exit now, with numactl."""
     from numasim.persist import live
 
+    kernel = session.kernel
     holders = [p for p in dict.fromkeys([run.task_pid, *run.program_pids]) if p in kernel.tasks]
     if run.program_running and run.exit_code == 0:
         return
-    if run.program_duration_s >= _LIVE_MIN_S and run.exit_code == 0 and holders:
+    if run.program_duration_s >= _LIVE_MIN_S and run.exit_code == 0 and holders and session.store is not None:
         # From here a signal must not kill this process before it can clean up: caught until _run_out is done
-        opts["_signals"] = _EndingSignals()
-        store, name = opts["_store"]
-        live.register(store.directory(name), os.getpid(), holders)
-        opts["_runs_for_s"] = run.program_duration_s
+        session.runs_on = _RunsOn(run.program_duration_s, _EndingSignals())
+        live.register(session.store.directory(session.name), os.getpid(), holders)
         return
     for pid in holders:
         kernel.exit(kernel.tasks[pid])
@@ -413,9 +442,7 @@ def _shell_cpus(kernel: Kernel) -> frozenset[int] | None:
     return (cpus & frozenset(kernel.machine.cpus)) or None if cpus is not None else None
 
 
-def _numactl_on(
-    kernel: Kernel, opts: dict[str, Any], argv: list[str], persistent: bool, cpus: frozenset[int] | None = None
-) -> None:
+def _numactl_on(session: _Session, opts: dict[str, Any], argv: list[str], cpus: frozenset[int] | None = None) -> None:
     """numactl on ``kernel``; raises SystemExit with its status. On a persistent machine the output is exactly
     numactl's and a program that finished exits (a still-running one, stress without -t, stays). ``cpus``: the
     affinity the numactl process starts with (its shell's; default all cpus)."""
@@ -424,8 +451,8 @@ def _numactl_on(
     from numasim.tools.numactl import run_numactl
     from numasim.tools.numastat import numastat_sources, run_numastat
 
+    kernel, persistent, calibration = session.kernel, session.persistent, session.calibration
     oom_start = len(kernel.oom_kills)  # a persistent machine keeps older commands' kills: report this one's
-    calibration = opts.get("_calibration")
     _apply_after_checked(kernel, opts.get("--after", []), keep_alive=not persistent, calibration=calibration)
     before = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     oom_seen = len(kernel.oom_kills)
@@ -433,7 +460,7 @@ def _numactl_on(
     pid = os.getpid() if persistent and os.getpid() not in kernel.tasks else None
     run = run_numactl(kernel, argv, keep_alive=True, cpus=cpus, calibration=calibration, pid=pid)
     if persistent:
-        _exit_or_run_on(kernel, opts, run)
+        _exit_or_run_on(session, run)
     after = {nid: kernel.numastat(nid) for nid in kernel.machine.node_ids}
     pids = [p for p in run.program_pids if p in kernel.tasks]
     # a program that finished on a persistent machine has exited: its pages are those it had when it finished
@@ -495,11 +522,7 @@ def _numactl_on(
 
 def numastat_main(args: list[str]) -> int:
     """numasim numastat --machine M [--after CMD]... [numastat options]"""
-    try:
-        _numastat_command(args)
-    except SystemExit as done:
-        return exit_status(done)
-    return 0
+    return _status_of(_numastat_command, args)
 
 
 def _numastat_command(args: list[str]) -> None:
@@ -507,10 +530,11 @@ def _numastat_command(args: list[str]) -> None:
 
     opts, argv = _split_own(args, _OWN_VALUES, _OWN_FLAGS, "numastat")
     code = 0
-    with _kernel_session(opts, read_only=True) as (kernel, _persistent):
+    with _kernel_session(opts, read_only=True) as session:
+        kernel = session.kernel
         try:
             _apply_after_checked(  # not numastat's output
-                kernel, opts.get("--after", []), keep_alive=not _persistent, calibration=opts.get("_calibration")
+                kernel, opts.get("--after", []), keep_alive=not session.persistent, calibration=session.calibration
             )
         except SystemExit as done:
             code = exit_status(done)

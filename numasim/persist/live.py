@@ -33,7 +33,7 @@ from numasim.persist.shell_affinity import process_start
 if TYPE_CHECKING:
     from numasim.kernel.kernel import Kernel
 
-__all__ = ["register", "unregister", "running", "reap", "FILE_NAME"]
+__all__ = ["register", "unregister", "end", "running", "reap", "FILE_NAME"]
 
 FILE_NAME = "live.json"
 
@@ -81,6 +81,22 @@ def unregister(directory: Path, host_pid: int) -> list[int]:
     return _pids(entry) if isinstance(entry, dict) else []
 
 
+def end(directory: Path, kernel: Kernel, host_pid: int) -> list[int]:
+    """Real process ``host_pid``'s program has ended: forget it and exit its simulated processes (those still
+    alive); returns their PIDs."""
+    return _exit(kernel, unregister(directory, host_pid))
+
+
+def _exit(kernel: Kernel, pids: list[int]) -> list[int]:
+    exited = []
+    for pid in pids:
+        task = kernel.tasks.get(pid)
+        if task is not None and task.alive:
+            kernel.exit(task)
+            exited.append(pid)
+    return exited
+
+
 def running(directory: Path) -> dict[int, list[int]]:
     """Real PID -> simulated PIDs, of every recorded process that is still the process it was."""
     return {
@@ -98,11 +114,7 @@ def reap(directory: Path, kernel: Kernel) -> list[int]:
     reaped = []
     for key in gone:
         entry = entries.pop(key)
-        for pid in _pids(entry) if isinstance(entry, dict) else []:
-            task = kernel.tasks.get(pid)
-            if task is not None and task.alive:
-                kernel.exit(task)
-                reaped.append(pid)
+        reaped += _exit(kernel, _pids(entry) if isinstance(entry, dict) else [])
     if gone:
         _save(directory, entries)
     return reaped

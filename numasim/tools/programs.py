@@ -942,6 +942,7 @@ PROGRAMS = {
 measurement tools (:data:`numasim.tools.tool_programs.TOOL_PROGRAMS`) and the programs registered by
 :func:`register_program`, the programs ``numactl ... -- PROGRAM`` can exec (:func:`find_program`)."""
 
+
 class Program(Protocol):
     """A virtual program: runs in ``task`` (its policy, affinity and cpu) and reports what it did. A program whose
     ``timed`` attribute is true is called with ``calibration=`` too (what it times with, or ``None``)."""
