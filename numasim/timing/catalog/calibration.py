@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,7 +326,7 @@ WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
 
 
-def running_clock(sku: Sku, turbo: bool, cite: Callable[[list[str]], str]) -> tuple[float, str]:
+def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[float, str]:
     """The clock ``sku``'s cores run at with every core busy, and where it comes from.
 
     What counts core cycles (mlc's injection delay, a cache's latency in cycles) counts them at this clock. With
@@ -339,17 +339,17 @@ def running_clock(sku: Sku, turbo: bool, cite: Callable[[list[str]], str]) -> tu
     Examples
     --------
     >>> from numasim.timing.catalog import match_cpu
-    >>> sku = match_cpu("Xeon Platinum 8269CY").sku
-    >>> running_clock(sku, True, lambda ids: ",".join(ids))[0], running_clock(sku, False, lambda ids: "")[0]
+    >>> found = match_cpu("Xeon Platinum 8269CY")
+    >>> running_clock(found.platform, found.sku)[0], running_clock(found.platform, found.sku, turbo=False)[0]
     (3.2, 2.5)
     """
     if turbo and sku.all_core_turbo_ghz is not None:
         return sku.all_core_turbo_ghz, (
             f"all-core turbo (turbo ASSUMED on, the firmware's default; --turbo off: the {sku.base_ghz:g} GHz base) "
-            f"[{cite(sku.sources)}]"
+            f"[{platform.cite(sku.sources)}]"
         )
     why = "turbo off" if not turbo else "the catalog has no all-core turbo frequency for this SKU"
-    return sku.base_ghz, f"base clock ({why}) [{cite(sku.sources)}]"
+    return sku.base_ghz, f"base clock ({why}) [{platform.cite(sku.sources)}]"
 
 
 def catalog_calibration(
@@ -474,7 +474,7 @@ def catalog_calibration(
 
     links, link_priors = _links(machine, fig, socket_of, here, cxl)
     priors += link_priors
-    clock_ghz, clock_source = running_clock(chosen, turbo, platform.cite)
+    clock_ghz, clock_source = running_clock(platform, chosen, turbo)
     caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz)
     priors += cache_priors
     notes += cache_notes
