@@ -269,8 +269,7 @@ def _footprint_hits(
     seen_before: dict[tuple[int, int], np.ndarray | None] | None,
     lines: np.ndarray,
     agent: np.ndarray,
-    all_lines: np.ndarray,
-    cur: np.ndarray,
+    first: np.ndarray,
     head: int,
     level: np.ndarray,
     agent_instance: np.ndarray,
@@ -278,7 +277,8 @@ def _footprint_hits(
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits its
-    (set-limited) capacity: an LRU stack holds them all. Sets ``level`` of those accesses; returns the updated
+    (set-limited) capacity: an LRU stack holds them all. ``first`` marks the window's accesses with no earlier
+    access in it (the chunk's start at ``head``). Sets ``level`` of those accesses; returns the updated
     per-instance line sets (``None`` once an instance's lines outgrew it: from then on only the window decides).
 
     Without it a working set that fits a cache but is reused after more accesses than the window carries counted
@@ -290,8 +290,6 @@ def _footprint_hits(
                for lv in caps}  # fmt: skip
     if not any(tracked.values()):  # every instance outgrew its lines: nothing to track (the usual case)
         return seen
-    first = np.ones(len(all_lines), dtype=bool)
-    first[cur] = False
     # This chunk's accesses with no earlier access in the window: the only ones that can bring a line the
     # instance has not been asked for (a line met earlier in the window was added when it was first met).
     cold = np.flatnonzero(first[head:])
@@ -399,10 +397,11 @@ def estimate_levels(
     rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
     same_agent = a_cur == a_prv
     own_gap = (rank[cur] - rank[prv]).astype(np.float64)
+    # each line's first access in the window (no earlier one to reuse)
+    first = np.ones(m, dtype=bool)
+    first[cur] = False
     if sets is not None:
         # the window's distinct lines (each at its first access), sampled once for every level
-        first = np.ones(m, dtype=bool)
-        first[cur] = False
         pick, rate = _distinct_sample(first, m - len(cur))
         first_lines, first_agent = all_lines[pick], all_agent[pick]
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
@@ -455,7 +454,7 @@ def estimate_levels(
         hit[own] = stack < cap[i_cur[own]]
         level[cur[hit]] = lv
         memo = (partition, own, stack)
-    seen = _footprint_hits(state.seen, lines, agent, all_lines, cur, head, level, agent_instance, caps)
+    seen = _footprint_hits(state.seen, lines, agent, first, head, level, agent_instance, caps)
     keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
