@@ -64,7 +64,7 @@ def _atom_name(a: Atom) -> str:
         return f"links[{edge[0]}->{edge[1]}].latency_ns"
     if kind == "relay":
         return f"relays[{key}].latency_ns"
-    return f"switches[{key}].latency_ns"
+    raise AssertionError(f"unknown latency atom {a!r}")
 
 
 def _nominal_ctrl_latency(machine: Machine, node: int) -> float:
@@ -74,11 +74,14 @@ def _nominal_ctrl_latency(machine: Machine, node: int) -> float:
 
 @dataclass
 class LatencyFit:
-    """Fitted idle latencies: per controller, per directed link, per switch; plus the fit report."""
+    """Fitted idle latencies: per controller, per directed link, per relaying node; plus the fit report.
+
+    A switch's traversal latency is not fitted: a calibration has no field for it, so it stays the machine
+    file's and the links next to the switch carry what the cells say beyond it.
+    """
 
     controller_latency_ns: dict[int, float] = field(default_factory=dict)
     link_latency_ns: dict[Edge, float] = field(default_factory=dict)
-    switch_latency_ns: dict[str, float] = field(default_factory=dict)
     relay_latency_ns: dict[int, float] = field(default_factory=dict)
     result: FitResult = field(default_factory=FitResult)
 
@@ -164,13 +167,18 @@ def fit_latency(
             atoms.append(a)
         return index[a]
 
+    result = FitResult()
     relaying = {n.id for n in machine.nodes if n.relay_latency_ns > 0}
+    # A switch's traversal is a fixed part of every route through it (the machine file's; a calibration cannot
+    # hold another), so it is taken off the measured cells rather than fitted and then dropped.
+    switch_ns = {s.name: s.latency_ns for s in machine.switches}
+    offsets: list[float] = []
     rows: list[list[int]] = []
     for i, j, _ in cells:
         cols = [atom(("ctrl", j))]
         path = r.path(i, j)
         cols += [atom(("link", e)) for e in r.edges(i, j)]
-        cols += [atom(("switch", v)) for v in path[1:-1] if isinstance(v, str)]
+        offsets.append(sum(switch_ns.get(v, 0.0) for v in path[1:-1] if isinstance(v, str)))
         # Relaying through an intermediate node costs time only where the machine file says the node relays.
         cols += [atom(("relay", v)) for v in path[1:-1] if isinstance(v, int) and v in relaying]
         rows.append(cols)
@@ -178,14 +186,36 @@ def fit_latency(
     for k, cols in enumerate(rows):
         for c in cols:
             a_atoms[k, c] += 1.0
-    y = np.array([v for _, _, v in cells])
+    y_cells = np.array([v for _, _, v in cells])
+    offset = np.array(offsets)
+    if np.any(offset >= y_cells):
+        k = int(np.argmax(offset >= y_cells))
+        i, j, v = cells[k]
+        raise CalibrationError(
+            f"{table}: cell ({i}, {j}) = {v} ns is no more than the {offset[k]:g} ns its route spends in the "
+            f"machine file's switches ({machine.name}): lower the switches' latency_ns"
+        )
+    y = y_cells - offset
+    if np.any(offset > 0):
+        result.assumptions.append(
+            "switch traversal latencies kept at the machine file's "
+            f"({', '.join(f'{n} {v:g} ns' for n, v in switch_ns.items() if v > 0)}); the links carry the rest"
+        )
 
     nominal = np.array([_nominal_atom(machine, r, a) for a in atoms])
-    kinds = {(link.a, link.b): link.kind for link in machine.links} | {(link.b, link.a): link.kind for link in machine.links}
+    # Links of one kind that join different sorts of vertex are different hardware: an IO die's node-to-hub
+    # links and its socket-to-socket (xGMI) links are both Infinity Fabric, but only the latter leaves the package.
+    hubs = set(switch_ns)
+
+    def role(link_a: object, link_b: object) -> str:
+        ends = (link_a in hubs) + (link_b in hubs)
+        return ("node-node", "node-hub", "hub-hub")[ends]
+
+    kinds = {(link.a, link.b): f"{link.kind} {role(link.a, link.b)}" for link in machine.links}
+    kinds |= {(b, a): k for (a, b), k in kinds.items()}
 
     # Groups: atoms tied together share one fitted value.
     group = list(range(len(atoms)))
-    result = FitResult()
 
     def design() -> tuple[np.ndarray, list[int]]:
         labels = sorted(set(group))
@@ -233,7 +263,7 @@ def fit_latency(
             if members:
                 result.assumptions.append("every relaying node assumed to add the same latency (imposed)")
         elif how == "links_by_kind":
-            groups_by_kind: dict[object, list[int]] = {}
+            groups_by_kind: dict[str | None, list[int]] = {}
             for k in range(len(atoms)):
                 if atoms[k][0] == "link":
                     groups_by_kind.setdefault(kinds.get(atoms[k][1]), []).append(k)  # type: ignore[call-overload]
@@ -278,7 +308,7 @@ def fit_latency(
         )
         weak = weak_atoms()
     if weak:  # 3. links of one kind equal
-        by_kind: dict[object, list[int]] = {}
+        by_kind: dict[str | None, list[int]] = {}
         for k in range(len(atoms)):
             if atoms[k][0] == "link":
                 by_kind.setdefault(kinds.get(atoms[k][1]), []).append(k)  # type: ignore[call-overload]
@@ -297,22 +327,22 @@ def fit_latency(
         result.assumptions.append(f"not identifiable even after tying; pulled weakly towards the machine file: {names}")
 
     def resid(x: np.ndarray) -> np.ndarray:
-        res = (a @ x - y) / y
+        res = (a @ x - y) / y_cells
         if prior_rows:
             res = np.concatenate([res, 1e-3 * (x[prior_rows] - x0[prior_rows])])
         return res
 
     sol = least_squares(resid, x0, bounds=(1e-3, np.inf), method="trf", x_scale=np.maximum(x0, 1.0))
     x = sol.x
-    fitted = a @ x
+    fitted = a @ x + offset
     # Uncertainty: linearised covariance from the residual scatter, floored by the tool's print resolution.
     n, p = a.shape
     rank = int(np.linalg.matrix_rank(a))
     dof = n - rank
-    floor = resolution_ns / math.sqrt(12.0) / float(np.median(y))
-    aw = a / y[:, None]
+    floor = resolution_ns / math.sqrt(12.0) / float(np.median(y_cells))
+    aw = a / y_cells[:, None]
     if dof > 0:
-        sigma = max(math.sqrt(float(np.sum(((fitted - y) / y) ** 2)) / dof), floor)
+        sigma = max(math.sqrt(float(np.sum(((fitted - y_cells) / y_cells) ** 2)) / dof), floor)
     else:
         sigma = floor
         result.warnings.append(
@@ -322,7 +352,7 @@ def fit_latency(
     cov = sigma**2 * np.linalg.pinv(aw.T @ aw)
     stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     if bootstrap > 0:
-        stderr = _bootstrap_latency(aw, np.ones_like(y), x, bootstrap, seed)
+        stderr = _bootstrap_latency(aw, y / y_cells, x, bootstrap, seed)
     fit = LatencyFit(result=result)
     for k, at in enumerate(atoms):
         col = labels.index(group[k])
@@ -332,10 +362,8 @@ def fit_latency(
             fit.controller_latency_ns[int(key)] = value  # type: ignore[call-overload]
         elif kind == "link":
             fit.link_latency_ns[key] = value  # type: ignore[index]
-        elif kind == "relay":
-            fit.relay_latency_ns[int(key)] = value  # type: ignore[call-overload]
         else:
-            fit.switch_latency_ns[str(key)] = value
+            fit.relay_latency_ns[int(key)] = value  # type: ignore[call-overload]
         result.parameters.append(
             FittedParameter(
                 _atom_name(at), value, "ns", float(stderr[col]), identifiable=k not in weak, note=tied_note.get(k, "")
@@ -369,13 +397,8 @@ def _nominal_atom(machine: Machine, r: Routing, a: Atom) -> float:
         return max(machine.node(int(key)).relay_latency_ns, 1.0)  # type: ignore[call-overload]
     if kind == "ctrl":
         return _nominal_ctrl_latency(machine, int(key))  # type: ignore[call-overload]
-    if kind == "link":
-        edge: Edge = key  # type: ignore[assignment]
-        return float(r._graph.edges[edge]["latency_ns"])
-    for s in machine.switches:
-        if s.name == key:
-            return max(s.latency_ns, 1.0)
-    return 1.0
+    edge: Edge = key  # type: ignore[assignment]
+    return float(r._graph.edges[edge]["latency_ns"])
 
 
 def _bootstrap_latency(a: np.ndarray, y: np.ndarray, x: np.ndarray, n_boot: int, seed: int) -> np.ndarray:

@@ -325,11 +325,6 @@ def calibrate(
                 # tied relays: a relaying node no measured route crosses takes the common value too
                 common = float(np.mean(list(lf.relay_latency_ns.values())))
                 relay_lat.update({n: common for n in relay_lat if n not in lf.relay_latency_ns})
-            if lf.switch_latency_ns:
-                report.warnings.append(
-                    "switch traversal latencies were fitted but a calibration has no switch field; they are "
-                    f"folded into nothing: {lf.switch_latency_ns}"
-                )
             for k, _ in lat_mats:
                 mark(k, "latency_matrix")
     # ---- bandwidth

@@ -169,3 +169,49 @@ def test_uncertainty_from_repeats_and_seeded_bootstrap() -> None:
     boot1 = fit_latency(m, [a, b], bootstrap=50, seed=7).result.parameter("links[0->1].latency_ns").stderr
     boot2 = fit_latency(m, [a, b], bootstrap=50, seed=7).result.parameter("links[0->1].latency_ns").stderr
     assert boot1 == boot2 and math.isfinite(boot1)
+
+
+@pytest.mark.parametrize("mode", ["NPS2", "SNC2"])
+def test_latency_fit_through_switches_reproduces_the_matrix_it_fitted(mode: str) -> None:
+    # A socket split into nodes joins them through a switch (the IO die, the mesh) whose traversal a
+    # calibration cannot hold; the 9224's NPS2 matrix (107 local, 116 same socket, 200 across) once came back
+    # as 97 ns everywhere: the switches took 43 ns each and were then dropped, and the socket link was tied to
+    # the node-to-hub links because both are Infinity Fabric.
+    from numasim.topology.builders import multi_die
+    from numasim.topology.model import Switch
+
+    m = multi_die(2, mode, cores_per_socket=8)
+    m = m.model_copy(update={"switches": [Switch(name=s.name, kind=s.kind, latency_ns=3.0) for s in m.switches]})
+    local, same, across = 107.0, 116.4, 200.2
+    values = np.array([[local, same, across, across], [same, local, across, across],
+                       [across, across, local, same], [across, across, same, local]])
+    fit = fit_latency(m, [NodeMatrix([0, 1, 2, 3], [0, 1, 2, 3], values, "ns")])
+    assert fit.result.mape_pct() < 0.05
+    hub_links = {e: v for e, v in fit.link_latency_ns.items() if all(isinstance(x, str) for x in e)}
+    node_links = {e: v for e, v in fit.link_latency_ns.items() if e not in hub_links}
+    assert len(hub_links) == 2 and len(node_links) == 8
+    # same socket: controller + two node-to-hub links + one switch; across: + the socket link + a second switch
+    for v in node_links.values():
+        assert v == pytest.approx((same - local - 3.0) / 2, abs=0.05)
+    for v in hub_links.values():
+        assert v == pytest.approx(across - same - 3.0, abs=0.05)
+    assert any("switch traversal latencies kept at the machine file's" in a for a in fit.result.assumptions)
+    # and what a calibration built from it gives back is the table (the routing adds the same switches)
+    tuned = m.model_copy(update={
+        "links": [link.model_copy(update={"latency_ns": fit.link_latency_ns[(link.a, link.b)]}) for link in m.links],
+        "nodes": [n.model_copy(update={"controller": n.controller.model_copy(
+            update={"latency_ns": fit.controller_latency_ns[n.id]})}) if n.controller else n for n in m.nodes],
+    })
+    assert latency_table_ns(tuned, routing(tuned)) == pytest.approx(values, rel=1e-3)
+
+
+def test_switch_slower_than_a_cell_is_a_clear_error() -> None:
+    from numasim.errors import CalibrationError
+    from numasim.topology.builders import multi_die
+    from numasim.topology.model import Switch
+
+    m = multi_die(1, "SNC2", cores_per_socket=8)
+    m = m.model_copy(update={"switches": [Switch(name=s.name, kind=s.kind, latency_ns=500.0) for s in m.switches]})
+    cells = NodeMatrix([0, 1], [0, 1], np.array([[80.0, 90.0], [90.0, 80.0]]), "ns")
+    with pytest.raises(CalibrationError, match=r"cell \(0, 1\) = 90.0 ns .* switches"):
+        fit_latency(m, [cells])
