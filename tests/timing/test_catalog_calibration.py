@@ -127,7 +127,9 @@ def test_missing_figures_are_borrowed_and_said_so() -> None:
     sources = {p.parameter: p.source for p in cal.provenance.priors}
     assert "borrowed from amd-epyc-rome" in sources["controllers[0].latency_ns"]
     assert "median of the catalog" in sources["controllers[0].read_bandwidth_gb_s"]
-    assert "numasim default" in sources["core.max_outstanding_misses"]
+    assert "L1D fill buffers" in sources["core.max_outstanding_misses"] and cal.core.max_outstanding_misses == 24
+    milan = catalog_calibration(glueless(2), sku="EPYC 7763")
+    assert "numasim default" in {p.parameter: p.source for p in milan.provenance.priors}["core.max_outstanding_misses"]
 
 
 def test_cache_latency_is_cycles_at_the_base_clock() -> None:
