@@ -122,6 +122,25 @@ def test_multi_hop_routes_split_the_remote_latency_over_socket_hops() -> None:
     assert table[0, 2] == pytest.approx(lat.remote_ns)
 
 
+def test_a_cluster_figure_comes_from_a_one_node_a_socket_measurement() -> None:
+    # The 8180's 81.4 ns was measured in SNC off: a mean over the socket's clusters. In SNC2 each cluster's own
+    # is 8 ns (this machine's route to its sibling) / 2 lower, its sibling's that much higher, the remote stays.
+    m = multi_die(2, "SNC2", cores_per_socket=8)
+    cal = catalog_calibration(m, sku="Platinum 8180")
+    from numasim.timing.model import apply_calibration
+
+    table = latency_table_ns(apply_calibration(m, cal))
+    lat = get_platform("intel-skylake-sp").latency
+    assert lat is not None and lat.remote_ns is not None
+    hop = table[0, 1] - table[0, 0]
+    assert hop == pytest.approx(8.0)
+    assert table[0, 0] == pytest.approx(lat.local_ns - hop / 2)
+    assert (table[0, 0] + table[0, 1]) / 2 == pytest.approx(lat.local_ns)
+    assert table[0, 2] == pytest.approx(lat.remote_ns) and table[1, 3] == pytest.approx(lat.remote_ns)
+    src = next(p.source for p in cal.provenance.priors if p.parameter == "controllers[0].latency_ns")
+    assert "mean over its 2 clusters" in src
+
+
 def test_missing_figures_are_borrowed_and_said_so() -> None:
     cal = catalog_calibration(glueless(2), sku="EPYC 9654")
     sources = {p.parameter: p.source for p in cal.provenance.priors}
@@ -209,4 +228,4 @@ def test_local_latency_prior_follows_the_numa_mode_it_was_measured_in() -> None:
     assert local("NPS4") == (113.0, local("NPS4")[1]) and "this machine's mode" in local("NPS4")[1]
     assert local("NPS1")[0] == 122.0 and "NPS1 figure" in local("NPS1")[1]
     value, src = local("NPS2")
-    assert value == 113.0 and "no figure" in src and "NPS2" in src
+    assert value == 113.0 and "used as is" in src and "NPS2" in src
