@@ -11,7 +11,7 @@ from numba import njit
 
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
-    "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
+    "merge_known", "new_in_line_order", "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
 ]
 
 PREFETCH_STREAMS = 8
@@ -198,6 +198,59 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             prv[n] = np.int64(key[i - 1] & low)
             n += 1
     return cur, prv
+
+
+@njit(cache=True, nogil=True)
+def new_in_line_order(key: np.ndarray, shift: int, head: int) -> np.ndarray:  # pragma: no cover - compiled
+    """From sorted :func:`reuse_keys`: the positions ``>= head`` that are their line's first access in the
+    window, in line order (the first of each run of equal lines, where it lies at or after ``head``)."""
+    low = np.uint64((1 << shift) - 1)
+    out = np.empty(max(len(key) - head, 0), dtype=np.int64)
+    n = 0
+    for i in range(len(key)):
+        k = key[i]
+        if i == 0 or (k ^ key[i - 1]) > low:
+            at = np.int64(k & low)
+            if at >= head:
+                out[n] = at
+                n += 1
+    return out[:n]
+
+
+@njit(cache=True, nogil=True)
+def merge_known(known: np.ndarray, asked: np.ndarray, cap: float) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """Two sorted arrays of distinct lines: which of ``asked`` are in ``known``, the size of their union, and
+    the sorted union itself when that size is at most ``cap`` (else an empty array): two linear merges where
+    a binary search per line and a sort of the concatenation jump about memory."""
+    again = np.zeros(len(asked), dtype=np.bool_)
+    j = 0
+    nk = len(known)
+    n_new = 0
+    for i in range(len(asked)):
+        x = asked[i]
+        while j < nk and known[j] < x:
+            j += 1
+        if j < nk and known[j] == x:
+            again[i] = True
+        else:
+            n_new += 1
+    size = nk + n_new
+    if size > cap:
+        return again, known[:0].copy(), size
+    union = np.empty(size, dtype=known.dtype)
+    i = j = k = 0
+    while i < len(asked) or j < nk:
+        if i < len(asked) and again[i]:
+            i += 1
+        elif j >= nk or (i < len(asked) and asked[i] < known[j]):
+            union[k] = asked[i]
+            i += 1
+            k += 1
+        else:
+            union[k] = known[j]
+            j += 1
+            k += 1
+    return again, union, size
 
 
 @njit(cache=True, nogil=True)
