@@ -29,7 +29,14 @@ import numpy as np
 from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
-from ._feed_kernel import merge_known, new_in_line_order, reuse_keys, reuse_pairs
+from ._feed_kernel import (
+    merge_known,
+    new_in_line_order,
+    reuse_candidates,
+    reuse_keys,
+    reuse_keys_at,
+    reuse_pairs,
+)
 
 __all__ = [
     "CacheLevelSpec",
@@ -266,6 +273,20 @@ def carry_accesses(capacity_lines: np.ndarray) -> int:
     return max(CARRY_ACCESSES, top)
 
 
+def _tracked(seen: dict[tuple[int, int], np.ndarray | None] | None, agent_instance: np.ndarray) -> dict[int, list[int]]:
+    """Per level, the instances whose footprint :func:`_footprint_hits` still tracks (all before the first
+    estimate; those whose lines still fit them after)."""
+    known = seen or {}
+    return {lv: [i for i in np.flatnonzero(np.bincount(agent_instance[lv])).tolist() if known.get((lv, i), 0) is not None]
+            for lv in range(len(agent_instance))}  # fmt: skip
+
+
+_FILTER_MIN = 1 << 14
+"""Windows shorter than this sort all their accesses (the filter's bitmaps cost more than it saves)."""
+_FILTER_BITS = 8
+"""Bits of the reuse filter's bitmaps per access of the window (at least; rounded up to a power of two)."""
+
+
 def _footprint_hits(
     seen_before: dict[tuple[int, int], np.ndarray | None] | None,
     lines: np.ndarray,
@@ -275,10 +296,12 @@ def _footprint_hits(
     agent_instance: np.ndarray,
     caps: dict[int, np.ndarray],
     cold_in_line_order: Callable[[], np.ndarray],
+    tracked: dict[int, list[int]],
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits its
-    (set-limited) capacity: an LRU stack holds them all. ``cold_in_line_order()`` gives the window positions of
+    (set-limited) capacity: an LRU stack holds them all (``tracked``: the instances of each level whose lines
+    still fit, :func:`_tracked`). ``cold_in_line_order()`` gives the window positions of
     the chunk's accesses with no earlier access in the window (the chunk's start at ``head``), in line order.
     Sets ``level`` of those accesses; returns the updated per-instance line sets (``None`` once an instance's
     lines outgrew it: from then on only the window decides).
@@ -288,8 +311,6 @@ def _footprint_hits(
     the time where an exact LRU hits 85 % (benchmarks/bench_cache.py).
     """
     seen: dict[tuple[int, int], np.ndarray | None] = dict(seen_before) if seen_before else {}
-    tracked = {lv: [i for i in np.flatnonzero(np.bincount(agent_instance[lv])).tolist() if seen.get((lv, i), 0) is not None]
-               for lv in caps}  # fmt: skip
     if not any(tracked.values()):  # every instance outgrew its lines: nothing to track (the usual case)
         return seen
     # This chunk's accesses with no earlier access in the window: the only ones that can bring a line the
@@ -371,12 +392,24 @@ def estimate_levels(
     shift = max(1, int(m).bit_length())
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
     key: np.ndarray | None = None
-    if m and int(all_lines.max()) < (1 << (63 - shift)):
+    tracked = _tracked(state.seen, agent_instance)
+    packed = bool(m) and int(all_lines.max()) < (1 << (63 - shift))
+    filtered = False
+    if packed and not any(tracked.values()) and m >= _FILTER_MIN:
+        # Nothing needs the window's lines in order (no instance tracks its footprint): sort only the accesses
+        # of lines that may occur twice, which a hash filter finds. The same pairs in the same order: every
+        # access of a line that occurs twice is among them.
+        at, filtered = reuse_candidates(all_lines, max(16, int(_FILTER_BITS * m).bit_length()), m // 2)
+        if filtered:
+            sub = reuse_keys_at(all_lines, at, shift)
+            sub.sort()
+            cur, prv = reuse_pairs(sub, shift)
+    if packed and not filtered:
         key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
         cur, prv = reuse_pairs(key, shift)
-    else:
+    elif not packed:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
         pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
@@ -384,8 +417,8 @@ def estimate_levels(
 
     def cold_in_line_order() -> np.ndarray:
         """The chunk's accesses with no earlier access in the window (positions >= head), in line order."""
-        if key is not None:
-            return new_in_line_order(key, shift, head)
+        if packed:
+            return new_in_line_order(key if key is not None else np.sort(reuse_keys(all_lines, shift)), shift, head)
         starts = order[np.r_[True, sorted_lines[1:] != sorted_lines[:-1]]] if m else order
         return starts[starts >= head]
 
@@ -469,7 +502,7 @@ def estimate_levels(
         hit[own] = stack < cap[i_cur[own]]
         level[cur[hit]] = lv
         memo = (partition, own, stack)
-    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order)
+    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked)
     keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.

@@ -167,3 +167,40 @@ def test_estimate_is_the_same_for_lines_beyond_the_packed_sort_keys() -> None:
         got.append(levels)
     assert got[0] == got[1]
     assert any(0 < v < 3 for lv in got[0] for v in lv) and any(v == 0 for lv in got[0] for v in lv)
+
+
+def test_reuse_filter_keeps_every_access_of_every_repeated_line() -> None:
+    from numasim.engine._feed_kernel import reuse_candidates
+
+    rng = np.random.default_rng(9)
+    lines = rng.integers(0, 1 << 22, 200_000).astype(np.uint64)
+    at, ok = reuse_candidates(lines, 21, len(lines))
+    _, inverse, counts = np.unique(lines, return_inverse=True, return_counts=True)
+    repeated = np.flatnonzero(counts[inverse] > 1)
+    assert ok and np.all(np.diff(at) > 0) and np.isin(repeated, at).all()
+    assert len(at) < len(lines) // 4  # a filter: most accesses of lines seen once are left out
+    _, ok = reuse_candidates(np.repeat(lines[:1000], 3), 16, 1500)  # mostly reuses: not worth filtering
+    assert not ok
+
+
+def test_estimate_is_the_same_with_and_without_the_reuse_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once no instance tracks its footprint, the estimate sorts only the accesses the reuse filter keeps: the
+    levels and the carried state are those of sorting the whole window."""
+    from numasim.engine import caches
+
+    rng = np.random.default_rng(10)
+    capacity = np.array([64, 512, 4096])
+    sets = np.array([8, 64, 512])
+    agent_instance = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 8, 9, 9]])
+    chunks = [(rng.integers(0, k, 40_000).astype(np.uint64), rng.integers(0, 4, 40_000))
+              for k in (1 << 20, 1 << 20, 6000, 1 << 22, 2000, 1 << 20)]  # fmt: skip
+    got = []
+    for smallest in (caches._FILTER_MIN, 1 << 40):
+        monkeypatch.setattr(caches, "_FILTER_MIN", smallest)
+        state, out = caches.EpochCacheState.empty(), []
+        for lines, agent in chunks:
+            lv, state = caches.estimate_levels(lines, agent, agent_instance, capacity, state, sets=sets, carry=30_000)
+            out.append((lv.tolist(), state.lines.tolist(), state.rank.tolist(), state.long_hits))
+        got.append(out)
+    assert got[0] == got[1]
+    assert any(v < 3 for lv, *_ in got[0] for v in lv)
