@@ -317,17 +317,19 @@ def _footprint_hits(
     # instance has not been asked for (a line met earlier in the window was added when it was first met). They
     # are distinct lines, and in line order each instance's share is sorted: membership and union are merges.
     cold = cold_in_line_order() - head
-    cold_lines = lines[cold]
+    cold_lines, cold_agent = lines[cold], agent[cold]
+    agent_asks = np.bincount(cold_agent, minlength=agent_instance.shape[1]).astype(np.float64)
     for lv in sorted(caps, reverse=True):  # slowest first: a faster level's hit overrides
-        if not tracked[lv]:
-            continue
-        cold_inst = agent_instance[lv][agent[cold]]
-        asks = np.bincount(cold_inst)
+        asks = np.bincount(agent_instance[lv], weights=agent_asks)
         for i in tracked[lv]:
-            known = seen.get((lv, i))
-            if i < len(asks) and asks[i] > caps[lv][i]:  # more distinct lines asked for than it holds
+            if asks[i] > caps[lv][i]:  # more distinct lines asked for than it holds
                 seen[(lv, i)] = None
-                continue
+        left = [i for i in tracked[lv] if seen.get((lv, i), 0) is not None]
+        if not left:
+            continue
+        cold_inst = agent_instance[lv][cold_agent]
+        for i in left:
+            known = seen.get((lv, i))
             mine = np.flatnonzero(cold_inst == i)
             asked = cold_lines[mine]
             if known is None or not len(known):
