@@ -119,6 +119,7 @@ def _next_ready(
     last_done: np.ndarray,
     inflight: np.ndarray,
     n_inflight: np.ndarray,
+    in_head: np.ndarray,
 ) -> float:  # pragma: no cover - compiled
     """When agent ``a`` may issue its request ``p`` (infinity when its window segment is used up): ``compute``
     after its previous issue (after its previous completion when dependent), once one of its ``mlp`` slots is
@@ -126,8 +127,8 @@ def _next_ready(
     if p >= end:
         return np.inf
     ready = (last_done[a] if dep[a] else last_issue[a]) + compute[p]
-    if n_inflight[a] >= mlp[a] and inflight[a, 0] > ready:
-        ready = inflight[a, 0]  # the earliest completion (the set is kept sorted)
+    if n_inflight[a] >= mlp[a] and inflight[a, in_head[a]] > ready:
+        ready = inflight[a, in_head[a]]  # the earliest completion (the set is kept sorted)
     return ready
 
 
@@ -158,6 +159,7 @@ def run_epochs(
     last_done: np.ndarray,
     inflight: np.ndarray,
     n_inflight: np.ndarray,
+    in_head: np.ndarray,
     pos: np.ndarray,
     done_max: np.ndarray,
     turn: np.ndarray,
@@ -187,6 +189,8 @@ def run_epochs(
     snap_done = np.empty(nw)
     snap_n = np.empty(nw, dtype=np.int64)
     snap_in = np.empty((nw, m_max))
+    snap_head = np.empty(nw, dtype=np.int64)
+    fly_mask = np.uint64(m_max - 1)  # each agent's in-flight set is a sorted ring of a power-of-two width
     snap_turn = np.empty(nw, dtype=np.int64)
     snap_bucket = np.empty(nw, dtype=np.int64)
     snap_lo = np.empty(nw)
@@ -230,9 +234,10 @@ def run_epochs(
             snap_bucket[k] = bucket_of[a]
             snap_lo[k] = bucket_lo[a]
             snap_hi[k] = bucket_hi[a]
-            snap_in[k, : n_inflight[a]] = inflight[a, : n_inflight[a]]
+            snap_head[k] = in_head[a]
+            snap_in[k, :] = inflight[a, :]
             ready_at[k] = _next_ready(
-                a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight
+                a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight, in_head
             )
         # Exact mode rolls at the first dispatch at or after the next epoch boundary: here, before the epoch's
         # first request (the epoch visited is the one of the earliest request due, so one is dispatched in it).
@@ -287,14 +292,16 @@ def run_epochs(
             p = pos[ku]
             pu = np.uint64(p)
             n_fly = n_inflight[a]
-            # The in-flight set is kept sorted: what completed by now is a prefix, and leaves it.
+            # The in-flight set is kept sorted, as a ring from ``in_head``: what completed by now is a prefix, and
+            # leaves it by moving the head (no shift of the rest)
+            h = np.uint64(in_head[a])
             gone = 0
-            while gone < n_fly and inflight[a, np.uint64(gone)] <= ready:
+            while gone < n_fly and inflight[a, (h + np.uint64(gone)) & fly_mask] <= ready:
                 gone += 1
             if gone:
                 n_fly -= gone
-                for j in range(n_fly):
-                    inflight[a, j] = inflight[a, np.uint64(j + gone)]
+                h = (h + np.uint64(gone)) & fly_mask
+                in_head[a] = h
             lv = level[pu]
             if lv < n_levels:
                 lat = level_lat[lv]
@@ -332,10 +339,10 @@ def run_epochs(
                     lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[q_end - 1], level_lat, n_levels)
             done = ready + lat
             j = n_fly
-            while j > 0 and inflight[a, np.uint64(j - 1)] > done:
-                inflight[a, np.uint64(j)] = inflight[a, np.uint64(j - 1)]
+            while j > 0 and inflight[a, (h + np.uint64(j - 1)) & fly_mask] > done:
+                inflight[a, (h + np.uint64(j)) & fly_mask] = inflight[a, (h + np.uint64(j - 1)) & fly_mask]
                 j -= 1
-            inflight[a, np.uint64(j)] = done
+            inflight[a, (h + np.uint64(j)) & fly_mask] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
             issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
@@ -354,8 +361,8 @@ def run_epochs(
                 nr = np.inf
             else:
                 nr = (last_done[a] if dep[a] else last_issue[a]) + compute[pu + np.uint64(1)]
-                if n_fly + 1 >= mlp[a] and inflight[a, 0] > nr:
-                    nr = inflight[a, 0]
+                if n_fly + 1 >= mlp[a] and inflight[a, h] > nr:
+                    nr = inflight[a, h]
             ready_at[ku] = nr
         # Commit the epoch's busy charges, unless one lies beyond the ring: then undo the epoch and let the
         # caller grow the ring (exact mode's ring grows the same way).
@@ -391,13 +398,14 @@ def run_epochs(
             last_issue[agent_ids] = snap_issue
             last_done[agent_ids] = snap_last
             n_inflight[agent_ids] = snap_n
+            in_head[agent_ids] = snap_head
             turn_w[:] = snap_turn
             turn[agent_ids] = turn_w
             bucket_of[agent_ids] = snap_bucket
             bucket_lo[agent_ids] = snap_lo
             bucket_hi[agent_ids] = snap_hi
             for k in range(nw):
-                inflight[agent_ids[k], : snap_n[k]] = snap_in[k, : snap_n[k]]
+                inflight[agent_ids[k], :] = snap_in[k, :]
             return (GROW if grow else REFILL), n_ser
         next_issue = np.inf
         for k in range(nw):

@@ -11,7 +11,7 @@ from numba import njit
 
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
-    "prefetch_flags", "reuse_keys", "reuse_pairs", "thread_agents",
+    "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
 ]
 
 PREFETCH_STREAMS = 8
@@ -180,6 +180,50 @@ def reuse_keys(lines: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover
     return key
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True)
+def reuse_candidates(lines: np.ndarray, log2_buckets: int, limit: int) -> tuple[np.ndarray, bool]:  # pragma: no cover
+    """Positions of the accesses whose line may occur more than once in ``lines``, in order: every access of
+    every line that does (and some others, whose line's hash collides with such a line's), from ``2**log2_buckets``
+    buckets of two bits (seen, seen again; both in one word: one cache line per access) over a multiplicative
+    hash of the line. (empty, False) when more than ``limit`` accesses meet a bucket seen before: then most of
+    them are reuses and a filter saves nothing."""
+    flags = np.zeros(max(1, (1 << log2_buckets) >> 5), dtype=np.uint64)
+    down = np.uint64(64 - log2_buckets)
+    one = np.uint64(1)
+    n_again = 0
+    for i in range(len(lines)):
+        h = (np.uint64(lines[i]) * _GOLDEN) >> down
+        w = h >> np.uint64(5)
+        sh = (h & np.uint64(31)) << one
+        f = flags[w]
+        old = (f >> sh) & one
+        flags[w] = f | (one << sh) | (old << (sh + one))
+        n_again += old
+    if n_again > limit:
+        return np.empty(0, dtype=np.int64), False
+    out = np.empty(len(lines), dtype=np.int64)
+    n = 0
+    for i in range(len(lines)):
+        h = (np.uint64(lines[i]) * _GOLDEN) >> down
+        out[n] = i
+        n += (flags[h >> np.uint64(5)] >> (((h & np.uint64(31)) << one) + one)) & one
+    return out[:n].copy(), True
+
+
+@njit(cache=True, nogil=True)
+def reuse_keys_at(lines: np.ndarray, at: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`reuse_keys` of the accesses at positions ``at`` only (``line << shift | position``)."""
+    key = np.empty(len(at), dtype=np.uint64)
+    s = np.uint64(shift)
+    for k in range(len(at)):
+        i = at[k]
+        key[k] = (np.uint64(lines[i]) << s) | np.uint64(i)
+    return key
+
+
 @njit(cache=True, nogil=True)
 def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """From sorted :func:`reuse_keys`: each access whose line occurred before (``cur``) and that previous
@@ -198,6 +242,59 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             prv[n] = np.int64(key[i - 1] & low)
             n += 1
     return cur, prv
+
+
+@njit(cache=True, nogil=True)
+def new_in_line_order(key: np.ndarray, shift: int, head: int) -> np.ndarray:  # pragma: no cover - compiled
+    """From sorted :func:`reuse_keys`: the positions ``>= head`` that are their line's first access in the
+    window, in line order (the first of each run of equal lines, where it lies at or after ``head``)."""
+    low = np.uint64((1 << shift) - 1)
+    out = np.empty(max(len(key) - head, 0), dtype=np.int64)
+    n = 0
+    for i in range(len(key)):
+        k = key[i]
+        if i == 0 or (k ^ key[i - 1]) > low:
+            at = np.int64(k & low)
+            if at >= head:
+                out[n] = at
+                n += 1
+    return out[:n]
+
+
+@njit(cache=True, nogil=True)
+def merge_known(known: np.ndarray, asked: np.ndarray, cap: float) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """Two sorted arrays of distinct lines: which of ``asked`` are in ``known``, the size of their union, and
+    the sorted union itself when that size is at most ``cap`` (else an empty array): two linear merges where
+    a binary search per line and a sort of the concatenation jump about memory."""
+    again = np.zeros(len(asked), dtype=np.bool_)
+    j = 0
+    nk = len(known)
+    n_new = 0
+    for i in range(len(asked)):
+        x = asked[i]
+        while j < nk and known[j] < x:
+            j += 1
+        if j < nk and known[j] == x:
+            again[i] = True
+        else:
+            n_new += 1
+    size = nk + n_new
+    if size > cap:
+        return again, known[:0].copy(), size
+    union = np.empty(size, dtype=known.dtype)
+    i = j = k = 0
+    while i < len(asked) or j < nk:
+        if i < len(asked) and again[i]:
+            i += 1
+        elif j >= nk or (i < len(asked) and asked[i] < known[j]):
+            union[k] = asked[i]
+            i += 1
+            k += 1
+        else:
+            union[k] = known[j]
+            j += 1
+            k += 1
+    return again, union, size
 
 
 @njit(cache=True, nogil=True)

@@ -21,6 +21,7 @@ touched by another core counts as a hit only in a cache both share) and across t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,14 @@ import numpy as np
 from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
-from ._feed_kernel import reuse_keys, reuse_pairs
+from ._feed_kernel import (
+    merge_known,
+    new_in_line_order,
+    reuse_candidates,
+    reuse_keys,
+    reuse_keys_at,
+    reuse_pairs,
+)
 
 __all__ = [
     "CacheLevelSpec",
@@ -265,50 +273,71 @@ def carry_accesses(capacity_lines: np.ndarray) -> int:
     return max(CARRY_ACCESSES, top)
 
 
+def _tracked(seen: dict[tuple[int, int], np.ndarray | None] | None, agent_instance: np.ndarray) -> dict[int, list[int]]:
+    """Per level, the instances whose footprint :func:`_footprint_hits` still tracks (all before the first
+    estimate; those whose lines still fit them after)."""
+    known = seen or {}
+    return {lv: [i for i in np.flatnonzero(np.bincount(agent_instance[lv])).tolist() if known.get((lv, i), 0) is not None]
+            for lv in range(len(agent_instance))}  # fmt: skip
+
+
+_FILTER_MIN = 1 << 14
+"""Windows shorter than this sort all their accesses (the filter's bitmaps cost more than it saves)."""
+_FILTER_BITS = 8
+"""Bits of the reuse filter's bitmaps per access of the window (at least; rounded up to a power of two)."""
+
+
 def _footprint_hits(
     seen_before: dict[tuple[int, int], np.ndarray | None] | None,
     lines: np.ndarray,
     agent: np.ndarray,
-    first: np.ndarray,
     head: int,
     level: np.ndarray,
     agent_instance: np.ndarray,
     caps: dict[int, np.ndarray],
+    cold_in_line_order: Callable[[], np.ndarray],
+    tracked: dict[int, list[int]],
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits its
-    (set-limited) capacity: an LRU stack holds them all. ``first`` marks the window's accesses with no earlier
-    access in it (the chunk's start at ``head``). Sets ``level`` of those accesses; returns the updated
-    per-instance line sets (``None`` once an instance's lines outgrew it: from then on only the window decides).
+    (set-limited) capacity: an LRU stack holds them all (``tracked``: the instances of each level whose lines
+    still fit, :func:`_tracked`). ``cold_in_line_order()`` gives the window positions of
+    the chunk's accesses with no earlier access in the window (the chunk's start at ``head``), in line order.
+    Sets ``level`` of those accesses; returns the updated per-instance line sets (``None`` once an instance's
+    lines outgrew it: from then on only the window decides).
 
     Without it a working set that fits a cache but is reused after more accesses than the window carries counted
     as misses: four threads sharing an L3 with half of it each touched 18 MiB of a 36 MiB cache and hit 75 % of
     the time where an exact LRU hits 85 % (benchmarks/bench_cache.py).
     """
     seen: dict[tuple[int, int], np.ndarray | None] = dict(seen_before) if seen_before else {}
-    tracked = {lv: [i for i in np.flatnonzero(np.bincount(agent_instance[lv])).tolist() if seen.get((lv, i), 0) is not None]
-               for lv in caps}  # fmt: skip
     if not any(tracked.values()):  # every instance outgrew its lines: nothing to track (the usual case)
         return seen
     # This chunk's accesses with no earlier access in the window: the only ones that can bring a line the
-    # instance has not been asked for (a line met earlier in the window was added when it was first met).
-    cold = np.flatnonzero(first[head:])
-    cold_lines = lines[cold]
+    # instance has not been asked for (a line met earlier in the window was added when it was first met). They
+    # are distinct lines, and in line order each instance's share is sorted: membership and union are merges.
+    cold = cold_in_line_order() - head
+    cold_lines, cold_agent = lines[cold], agent[cold]
+    agent_asks = np.bincount(cold_agent, minlength=agent_instance.shape[1]).astype(np.float64)
     for lv in sorted(caps, reverse=True):  # slowest first: a faster level's hit overrides
-        if not tracked[lv]:
-            continue
-        cold_inst = agent_instance[lv][agent[cold]]
+        asks = np.bincount(agent_instance[lv], weights=agent_asks)
         for i in tracked[lv]:
+            if asks[i] > caps[lv][i]:  # more distinct lines asked for than it holds
+                seen[(lv, i)] = None
+        left = [i for i in tracked[lv] if seen.get((lv, i), 0) is not None]
+        if not left:
+            continue
+        cold_inst = agent_instance[lv][cold_agent]
+        for i in left:
             known = seen.get((lv, i))
             mine = np.flatnonzero(cold_inst == i)
             asked = cold_lines[mine]
-            again = np.zeros(len(asked), dtype=bool)
-            if known is not None and len(known):
-                at = np.minimum(np.searchsorted(known, asked), len(known) - 1)
-                again = known[at] == asked  # asked for before this window
-            merged = np.sort(np.concatenate([known, asked[~again]]) if known is not None else asked, kind="stable")
-            grown = merged[np.r_[True, merged[1:] != merged[:-1]]] if len(merged) else merged
-            if len(grown) > caps[lv][i]:  # outgrew the instance: from now on only the window decides
+            if known is None or not len(known):
+                # nothing known: no hits, and the lines asked for are the instance's (distinct, sorted)
+                seen[(lv, i)] = asked if len(asked) <= caps[lv][i] else None
+                continue
+            again, grown, size = merge_known(known, asked, float(caps[lv][i]))
+            if size > caps[lv][i]:  # outgrew the instance: from now on only the window decides
                 seen[(lv, i)] = None
                 continue
             seen[(lv, i)] = grown
@@ -364,16 +393,37 @@ def estimate_levels(
     head = m - n
     shift = max(1, int(m).bit_length())
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
-    if m and int(all_lines.max()) < (1 << (63 - shift)):
+    key: np.ndarray | None = None
+    tracked = _tracked(state.seen, agent_instance)
+    packed = bool(m) and int(all_lines.max()) < (1 << (63 - shift))
+    filtered = False
+    if packed and not any(tracked.values()) and m >= _FILTER_MIN:
+        # Nothing needs the window's lines in order (no instance tracks its footprint): sort only the accesses
+        # of lines that may occur twice, which a hash filter finds. The same pairs in the same order: every
+        # access of a line that occurs twice is among them.
+        at, filtered = reuse_candidates(all_lines, max(16, int(_FILTER_BITS * m).bit_length()), m // 2)
+        if filtered:
+            sub = reuse_keys_at(all_lines, at, shift)
+            sub.sort()
+            cur, prv = reuse_pairs(sub, shift)
+    if packed and not filtered:
         key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
         cur, prv = reuse_pairs(key, shift)
-    else:
+    elif not packed:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
         pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
         cur, prv = order[pair + 1], order[pair]
+
+    def cold_in_line_order() -> np.ndarray:
+        """The chunk's accesses with no earlier access in the window (positions >= head), in line order."""
+        if packed:
+            return new_in_line_order(key if key is not None else np.sort(reuse_keys(all_lines, shift)), shift, head)
+        starts = order[np.r_[True, sorted_lines[1:] != sorted_lines[:-1]]] if m else order
+        return starts[starts >= head]
+
     gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
     n_agents = agent_instance.shape[1]
@@ -454,7 +504,7 @@ def estimate_levels(
         hit[own] = stack < cap[i_cur[own]]
         level[cur[hit]] = lv
         memo = (partition, own, stack)
-    seen = _footprint_hits(state.seen, lines, agent, first, head, level, agent_instance, caps)
+    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked)
     keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.

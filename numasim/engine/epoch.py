@@ -73,8 +73,10 @@ class EpochEngine:
         # Per agent: its last issue and completion, and the completion times of its requests in flight.
         self.last_issue = np.array([a.start_ns for a in agents], dtype=float)
         self.last_done = self.last_issue.copy()
-        self.inflight = np.zeros((len(agents), max([1, *mlp.tolist()])))
+        # (a sorted ring per agent from ``in_head``, a power of two wide: ``run_epochs`` wraps by a mask)
+        self.inflight = np.zeros((len(agents), 1 << (max([1, *mlp.tolist()]) - 1).bit_length()))
         self.n_inflight = np.zeros(len(agents), dtype=np.int64)
+        self.in_head = np.zeros(len(agents), dtype=np.int64)
         self.dep = np.array([a.dependent for a in agents], dtype=bool)
         self.pff = np.array([prefetch_factor(int(m), prefetch_distance_lines) for m in mlp])
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
@@ -335,6 +337,7 @@ class EpochEngine:
                 self.last_done,
                 self.inflight,
                 self.n_inflight,
+                self.in_head,
                 pos,
                 done_max,
                 self.turn,

@@ -125,3 +125,82 @@ def test_a_working_set_that_fits_survives_a_long_burst_of_another_core() -> None
         memory[mode] = next(t.memory_accesses for t in r.threads if t.thread_id == 0)
     assert memory["exact"] == lines  # the first walk's cold misses only
     assert memory["epoch"] == memory["exact"]
+
+
+def test_footprint_merges_agree_with_sorting() -> None:
+    """The footprint's compiled merges give what a search and a sort of the concatenation give: which lines were
+    known, and their sorted union (or nothing, beyond the cap)."""
+    from numasim.engine._feed_kernel import merge_known
+
+    rng = np.random.default_rng(7)
+    for n_known, n_asked in [(0, 5), (5, 0), (1, 1), (300, 200), (1000, 3000)]:
+        known = np.unique(rng.integers(0, 4000, n_known).astype(np.uint64))
+        asked = np.unique(rng.integers(0, 4000, n_asked).astype(np.uint64))
+        union = np.union1d(known, asked)
+        again, grown, size = merge_known(known, asked, float(len(union)))
+        assert again.tolist() == np.isin(asked, known).tolist()
+        assert size == len(union) and grown.tolist() == union.tolist()
+        _, grown, size = merge_known(known, asked, len(union) - 0.5)
+        assert size == len(union) and len(grown) == 0
+
+
+def test_estimate_is_the_same_for_lines_beyond_the_packed_sort_keys() -> None:
+    """Lines too large to pack with their index into one sort key take the lexsort path; moved by a multiple of
+    every level's sets (so each keeps its set), a stream that hits every level through the window and the
+    instances' footprints gets the same levels there as in the packed path."""
+    from numasim.engine.caches import EpochCacheState, estimate_levels
+
+    rng = np.random.default_rng(8)
+    capacity = np.array([64, 512, 4096])
+    sets = np.array([8, 64, 512])
+    agent_instance = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 8, 9, 9]])
+    far = np.uint64((1 << 60) // 512 * 512)
+    # lines from and how many: reused beyond the window (footprint hits), then outgrowing the L3 instances
+    spans = [(0, 300), (1000, 300), (0, 300), (0, 3000), (5000, 8000), (0, 300)]
+    chunks = [(rng.integers(lo, lo + k, 20_000).astype(np.uint64), rng.integers(0, 4, 20_000)) for lo, k in spans]
+    got = []
+    for shift in (np.uint64(0), far):
+        state, levels = EpochCacheState.empty(), []
+        for lines, agent in chunks:
+            lv, state = estimate_levels(lines + shift, agent, agent_instance, capacity, state, sets=sets, carry=5000)
+            levels.append(lv.tolist())
+        got.append(levels)
+    assert got[0] == got[1]
+    assert any(0 < v < 3 for lv in got[0] for v in lv) and any(v == 0 for lv in got[0] for v in lv)
+
+
+def test_reuse_filter_keeps_every_access_of_every_repeated_line() -> None:
+    from numasim.engine._feed_kernel import reuse_candidates
+
+    rng = np.random.default_rng(9)
+    lines = rng.integers(0, 1 << 22, 200_000).astype(np.uint64)
+    at, ok = reuse_candidates(lines, 21, len(lines))
+    _, inverse, counts = np.unique(lines, return_inverse=True, return_counts=True)
+    repeated = np.flatnonzero(counts[inverse] > 1)
+    assert ok and np.all(np.diff(at) > 0) and np.isin(repeated, at).all()
+    assert len(at) < len(lines) // 4  # a filter: most accesses of lines seen once are left out
+    _, ok = reuse_candidates(np.repeat(lines[:1000], 3), 16, 1500)  # mostly reuses: not worth filtering
+    assert not ok
+
+
+def test_estimate_is_the_same_with_and_without_the_reuse_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once no instance tracks its footprint, the estimate sorts only the accesses the reuse filter keeps: the
+    levels and the carried state are those of sorting the whole window."""
+    from numasim.engine import caches
+
+    rng = np.random.default_rng(10)
+    capacity = np.array([64, 512, 4096])
+    sets = np.array([8, 64, 512])
+    agent_instance = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 8, 9, 9]])
+    chunks = [(rng.integers(0, k, 40_000).astype(np.uint64), rng.integers(0, 4, 40_000))
+              for k in (1 << 20, 1 << 20, 6000, 1 << 22, 2000, 1 << 20)]  # fmt: skip
+    got = []
+    for smallest in (caches._FILTER_MIN, 1 << 40):
+        monkeypatch.setattr(caches, "_FILTER_MIN", smallest)
+        state, out = caches.EpochCacheState.empty(), []
+        for lines, agent in chunks:
+            lv, state = caches.estimate_levels(lines, agent, agent_instance, capacity, state, sets=sets, carry=30_000)
+            out.append((lv.tolist(), state.lines.tolist(), state.rank.tolist(), state.long_hits))
+        got.append(out)
+    assert got[0] == got[1]
+    assert any(v < 3 for lv, *_ in got[0] for v in lv)
