@@ -16,7 +16,9 @@ instance's reuse-time distribution turns that into an expected LRU stack distanc
 Close to exact LRU for one thread's sequential or random walks over a working set below, between or above the
 levels (tests compare them); an approximation for set conflicts, for lines shared between threads (a line last
 touched by another core counts as a hit only in a cache both share) and across the carried horizon of
-:func:`carry_accesses` accesses (the largest cache's lines; a longer reuse is a miss).
+:func:`carry_accesses` accesses (three capacities of each instance's own accesses; a longer reuse is a miss
+unless the instance's whole footprint fits it, :func:`_footprint_hits`). Within 2 % of exact mode's run time
+for working sets from 0.5x to 2x of every level (experiments/cache-agreement).
 """
 
 from __future__ import annotations
@@ -252,6 +254,10 @@ class EpochCacheState:
     """Per (level, instance), the sorted lines the instance was ever asked for, while they fit its capacity
     (``None`` once they did not): a line asked for again after the carried horizon is then an LRU hit, since no
     more distinct lines than the instance holds can have come in between (:func:`estimate_levels`)."""
+    horizon: int = 0
+    """Stream accesses the last estimate's chunk needed to carry to see :data:`HORIZON_CAPACITIES` x each
+    cache instance's capacity of its own accesses (0: not known yet); :class:`~numasim.engine.stream.Feeder`
+    carries that far (within :func:`carry_accesses`' bound) while it finds hits there."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -263,14 +269,30 @@ CARRY_ACCESSES = 1 << 18
 :func:`carry_accesses`)."""
 
 
-def carry_accesses(capacity_lines: np.ndarray) -> int:
-    """The longest carry across chunk boundaries for caches of ``capacity_lines`` per instance: the largest
-    (at least :data:`CARRY_ACCESSES`), so that one thread's working set up to the largest cache's size is seen
-    reused (a reuse beyond the carried horizon counts as a miss: with a shorter horizon a 25 MiB L3 never held
-    a 16 MiB working set). Threads sharing the stream share the horizon. The feeder carries that far while it
-    finds hits there (see :attr:`EpochCacheState.long_hits`)."""
+HORIZON_CAPACITIES = 3
+"""How many of a cache's capacities of its own accesses the long carry spans. A uniformly random walk over a
+working set ``r`` times a cache's size reuses a line within ``r ln(r / (r - 1))`` capacities when it still
+hits: 2 for ``r`` = 1.25, 1.4 for 2; three cover every working set from 1.07x up. With one capacity a working
+set 1.25x an L3 hit 68 % of the time where exact LRU hits 74 % (+9 % run time; experiments/cache-agreement);
+below 1.07x the footprint rule of :func:`_footprint_hits` decides."""
+
+
+MAX_CARRY_CAPACITIES = 8
+"""The longest carry, in capacities of the largest cache (its stream accesses): two sockets' L3s sharing the
+stream need six (:data:`HORIZON_CAPACITIES` of each one's half); four sockets get two-thirds of their span."""
+
+
+def carry_accesses(capacity_lines: np.ndarray, horizon: int = 0) -> int:
+    """The longest carry across chunk boundaries for caches of ``capacity_lines`` per instance: ``horizon``
+    (:attr:`EpochCacheState.horizon`, the stream accesses that span :data:`HORIZON_CAPACITIES` of every
+    instance's capacity in its own accesses) or, before it is known, that many capacities of the largest cache;
+    at least :data:`CARRY_ACCESSES` and at most :data:`MAX_CARRY_CAPACITIES` of the largest cache (the window's
+    memory and sort). A reuse beyond the carried horizon counts as a miss (with a shorter one a 25 MiB L3 never
+    held a 16 MiB working set, and a working set 1.25x a cache hit 5 points less than exact LRU). The feeder
+    carries that far while it finds hits there (see :attr:`EpochCacheState.long_hits`)."""
     top = int(np.max(capacity_lines)) if len(capacity_lines) else 0
-    return max(CARRY_ACCESSES, top)
+    want = horizon if horizon > 0 else HORIZON_CAPACITIES * top
+    return max(CARRY_ACCESSES, min(want, MAX_CARRY_CAPACITIES * top))
 
 
 def _tracked(seen: dict[tuple[int, int], np.ndarray | None] | None, agent_instance: np.ndarray) -> dict[int, list[int]]:
@@ -287,6 +309,14 @@ _FILTER_BITS = 8
 """Bits of the reuse filter's bitmaps per access of the window (at least; rounded up to a power of two)."""
 
 
+def _sets_hold(lines: np.ndarray, n_sets: int, ways: int) -> bool:
+    """Whether no set of a cache of ``n_sets`` x ``ways`` gets more than ``ways`` of the distinct ``lines``."""
+    if n_sets <= 1 or len(lines) <= ways:
+        return len(lines) <= n_sets * ways
+    per_set = np.bincount((lines % np.uint64(n_sets)).astype(np.int64), minlength=n_sets)
+    return int(per_set.max()) <= ways
+
+
 def _footprint_hits(
     seen_before: dict[tuple[int, int], np.ndarray | None] | None,
     lines: np.ndarray,
@@ -297,11 +327,17 @@ def _footprint_hits(
     caps: dict[int, np.ndarray],
     cold_in_line_order: Callable[[], np.ndarray],
     tracked: dict[int, list[int]],
+    capacity_lines: np.ndarray | None = None,
+    sets: np.ndarray | None = None,
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
-    instance was asked for before, hits that level while every line the instance was ever asked for fits its
-    (set-limited) capacity: an LRU stack holds them all (``tracked``: the instances of each level whose lines
-    still fit, :func:`_tracked`). ``cold_in_line_order()`` gives the window positions of
+    instance was asked for before, hits that level while every line the instance was ever asked for fits it:
+    no set of it was asked for more lines than it has ways (given ``capacity_lines`` and ``sets``; else, while
+    they are no more than its set-limited capacity ``caps``), so an LRU cache never evicted one of them
+    (``tracked``: the instances of each level whose lines still fit, :func:`_tracked`). Counting the sets of the
+    lines themselves is exact where the window's sample of them is not: a working set exactly the size of a
+    cache, each set holding its ways, fits it (it used to look larger by the sample's scatter over the sets, and
+    a cache-sized working set missed 10 % of the time). ``cold_in_line_order()`` gives the window positions of
     the chunk's accesses with no earlier access in the window (the chunk's start at ``head``), in line order.
     Sets ``level`` of those accesses; returns the updated per-instance line sets (``None`` once an instance's
     lines outgrew it: from then on only the window decides).
@@ -319,10 +355,19 @@ def _footprint_hits(
     cold = cold_in_line_order() - head
     cold_lines, cold_agent = lines[cold], agent[cold]
     agent_asks = np.bincount(cold_agent, minlength=agent_instance.shape[1]).astype(np.float64)
+    by_set = capacity_lines is not None and sets is not None
+    warm: np.ndarray | None = None  # the chunk's accesses with an earlier access in the window
     for lv in sorted(caps, reverse=True):  # slowest first: a faster level's hit overrides
         asks = np.bincount(agent_instance[lv], weights=agent_asks)
+        if by_set:
+            assert capacity_lines is not None and sets is not None
+            n_sets = int(sets[lv])
+            ways = max(1, int(capacity_lines[lv]) // n_sets)
+            holds = np.full(len(caps[lv]), float(n_sets * ways))
+        else:
+            holds = caps[lv]
         for i in tracked[lv]:
-            if asks[i] > caps[lv][i]:  # more distinct lines asked for than it holds
+            if asks[i] > holds[i]:  # more distinct lines asked for than it holds
                 seen[(lv, i)] = None
         left = [i for i in tracked[lv] if seen.get((lv, i), 0) is not None]
         if not left:
@@ -334,14 +379,26 @@ def _footprint_hits(
             asked = cold_lines[mine]
             if known is None or not len(known):
                 # nothing known: no hits, and the lines asked for are the instance's (distinct, sorted)
-                seen[(lv, i)] = asked if len(asked) <= caps[lv][i] else None
+                seen[(lv, i)] = asked if len(asked) <= holds[i] and (
+                    not by_set or _sets_hold(asked, n_sets, ways)) else None
                 continue
-            again, grown, size = merge_known(known, asked, float(caps[lv][i]))
-            if size > caps[lv][i]:  # outgrew the instance: from now on only the window decides
-                seen[(lv, i)] = None
+            again, grown, size = merge_known(known, asked, float(holds[i]))
+            if size > holds[i] or (by_set and not _sets_hold(grown, n_sets, ways)):
+                seen[(lv, i)] = None  # outgrew the instance: from now on only the window decides
                 continue
             seen[(lv, i)] = grown
             level[head + cold[mine[again]]] = lv
+            # The chunk's reuses inside the window, of a line this instance holds, hit here too (or faster):
+            # the window's stack-distance estimate must not lose what the footprint proves is held.
+            if warm is None:
+                warm = np.ones(len(lines), dtype=bool)
+                warm[cold] = False
+            sel = np.flatnonzero(warm & (agent_instance[lv][agent] == i))
+            if len(sel):
+                at = np.minimum(np.searchsorted(grown, lines[sel]), len(grown) - 1)
+                held = sel[grown[at] == lines[sel]]
+                chunk_level = level[head:]
+                chunk_level[held] = np.minimum(chunk_level[held], lv)
     return seen
 
 
@@ -488,23 +545,37 @@ def estimate_levels(
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
         g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
         g = np.maximum(g_all[own], 1.0)
-        # The reuse-time distribution from a regular sample of the accesses (at most _SAMPLES; StatStack
-        # samples too): reuse times of own reuses, censored times since the window began for the others.
+        # The reuse-time distribution from a sample of the accesses (at most _SAMPLES; StatStack samples too):
+        # reuse times of own reuses, censored times since the window began for the others. One access drawn in
+        # each run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved
+        # in a fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other
+        # socket's L3 saw no reuse at all and took every gap for its stack distance).
         stride = max(1, m // _SAMPLES)
         pick = np.arange(0, m, stride)
+        if stride > 1:
+            pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
         sample = rank[pick] * ratio[all_agent[pick]]
         reused = np.full(len(pick), np.nan)
         cur_own = cur[own]
-        picked = cur_own % stride == 0
-        reused[cur_own[picked] // stride] = g[picked]
+        slot = cur_own // stride
+        picked = pick[np.minimum(slot, len(pick) - 1)] == cur_own
+        reused[slot[picked]] = g[picked]
         censored = np.isnan(reused)
         sample = np.where(censored, sample, reused)
         stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst, censored)
+        # No more distinct lines can come between two accesses than the instance touched in the whole window (its
+        # accesses less its own reuses: a line counted once per return from another instance, so never fewer):
+        # while a cache fills, its reuse-time distribution is mostly censored and the estimate runs ahead of
+        # the lines there are (two sockets' L3s warming up on 1.25x their size hit 60-67 % where LRU hits ~80 %).
+        own_reuses = np.bincount(i_cur[own], minlength=n_inst)
+        distinct_bound = count - own_reuses
+        stack = np.minimum(stack, distinct_bound[i_cur[own]])
         hit = np.zeros(len(cur), dtype=bool)
         hit[own] = stack < cap[i_cur[own]]
         level[cur[hit]] = lv
         memo = (partition, own, stack)
-    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked)
+    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked,
+                           capacity_lines, sets)
     keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
@@ -514,8 +585,16 @@ def estimate_levels(
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
         # only this chunk's accesses (cur >= head): a reuse inside the carried head was counted by its own chunk
         long_hits = int(np.count_nonzero((cur >= head) & (prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
+    # The stream accesses that span HORIZON_CAPACITIES x each instance's capacity in its own accesses: a
+    # socket's L3 sees half the stream of a two-socket run, so it needs twice the stream to see as far.
+    horizon = 0
+    for lv in range(n_levels):
+        share = np.bincount(agent_instance[lv], weights=new_counts.astype(np.float64)) / max(n, 1)
+        used = share > 0
+        if used.any():
+            horizon = max(horizon, int(HORIZON_CAPACITIES * float(capacity_lines[lv]) / float(share[used].min())))
     new_state = EpochCacheState(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
-        seen,
+        seen, horizon,
     )
     return level[head:], new_state

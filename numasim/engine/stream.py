@@ -348,9 +348,14 @@ class Feeder:
                 self.cache_sets, self._carry, np.diff(bounds),
             )
             self._estimates += 1
+            long_mode = self._carry != CARRY_ACCESSES
+            # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
+            self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits
             if found >= 0:  # this estimate had the long carry: keep it while it finds >= 2 % more hits
                 self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
+            elif long_mode:
+                self._carry = self._carry_long
             if self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
                 self._carry = self._carry_long  # the next estimate looks that far back again
         ln, tg, wr, sz, cp, lv_all, rc_all = gather_by_agent(
