@@ -163,8 +163,12 @@ class Feeder:
         self.cache_instances = cache_instances  # (n_levels, n_agents) global instance index
         self.cache_capacity = cache_capacity_lines
         self.cache_sets = cache_sets
-        # The reuse horizon: the largest cache's lines while that finds hits, else CARRY_ACCESSES (a longer
-        # carry costs every chunk's estimate a quarter more), probed again every _PROBE_EVERY chunks.
+        # The reuse horizon: carry_accesses' long one (three capacities of each instance's own accesses) from the
+        # start and while it finds hits; else CARRY_ACCESSES (a longer carry costs every chunk's estimate more),
+        # probed every _PROBE_EVERY chunks with the largest cache's lines (cheaper), back to the long one where
+        # that finds hits.
+        top = int(np.max(cache_capacity_lines)) if cache_capacity_lines is not None and len(cache_capacity_lines) else 0
+        self._carry_probe = max(CARRY_ACCESSES, top)
         self._carry_long = carry_accesses(cache_capacity_lines) if cache_capacity_lines is not None else 0
         self._carry = self._carry_long
         self._estimates = 0
@@ -348,16 +352,15 @@ class Feeder:
                 self.cache_sets, self._carry, np.diff(bounds),
             )
             self._estimates += 1
-            long_mode = self._carry != CARRY_ACCESSES
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
             self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits
-            if found >= 0:  # this estimate had the long carry: keep it while it finds >= 2 % more hits
+            if found >= 0:  # this estimate looked beyond CARRY_ACCESSES: keep looking while it finds >= 2 % more hits
                 self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
-            elif long_mode:
+            elif self._carry != CARRY_ACCESSES:  # no tail beyond CARRY_ACCESSES yet (the first chunks)
                 self._carry = self._carry_long
-            if self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
-                self._carry = self._carry_long  # the next estimate looks that far back again
+            if self._carry == CARRY_ACCESSES and self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:
+                self._carry = self._carry_probe  # the next estimate looks further back again
         ln, tg, wr, sz, cp, lv_all, rc_all = gather_by_agent(
             order, bounds, _EMPTY_I64 if self.class_base is None else self.class_base, lines, target, is_write, size,
             compute, _EMPTY_I8 if level is None else level,
