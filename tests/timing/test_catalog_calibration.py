@@ -111,20 +111,9 @@ def test_idle_latency_is_the_local_and_remote_prior() -> None:
 
 
 def test_multi_hop_routes_split_the_remote_latency_over_socket_hops() -> None:
-    m = multi_die(2, "SNC2", cores_per_socket=8)
-    cal = catalog_calibration(m, sku="Platinum 8180")
-    from numasim.timing.model import apply_calibration
-
-    table = latency_table_ns(apply_calibration(m, cal))
-    lat = get_platform("intel-skylake-sp").latency
-    assert lat is not None and lat.remote_ns is not None
-    # node 0 (socket 0) -> node 2 (socket 1): the remote prior, mesh hops included
-    assert table[0, 2] == pytest.approx(lat.remote_ns)
-
-
-def test_a_cluster_figure_comes_from_a_one_node_a_socket_measurement() -> None:
     # The 8180's 81.4 ns was measured in SNC off: a mean over the socket's clusters. In SNC2 each cluster's own
-    # is 8 ns (this machine's route to its sibling) / 2 lower, its sibling's that much higher, the remote stays.
+    # is 8 ns (this machine's route to its sibling) / 2 lower, its sibling's that much higher; the remote prior
+    # stays what it is, mesh hops included.
     m = multi_die(2, "SNC2", cores_per_socket=8)
     cal = catalog_calibration(m, sku="Platinum 8180")
     from numasim.timing.model import apply_calibration
@@ -132,11 +121,12 @@ def test_a_cluster_figure_comes_from_a_one_node_a_socket_measurement() -> None:
     table = latency_table_ns(apply_calibration(m, cal))
     lat = get_platform("intel-skylake-sp").latency
     assert lat is not None and lat.remote_ns is not None
+    # node 0 (socket 0) -> node 2 (socket 1): the remote prior
+    assert table[0, 2] == pytest.approx(lat.remote_ns) and table[1, 3] == pytest.approx(lat.remote_ns)
     hop = table[0, 1] - table[0, 0]
     assert hop == pytest.approx(8.0)
     assert table[0, 0] == pytest.approx(lat.local_ns - hop / 2)
     assert (table[0, 0] + table[0, 1]) / 2 == pytest.approx(lat.local_ns)
-    assert table[0, 2] == pytest.approx(lat.remote_ns) and table[1, 3] == pytest.approx(lat.remote_ns)
     src = next(p.source for p in cal.provenance.priors if p.parameter == "controllers[0].latency_ns")
     assert "mean over its 2 clusters" in src
 
