@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _engine_machines import calibration, spread_pages, two_node
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numasim.engine import ThreadSpec, simulate
 from numasim.engine.caches import LRUCache
@@ -244,3 +246,32 @@ def test_epoch_run_time_within_2_percent_of_exact_from_half_to_twice_the_l3(frac
     exact = simulate(m, cal, specs, iter(chunks), pm, mode="exact", record_latencies=False)
     epoch = simulate(m, cal, specs, iter(chunks), pm, mode="epoch", record_latencies=False)
     assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.02)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=16, max_value=4096), st.integers(min_value=1, max_value=3), st.integers(0, 2**32 - 1))
+def test_a_working_set_that_fits_by_set_misses_only_on_first_touch(lines: int, threads: int, seed: int) -> None:
+    # A contiguous working set no larger than the L2 puts at most its ways in each set: LRU then misses only the
+    # first touch of each line, and epoch mode's footprint rule must say exactly that, whatever the window sees.
+    from numasim.engine import PageMap
+
+    m = two_node(caches=True)
+    cal = calibration(m)
+    rng = np.random.default_rng(seed)
+    chunks = []
+    region = 1 << 24  # each thread its own working set (lines shared between cores: see the module docstring)
+    for _ in range(3):
+        tid = rng.integers(0, threads, 10_000).astype(np.int32)
+        address = tid.astype(np.uint64) * np.uint64(region) + rng.integers(0, lines, 10_000, dtype=np.uint64) * np.uint64(64)
+        chunks.append(AccessChunk.build(address, thread=tid, size_bytes=8))
+    pm = PageMap(4096)
+    for t in range(threads):
+        pm.assign(t * region, np.zeros((lines * 64 + 4095) // 4096, dtype=np.int16))
+    tids = np.concatenate([c.thread for c in chunks])
+    addresses = np.concatenate([c.address for c in chunks])
+    first_touches = sum(len(np.unique(addresses[tids == t])) for t in range(threads))
+    specs = [ThreadSpec(t, cpu=t) for t in range(threads)]
+    exact = simulate(m, cal, specs, iter(chunks), pm, mode="exact")
+    epoch = simulate(m, cal, specs, iter(chunks), pm, mode="epoch")
+    assert sum(int(t.memory_accesses) for t in exact.threads) == first_touches
+    assert sum(int(t.memory_accesses) for t in epoch.threads) == first_touches
