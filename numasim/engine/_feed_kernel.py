@@ -12,6 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
+    "window_arrays",
 ]
 
 PREFETCH_STREAMS = 8
@@ -214,20 +215,34 @@ def reuse_candidates(lines: np.ndarray, log2_buckets: int, limit: int) -> tuple[
 
 
 @njit(cache=True, nogil=True)
-def reuse_keys_at(lines: np.ndarray, at: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover - compiled
-    """:func:`reuse_keys` of the accesses at positions ``at`` only (``line << shift | position``)."""
-    key = np.empty(len(at), dtype=np.uint64)
+def reuse_keys_at(
+    lines: np.ndarray, agent: np.ndarray, rank: np.ndarray, at: np.ndarray, shift: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`reuse_keys` of the accesses at positions ``at`` only, with the access's index *in* ``at`` as the
+    low bits (``line << shift | k``: the same order as by position, ``at`` being increasing), and their agents
+    and ranks gathered in that order: :func:`reuse_pairs` then reads a pair's agents and ranks from these short
+    arrays instead of jumping about the whole window's."""
+    n = len(at)
+    key = np.empty(n, dtype=np.uint64)
+    agent_at = np.empty(n, dtype=agent.dtype)
+    rank_at = np.empty(n, dtype=rank.dtype)
     s = np.uint64(shift)
-    for k in range(len(at)):
-        i = at[k]
-        key[k] = (np.uint64(lines[i]) << s) | np.uint64(i)
-    return key
+    for k in range(n):
+        i = np.uint64(at[k])
+        key[k] = (np.uint64(lines[i]) << s) | np.uint64(k)
+        agent_at[k] = agent[i]
+        rank_at[k] = rank[i]
+    return key, agent_at, rank_at
 
 
 @njit(cache=True, nogil=True)
-def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """From sorted :func:`reuse_keys`: each access whose line occurred before (``cur``) and that previous
-    occurrence (``prv``), in key order."""
+def reuse_pairs(
+    key: np.ndarray, shift: int, at: np.ndarray, agent: np.ndarray, rank: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """From sorted :func:`reuse_keys` (``at`` empty: the low bits are window positions, ``agent`` and ``rank``
+    the window's) or :func:`reuse_keys_at` (the low bits index ``at`` and its gathered ``agent`` and ``rank``):
+    each access whose line occurred before (``cur``) and that previous occurrence (``prv``), in key order, with
+    their agents, the gap between them in the stream and in their ranks (as float64)."""
     low = np.uint64((1 << shift) - 1)
     n = 0
     for i in range(1, len(key)):
@@ -235,13 +250,57 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             n += 1
     cur = np.empty(n, dtype=np.int64)
     prv = np.empty(n, dtype=np.int64)
+    a_cur = np.empty(n, dtype=agent.dtype)
+    a_prv = np.empty(n, dtype=agent.dtype)
+    gap = np.empty(n, dtype=np.float64)
+    own_gap = np.empty(n, dtype=np.float64)
+    compact = len(at) > 0
     n = 0
     for i in range(1, len(key)):
         if (key[i] ^ key[i - 1]) <= low:
-            cur[n] = np.int64(key[i] & low)
-            prv[n] = np.int64(key[i - 1] & low)
+            kc = key[i] & low
+            kp = key[i - 1] & low
+            c = np.int64(at[kc]) if compact else np.int64(kc)
+            p = np.int64(at[kp]) if compact else np.int64(kp)
+            cur[n] = c
+            prv[n] = p
+            a_cur[n] = agent[kc]
+            a_prv[n] = agent[kp]
+            gap[n] = np.float64(c - p)
+            own_gap[n] = np.float64(np.int64(rank[kc]) - np.int64(rank[kp]))
             n += 1
-    return cur, prv
+    return cur, prv, a_cur, a_prv, gap, own_gap
+
+
+@njit(cache=True, nogil=True)
+def window_arrays(
+    tail_lines: np.ndarray,
+    tail_agent: np.ndarray,
+    tail_rank: np.ndarray,
+    lines: np.ndarray,
+    agent: np.ndarray,
+    rank: np.ndarray,
+    offset: np.ndarray,
+    out_agent: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The estimate's window: the carried tail followed by the chunk, as lines, agents (into ``out_agent``'s
+    dtype, narrower where there are few) and ranks (the chunk's ``rank`` plus its agent's ``offset``, the
+    tail's accesses of it), in one pass over the chunk where numpy concatenates three times and gathers once."""
+    h = len(tail_lines)
+    m = h + len(lines)
+    all_lines = np.empty(m, dtype=np.uint64)
+    all_rank = np.empty(m, dtype=np.int32)
+    all_lines[:h] = tail_lines
+    all_rank[:h] = tail_rank
+    for i in range(h):
+        out_agent[i] = tail_agent[i]
+    for i in range(len(lines)):
+        a = agent[i]
+        j = np.uint64(h + i)
+        all_lines[j] = lines[i]
+        out_agent[j] = a
+        all_rank[j] = rank[i] + offset[np.uint64(a)]
+    return all_lines, out_agent, all_rank
 
 
 @njit(cache=True, nogil=True)

@@ -38,7 +38,10 @@ from ._feed_kernel import (
     reuse_keys,
     reuse_keys_at,
     reuse_pairs,
+    window_arrays,
 )
+
+_EMPTY_POS = np.zeros(0, dtype=np.int64)
 
 __all__ = [
     "CacheLevelSpec",
@@ -444,12 +447,37 @@ def estimate_levels(
     n = len(lines)
     if n_levels == 0:
         return np.full(n, 0, dtype=np.int8), state
-    all_lines = np.concatenate([state.lines, lines]) if len(state.lines) else lines
-    all_agent = np.concatenate([state.agent, agent]) if len(state.agent) else agent
-    m = len(all_lines)
+    n_agents = agent_instance.shape[1]
+    # counts the caller and the last estimate already made are not made again (a pass over the chunk each)
+    carry_counts = state.counts if state.counts is not None else np.bincount(state.agent, minlength=n_agents)
+    new_counts = agent_counts if agent_counts is not None else np.bincount(agent, minlength=n_agents)
+    per_agent_n = carry_counts + new_counts
+    per_agent = per_agent_n.astype(np.float64)
+    # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
+    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
+    # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
+    if agent_rank is not None:
+        rank_new, offset = agent_rank, carry_counts.astype(np.int32)
+    else:
+        if agent_order is None:
+            agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
+        starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
+        rank_new = np.empty(n, dtype=np.int32)
+        rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
+        offset = np.zeros(n_agents, dtype=np.int32)
+    # The window: the carried tail, then the chunk (agents as bytes where they fit: the gathers below read less).
+    m = len(state.lines) + n
+    if len(state.lines):
+        all_lines, all_agent, rank = window_arrays(
+            state.lines, state.agent, state.rank, lines, agent, rank_new.astype(np.int32, copy=False), offset,
+            np.empty(m, dtype=np.uint8 if n_agents <= 256 else np.int64),
+        )
+    else:  # the first chunk: the window is the chunk
+        all_lines, all_agent, rank = lines, agent, rank_new + offset[agent] if agent_rank is not None else rank_new
     head = m - n
     shift = max(1, int(m).bit_length())
-    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
+    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``), their
+    # agents, and the gaps between them in the stream and in their agent's ranks.
     key: np.ndarray | None = None
     tracked = _tracked(state.seen, agent_instance)
     packed = bool(m) and int(all_lines.max()) < (1 << (63 - shift))
@@ -460,19 +488,22 @@ def estimate_levels(
         # access of a line that occurs twice is among them.
         at, filtered = reuse_candidates(all_lines, max(16, int(_FILTER_BITS * m).bit_length()), m // 2)
         if filtered:
-            sub = reuse_keys_at(all_lines, at, shift)
+            sub, agent_at, rank_at = reuse_keys_at(all_lines, all_agent, rank, at, shift)
             sub.sort()
-            cur, prv = reuse_pairs(sub, shift)
+            cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(sub, shift, at, agent_at, rank_at)
     if packed and not filtered:
         key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
-        cur, prv = reuse_pairs(key, shift)
+        cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(key, shift, _EMPTY_POS, all_agent, rank)
     elif not packed:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
         pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
         cur, prv = order[pair + 1], order[pair]
+        a_cur, a_prv = all_agent[cur], all_agent[prv]
+        gap = (cur - prv).astype(np.float64)
+        own_gap = (rank[cur] - rank[prv]).astype(np.float64)
 
     def cold_in_line_order() -> np.ndarray:
         """The chunk's accesses with no earlier access in the window (positions >= head), in line order."""
@@ -481,36 +512,27 @@ def estimate_levels(
         starts = order[np.r_[True, sorted_lines[1:] != sorted_lines[:-1]]] if m else order
         return starts[starts >= head]
 
-    gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
-    n_agents = agent_instance.shape[1]
-    # counts the caller and the last estimate already made are not made again (a pass over the chunk each)
-    carry_counts = state.counts if state.counts is not None else np.bincount(state.agent, minlength=n_agents)
-    new_counts = agent_counts if agent_counts is not None else np.bincount(agent, minlength=n_agents)
-    per_agent_n = carry_counts + new_counts
-    per_agent = per_agent_n.astype(np.float64)
-    a_cur, a_prv = all_agent[cur], all_agent[prv]
-    # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
-    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
-    # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
-    if agent_rank is not None:
-        rank_new = agent_rank + carry_counts.astype(np.int32)[agent]
-    else:
-        if agent_order is None:
-            agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
-        starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
-        rank_new = np.empty(n, dtype=np.int32)
-        rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
-    rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
     same_agent = a_cur == a_prv
-    own_gap = (rank[cur] - rank[prv]).astype(np.float64)
     # each line's first access in the window (no earlier one to reuse)
     first = np.ones(m, dtype=bool)
     first[cur] = False
     if sets is not None:
         # the window's distinct lines (each at its first access), sampled once for every level
-        pick, rate = _distinct_sample(first, m - len(cur))
-        first_lines, first_agent = all_lines[pick], all_agent[pick]
+        distinct, rate = _distinct_sample(first, m - len(cur))
+        first_lines, first_agent = all_lines[distinct], all_agent[distinct]
+    # The reuse-time distribution comes from a sample of the accesses (at most _SAMPLES; StatStack samples too):
+    # reuse times of own reuses, censored times since the window began for the others. One access drawn in each
+    # run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved in a
+    # fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other socket's L3 saw
+    # no reuse at all and took every gap for its stack distance). The same accesses for every level.
+    stride = max(1, m // _SAMPLES)
+    pick = np.arange(0, m, stride)
+    if stride > 1:
+        pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
+    pick_rank, pick_agent = rank[pick], all_agent[pick]
+    cur_slot = cur // stride  # the sample slot each reuse falls in, and whether it is that slot's access
+    cur_picked = pick[np.minimum(cur_slot, len(pick) - 1)] == cur
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     caps: dict[int, np.ndarray] = {}
     for lv in range(n_levels - 1, -1, -1):
@@ -545,24 +567,14 @@ def estimate_levels(
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
         g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
         g = np.maximum(g_all[own], 1.0)
-        # The reuse-time distribution from a sample of the accesses (at most _SAMPLES; StatStack samples too):
-        # reuse times of own reuses, censored times since the window began for the others. One access drawn in
-        # each run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved
-        # in a fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other
-        # socket's L3 saw no reuse at all and took every gap for its stack distance).
-        stride = max(1, m // _SAMPLES)
-        pick = np.arange(0, m, stride)
-        if stride > 1:
-            pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
-        sample = rank[pick] * ratio[all_agent[pick]]
+        # the sample: reuse times of own reuses, censored times since the window began for the others
+        sample = pick_rank * ratio[pick_agent]
         reused = np.full(len(pick), np.nan)
-        cur_own = cur[own]
-        slot = cur_own // stride
-        picked = pick[np.minimum(slot, len(pick) - 1)] == cur_own
+        slot, picked = cur_slot[own], cur_picked[own]
         reused[slot[picked]] = g[picked]
         censored = np.isnan(reused)
         sample = np.where(censored, sample, reused)
-        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst, censored)
+        stack = _stack_distance(g, i_cur[own], sample, inst_of[pick_agent], n_inst, censored)
         # No more distinct lines can come between two accesses than the instance touched in the whole window (its
         # accesses less its own reuses: a line counted once per return from another instance, so never fewer):
         # while a cache fills, its reuse-time distribution is mostly censored and the estimate runs ahead of
