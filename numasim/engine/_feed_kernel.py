@@ -12,7 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
-    "window_arrays",
+    "window_arrays", "set_counts", "reuse_times", "level_hits",
 ]
 
 PREFETCH_STREAMS = 8
@@ -282,25 +282,141 @@ def window_arrays(
     rank: np.ndarray,
     offset: np.ndarray,
     out_agent: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    keep: int,
+    n_agents: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.uint64, np.ndarray]:  # pragma: no cover - compiled
     """The estimate's window: the carried tail followed by the chunk, as lines, agents (into ``out_agent``'s
     dtype, narrower where there are few) and ranks (the chunk's ``rank`` plus its agent's ``offset``, the
-    tail's accesses of it), in one pass over the chunk where numpy concatenates three times and gathers once."""
+    tail's accesses of it), in one pass over the chunk where numpy concatenates three times and gathers once;
+    with the largest line and the accesses per agent among the window's last ``keep`` (the next tail)."""
     h = len(tail_lines)
     m = h + len(lines)
     all_lines = np.empty(m, dtype=np.uint64)
     all_rank = np.empty(m, dtype=np.int32)
+    kept = np.zeros(n_agents, dtype=np.int64)
+    top = np.uint64(0)
     all_lines[:h] = tail_lines
     all_rank[:h] = tail_rank
     for i in range(h):
         out_agent[i] = tail_agent[i]
+        top = max(top, np.uint64(tail_lines[i]))
     for i in range(len(lines)):
         a = agent[i]
         j = np.uint64(h + i)
-        all_lines[j] = lines[i]
+        x = np.uint64(lines[i])
+        all_lines[j] = x
+        top = max(top, x)
         out_agent[j] = a
         all_rank[j] = rank[i] + offset[np.uint64(a)]
-    return all_lines, out_agent, all_rank
+    for i in range(m - keep, m):
+        kept[np.uint64(out_agent[i])] += 1
+    return all_lines, out_agent, all_rank, top, kept
+
+
+@njit(cache=True, nogil=True)
+def set_counts(
+    lines: np.ndarray, instance: np.ndarray, n_inst: int, sets: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per instance, how many of ``lines`` it has (``instance``: each line's) and the sum over its sets of the
+    square of each set's count, as float64 (integers: any order of summing gives the same): one pass and a
+    table of int32 counts, where numpy builds, converts and squares a float64 table of every set."""
+    per_set = np.zeros(n_inst * sets, dtype=np.int32)
+    s = np.uint64(sets)
+    for i in range(len(lines)):
+        per_set[np.uint64(instance[i]) * s + np.uint64(lines[i]) % s] += 1
+    total = np.zeros(n_inst)
+    square = np.zeros(n_inst)
+    for i in range(n_inst):
+        t = np.int64(0)
+        q = np.int64(0)
+        for k in range(i * sets, (i + 1) * sets):
+            c = np.int64(per_set[k])
+            t += c
+            q += c * c
+        total[i] = t
+        square[i] = q
+    return total, square
+
+
+@njit(cache=True, nogil=True)
+def reuse_times(
+    a_cur: np.ndarray,
+    a_prv: np.ndarray,
+    gap: np.ndarray,
+    own_gap: np.ndarray,
+    inst_of: np.ndarray,
+    ratio: np.ndarray,
+    share: np.ndarray,
+    cur_slot: np.ndarray,
+    cur_picked: np.ndarray,
+    pick_rank: np.ndarray,
+    pick_agent: np.ndarray,
+    n_inst: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
+    reuses: which are by the same instance (``own``), their reuse times in the instance's own accesses (at
+    least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream gap times the
+    instance's ``share``) and instances, the instances' own reuses; and the reuse-time sample (a picked
+    access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags
+    and instances."""
+    n = len(a_cur)
+    own = np.empty(n, dtype=np.bool_)
+    g = np.empty(n)
+    inst = np.empty(n, dtype=np.int64)
+    own_reuses = np.zeros(n_inst, dtype=np.int64)
+    n_pick = len(pick_rank)
+    sample = np.empty(n_pick)
+    censored = np.ones(n_pick, dtype=np.bool_)
+    k = 0
+    for j in range(n):
+        ac = np.uint64(a_cur[j])
+        ap = np.uint64(a_prv[j])
+        ic = inst_of[ac]
+        o = ic == inst_of[ap]
+        own[j] = o
+        if o:
+            x = own_gap[j] * ratio[ac] if ac == ap else gap[j] * share[np.uint64(ic)]
+            x = max(x, 1.0)
+            g[k] = x
+            inst[k] = ic
+            own_reuses[np.uint64(ic)] += 1
+            if cur_picked[j]:
+                sl = np.uint64(cur_slot[j])
+                sample[sl] = x
+                censored[sl] = False
+            k += 1
+    sample_inst = np.empty(n_pick, dtype=np.int64)
+    for i in range(n_pick):
+        a = np.uint64(pick_agent[i])
+        sample_inst[i] = inst_of[a]
+        if censored[i]:
+            sample[i] = pick_rank[i] * ratio[a]
+    return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst
+
+
+@njit(cache=True, nogil=True)
+def level_hits(
+    stack: np.ndarray,
+    own: np.ndarray,
+    a_cur: np.ndarray,
+    cur: np.ndarray,
+    inst_of: np.ndarray,
+    bound: np.ndarray,
+    cap: np.ndarray,
+    level: np.ndarray,
+    lv: int,
+) -> None:  # pragma: no cover - compiled
+    """Each own reuse's stack distance (``stack``, one per ``own`` reuse) capped at its instance's ``bound``
+    (in place), and the reuses below their instance's capacity ``cap`` set to level ``lv``."""
+    k = 0
+    for j in range(len(own)):
+        if own[j]:
+            ic = np.uint64(inst_of[np.uint64(a_cur[j])])
+            d = min(stack[k], bound[ic])
+            stack[k] = d
+            if d < cap[ic]:
+                level[np.uint64(cur[j])] = lv
+            k += 1
 
 
 @njit(cache=True, nogil=True)

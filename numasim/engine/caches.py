@@ -32,12 +32,15 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
 from ._feed_kernel import (
+    level_hits,
     merge_known,
     new_in_line_order,
     reuse_candidates,
     reuse_keys,
     reuse_keys_at,
     reuse_pairs,
+    reuse_times,
+    set_counts,
     window_arrays,
 )
 
@@ -209,11 +212,8 @@ def _set_limited_capacity(
     full = float(sets * ways)
     if sets <= 1 or len(lines) == 0:
         return np.full(n_inst, full)
-    per_set = np.bincount(
-        instance * sets + (lines % np.uint64(sets)).astype(np.int64), minlength=n_inst * sets
-    ).reshape(n_inst, sets).astype(np.float64)
-    total = per_set.sum(axis=1)
-    square = (per_set * per_set).sum(axis=1) - (1.0 - rate) * total
+    total, square = set_counts(lines, instance, n_inst, sets)
+    square -= (1.0 - rate) * total
     effective = np.where(square > 0, total * total / np.maximum(square, 1e-12), sets)
     return np.minimum(full, ways * effective)
 
@@ -467,20 +467,23 @@ def estimate_levels(
         offset = np.zeros(n_agents, dtype=np.int32)
     # The window: the carried tail, then the chunk (agents as bytes where they fit: the gathers below read less).
     m = len(state.lines) + n
+    keep = min(m, carry)
     if len(state.lines):
-        all_lines, all_agent, rank = window_arrays(
+        all_lines, all_agent, rank, top, kept_counts = window_arrays(
             state.lines, state.agent, state.rank, lines, agent, rank_new.astype(np.int32, copy=False), offset,
-            np.empty(m, dtype=np.uint8 if n_agents <= 256 else np.int64),
+            np.empty(m, dtype=np.uint8 if n_agents <= 256 else np.int64), keep, n_agents,
         )
     else:  # the first chunk: the window is the chunk
         all_lines, all_agent, rank = lines, agent, rank_new + offset[agent] if agent_rank is not None else rank_new
+        top = np.uint64(all_lines.max() if m else 0)
+        kept_counts = np.bincount(all_agent[m - keep :], minlength=n_agents)
     head = m - n
     shift = max(1, int(m).bit_length())
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``), their
     # agents, and the gaps between them in the stream and in their agent's ranks.
     key: np.ndarray | None = None
     tracked = _tracked(state.seen, agent_instance)
-    packed = bool(m) and int(all_lines.max()) < (1 << (63 - shift))
+    packed = bool(m) and int(top) < (1 << (63 - shift))
     filtered = False
     if packed and not any(tracked.values()) and m >= _FILTER_MIN:
         # Nothing needs the window's lines in order (no instance tracks its footprint): sort only the accesses
@@ -513,7 +516,6 @@ def estimate_levels(
         return starts[starts >= head]
 
     level = np.full(m, n_levels, dtype=np.int8)
-    same_agent = a_cur == a_prv
     # each line's first access in the window (no earlier one to reuse)
     first = np.ones(m, dtype=bool)
     first[cur] = False
@@ -553,45 +555,32 @@ def estimate_levels(
         if memo is not None and np.array_equal(memo[0], partition):
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack = memo[1], memo[2]
-            hit = np.zeros(len(cur), dtype=bool)
-            hit[own] = stack < cap[inst_of[a_cur[own]]]
-            level[cur[hit]] = lv
+            level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf), cap, level, lv)
             continue
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
-        i_cur = inst_of[a_cur]
-        own = i_cur == inst_of[a_prv]  # reused by the same cache instance (else: cold for it)
         # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
         # the agent's own gap scaled by the instance's accesses per access of that agent (1 for a private
         # cache of one thread), or, for a line last touched by another agent, the stream gap times the
         # instance's share of the stream.
+        # Which reuses are by the same cache instance (``own``; the others are cold for it), their reuse times
+        # ``g`` (at least 1) and instances, and the sample: reuse times of own reuses, censored times since the
+        # window began for the others.
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-        g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
-        g = np.maximum(g_all[own], 1.0)
-        # the sample: reuse times of own reuses, censored times since the window began for the others
-        sample = pick_rank * ratio[pick_agent]
-        reused = np.full(len(pick), np.nan)
-        slot, picked = cur_slot[own], cur_picked[own]
-        reused[slot[picked]] = g[picked]
-        censored = np.isnan(reused)
-        sample = np.where(censored, sample, reused)
-        stack = _stack_distance(g, i_cur[own], sample, inst_of[pick_agent], n_inst, censored)
+        own, g, i_own, own_reuses, sample, censored, sample_inst = reuse_times(
+            a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
+            pick_agent, n_inst,
+        )
+        stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
         # No more distinct lines can come between two accesses than the instance touched in the whole window (its
         # accesses less its own reuses: a line counted once per return from another instance, so never fewer):
         # while a cache fills, its reuse-time distribution is mostly censored and the estimate runs ahead of
         # the lines there are (two sockets' L3s warming up on 1.25x their size hit 60-67 % where LRU hits ~80 %).
-        own_reuses = np.bincount(i_cur[own], minlength=n_inst)
-        distinct_bound = count - own_reuses
-        stack = np.minimum(stack, distinct_bound[i_cur[own]])
-        hit = np.zeros(len(cur), dtype=bool)
-        hit[own] = stack < cap[i_cur[own]]
-        level[cur[hit]] = lv
+        level_hits(stack, own, a_cur, cur, inst_of, count - own_reuses, cap, level, lv)
         memo = (partition, own, stack)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked,
                            capacity_lines, sets)
-    keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
-    kept_counts = np.bincount(kept_agent, minlength=n_agents)
     dropped = (per_agent_n - kept_counts).astype(np.int32)
     long_hits = -1
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
