@@ -471,7 +471,7 @@ def estimate_levels(
     if len(state.lines):
         all_lines, all_agent, rank, top, kept_counts = window_arrays(
             state.lines, state.agent, state.rank, lines, agent, rank_new.astype(np.int32, copy=False), offset,
-            np.empty(m, dtype=np.uint8 if n_agents <= 256 else np.int64), keep, n_agents,
+            np.empty(m, dtype=np.uint8 if n_agents <= 256 else np.int64), keep, per_agent_n,
         )
     else:  # the first chunk: the window is the chunk
         all_lines, all_agent, rank = lines, agent, rank_new + offset[agent] if agent_rank is not None else rank_new
