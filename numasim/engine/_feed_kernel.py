@@ -185,13 +185,20 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, nogil=True)
-def reuse_candidates(lines: np.ndarray, log2_buckets: int, limit: int) -> tuple[np.ndarray, bool]:  # pragma: no cover
+def reuse_candidates(
+    lines: np.ndarray, log2_buckets: int, limit: int, flags: np.ndarray
+) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
     """Positions of the accesses whose line may occur more than once in ``lines``, in order: every access of
     every line that does (and some others, whose line's hash collides with such a line's), from ``2**log2_buckets``
     buckets of two bits (seen, seen again; both in one word: one cache line per access) over a multiplicative
     hash of the line. (empty, False) when more than ``limit`` accesses meet a bucket seen before: then most of
-    them are reuses and a filter saves nothing."""
-    flags = np.zeros(max(1, (1 << log2_buckets) >> 5), dtype=np.uint64)
+    them are reuses and a filter saves nothing. ``flags``: room for the bitmaps (cleared here; a fresh array
+    if it is too short), so that a caller filtering window after window reuses the same pages."""
+    words = max(1, (1 << log2_buckets) >> 5)
+    if len(flags) < words:
+        flags = np.zeros(words, dtype=np.uint64)
+    else:
+        flags[:words] = 0
     down = np.uint64(64 - log2_buckets)
     one = np.uint64(1)
     n_again = 0
@@ -281,19 +288,19 @@ def window_arrays(
     agent: np.ndarray,
     rank: np.ndarray,
     offset: np.ndarray,
+    all_lines: np.ndarray,
     out_agent: np.ndarray,
+    all_rank: np.ndarray,
     keep: int,
     total: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.uint64, np.ndarray]:  # pragma: no cover - compiled
-    """The estimate's window: the carried tail followed by the chunk, as lines, agents (into ``out_agent``'s
-    dtype, narrower where there are few) and ranks (the chunk's ``rank`` plus its agent's ``offset``, the
-    tail's accesses of it), in one pass over the chunk where numpy concatenates three times and gathers once;
-    with the largest line and the accesses per agent among the window's last ``keep`` (the next tail; ``total``:
-    the window's accesses per agent)."""
+) -> tuple[np.uint64, np.ndarray]:  # pragma: no cover - compiled
+    """The estimate's window: the carried tail followed by the chunk, written into ``all_lines``, ``out_agent``
+    (its dtype: narrower where there are few agents) and ``all_rank`` (the chunk's ``rank`` plus its agent's
+    ``offset``, the tail's accesses of it), in one pass over the chunk where numpy concatenates three times and
+    gathers once. Returns the largest line and the accesses per agent among the window's last ``keep`` (the
+    next tail; ``total``: the window's accesses per agent)."""
     h = len(tail_lines)
     m = h + len(lines)
-    all_lines = np.empty(m, dtype=np.uint64)
-    all_rank = np.empty(m, dtype=np.int32)
     kept = np.zeros(len(total), dtype=np.int64)
     top = np.uint64(0)
     for i in range(h):
@@ -319,7 +326,7 @@ def window_arrays(
     else:
         for i in range(m - keep, m):
             kept[np.uint64(out_agent[i])] += 1
-    return all_lines, out_agent, all_rank, top, kept
+    return top, kept
 
 
 @njit(cache=True, nogil=True)
