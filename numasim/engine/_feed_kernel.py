@@ -12,7 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
-    "window_arrays", "set_counts", "reuse_times", "level_hits",
+    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance",
 ]
 
 PREFETCH_STREAMS = 8
@@ -408,6 +408,36 @@ def reuse_times(
         if censored[i]:
             sample[i] = pick_rank[i] * ratio[a]
     return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst
+
+
+@njit(cache=True, nogil=True)
+def interpolate_distance(
+    x: np.ndarray,
+    log2_x: np.ndarray,
+    instance: np.ndarray,
+    edges: np.ndarray,
+    width: np.ndarray,
+    d_lo: np.ndarray,
+    surv: np.ndarray,
+    bins_per_octave: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The per-reuse end of :func:`~numasim.engine.caches._stack_distance`: each ``x`` (a reuse time less one;
+    ``log2_x`` its ``log2(max(x, 1))``) in its histogram bin, the distance at the bin's start ``d_lo`` plus the
+    survival ``surv`` over the part of the bin below ``x`` (``x`` itself below 1), in one pass where numpy makes a
+    temporary per operation and gathers twice from the (instance, bin) tables."""
+    nb = len(width)
+    out = np.empty(len(x))
+    for i in range(len(x)):
+        xi = x[i]
+        if xi < 1.0:
+            out[i] = max(xi, 0.0)
+            continue
+        b = np.int64(log2_x[i] * bins_per_octave)
+        b = np.int64(0) if b < 0 else np.int64(nb - 1) if b > nb - 1 else b
+        inside = min(max(xi - edges[b], 0.0), width[b])
+        k = np.int64(instance[i])
+        out[i] = d_lo[k, b] + inside * surv[k, b]
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -32,6 +32,7 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
 from ._feed_kernel import (
+    interpolate_distance,
     level_hits,
     merge_known,
     new_in_line_order,
@@ -192,9 +193,8 @@ def _stack_distance(
     # taken at the bin's start (the reuses in that bin are not before it): a cyclic walk of N lines then has
     # distance N - 1 exactly, so it fits a cache of N lines and not one of N - 1.
     x = np.asarray(reuse_time, dtype=np.float64) - 1.0
-    b = bins(x)
-    inside = np.clip(x - edges[b], 0.0, width[b])
-    return np.where(x < 1.0, np.maximum(x, 0.0), d_lo[instance, b] + inside * surv[instance, b])
+    # the rest per reuse compiled (the logarithm stays numpy's: the same bins to the last bit)
+    return interpolate_distance(x, np.log2(np.maximum(x, 1.0)), instance, edges, width, d_lo, surv, _BINS_PER_OCTAVE)
 
 
 def _set_limited_capacity(
