@@ -12,6 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
+    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance",
 ]
 
 PREFETCH_STREAMS = 8
@@ -184,13 +185,20 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, nogil=True)
-def reuse_candidates(lines: np.ndarray, log2_buckets: int, limit: int) -> tuple[np.ndarray, bool]:  # pragma: no cover
+def reuse_candidates(
+    lines: np.ndarray, log2_buckets: int, limit: int, flags: np.ndarray
+) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
     """Positions of the accesses whose line may occur more than once in ``lines``, in order: every access of
     every line that does (and some others, whose line's hash collides with such a line's), from ``2**log2_buckets``
     buckets of two bits (seen, seen again; both in one word: one cache line per access) over a multiplicative
     hash of the line. (empty, False) when more than ``limit`` accesses meet a bucket seen before: then most of
-    them are reuses and a filter saves nothing."""
-    flags = np.zeros(max(1, (1 << log2_buckets) >> 5), dtype=np.uint64)
+    them are reuses and a filter saves nothing. ``flags``: room for the bitmaps (cleared here; a fresh array
+    if it is too short), so that a caller filtering window after window reuses the same pages."""
+    words = max(1, (1 << log2_buckets) >> 5)
+    if len(flags) < words:
+        flags = np.zeros(words, dtype=np.uint64)
+    else:
+        flags[:words] = 0
     down = np.uint64(64 - log2_buckets)
     one = np.uint64(1)
     n_again = 0
@@ -214,20 +222,34 @@ def reuse_candidates(lines: np.ndarray, log2_buckets: int, limit: int) -> tuple[
 
 
 @njit(cache=True, nogil=True)
-def reuse_keys_at(lines: np.ndarray, at: np.ndarray, shift: int) -> np.ndarray:  # pragma: no cover - compiled
-    """:func:`reuse_keys` of the accesses at positions ``at`` only (``line << shift | position``)."""
-    key = np.empty(len(at), dtype=np.uint64)
+def reuse_keys_at(
+    lines: np.ndarray, agent: np.ndarray, rank: np.ndarray, at: np.ndarray, shift: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`reuse_keys` of the accesses at positions ``at`` only, with the access's index *in* ``at`` as the
+    low bits (``line << shift | k``: the same order as by position, ``at`` being increasing), and their agents
+    and ranks gathered in that order: :func:`reuse_pairs` then reads a pair's agents and ranks from these short
+    arrays instead of jumping about the whole window's."""
+    n = len(at)
+    key = np.empty(n, dtype=np.uint64)
+    agent_at = np.empty(n, dtype=agent.dtype)
+    rank_at = np.empty(n, dtype=rank.dtype)
     s = np.uint64(shift)
-    for k in range(len(at)):
-        i = at[k]
-        key[k] = (np.uint64(lines[i]) << s) | np.uint64(i)
-    return key
+    for k in range(n):
+        i = np.uint64(at[k])
+        key[k] = (np.uint64(lines[i]) << s) | np.uint64(k)
+        agent_at[k] = agent[i]
+        rank_at[k] = rank[i]
+    return key, agent_at, rank_at
 
 
 @njit(cache=True, nogil=True)
-def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """From sorted :func:`reuse_keys`: each access whose line occurred before (``cur``) and that previous
-    occurrence (``prv``), in key order."""
+def reuse_pairs(
+    key: np.ndarray, shift: int, at: np.ndarray, agent: np.ndarray, rank: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """From sorted :func:`reuse_keys` (``at`` empty: the low bits are window positions, ``agent`` and ``rank``
+    the window's) or :func:`reuse_keys_at` (the low bits index ``at`` and its gathered ``agent`` and ``rank``):
+    each access whose line occurred before (``cur``) and that previous occurrence (``prv``), in key order, with
+    their agents, the gap between them in the stream and in their ranks (as float64)."""
     low = np.uint64((1 << shift) - 1)
     n = 0
     for i in range(1, len(key)):
@@ -235,13 +257,212 @@ def reuse_pairs(key: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:  
             n += 1
     cur = np.empty(n, dtype=np.int64)
     prv = np.empty(n, dtype=np.int64)
+    a_cur = np.empty(n, dtype=agent.dtype)
+    a_prv = np.empty(n, dtype=agent.dtype)
+    gap = np.empty(n, dtype=np.float64)
+    own_gap = np.empty(n, dtype=np.float64)
+    compact = len(at) > 0
     n = 0
     for i in range(1, len(key)):
         if (key[i] ^ key[i - 1]) <= low:
-            cur[n] = np.int64(key[i] & low)
-            prv[n] = np.int64(key[i - 1] & low)
+            kc = key[i] & low
+            kp = key[i - 1] & low
+            c = np.int64(at[kc]) if compact else np.int64(kc)
+            p = np.int64(at[kp]) if compact else np.int64(kp)
+            cur[n] = c
+            prv[n] = p
+            a_cur[n] = agent[kc]
+            a_prv[n] = agent[kp]
+            gap[n] = np.float64(c - p)
+            own_gap[n] = np.float64(np.int64(rank[kc]) - np.int64(rank[kp]))
             n += 1
-    return cur, prv
+    return cur, prv, a_cur, a_prv, gap, own_gap
+
+
+@njit(cache=True, nogil=True)
+def window_arrays(
+    tail_lines: np.ndarray,
+    tail_agent: np.ndarray,
+    tail_rank: np.ndarray,
+    lines: np.ndarray,
+    agent: np.ndarray,
+    rank: np.ndarray,
+    offset: np.ndarray,
+    all_lines: np.ndarray,
+    out_agent: np.ndarray,
+    all_rank: np.ndarray,
+    keep: int,
+    total: np.ndarray,
+) -> tuple[np.uint64, np.ndarray]:  # pragma: no cover - compiled
+    """The estimate's window: the carried tail followed by the chunk, written into ``all_lines``, ``out_agent``
+    (its dtype: narrower where there are few agents) and ``all_rank`` (the chunk's ``rank`` plus its agent's
+    ``offset``, the tail's accesses of it), in one pass over the chunk where numpy concatenates three times and
+    gathers once. Returns the largest line and the accesses per agent among the window's last ``keep`` (the
+    next tail; ``total``: the window's accesses per agent)."""
+    h = len(tail_lines)
+    m = h + len(lines)
+    kept = np.zeros(len(total), dtype=np.int64)
+    top = np.uint64(0)
+    for i in range(h):
+        x = np.uint64(tail_lines[i])
+        all_lines[i] = x
+        top = max(top, x)
+        out_agent[i] = tail_agent[i]
+        all_rank[i] = tail_rank[i]
+    for i in range(len(lines)):
+        a = agent[i]
+        j = np.uint64(h + i)
+        x = np.uint64(lines[i])
+        all_lines[j] = x
+        top = max(top, x)
+        out_agent[j] = a
+        all_rank[j] = rank[i] + offset[np.uint64(a)]
+    # the next tail's accesses per agent: the window's (``total``) less those before it, or counted in it,
+    # whichever is shorter (a count per access is a chain through memory: about 1.5 ns each)
+    if keep > m // 2:
+        kept[:] = total
+        for i in range(m - keep):
+            kept[np.uint64(out_agent[i])] -= 1
+    else:
+        for i in range(m - keep, m):
+            kept[np.uint64(out_agent[i])] += 1
+    return top, kept
+
+
+@njit(cache=True, nogil=True)
+def set_counts(
+    lines: np.ndarray, instance: np.ndarray, n_inst: int, sets: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per instance, how many of ``lines`` it has (``instance``: each line's) and the sum over its sets of the
+    square of each set's count, as float64 (integers: any order of summing gives the same): one pass and a
+    table of int32 counts, where numpy builds, converts and squares a float64 table of every set."""
+    per_set = np.zeros(n_inst * sets, dtype=np.int32)
+    s = np.uint64(sets)
+    for i in range(len(lines)):
+        per_set[np.uint64(instance[i]) * s + np.uint64(lines[i]) % s] += 1
+    total = np.zeros(n_inst)
+    square = np.zeros(n_inst)
+    for i in range(n_inst):
+        t = np.int64(0)
+        q = np.int64(0)
+        for k in range(i * sets, (i + 1) * sets):
+            c = np.int64(per_set[k])
+            t += c
+            q += c * c
+        total[i] = t
+        square[i] = q
+    return total, square
+
+
+@njit(cache=True, nogil=True)
+def reuse_times(
+    a_cur: np.ndarray,
+    a_prv: np.ndarray,
+    gap: np.ndarray,
+    own_gap: np.ndarray,
+    inst_of: np.ndarray,
+    ratio: np.ndarray,
+    share: np.ndarray,
+    cur_slot: np.ndarray,
+    cur_picked: np.ndarray,
+    pick_rank: np.ndarray,
+    pick_agent: np.ndarray,
+    n_inst: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
+    reuses: which are by the same instance (``own``), their reuse times in the instance's own accesses (at
+    least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream gap times the
+    instance's ``share``) and instances, the instances' own reuses; and the reuse-time sample (a picked
+    access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags
+    and instances."""
+    n = len(a_cur)
+    own = np.empty(n, dtype=np.bool_)
+    g = np.empty(n)
+    inst = np.empty(n, dtype=np.int64)
+    own_reuses = np.zeros(n_inst, dtype=np.int64)
+    n_pick = len(pick_rank)
+    sample = np.empty(n_pick)
+    censored = np.ones(n_pick, dtype=np.bool_)
+    k = 0
+    for j in range(n):
+        ac = np.uint64(a_cur[j])
+        ap = np.uint64(a_prv[j])
+        ic = inst_of[ac]
+        o = ic == inst_of[ap]
+        own[j] = o
+        if o:
+            x = own_gap[j] * ratio[ac] if ac == ap else gap[j] * share[np.uint64(ic)]
+            x = max(x, 1.0)
+            g[k] = x
+            inst[k] = ic
+            own_reuses[np.uint64(ic)] += 1
+            if cur_picked[j]:
+                sl = np.uint64(cur_slot[j])
+                sample[sl] = x
+                censored[sl] = False
+            k += 1
+    sample_inst = np.empty(n_pick, dtype=np.int64)
+    for i in range(n_pick):
+        a = np.uint64(pick_agent[i])
+        sample_inst[i] = inst_of[a]
+        if censored[i]:
+            sample[i] = pick_rank[i] * ratio[a]
+    return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst
+
+
+@njit(cache=True, nogil=True)
+def interpolate_distance(
+    x: np.ndarray,
+    log2_x: np.ndarray,
+    instance: np.ndarray,
+    edges: np.ndarray,
+    width: np.ndarray,
+    d_lo: np.ndarray,
+    surv: np.ndarray,
+    bins_per_octave: int,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The per-reuse end of :func:`~numasim.engine.caches._stack_distance`: each ``x`` (a reuse time less one;
+    ``log2_x`` its ``log2(max(x, 1))``) in its histogram bin, the distance at the bin's start ``d_lo`` plus the
+    survival ``surv`` over the part of the bin below ``x`` (``x`` itself below 1), in one pass where numpy makes a
+    temporary per operation and gathers twice from the (instance, bin) tables."""
+    nb = len(width)
+    out = np.empty(len(x))
+    for i in range(len(x)):
+        xi = x[i]
+        if xi < 1.0:
+            out[i] = max(xi, 0.0)
+            continue
+        b = np.int64(log2_x[i] * bins_per_octave)
+        b = np.int64(0) if b < 0 else np.int64(nb - 1) if b > nb - 1 else b
+        inside = min(max(xi - edges[b], 0.0), width[b])
+        k = np.int64(instance[i])
+        out[i] = d_lo[k, b] + inside * surv[k, b]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def level_hits(
+    stack: np.ndarray,
+    own: np.ndarray,
+    a_cur: np.ndarray,
+    cur: np.ndarray,
+    inst_of: np.ndarray,
+    bound: np.ndarray,
+    cap: np.ndarray,
+    level: np.ndarray,
+    lv: int,
+) -> None:  # pragma: no cover - compiled
+    """Each own reuse's stack distance (``stack``, one per ``own`` reuse) capped at its instance's ``bound``
+    (in place), and the reuses below their instance's capacity ``cap`` set to level ``lv``."""
+    k = 0
+    for j in range(len(own)):
+        if own[j]:
+            ic = np.uint64(inst_of[np.uint64(a_cur[j])])
+            d = min(stack[k], bound[ic])
+            stack[k] = d
+            if d < cap[ic]:
+                level[np.uint64(cur[j])] = lv
+            k += 1
 
 
 @njit(cache=True, nogil=True)

@@ -32,13 +32,20 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
 from ._feed_kernel import (
+    interpolate_distance,
+    level_hits,
     merge_known,
     new_in_line_order,
     reuse_candidates,
     reuse_keys,
     reuse_keys_at,
     reuse_pairs,
+    reuse_times,
+    set_counts,
+    window_arrays,
 )
+
+_EMPTY_POS = np.zeros(0, dtype=np.int64)
 
 __all__ = [
     "CacheLevelSpec",
@@ -186,9 +193,8 @@ def _stack_distance(
     # taken at the bin's start (the reuses in that bin are not before it): a cyclic walk of N lines then has
     # distance N - 1 exactly, so it fits a cache of N lines and not one of N - 1.
     x = np.asarray(reuse_time, dtype=np.float64) - 1.0
-    b = bins(x)
-    inside = np.clip(x - edges[b], 0.0, width[b])
-    return np.where(x < 1.0, np.maximum(x, 0.0), d_lo[instance, b] + inside * surv[instance, b])
+    # the rest per reuse compiled (the logarithm stays numpy's: the same bins to the last bit)
+    return interpolate_distance(x, np.log2(np.maximum(x, 1.0)), instance, edges, width, d_lo, surv, _BINS_PER_OCTAVE)
 
 
 def _set_limited_capacity(
@@ -206,11 +212,8 @@ def _set_limited_capacity(
     full = float(sets * ways)
     if sets <= 1 or len(lines) == 0:
         return np.full(n_inst, full)
-    per_set = np.bincount(
-        instance * sets + (lines % np.uint64(sets)).astype(np.int64), minlength=n_inst * sets
-    ).reshape(n_inst, sets).astype(np.float64)
-    total = per_set.sum(axis=1)
-    square = (per_set * per_set).sum(axis=1) - (1.0 - rate) * total
+    total, square = set_counts(lines, instance, n_inst, sets)
+    square -= (1.0 - rate) * total
     effective = np.where(square > 0, total * total / np.maximum(square, 1e-12), sets)
     return np.minimum(full, ways * effective)
 
@@ -233,6 +236,29 @@ def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, fl
 
 
 _SET_SAMPLES = 1 << 16
+
+
+class _Buffers:
+    """Arrays an estimate reuses from one call to the next: the window's lines, agents and ranks, and the reuse
+    filter's bitmaps. Fresh arrays of these sizes (about 15 MB for a million-access chunk) cost a page fault per
+    4 KiB when first written, about a microsecond each on the benchmark's host: 3-4 ns per access."""
+
+    __slots__ = ("lines", "agent", "rank", "flags")
+
+    def __init__(self) -> None:
+        self.lines = np.zeros(0, dtype=np.uint64)
+        self.agent = np.zeros(0, dtype=np.uint8)
+        self.rank = np.zeros(0, dtype=np.int32)
+        self.flags = np.zeros(0, dtype=np.uint64)
+
+    def window(self, m: int, agent_dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Room for a window of ``m`` accesses (views of the buffers, grown as needed)."""
+        if len(self.lines) < m or self.agent.dtype != agent_dtype:
+            size = max(m, len(self.lines) + len(self.lines) // 4)
+            self.lines = np.empty(size, dtype=np.uint64)
+            self.agent = np.empty(size, dtype=agent_dtype)
+            self.rank = np.empty(size, dtype=np.int32)
+        return self.lines[:m], self.agent[:m], self.rank[:m]
 
 
 @dataclass
@@ -258,6 +284,8 @@ class EpochCacheState:
     """Stream accesses the last estimate's chunk needed to carry to see :data:`HORIZON_CAPACITIES` x each
     cache instance's capacity of its own accesses (0: not known yet); :class:`~numasim.engine.stream.Feeder`
     carries that far (within :func:`carry_accesses`' bound) while it finds hits there."""
+    buffers: _Buffers | None = None
+    """Scratch arrays the estimates pass on to each other (none of the results lives in them)."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -444,35 +472,71 @@ def estimate_levels(
     n = len(lines)
     if n_levels == 0:
         return np.full(n, 0, dtype=np.int8), state
-    all_lines = np.concatenate([state.lines, lines]) if len(state.lines) else lines
-    all_agent = np.concatenate([state.agent, agent]) if len(state.agent) else agent
-    m = len(all_lines)
+    n_agents = agent_instance.shape[1]
+    # counts the caller and the last estimate already made are not made again (a pass over the chunk each)
+    carry_counts = state.counts if state.counts is not None else np.bincount(state.agent, minlength=n_agents)
+    new_counts = agent_counts if agent_counts is not None else np.bincount(agent, minlength=n_agents)
+    per_agent_n = carry_counts + new_counts
+    per_agent = per_agent_n.astype(np.float64)
+    # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
+    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
+    # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
+    if agent_rank is not None:
+        rank_new, offset = agent_rank, carry_counts.astype(np.int32)
+    else:
+        if agent_order is None:
+            agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
+        starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
+        rank_new = np.empty(n, dtype=np.int32)
+        rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
+        offset = np.zeros(n_agents, dtype=np.int32)
+    # The window: the carried tail, then the chunk (agents as bytes where they fit: the gathers below read less).
+    m = len(state.lines) + n
+    keep = min(m, carry)
+    buffers = state.buffers if state.buffers is not None else _Buffers()
+    if len(state.lines):
+        all_lines, all_agent, rank = buffers.window(m, np.uint8 if n_agents <= 256 else np.int64)
+        top, kept_counts = window_arrays(
+            state.lines, state.agent, state.rank, lines, agent, rank_new.astype(np.int32, copy=False), offset,
+            all_lines, all_agent, rank, keep, per_agent_n,
+        )
+    else:  # the first chunk: the window is the chunk
+        all_lines, all_agent, rank = lines, agent, rank_new + offset[agent] if agent_rank is not None else rank_new
+        top = np.uint64(all_lines.max() if m else 0)
+        kept_counts = np.bincount(all_agent[m - keep :], minlength=n_agents)
     head = m - n
     shift = max(1, int(m).bit_length())
-    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``).
+    # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``), their
+    # agents, and the gaps between them in the stream and in their agent's ranks.
     key: np.ndarray | None = None
     tracked = _tracked(state.seen, agent_instance)
-    packed = bool(m) and int(all_lines.max()) < (1 << (63 - shift))
+    packed = bool(m) and int(top) < (1 << (63 - shift))
     filtered = False
     if packed and not any(tracked.values()) and m >= _FILTER_MIN:
         # Nothing needs the window's lines in order (no instance tracks its footprint): sort only the accesses
         # of lines that may occur twice, which a hash filter finds. The same pairs in the same order: every
         # access of a line that occurs twice is among them.
-        at, filtered = reuse_candidates(all_lines, max(16, int(_FILTER_BITS * m).bit_length()), m // 2)
+        log2_buckets = max(16, int(_FILTER_BITS * m).bit_length())
+        if len(buffers.flags) < (1 << log2_buckets) >> 5:
+            buffers.flags = np.empty((1 << log2_buckets) >> 5, dtype=np.uint64)
+        at, filtered = reuse_candidates(all_lines, log2_buckets, m // 2, buffers.flags)
         if filtered:
-            sub = reuse_keys_at(all_lines, at, shift)
+            sub, agent_at, rank_at = reuse_keys_at(all_lines, all_agent, rank, at, shift)
             sub.sort()
-            cur, prv = reuse_pairs(sub, shift)
+            cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(sub, shift, at, agent_at, rank_at)
     if packed and not filtered:
         key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
-        cur, prv = reuse_pairs(key, shift)
+        cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(key, shift, _EMPTY_POS, all_agent, rank)
     elif not packed:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
         pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
         cur, prv = order[pair + 1], order[pair]
+        a_cur, a_prv = all_agent[cur], all_agent[prv]
+        gap = (cur - prv).astype(np.float64)
+        own_gap = (rank[cur] - rank[prv]).astype(np.float64)
 
     def cold_in_line_order() -> np.ndarray:
         """The chunk's accesses with no earlier access in the window (positions >= head), in line order."""
@@ -481,36 +545,26 @@ def estimate_levels(
         starts = order[np.r_[True, sorted_lines[1:] != sorted_lines[:-1]]] if m else order
         return starts[starts >= head]
 
-    gap = (cur - prv).astype(np.float64)
     level = np.full(m, n_levels, dtype=np.int8)
-    n_agents = agent_instance.shape[1]
-    # counts the caller and the last estimate already made are not made again (a pass over the chunk each)
-    carry_counts = state.counts if state.counts is not None else np.bincount(state.agent, minlength=n_agents)
-    new_counts = agent_counts if agent_counts is not None else np.bincount(agent, minlength=n_agents)
-    per_agent_n = carry_counts + new_counts
-    per_agent = per_agent_n.astype(np.float64)
-    a_cur, a_prv = all_agent[cur], all_agent[prv]
-    # Each access's rank among its own agent's accesses: a reuse by the same agent then counts exactly how many
-    # of that agent's accesses lie in between, whatever the interleaving of agents in the stream. The carried
-    # tail's ranks come with it; the chunk's follow them, from one stable sort of the chunk by agent.
-    if agent_rank is not None:
-        rank_new = agent_rank + carry_counts.astype(np.int32)[agent]
-    else:
-        if agent_order is None:
-            agent_order = np.argsort(agent.astype(np.uint8) if n_agents < 256 else agent, kind="stable")
-        starts = np.r_[0, np.cumsum(new_counts)[:-1]] - carry_counts
-        rank_new = np.empty(n, dtype=np.int32)
-        rank_new[agent_order] = np.arange(n, dtype=np.int32) - np.repeat(starts.astype(np.int32), new_counts)
-    rank = np.concatenate([state.rank, rank_new]) if len(state.rank) else rank_new
-    same_agent = a_cur == a_prv
-    own_gap = (rank[cur] - rank[prv]).astype(np.float64)
     # each line's first access in the window (no earlier one to reuse)
     first = np.ones(m, dtype=bool)
     first[cur] = False
     if sets is not None:
         # the window's distinct lines (each at its first access), sampled once for every level
-        pick, rate = _distinct_sample(first, m - len(cur))
-        first_lines, first_agent = all_lines[pick], all_agent[pick]
+        distinct, rate = _distinct_sample(first, m - len(cur))
+        first_lines, first_agent = all_lines[distinct], all_agent[distinct]
+    # The reuse-time distribution comes from a sample of the accesses (at most _SAMPLES; StatStack samples too):
+    # reuse times of own reuses, censored times since the window began for the others. One access drawn in each
+    # run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved in a
+    # fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other socket's L3 saw
+    # no reuse at all and took every gap for its stack distance). The same accesses for every level.
+    stride = max(1, m // _SAMPLES)
+    pick = np.arange(0, m, stride)
+    if stride > 1:
+        pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
+    pick_rank, pick_agent = rank[pick], all_agent[pick]
+    cur_slot = cur // stride  # the sample slot each reuse falls in, and whether it is that slot's access
+    cur_picked = pick[np.minimum(cur_slot, len(pick) - 1)] == cur
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
     caps: dict[int, np.ndarray] = {}
     for lv in range(n_levels - 1, -1, -1):
@@ -531,55 +585,32 @@ def estimate_levels(
         if memo is not None and np.array_equal(memo[0], partition):
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack = memo[1], memo[2]
-            hit = np.zeros(len(cur), dtype=bool)
-            hit[own] = stack < cap[inst_of[a_cur[own]]]
-            level[cur[hit]] = lv
+            level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf), cap, level, lv)
             continue
         count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
-        i_cur = inst_of[a_cur]
-        own = i_cur == inst_of[a_prv]  # reused by the same cache instance (else: cold for it)
         # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
         # the agent's own gap scaled by the instance's accesses per access of that agent (1 for a private
         # cache of one thread), or, for a line last touched by another agent, the stream gap times the
         # instance's share of the stream.
+        # Which reuses are by the same cache instance (``own``; the others are cold for it), their reuse times
+        # ``g`` (at least 1) and instances, and the sample: reuse times of own reuses, censored times since the
+        # window began for the others.
         ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-        g_all = np.where(same_agent, own_gap * ratio[a_cur], gap * (count / max(m, 1))[i_cur])
-        g = np.maximum(g_all[own], 1.0)
-        # The reuse-time distribution from a sample of the accesses (at most _SAMPLES; StatStack samples too):
-        # reuse times of own reuses, censored times since the window began for the others. One access drawn in
-        # each run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved
-        # in a fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other
-        # socket's L3 saw no reuse at all and took every gap for its stack distance).
-        stride = max(1, m // _SAMPLES)
-        pick = np.arange(0, m, stride)
-        if stride > 1:
-            pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
-        sample = rank[pick] * ratio[all_agent[pick]]
-        reused = np.full(len(pick), np.nan)
-        cur_own = cur[own]
-        slot = cur_own // stride
-        picked = pick[np.minimum(slot, len(pick) - 1)] == cur_own
-        reused[slot[picked]] = g[picked]
-        censored = np.isnan(reused)
-        sample = np.where(censored, sample, reused)
-        stack = _stack_distance(g, i_cur[own], sample, inst_of[all_agent[pick]], n_inst, censored)
+        own, g, i_own, own_reuses, sample, censored, sample_inst = reuse_times(
+            a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
+            pick_agent, n_inst,
+        )
+        stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
         # No more distinct lines can come between two accesses than the instance touched in the whole window (its
         # accesses less its own reuses: a line counted once per return from another instance, so never fewer):
         # while a cache fills, its reuse-time distribution is mostly censored and the estimate runs ahead of
         # the lines there are (two sockets' L3s warming up on 1.25x their size hit 60-67 % where LRU hits ~80 %).
-        own_reuses = np.bincount(i_cur[own], minlength=n_inst)
-        distinct_bound = count - own_reuses
-        stack = np.minimum(stack, distinct_bound[i_cur[own]])
-        hit = np.zeros(len(cur), dtype=bool)
-        hit[own] = stack < cap[i_cur[own]]
-        level[cur[hit]] = lv
+        level_hits(stack, own, a_cur, cur, inst_of, count - own_reuses, cap, level, lv)
         memo = (partition, own, stack)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked,
                            capacity_lines, sets)
-    keep = min(m, carry)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
-    kept_counts = np.bincount(kept_agent, minlength=n_agents)
     dropped = (per_agent_n - kept_counts).astype(np.int32)
     long_hits = -1
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
@@ -595,6 +626,6 @@ def estimate_levels(
             horizon = max(horizon, int(HORIZON_CAPACITIES * float(capacity_lines[lv]) / float(share[used].min())))
     new_state = EpochCacheState(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
-        seen, horizon,
+        seen, horizon, buffers,
     )
     return level[head:], new_state
