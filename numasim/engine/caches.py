@@ -421,7 +421,8 @@ def _footprint_hits(
             if warm is None:
                 warm = np.ones(len(lines), dtype=bool)
                 warm[cold] = False
-            sel = np.flatnonzero(warm & (agent_instance[lv][agent] == i))
+            # (only those the estimate put below this level: the others keep what they have)
+            sel = np.flatnonzero(warm & (agent_instance[lv][agent] == i) & (level[head:] > lv))
             if len(sel):
                 at = np.minimum(np.searchsorted(grown, lines[sel]), len(grown) - 1)
                 held = sel[grown[at] == lines[sel]]
