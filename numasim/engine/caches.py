@@ -352,16 +352,15 @@ def _footprint_hits(
     head: int,
     level: np.ndarray,
     agent_instance: np.ndarray,
-    caps: dict[int, np.ndarray],
     cold_in_line_order: Callable[[], np.ndarray],
     tracked: dict[int, list[int]],
-    capacity_lines: np.ndarray | None = None,
-    sets: np.ndarray | None = None,
+    capacity_lines: np.ndarray,
+    sets: np.ndarray | None,
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits it:
-    no set of it was asked for more lines than it has ways (given ``capacity_lines`` and ``sets``; else, while
-    they are no more than its set-limited capacity ``caps``), so an LRU cache never evicted one of them
+    no set of it was asked for more lines than it has ways (``sets`` per instance of each level, ``None``: fully
+    associative, ``capacity_lines`` in all), so an LRU cache never evicted one of them
     (``tracked``: the instances of each level whose lines still fit, :func:`_tracked`). Counting the sets of the
     lines themselves is exact where the window's sample of them is not: a working set exactly the size of a
     cache, each set holding its ways, fits it (it used to look larger by the sample's scatter over the sets, and
@@ -383,19 +382,14 @@ def _footprint_hits(
     cold = cold_in_line_order() - head
     cold_lines, cold_agent = lines[cold], agent[cold]
     agent_asks = np.bincount(cold_agent, minlength=agent_instance.shape[1]).astype(np.float64)
-    by_set = capacity_lines is not None and sets is not None
     warm: np.ndarray | None = None  # the chunk's accesses with an earlier access in the window
-    for lv in sorted(caps, reverse=True):  # slowest first: a faster level's hit overrides
+    for lv in range(len(capacity_lines) - 1, -1, -1):  # slowest first: a faster level's hit overrides
         asks = np.bincount(agent_instance[lv], weights=agent_asks)
-        if by_set:
-            assert capacity_lines is not None and sets is not None
-            n_sets = int(sets[lv])
-            ways = max(1, int(capacity_lines[lv]) // n_sets)
-            holds = np.full(len(caps[lv]), float(n_sets * ways))
-        else:
-            holds = caps[lv]
+        n_sets = 1 if sets is None else int(sets[lv])
+        ways = max(1, int(capacity_lines[lv]) // n_sets)
+        holds = float(n_sets * ways)
         for i in tracked[lv]:
-            if asks[i] > holds[i]:  # more distinct lines asked for than it holds
+            if asks[i] > holds:  # more distinct lines asked for than it holds
                 seen[(lv, i)] = None
         left = [i for i in tracked[lv] if seen.get((lv, i), 0) is not None]
         if not left:
@@ -407,11 +401,10 @@ def _footprint_hits(
             asked = cold_lines[mine]
             if known is None or not len(known):
                 # nothing known: no hits, and the lines asked for are the instance's (distinct, sorted)
-                seen[(lv, i)] = asked if len(asked) <= holds[i] and (
-                    not by_set or _sets_hold(asked, n_sets, ways)) else None
+                seen[(lv, i)] = asked if _sets_hold(asked, n_sets, ways) else None
                 continue
-            again, grown, size = merge_known(known, asked, float(holds[i]))
-            if size > holds[i] or (by_set and not _sets_hold(grown, n_sets, ways)):
+            again, grown, size = merge_known(known, asked, holds)
+            if size > holds or not _sets_hold(grown, n_sets, ways):
                 seen[(lv, i)] = None  # outgrew the instance: from now on only the window decides
                 continue
             seen[(lv, i)] = grown
@@ -567,7 +560,6 @@ def estimate_levels(
     cur_slot = cur // stride  # the sample slot each reuse falls in, and whether it is that slot's access
     cur_picked = pick[np.minimum(cur_slot, len(pick) - 1)] == cur
     memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
-    caps: dict[int, np.ndarray] = {}
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         partition = inst_of - inst_of.min()
@@ -582,7 +574,6 @@ def estimate_levels(
                 first_lines, partition[first_agent], n_inst - lo, n_sets,
                 max(1, int(capacity_lines[lv]) // n_sets), rate,
             )
-        caps[lv] = cap
         if memo is not None and np.array_equal(memo[0], partition):
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack = memo[1], memo[2]
@@ -608,7 +599,7 @@ def estimate_levels(
         # the lines there are (two sockets' L3s warming up on 1.25x their size hit 60-67 % where LRU hits ~80 %).
         level_hits(stack, own, a_cur, cur, inst_of, count - own_reuses, cap, level, lv)
         memo = (partition, own, stack)
-    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, caps, cold_in_line_order, tracked,
+    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
                            capacity_lines, sets)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
