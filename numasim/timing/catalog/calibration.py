@@ -122,11 +122,17 @@ def _mode_label(platform: Platform, nodes_per_socket: int | None) -> str | None:
 
 
 def _mode_nodes_per_socket(label: str) -> int | None:
-    """Nodes per socket of a clustering mode label: ``SNC off``/``NPS1``/``none`` 1, ``SNC2`` 2, ``NPS4`` 4."""
-    digits = "".join(ch for ch in label if ch.isdigit())
-    if digits:
-        return int(digits)
-    return 1 if label.lower() in ("snc off", "cod off", "none") else None
+    """Nodes per socket of a clustering mode's label (:attr:`ClusterMode.label`; ``none``: a platform without
+    the setting, one node a socket)."""
+    from numasim.topology.cluster_mode import ClusterMode
+
+    if label.lower() == "none":
+        return 1
+    for family in ("snc", "nps", "cod"):
+        for k in (1, 2, 3, 4, 6, 8):
+            if ClusterMode(family, k).label.lower() == label.lower():  # type: ignore[arg-type]
+                return k
+    return None
 
 
 def _local_for_mode(latency: LatencyPrior, mode: str | None) -> tuple[float, str, int | None]:
@@ -230,9 +236,9 @@ def _cluster_local_latency(
     mean over the socket's clusters of reaching each: its own at the cluster's local latency, each of the
     ``k - 1`` others a hop ``d`` further (this machine's own route between the clusters). A cluster's local
     latency is then the figure less ``(k - 1) / k x d``; the remote figure stays what it is (a mean over the
-    remote socket's clusters too), so the socket links carry what the clusters' local latency lost. On the 8269CY the SNC-off local latency (77.9-78.4 ns)
-    is the mean of its SNC2 run's own-cluster (73.5-78.5) and sibling-cluster (81.6-82.1) latencies within 0.3 ns.
-    Any other pair of modes is used as is, and said so.
+    remote socket's clusters too), so the socket links carry what the clusters' local latency lost. On the 8269CY
+    the SNC-off local latency (77.9-78.4 ns) is the mean of its SNC2 run's own-cluster (73.5-78.5) and
+    sibling-cluster (81.6-82.1) latencies within 0.3 ns. Any other pair of modes is used as is, and said so.
     """
     from numasim.topology.routing import routing
 
