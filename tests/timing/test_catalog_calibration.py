@@ -219,3 +219,9 @@ def test_local_latency_prior_follows_the_numa_mode_it_was_measured_in() -> None:
     assert local("NPS1")[0] == 122.0 and "NPS1 figure" in local("NPS1")[1]
     value, src = local("NPS2")
     assert value == 113.0 and "used as is" in src and "NPS2" in src
+
+
+def test_a_sibling_hop_longer_than_the_local_figure_is_a_clear_error() -> None:
+    m = multi_die(2, "SNC2", cores_per_socket=8, die_latency_ns=400.0)
+    with pytest.raises(CalibrationError, match=r"route to its sibling clusters \(400.0 ns"):
+        catalog_calibration(m, sku="Platinum 8180")

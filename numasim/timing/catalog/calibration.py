@@ -258,6 +258,12 @@ def _cluster_local_latency(
             continue
         for n in nodes:
             hop = statistics.fmean(r.path_latency_ns(n, m) for m in nodes if m != n)
+            if hop >= fig.local_ns:
+                raise CalibrationError(
+                    f"node {n} of {machine.name}: its route to its sibling clusters ({hop:.1f} ns, the machine "
+                    f"file's) is no less than the catalog's whole-socket local latency ({fig.local_ns:.1f} ns) it "
+                    "is a share of: lower the on-die links' latency_ns"
+                )
             out[n] = fig.local_ns - (k - 1) / k * hop
             notes[n] = (
                 f"; measured with one node a socket (the mean over its {k} clusters here): this cluster's own is "
