@@ -149,6 +149,9 @@ def run_kernel(
     ways_data: np.ndarray,
     level_lat: np.ndarray,
     n_levels: int,
+    write: np.ndarray,
+    inv_start: np.ndarray,
+    inv_inst: np.ndarray,
     path_start: np.ndarray,
     path_res: np.ndarray,
     path_busy: np.ndarray,
@@ -168,6 +171,8 @@ def run_kernel(
     c_ways[g] - 1)``: ``ways_data[2 w]`` is the way's line and ``ways_data[2 w + 1]`` its stamp (0 = empty, else
     the global use counter at its last use: the least stamp is the LRU way; line and stamp side by side, so a
     set is a few consecutive host cache lines).
+    A write (``write[p]``) then takes its line from every other instance in use at each level
+    (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): the caches are coherent, so another core's copy is invalid.
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
@@ -276,6 +281,19 @@ def run_kernel(
                 clock += 1
                 ways_data[2 * w] = ln
                 ways_data[2 * w + 1] = clock
+            if write[p]:
+                for lv in range(n_cache[a]):
+                    mine = instance[a, lv]
+                    for k in range(inv_start[lv], inv_start[lv + 1]):
+                        g = inv_inst[k]
+                        if g == mine:
+                            continue
+                        ways = c_ways[g]
+                        base = c_off[g] + (ln % c_sets[g]) * ways
+                        for w in range(base, base + ways):
+                            if ways_data[2 * w + 1] != 0 and ways_data[2 * w] == ln:
+                                ways_data[2 * w + 1] = 0  # empty: the next access misses here
+                                break
             req = 0.0
             if level < n_levels:
                 lat = level_lat[level]

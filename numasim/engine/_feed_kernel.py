@@ -368,13 +368,25 @@ def reuse_times(
     pick_rank: np.ndarray,
     pick_agent: np.ndarray,
     n_inst: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    cur: np.ndarray,
+    prv: np.ndarray,
+    agent: np.ndarray,
+    rank: np.ndarray,
+    write: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
-    reuses: which are by the same instance (``own``), their reuse times in the instance's own accesses (at
-    least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream gap times the
-    instance's ``share``) and instances, the instances' own reuses; and the reuse-time sample (a picked
-    access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags
-    and instances."""
+    reuses: which find their line in their own instance (``own``), their reuse times in the instance's own
+    accesses (at least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream
+    gap times the instance's ``share``) and instances, the instances' own reuses; the reuse-time sample (a picked
+    access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags and
+    instances; and the window positions of the accesses whose line another instance's write invalidated.
+
+    The pairs come in line order, each line's accesses in stream order (``cur`` / ``prv``: window positions;
+    ``agent``, ``rank`` and ``write``: the window's, ``write`` empty for none). While a line's accesses are all by
+    one instance, a reuse is its immediate predecessor's. Once another instance touches the line, the reuse is
+    the previous access *by the same instance* (lines read by several cores stay in each core's caches), unless
+    an agent of another instance wrote the line since: a write invalidates every other instance's copy. The
+    line's accesses so far are replayed into per-instance state then (most lines never need it)."""
     n = len(a_cur)
     own = np.empty(n, dtype=np.bool_)
     g = np.empty(n)
@@ -383,31 +395,89 @@ def reuse_times(
     n_pick = len(pick_rank)
     sample = np.empty(n_pick)
     censored = np.ones(n_pick, dtype=np.bool_)
+    invalid = np.empty(n, dtype=np.int64)
+    n_invalid = 0
+    has_write = len(write) > 0
+    # per-instance state of the current line, valid where ``run_of[i] == run`` (no clearing between lines)
+    run_of = np.full(n_inst, -1, dtype=np.int64)
+    last_pos = np.zeros(n_inst, dtype=np.int64)
+    run = -1
+    shared = False
+    w_pos = np.int64(-1)  # the line's latest write, its instance, and the latest write by any other instance
+    w_inst = np.int64(-1)
+    w_other = np.int64(-1)
     k = 0
     for j in range(n):
         ac = np.uint64(a_cur[j])
         ap = np.uint64(a_prv[j])
         ic = inst_of[ac]
-        o = ic == inst_of[ap]
-        own[j] = o
-        if o:
+        c = np.int64(cur[j])
+        x = 0.0
+        if j == 0 or np.int64(cur[j - 1]) != np.int64(prv[j]):
+            shared = False  # a new line
+        if not shared and ic == inst_of[ap]:
+            own[j] = True
             x = own_gap[j] * ratio[ac] if ac == ap else gap[j] * share[np.uint64(ic)]
-            x = max(x, 1.0)
-            g[k] = x
-            inst[k] = ic
-            own_reuses[np.uint64(ic)] += 1
-            if cur_picked[j]:
-                sl = np.uint64(cur_slot[j])
-                sample[sl] = x
-                censored[sl] = False
-            k += 1
+        else:
+            if not shared:  # another instance's first access to this line: replay the line's accesses so far
+                shared = True
+                run = j
+                w_pos = np.int64(-1)
+                w_inst = np.int64(-1)
+                w_other = np.int64(-1)
+                q = j
+                while q > 0 and np.int64(cur[q - 1]) == np.int64(prv[q]):
+                    q -= 1
+                for r in range(q - 1, j):
+                    p = np.int64(prv[q]) if r < q else np.int64(cur[r])
+                    i = inst_of[np.uint64(agent[p])]
+                    run_of[i] = run
+                    last_pos[i] = p
+                    if has_write and write[p]:
+                        if i != w_inst:
+                            w_other = w_pos
+                            w_inst = i
+                        w_pos = p
+            foreign = w_pos if w_inst != ic else w_other
+            o = False
+            if run_of[ic] == run:
+                pi = last_pos[ic]
+                o = foreign < pi
+                if o:
+                    a_pi = np.uint64(agent[pi])
+                    if a_pi == ac:
+                        x = np.float64(np.int64(rank[c]) - np.int64(rank[pi])) * ratio[ac]
+                    else:
+                        x = np.float64(c - pi) * share[np.uint64(ic)]
+            if not o and foreign >= 0:
+                invalid[n_invalid] = c
+                n_invalid += 1
+            own[j] = o
+            run_of[ic] = run
+            last_pos[ic] = c
+            if has_write and write[c]:
+                if ic != w_inst:
+                    w_other = w_pos
+                    w_inst = ic
+                w_pos = c
+            if not o:
+                continue
+        x = max(x, 1.0)
+        g[k] = x
+        inst[k] = ic
+        own_reuses[np.uint64(ic)] += 1
+        if cur_picked[j]:
+            sl = np.uint64(cur_slot[j])
+            sample[sl] = x
+            censored[sl] = False
+        k += 1
     sample_inst = np.empty(n_pick, dtype=np.int64)
     for i in range(n_pick):
         a = np.uint64(pick_agent[i])
         sample_inst[i] = inst_of[a]
         if censored[i]:
             sample[i] = pick_rank[i] * ratio[a]
-    return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst
+    return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst, invalid[:n_invalid].copy()
 
 
 @njit(cache=True, nogil=True)

@@ -14,11 +14,19 @@ accesses in between, scaled by the share of them the access's cache instance iss
 instance's reuse-time distribution turns that into an expected LRU stack distance (StatStack, see
 :func:`_stack_distance`). The access hits the first level whose capacity (lines per instance) exceeds it.
 Close to exact LRU for one thread's sequential or random walks over a working set below, between or above the
-levels (tests compare them); an approximation for set conflicts, for lines shared between threads (a line last
-touched by another core counts as a hit only in a cache both share) and across the carried horizon of
+levels (tests compare them); an approximation for set conflicts and across the carried horizon of
 :func:`carry_accesses` accesses (three capacities of each instance's own accesses; a longer reuse is a miss
 unless the instance's whole footprint fits it, :func:`_footprint_hits`). Within 2 % of exact mode's run time
 for working sets from 0.5x to 2x of every level (experiments/cache-agreement).
+
+**Coherence** (both modes): a line several cores read stays in each one's caches; a write takes it from every
+cache instance its core does not use (the other cores' L1 and L2, the other sockets' L3), whose next access to it
+then misses there: it hits a level the writer shares (the socket's L3) or goes to memory. The cost of the snoop
+that finds a modified line in another core's cache is not added (a hit in the shared level is charged; across
+sockets, the line's home memory). Epoch mode orders accesses as the stream does, exact mode as simulated time
+does: where threads run at their own pace (no compute between accesses, one slowed by misses falls behind), a
+write-shared line's invalidations differ between them; with reads only, or threads paced by their compute, they
+agree (tests/engine/test_coherence.py).
 """
 
 from __future__ import annotations
@@ -236,6 +244,12 @@ def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, fl
 
 
 _SET_SAMPLES = 1 << 16
+_NO_WRITES = np.zeros(0, dtype=np.bool_)
+
+
+def _tail_writes(state: EpochCacheState) -> np.ndarray:
+    """The carried accesses' write flags (all reads where the carrying estimate was given none)."""
+    return state.write if state.write is not None else np.zeros(len(state.lines), dtype=np.bool_)
 
 
 class _Buffers:
@@ -286,6 +300,8 @@ class EpochCacheState:
     carries that far (within :func:`carry_accesses`' bound) while it finds hits there."""
     buffers: _Buffers | None = None
     """Scratch arrays the estimates pass on to each other (none of the results lives in them)."""
+    write: np.ndarray | None = None
+    """Which carried accesses are writes (``None``: none known; the estimate was given no write flags)."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -356,6 +372,8 @@ def _footprint_hits(
     tracked: dict[int, list[int]],
     capacity_lines: np.ndarray,
     sets: np.ndarray | None,
+    invalid: dict[int, np.ndarray] | None = None,
+    write: np.ndarray | None = None,
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits it:
@@ -372,6 +390,11 @@ def _footprint_hits(
     Without it a working set that fits a cache but is reused after more accesses than the window carries counted
     as misses: four threads sharing an L3 with half of it each touched 18 MiB of a 36 MiB cache and hit 75 % of
     the time where an exact LRU hits 85 % (benchmarks/bench_cache.py).
+
+    Coherence: a line another instance's write took from this one (``invalid[lv]``: window positions, from the
+    window's reuse pass) is no hit here, and a line such a write took in this chunk (``write``: the chunk's write
+    flags) without the instance asking for it again afterwards leaves the instance's lines. (A line asked for
+    again only inside the window is not added back: a later hit on it beyond the horizon is then missed.)
     """
     seen: dict[tuple[int, int], np.ndarray | None] = dict(seen_before) if seen_before else {}
     if not any(tracked.values()):  # every instance outgrew its lines: nothing to track (the usual case)
@@ -416,12 +439,44 @@ def _footprint_hits(
                 warm[cold] = False
             # (only those the estimate put below this level: the others keep what they have)
             sel = np.flatnonzero(warm & (agent_instance[lv][agent] == i) & (level[head:] > lv))
+            if invalid is not None and len(invalid.get(lv, _EMPTY_POS)) and len(sel):
+                sel = sel[~np.isin(sel + head, invalid[lv])]
             if len(sel):
                 at = np.minimum(np.searchsorted(grown, lines[sel]), len(grown) - 1)
                 held = sel[grown[at] == lines[sel]]
                 chunk_level = level[head:]
                 chunk_level[held] = np.minimum(chunk_level[held], lv)
+    if write is not None and write.any():
+        for lv in range(len(capacity_lines)):
+            for i in tracked[lv]:
+                known = seen.get((lv, i))
+                if known is not None and len(known):
+                    seen[(lv, i)] = _drop_invalidated(known, lines, write, agent_instance[lv][agent] == i)
     return seen
+
+
+def _drop_invalidated(known: np.ndarray, lines: np.ndarray, write: np.ndarray, mine: np.ndarray) -> np.ndarray:
+    """``known`` (sorted lines an instance holds) less those another instance wrote in this chunk (``write``,
+    ``mine``: the chunk's accesses that are writes, and those of this instance) after this instance's last access
+    to them in it."""
+    foreign = np.flatnonzero(write & ~mine)
+    if not len(foreign):
+        return known
+
+    def last_by_line(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        back = pos[::-1]
+        line, first = np.unique(lines[back], return_index=True)
+        return line, back[first]
+
+    w_line, w_last = last_by_line(foreign)
+    again = np.zeros(len(w_line), dtype=bool)  # the instance asked for the line after the write
+    own_pos = np.flatnonzero(mine)
+    if len(own_pos):
+        o_line, o_last = last_by_line(own_pos)
+        at = np.minimum(np.searchsorted(o_line, w_line), len(o_line) - 1)
+        again = (o_line[at] == w_line) & (o_last[at] > w_last)
+    gone = w_line[~again]
+    return known[~np.isin(known, gone)] if len(gone) else known
 
 
 def estimate_levels(
@@ -435,6 +490,7 @@ def estimate_levels(
     sets: np.ndarray | None = None,
     carry: int = CARRY_ACCESSES,
     agent_counts: np.ndarray | None = None,
+    write: np.ndarray | None = None,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -461,6 +517,10 @@ def estimate_levels(
         Accesses of the window to carry into the next call (:func:`carry_accesses`).
     agent_counts : ndarray of int64, optional
         Each agent's accesses in ``agent`` (``np.bincount(agent, minlength=n_agents)``), if the caller has it.
+    write : ndarray of bool, optional
+        Which accesses are writes. A write invalidates the line in every instance its agent does not use (the
+        caches' coherence, as exact mode has it: :mod:`~numasim.engine._exact_kernel`); None: no access is one
+        (the TLB's page keys).
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -500,6 +560,16 @@ def estimate_levels(
         kept_counts = np.bincount(all_agent[m - keep :], minlength=n_agents)
     head = m - n
     shift = max(1, int(m).bit_length())
+    # The window's write flags, for the reuse passes only where two instances of a level share the window (a
+    # write invalidates the line in the others) and something was written; carried on in any case.
+    all_write = _NO_WRITES
+    if write is not None:
+        all_write = np.concatenate([_tail_writes(state), write]) if len(state.lines) else np.asarray(write, dtype=bool)
+    present = per_agent_n > 0
+    shared_levels = bool(present.any()) and bool(
+        (agent_instance[:, present].min(axis=1) != agent_instance[:, present].max(axis=1)).any()
+    )
+    pass_write = all_write if shared_levels and all_write.any() else _NO_WRITES
     # Reuses: each access whose line occurred before (``cur``) and that previous occurrence (``prv``), their
     # agents, and the gaps between them in the stream and in their agent's ranks.
     key: np.ndarray | None = None
@@ -559,48 +629,62 @@ def estimate_levels(
     pick_rank, pick_agent = rank[pick], all_agent[pick]
     cur_slot = cur // stride  # the sample slot each reuse falls in, and whether it is that slot's access
     cur_picked = pick[np.minimum(cur_slot, len(pick) - 1)] == cur
-    memo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (partition, own, stack) of the last level
+    # (partition, own, stack, distinct lines) of the last level
+    memo: tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, float] | None] | None = None
+    invalid: dict[int, np.ndarray] = {}  # per level, the window positions whose line another instance's write took
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         partition = inst_of - inst_of.min()
         n_inst = int(inst_of.max()) + 1
-        if sets is None:
-            cap = np.full(n_inst, float(capacity_lines[lv]))
+        same = memo is not None and np.array_equal(memo[0], partition)
+        if memo is not None and same:
+            # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
+            own, stack, distinct_lines = memo[1], memo[2], memo[3]
+            invalid[lv] = invalid[lv + 1]
         else:
+            count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
+            # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
+            # the agent's own gap scaled by the instance's accesses per access of that agent (1 for a private
+            # cache of one thread), or, for a reuse of a line another agent of the instance touched last, the
+            # stream gap times the instance's share of the stream.
+            # Which reuses find the line in their own instance (``own``; the others are cold for it: first
+            # touched by another instance, or taken by its write), their reuse times ``g`` (at least 1) and
+            # instances, and the sample: reuse times of own reuses, censored times since the window began for
+            # the others.
+            ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
+            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv] = reuse_times(
+                a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
+                pick_agent, n_inst, cur, prv, all_agent, rank, pass_write,
+            )
+            stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
+            distinct_lines = None
+            if sets is not None:
+                # The lines each instance brings in: its first touches in the window. Where another instance
+                # touched a line first, or took it by a write, that is more than the lines' first accesses.
+                if len(own) and not own.all():
+                    brings = first.copy()
+                    brings[cur[~own]] = True
+                    at, rate_lv = _distinct_sample(brings, int(np.count_nonzero(brings)))
+                    distinct_lines = (all_lines[at], all_agent[at], rate_lv)
+                else:
+                    distinct_lines = (first_lines, first_agent, rate)
+            # No more distinct lines can come between two accesses than the instance touched in the whole
+            # window (its accesses less its own reuses): while a cache fills, its reuse-time distribution is
+            # mostly censored and the estimate runs ahead of the lines there are (two sockets' L3s warming up
+            # on 1.25x their size hit 60-67 % where LRU hits ~80 %).
+            bound = count - own_reuses
+        cap = np.full(n_inst, float(capacity_lines[lv]))
+        if sets is not None and distinct_lines is not None:
             lo = int(inst_of.min())
             n_sets = int(sets[lv])
-            cap = np.full(n_inst, float(capacity_lines[lv]))
             cap[lo:] = _set_limited_capacity(
-                first_lines, partition[first_agent], n_inst - lo, n_sets,
-                max(1, int(capacity_lines[lv]) // n_sets), rate,
+                distinct_lines[0], partition[distinct_lines[1]], n_inst - lo, n_sets,
+                max(1, int(capacity_lines[lv]) // n_sets), distinct_lines[2],
             )
-        if memo is not None and np.array_equal(memo[0], partition):
-            # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
-            own, stack = memo[1], memo[2]
-            level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf), cap, level, lv)
-            continue
-        count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
-        # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
-        # the agent's own gap scaled by the instance's accesses per access of that agent (1 for a private
-        # cache of one thread), or, for a line last touched by another agent, the stream gap times the
-        # instance's share of the stream.
-        # Which reuses are by the same cache instance (``own``; the others are cold for it), their reuse times
-        # ``g`` (at least 1) and instances, and the sample: reuse times of own reuses, censored times since the
-        # window began for the others.
-        ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-        own, g, i_own, own_reuses, sample, censored, sample_inst = reuse_times(
-            a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
-            pick_agent, n_inst,
-        )
-        stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
-        # No more distinct lines can come between two accesses than the instance touched in the whole window (its
-        # accesses less its own reuses: a line counted once per return from another instance, so never fewer):
-        # while a cache fills, its reuse-time distribution is mostly censored and the estimate runs ahead of
-        # the lines there are (two sockets' L3s warming up on 1.25x their size hit 60-67 % where LRU hits ~80 %).
-        level_hits(stack, own, a_cur, cur, inst_of, count - own_reuses, cap, level, lv)
-        memo = (partition, own, stack)
+        level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf) if same else bound, cap, level, lv)
+        memo = (partition, own, stack, distinct_lines)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
-                           capacity_lines, sets)
+                           capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - kept_counts).astype(np.int32)
@@ -618,6 +702,6 @@ def estimate_levels(
             horizon = max(horizon, int(HORIZON_CAPACITIES * float(capacity_lines[lv]) / float(share[used].min())))
     new_state = EpochCacheState(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
-        seen, horizon, buffers,
+        seen, horizon, buffers, None if write is None else all_write[m - keep :].copy(),
     )
     return level[head:], new_state

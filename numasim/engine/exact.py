@@ -136,6 +136,14 @@ class ExactEngine:
         if any(any(cache._data) for cache in objects):
             raise ValueError("ExactEngine: the caches must start empty")
         self.level_lat = np.array(level_latency_ns, dtype=np.float64)
+        # Per level, the instances in use (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): a write takes its line
+        # from those of them its agent does not use (coherence; epoch mode's estimate does the same).
+        per_level = [
+            sorted({int(self.instance[a, lv]) for a in range(n_agents) if self.n_cache[a] > lv})
+            for lv in range(self.n_levels)
+        ]
+        self.inv_start = np.r_[0, np.cumsum([len(x) for x in per_level], dtype=np.int64)].astype(np.int64)
+        self.inv_inst = np.array([g for x in per_level for g in x], dtype=np.int64)
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
@@ -161,6 +169,7 @@ class ExactEngine:
         self.cls = np.zeros(0, dtype=np.int64)
         self.compute = np.zeros(0, dtype=np.float64)
         self.prefetched = np.zeros(0, dtype=np.bool_)
+        self.write = np.zeros(0, dtype=np.bool_)
         self.lat_out = np.zeros(0, dtype=np.float64)
         self.req_out = np.zeros(0, dtype=np.float64)
         self.lvl_out = np.zeros(0, dtype=np.int64)
@@ -289,6 +298,7 @@ class ExactEngine:
 
                 self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
                 self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
+                self.write = grow(self.write)
                 self.req_out = grow(self.req_out)
                 self.lvl_out = grow(self.lvl_out)
         s = int(self._slot[a])
@@ -303,6 +313,7 @@ class ExactEngine:
             self.cls[s : s + n] = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
         self.compute[s : s + n] = block.compute_ns
         self.prefetched[s : s + n] = block.prefetched
+        self.write[s : s + n] = block.is_write
         self.pos[a], self.end[a] = s, s + n
 
     def _count_block(self, a: int) -> None:
@@ -344,6 +355,7 @@ class ExactEngine:
                 self.acc_bk, self.acc_lo, self.acc_hi,
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
+                self.write, self.inv_start, self.inv_inst,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.ring, self.touched, self.E,
             )

@@ -349,7 +349,7 @@ class Feeder:
         ):
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
-                self.cache_sets, self._carry, np.diff(bounds),
+                self.cache_sets, self._carry, np.diff(bounds), is_write,
             )
             self._estimates += 1
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
