@@ -245,11 +245,12 @@ def reuse_keys_at(
 @njit(cache=True, nogil=True)
 def reuse_pairs(
     key: np.ndarray, shift: int, at: np.ndarray, agent: np.ndarray, rank: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     """From sorted :func:`reuse_keys` (``at`` empty: the low bits are window positions, ``agent`` and ``rank``
     the window's) or :func:`reuse_keys_at` (the low bits index ``at`` and its gathered ``agent`` and ``rank``):
     each access whose line occurred before (``cur``) and that previous occurrence (``prv``), in key order, with
-    their agents, the gap between them in the stream and in their ranks (as float64)."""
+    their agents, the gap between them in the stream and in their ranks (as float64), and whether each pair
+    continues the one before (its ``prv`` is that pair's ``cur``: the same line)."""
     low = np.uint64((1 << shift) - 1)
     n = 0
     for i in range(1, len(key)):
@@ -261,10 +262,14 @@ def reuse_pairs(
     a_prv = np.empty(n, dtype=agent.dtype)
     gap = np.empty(n, dtype=np.float64)
     own_gap = np.empty(n, dtype=np.float64)
+    cont = np.empty(n, dtype=np.bool_)
     compact = len(at) > 0
     n = 0
+    last = -2  # the key index of the last pair's ``cur``
     for i in range(1, len(key)):
         if (key[i] ^ key[i - 1]) <= low:
+            cont[n] = last == i - 1
+            last = i
             kc = key[i] & low
             kp = key[i - 1] & low
             c = np.int64(at[kc]) if compact else np.int64(kc)
@@ -276,7 +281,7 @@ def reuse_pairs(
             gap[n] = np.float64(c - p)
             own_gap[n] = np.float64(np.int64(rank[kc]) - np.int64(rank[kp]))
             n += 1
-    return cur, prv, a_cur, a_prv, gap, own_gap
+    return cur, prv, a_cur, a_prv, gap, own_gap, cont
 
 
 @njit(cache=True, nogil=True)
@@ -370,7 +375,7 @@ def reuse_times(
     n_inst: int,
     cur: np.ndarray,
     prv: np.ndarray,
-    agent: np.ndarray,
+    cont: np.ndarray,
     rank: np.ndarray,
     write: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
@@ -382,7 +387,8 @@ def reuse_times(
     instances; and the window positions of the accesses whose line another instance's write invalidated.
 
     The pairs come in line order, each line's accesses in stream order (``cur`` / ``prv``: window positions;
-    ``agent``, ``rank`` and ``write``: the window's, ``write`` empty for none). While a line's accesses are all by
+    ``cont``: the pair continues the line of the one before; ``rank`` and ``write``: the window's, ``write``
+    empty for none). While a line's accesses are all by
     one instance, a reuse is its immediate predecessor's. Once another instance touches the line, the reuse is
     the previous access *by the same instance* (lines read by several cores stay in each core's caches), unless
     an agent of another instance wrote the line since: a write invalidates every other instance's copy. The
@@ -401,7 +407,9 @@ def reuse_times(
     # per-instance state of the current line, valid where ``run_of[i] == run`` (no clearing between lines)
     run_of = np.full(n_inst, -1, dtype=np.int64)
     last_pos = np.zeros(n_inst, dtype=np.int64)
+    last_agent = np.zeros(n_inst, dtype=np.int64)
     run = -1
+    start = 0
     shared = False
     w_pos = np.int64(-1)  # the line's latest write, its instance, and the latest write by any other instance
     w_inst = np.int64(-1)
@@ -411,28 +419,36 @@ def reuse_times(
         ac = np.uint64(a_cur[j])
         ap = np.uint64(a_prv[j])
         ic = inst_of[ac]
-        c = np.int64(cur[j])
         x = 0.0
-        if j == 0 or np.int64(cur[j - 1]) != np.int64(prv[j]):
-            shared = False  # a new line
+        if not cont[j]:
+            shared = False  # a new line: its pairs start here
+            start = j
         if not shared and ic == inst_of[ap]:
             own[j] = True
             x = own_gap[j] * ratio[ac] if ac == ap else gap[j] * share[np.uint64(ic)]
         else:
+            c = np.int64(cur[j])
+            if not shared and j == start and (j + 1 == n or not cont[j + 1]):
+                # the line's two accesses, by two instances (most shared pairs of a random walk): no state needed
+                own[j] = False
+                if has_write and write[prv[j]]:
+                    invalid[n_invalid] = c
+                    n_invalid += 1
+                continue
             if not shared:  # another instance's first access to this line: replay the line's accesses so far
                 shared = True
                 run = j
                 w_pos = np.int64(-1)
                 w_inst = np.int64(-1)
                 w_other = np.int64(-1)
-                q = j
-                while q > 0 and np.int64(cur[q - 1]) == np.int64(prv[q]):
-                    q -= 1
-                for r in range(q - 1, j):
+                q = start
+                for r in range(q - 1, j):  # (agents from the pairs' own arrays: no gather from the window's)
                     p = np.int64(prv[q]) if r < q else np.int64(cur[r])
-                    i = inst_of[np.uint64(agent[p])]
+                    ar = np.int64(a_prv[q]) if r < q else np.int64(a_cur[r])
+                    i = inst_of[np.uint64(ar)]
                     run_of[i] = run
                     last_pos[i] = p
+                    last_agent[i] = ar
                     if has_write and write[p]:
                         if i != w_inst:
                             w_other = w_pos
@@ -444,8 +460,7 @@ def reuse_times(
                 pi = last_pos[ic]
                 o = foreign < pi
                 if o:
-                    a_pi = np.uint64(agent[pi])
-                    if a_pi == ac:
+                    if np.uint64(last_agent[ic]) == ac:
                         x = np.float64(np.int64(rank[c]) - np.int64(rank[pi])) * ratio[ac]
                     else:
                         x = np.float64(c - pi) * share[np.uint64(ic)]
@@ -455,6 +470,7 @@ def reuse_times(
             own[j] = o
             run_of[ic] = run
             last_pos[ic] = c
+            last_agent[ic] = np.int64(ac)
             if has_write and write[c]:
                 if ic != w_inst:
                     w_other = w_pos

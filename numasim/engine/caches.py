@@ -247,6 +247,12 @@ _SET_SAMPLES = 1 << 16
 _NO_WRITES = np.zeros(0, dtype=np.bool_)
 
 
+def _kept_writes(all_write: np.ndarray, start: int) -> np.ndarray | None:
+    """The write flags of the window's accesses from ``start`` on, to carry (None: no write among them)."""
+    kept = all_write[start:]
+    return kept.copy() if len(kept) and kept.any() else None
+
+
 def _tail_writes(state: EpochCacheState) -> np.ndarray:
     """The carried accesses' write flags (all reads where the carrying estimate was given none)."""
     return state.write if state.write is not None else np.zeros(len(state.lines), dtype=np.bool_)
@@ -562,9 +568,10 @@ def estimate_levels(
     shift = max(1, int(m).bit_length())
     # The window's write flags, for the reuse passes only where two instances of a level share the window (a
     # write invalidates the line in the others) and something was written; carried on in any case.
-    all_write = _NO_WRITES
-    if write is not None:
-        all_write = np.concatenate([_tail_writes(state), write]) if len(state.lines) else np.asarray(write, dtype=bool)
+    all_write = _NO_WRITES  # (while nothing was written, none: most streams of loads never build one)
+    if (write is not None and write.any()) or state.write is not None:
+        chunk_write = np.zeros(n, dtype=bool) if write is None else np.asarray(write, dtype=bool)
+        all_write = np.concatenate([_tail_writes(state), chunk_write]) if len(state.lines) else chunk_write
     present = per_agent_n > 0
     shared_levels = bool(present.any()) and bool(
         (agent_instance[:, present].min(axis=1) != agent_instance[:, present].max(axis=1)).any()
@@ -587,17 +594,18 @@ def estimate_levels(
         if filtered:
             sub, agent_at, rank_at = reuse_keys_at(all_lines, all_agent, rank, at, shift)
             sub.sort()
-            cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(sub, shift, at, agent_at, rank_at)
+            cur, prv, a_cur, a_prv, gap, own_gap, cont = reuse_pairs(sub, shift, at, agent_at, rank_at)
     if packed and not filtered:
         key = reuse_keys(all_lines, shift)
         key.sort()  # in place: no second copy of the keys
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
-        cur, prv, a_cur, a_prv, gap, own_gap = reuse_pairs(key, shift, _EMPTY_POS, all_agent, rank)
+        cur, prv, a_cur, a_prv, gap, own_gap, cont = reuse_pairs(key, shift, _EMPTY_POS, all_agent, rank)
     elif not packed:
         order = np.lexsort((np.arange(m), all_lines))
         sorted_lines = all_lines[order]
         pair = np.flatnonzero(sorted_lines[1:] == sorted_lines[:-1])
         cur, prv = order[pair + 1], order[pair]
+        cont = np.r_[False, pair[1:] == pair[:-1] + 1] if len(pair) else np.zeros(0, dtype=bool)
         a_cur, a_prv = all_agent[cur], all_agent[prv]
         gap = (cur - prv).astype(np.float64)
         own_gap = (rank[cur] - rank[prv]).astype(np.float64)
@@ -632,6 +640,7 @@ def estimate_levels(
     # (partition, own, stack, distinct lines) of the last level
     memo: tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, float] | None] | None = None
     invalid: dict[int, np.ndarray] = {}  # per level, the window positions whose line another instance's write took
+    brings: np.ndarray | None = None  # the accesses that bring a line into their instance (see below)
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         partition = inst_of - inst_of.min()
@@ -654,7 +663,7 @@ def estimate_levels(
             ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
             own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv] = reuse_times(
                 a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
-                pick_agent, n_inst, cur, prv, all_agent, rank, pass_write,
+                pick_agent, n_inst, cur, prv, cont, rank, pass_write,
             )
             stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
             distinct_lines = None
@@ -662,7 +671,10 @@ def estimate_levels(
                 # The lines each instance brings in: its first touches in the window. Where another instance
                 # touched a line first, or took it by a write, that is more than the lines' first accesses.
                 if len(own) and not own.all():
-                    brings = first.copy()
+                    # (one mask for every level: caches nest, a reuse that misses a socket's L3 for another
+                    # socket's write misses its cores' caches too, and the slower levels come first)
+                    if brings is None:
+                        brings = first.copy()
                     brings[cur[~own]] = True
                     at, rate_lv = _distinct_sample(brings, int(np.count_nonzero(brings)))
                     distinct_lines = (all_lines[at], all_agent[at], rate_lv)
@@ -702,6 +714,6 @@ def estimate_levels(
             horizon = max(horizon, int(HORIZON_CAPACITIES * float(capacity_lines[lv]) / float(share[used].min())))
     new_state = EpochCacheState(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
-        seen, horizon, buffers, None if write is None else all_write[m - keep :].copy(),
+        seen, horizon, buffers, _kept_writes(all_write, m - keep),
     )
     return level[head:], new_state

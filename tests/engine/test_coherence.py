@@ -1,8 +1,8 @@
 """Coherent caches: lines read by several cores stay in each one's caches; a write takes the others' copies.
 
 Both fidelities share the rule (numasim/engine/caches.py, "Coherence"). Before it, epoch mode counted a line last
-touched by another core as a miss in the private caches (two cores reading one 16 KiB table ran 4x slower than
-exact LRU says, four cores on two sockets 40x), and exact mode kept a line another core had written.
+touched by another core as a miss in the private caches (two cores reading one 16 KiB table ran 5.3x slower than
+exact LRU says, four cores on two sockets 43x), and exact mode kept a line another core had written.
 """
 
 from __future__ import annotations

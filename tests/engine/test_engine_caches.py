@@ -259,7 +259,7 @@ def test_a_working_set_that_fits_by_set_misses_only_on_first_touch(lines: int, t
     cal = calibration(m)
     rng = np.random.default_rng(seed)
     chunks = []
-    region = 1 << 24  # each thread its own working set (lines shared between cores: see the module docstring)
+    region = 1 << 24  # each thread its own working set (shared ones: tests/engine/test_coherence.py)
     for _ in range(3):
         tid = rng.integers(0, threads, 10_000).astype(np.int32)
         address = tid.astype(np.uint64) * np.uint64(region) + rng.integers(0, lines, 10_000, dtype=np.uint64) * np.uint64(64)
