@@ -138,12 +138,12 @@ class ExactEngine:
         self.level_lat = np.array(level_latency_ns, dtype=np.float64)
         # Per level, the instances in use (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): a write takes its line
         # from those of them its agent does not use (coherence; epoch mode's estimate does the same).
-        per_level = [
+        in_use = [
             sorted({int(self.instance[a, lv]) for a in range(n_agents) if self.n_cache[a] > lv})
             for lv in range(self.n_levels)
         ]
-        self.inv_start = np.r_[0, np.cumsum([len(x) for x in per_level], dtype=np.int64)].astype(np.int64)
-        self.inv_inst = np.array([g for x in per_level for g in x], dtype=np.int64)
+        self.inv_start = np.r_[0, np.cumsum([len(x) for x in in_use], dtype=np.int64)].astype(np.int64)
+        self.inv_inst = np.array([g for x in in_use for g in x], dtype=np.int64)
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
