@@ -378,13 +378,17 @@ def reuse_times(
     cont: np.ndarray,
     rank: np.ndarray,
     write: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    head: int,
+    long_from: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
     reuses: which find their line in their own instance (``own``), their reuse times in the instance's own
     accesses (at least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream
     gap times the instance's ``share``) and instances, the instances' own reuses; the reuse-time sample (a picked
     access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags and
-    instances; and the window positions of the accesses whose line another instance's write invalidated.
+    instances; the window positions of the accesses whose line another instance's write invalidated; and those of
+    the chunk's (from ``head``) own reuses whose own previous access is before ``long_from`` while the line's
+    previous access is not (a long reuse the caller's count by the line's previous access misses).
 
     The pairs come in line order, each line's accesses in stream order (``cur`` / ``prv``: window positions;
     ``cont``: the pair continues the line of the one before; ``rank`` and ``write``: the window's, ``write``
@@ -403,6 +407,8 @@ def reuse_times(
     censored = np.ones(n_pick, dtype=np.bool_)
     invalid = np.empty(n, dtype=np.int64)
     n_invalid = 0
+    long_cur = np.empty(n, dtype=np.int64)
+    n_long = 0
     has_write = len(write) > 0
     # per-instance state of the current line, valid where ``run_of[i] == run`` (no clearing between lines)
     run_of = np.full(n_inst, -1, dtype=np.int64)
@@ -459,6 +465,9 @@ def reuse_times(
             if run_of[ic] == run:
                 pi = last_pos[ic]
                 o = foreign < pi
+                if o and c >= head and pi < long_from <= np.int64(prv[j]):
+                    long_cur[n_long] = c
+                    n_long += 1
                 if o:
                     if np.uint64(last_agent[ic]) == ac:
                         x = np.float64(np.int64(rank[c]) - np.int64(rank[pi])) * ratio[ac]
@@ -493,7 +502,8 @@ def reuse_times(
         sample_inst[i] = inst_of[a]
         if censored[i]:
             sample[i] = pick_rank[i] * ratio[a]
-    return own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst, invalid[:n_invalid].copy()
+    return (own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst, invalid[:n_invalid].copy(),
+            long_cur[:n_long].copy())
 
 
 @njit(cache=True, nogil=True)

@@ -380,6 +380,7 @@ def _footprint_hits(
     sets: np.ndarray | None,
     invalid: dict[int, np.ndarray] | None = None,
     write: np.ndarray | None = None,
+    fresh: dict[int, np.ndarray] | None = None,
 ) -> dict[tuple[int, int], np.ndarray | None]:
     """Hits the carried horizon cannot see: a chunk access with no earlier access in the window, to a line its
     instance was asked for before, hits that level while every line the instance was ever asked for fits it:
@@ -397,6 +398,8 @@ def _footprint_hits(
     as misses: four threads sharing an L3 with half of it each touched 18 MiB of a 36 MiB cache and hit 75 % of
     the time where an exact LRU hits 85 % (benchmarks/bench_cache.py).
 
+    ``fresh[lv]``: the chunk's accesses (chunk positions, in line order) that are their instance's first in the
+    window at level ``lv`` though another instance touched the line before: asks for lines like the cold ones.
     Coherence: a line another instance's write took from this one (``invalid[lv]``: window positions, from the
     window's reuse pass) is no hit here, and a line such a write took in this chunk (``write``: the chunk's write
     flags) without the instance asking for it again afterwards leaves the instance's lines. (A line asked for
@@ -427,7 +430,15 @@ def _footprint_hits(
         for i in left:
             known = seen.get((lv, i))
             mine = np.flatnonzero(cold_inst == i)
-            asked = cold_lines[mine]
+            asked, pos = cold_lines[mine], cold[mine]
+            extra = _EMPTY_POS if fresh is None else fresh.get(lv, _EMPTY_POS)
+            if len(extra):
+                # lines another instance touched first in the window: this one's first asks for them
+                extra = extra[agent_instance[lv][agent[extra]] == i]
+                if len(extra):
+                    both = np.concatenate([asked, lines[extra]])
+                    by_line = np.argsort(both, kind="stable")
+                    asked, pos = both[by_line], np.concatenate([pos, extra])[by_line]
             if known is None or not len(known):
                 # nothing known: no hits, and the lines asked for are the instance's (distinct, sorted)
                 seen[(lv, i)] = asked if _sets_hold(asked, n_sets, ways) else None
@@ -437,7 +448,7 @@ def _footprint_hits(
                 seen[(lv, i)] = None  # outgrew the instance: from now on only the window decides
                 continue
             seen[(lv, i)] = grown
-            level[head + cold[mine[again]]] = lv
+            level[head + pos[again]] = lv
             # The chunk's reuses inside the window, of a line this instance holds, hit here too (or faster):
             # the window's stack-distance estimate must not lose what the footprint proves is held.
             if warm is None:
@@ -447,6 +458,8 @@ def _footprint_hits(
             sel = np.flatnonzero(warm & (agent_instance[lv][agent] == i) & (level[head:] > lv))
             if invalid is not None and len(invalid.get(lv, _EMPTY_POS)) and len(sel):
                 sel = sel[~np.isin(sel + head, invalid[lv])]
+            if len(extra) and len(sel):  # (their first asks were decided above, against what was known)
+                sel = sel[~np.isin(sel, extra)]
             if len(sel):
                 at = np.minimum(np.searchsorted(grown, lines[sel]), len(grown) - 1)
                 held = sel[grown[at] == lines[sel]]
@@ -641,6 +654,9 @@ def estimate_levels(
     memo: tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, float] | None] | None = None
     invalid: dict[int, np.ndarray] = {}  # per level, the window positions whose line another instance's write took
     brings: np.ndarray | None = None  # the accesses that bring a line into their instance (see below)
+    fresh: dict[int, np.ndarray] = {}  # per level, for the footprint rule (see _footprint_hits)
+    long_shared = _EMPTY_POS  # long reuses of shared lines the count below cannot see (see reuse_times)
+    track = any(tracked.values())
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
         partition = inst_of - inst_of.min()
@@ -650,6 +666,8 @@ def estimate_levels(
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack, distinct_lines = memo[1], memo[2], memo[3]
             invalid[lv] = invalid[lv + 1]
+            if lv + 1 in fresh:
+                fresh[lv] = fresh[lv + 1]
         else:
             count = np.bincount(inst_of, weights=per_agent, minlength=n_inst)
             # Reuse time in this instance's own accesses (the others' accesses in between do not age its lines):
@@ -661,11 +679,19 @@ def estimate_levels(
             # instances, and the sample: reuse times of own reuses, censored times since the window began for
             # the others.
             ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv] = reuse_times(
+            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv], long_cur = reuse_times(
                 a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
-                pick_agent, n_inst, cur, prv, cont, rank, pass_write,
+                pick_agent, n_inst, cur, prv, cont, rank, pass_write, head, head - CARRY_ACCESSES,
             )
+            if lv == n_levels - 1:
+                long_shared = long_cur
             stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
+            if track and len(own) and not own.all():
+                # first asks by an instance for a line another touched first (not those a write took back)
+                first_ask = cur[~own]
+                if len(invalid[lv]):
+                    first_ask = first_ask[~np.isin(first_ask, invalid[lv])]
+                fresh[lv] = first_ask[first_ask >= head] - head
             distinct_lines = None
             if sets is not None:
                 # The lines each instance brings in: its first touches in the window. Where another instance
@@ -696,7 +722,8 @@ def estimate_levels(
         level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf) if same else bound, cap, level, lv)
         memo = (partition, own, stack, distinct_lines)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
-                           capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write)
+                           capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,
+                           fresh)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - kept_counts).astype(np.int32)
@@ -704,6 +731,7 @@ def estimate_levels(
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
         # only this chunk's accesses (cur >= head): a reuse inside the carried head was counted by its own chunk
         long_hits = int(np.count_nonzero((cur >= head) & (prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
+        long_hits += int(np.count_nonzero(level[long_shared] < n_levels))
     # The stream accesses that span HORIZON_CAPACITIES x each instance's capacity in its own accesses: a
     # socket's L3 sees half the stream of a two-socket run, so it needs twice the stream to see as far.
     horizon = 0
