@@ -152,6 +152,7 @@ def run_kernel(
     write: np.ndarray,
     inv_start: np.ndarray,
     inv_inst: np.ndarray,
+    coherence: np.ndarray,
     path_start: np.ndarray,
     path_res: np.ndarray,
     path_busy: np.ndarray,
@@ -168,11 +169,13 @@ def run_kernel(
     memory request latency (0 for a cache hit) and level go to ``lat_out/req_out/lvl_out`` at the same index); its in-flight completion times are the binary min-heap
     ``infl[infl_off[a] : infl_off[a] + infl_n[a]]`` (capacity ``mlp[a]``); ``instance[a, lv]`` is its cache
     instance at level ``lv < n_cache[a]``, whose set ``s`` holds ways ``w = c_off[g] + s * c_ways[g] + (0 ..
-    c_ways[g] - 1)``: ``ways_data[2 w]`` is the way's line and ``ways_data[2 w + 1]`` its stamp (0 = empty, else
+    c_ways[g] - 1)``: ``ways_data[2 w]`` is the way's line and ``ways_data[2 w + 1]`` its stamp (0 or -1 = empty, else
     the global use counter at its last use: the least stamp is the LRU way; line and stamp side by side, so a
     set is a few consecutive host cache lines).
     A write (``write[p]``) then takes its line from every other instance in use at each level
     (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): the caches are coherent, so another core's copy is invalid.
+    The way keeps the line with stamp -1 (empty, like 0) until it is used again, so that an access that then
+    misses its first level counts in ``coherence[a]`` (its line was taken by another core's write).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
@@ -259,6 +262,8 @@ def run_kernel(
                 ways = c_ways[g]
                 base = c_off[g] + (ln % c_sets[g]) * ways
                 empty = -1
+                marked = -1  # a way another core's write emptied (its line's mark kept while another is free)
+                lost = -1  # ... of this very line
                 lru = base
                 hit = False
                 for w in range(base, base + ways):
@@ -266,6 +271,11 @@ def run_kernel(
                     if s == 0:
                         if empty < 0:
                             empty = w
+                    elif s < 0:
+                        if ways_data[2 * w] == ln:
+                            lost = w  # another core's write took it from here
+                        elif marked < 0:
+                            marked = w
                     elif ways_data[2 * w] == ln:
                         clock += 1
                         ways_data[2 * w + 1] = clock
@@ -276,8 +286,11 @@ def run_kernel(
                 if hit:
                     level = lv
                     break
-                # a miss fills this level: an empty way, else the least recently used one
-                w = empty if empty >= 0 else lru
+                if lost >= 0 and lv == 0:
+                    coherence[a] += 1
+                # a miss fills this level: the way its line was taken from, an empty way, else the least recently
+                # used one
+                w = lost if lost >= 0 else empty if empty >= 0 else marked if marked >= 0 else lru
                 clock += 1
                 ways_data[2 * w] = ln
                 ways_data[2 * w + 1] = clock
@@ -291,8 +304,8 @@ def run_kernel(
                         ways = c_ways[g]
                         base = c_off[g] + (ln % c_sets[g]) * ways
                         for w in range(base, base + ways):
-                            if ways_data[2 * w + 1] != 0 and ways_data[2 * w] == ln:
-                                ways_data[2 * w + 1] = 0  # empty: the next access misses here
+                            if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
+                                ways_data[2 * w + 1] = -1  # empty, marked: the next access misses here
                                 break
             req = 0.0
             if level < n_levels:

@@ -380,13 +380,16 @@ def reuse_times(
     write: np.ndarray,
     head: int,
     long_from: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover
     """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
     reuses: which find their line in their own instance (``own``), their reuse times in the instance's own
     accesses (at least 1; the agent's own gap times its ``ratio`` for a reuse by the same agent, else the stream
     gap times the instance's ``share``) and instances, the instances' own reuses; the reuse-time sample (a picked
     access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags and
-    instances; the window positions of the accesses whose line another instance's write invalidated; and those of
+    instances; the window positions of the accesses whose line another instance's write invalidated, and for each
+    whether the instance had the line in the window (the write *took* it; else it is its first access); those of
     the chunk's (from ``head``) own reuses whose own previous access is before ``long_from`` while the line's
     previous access is not (a long reuse the caller's count by the line's previous access misses).
 
@@ -409,6 +412,7 @@ def reuse_times(
     n_invalid = 0
     long_cur = np.empty(n, dtype=np.int64)
     n_long = 0
+    taken = np.empty(n, dtype=np.bool_)
     has_write = len(write) > 0
     # per-instance state of the current line, valid where ``run_of[i] == run`` (no clearing between lines)
     run_of = np.full(n_inst, -1, dtype=np.int64)
@@ -439,6 +443,7 @@ def reuse_times(
                 own[j] = False
                 if has_write and write[prv[j]]:
                     invalid[n_invalid] = c
+                    taken[n_invalid] = False  # (its first access to the line in the window)
                     n_invalid += 1
                 continue
             if not shared:  # another instance's first access to this line: replay the line's accesses so far
@@ -475,6 +480,7 @@ def reuse_times(
                         x = np.float64(c - pi) * share[np.uint64(ic)]
             if not o and foreign >= 0:
                 invalid[n_invalid] = c
+                taken[n_invalid] = run_of[ic] == run  # it had the line in the window: the write took it
                 n_invalid += 1
             own[j] = o
             run_of[ic] = run
@@ -503,7 +509,7 @@ def reuse_times(
         if censored[i]:
             sample[i] = pick_rank[i] * ratio[a]
     return (own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst, invalid[:n_invalid].copy(),
-            long_cur[:n_long].copy())
+            taken[:n_invalid].copy(), long_cur[:n_long].copy())
 
 
 @njit(cache=True, nogil=True)

@@ -26,7 +26,8 @@ that finds a modified line in another core's cache is not added (a hit in the sh
 sockets, the line's home memory). Epoch mode orders accesses as the stream does, exact mode as simulated time
 does: where threads run at their own pace (no compute between accesses, one slowed by misses falls behind), a
 write-shared line's invalidations differ between them; with reads only, or threads paced by their compute, they
-agree (tests/engine/test_coherence.py).
+agree (tests/engine/test_coherence.py). The accesses that missed their first level because another core's write
+took the line are counted per thread (the result's ``coherence`` section, :attr:`EpochCacheState.coherence_misses`).
 """
 
 from __future__ import annotations
@@ -308,6 +309,9 @@ class EpochCacheState:
     """Scratch arrays the estimates pass on to each other (none of the results lives in them)."""
     write: np.ndarray | None = None
     """Which carried accesses are writes (``None``: none known; the estimate was given no write flags)."""
+    coherence_misses: np.ndarray | None = None
+    """Per agent, the last estimate's chunk accesses that missed their first level because another core's write
+    took the line (None: none)."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -656,6 +660,7 @@ def estimate_levels(
     brings: np.ndarray | None = None  # the accesses that bring a line into their instance (see below)
     fresh: dict[int, np.ndarray] = {}  # per level, for the footprint rule (see _footprint_hits)
     long_shared = _EMPTY_POS  # long reuses of shared lines the count below cannot see (see reuse_times)
+    taken_at: dict[int, np.ndarray] = {}  # per level, the window positions whose line another core's write took
     track = any(tracked.values())
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
@@ -666,6 +671,8 @@ def estimate_levels(
             # Same sharing as the level below (L1 and L2 are both per core): same stack distances.
             own, stack, distinct_lines = memo[1], memo[2], memo[3]
             invalid[lv] = invalid[lv + 1]
+            if lv + 1 in taken_at:
+                taken_at[lv] = taken_at[lv + 1]
             if lv + 1 in fresh:
                 fresh[lv] = fresh[lv + 1]
         else:
@@ -679,12 +686,14 @@ def estimate_levels(
             # instances, and the sample: reuse times of own reuses, censored times since the window began for
             # the others.
             ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv], long_cur = reuse_times(
+            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv], taken, long_cur = reuse_times(
                 a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
                 pick_agent, n_inst, cur, prv, cont, rank, pass_write, head, head - CARRY_ACCESSES,
             )
             if lv == n_levels - 1:
                 long_shared = long_cur
+            if len(taken):
+                taken_at[lv] = invalid[lv][taken]
             stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
             if track and len(own) and not own.all():
                 # first asks by an instance for a line another touched first (not those a write took back)
@@ -744,4 +753,8 @@ def estimate_levels(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
         seen, horizon, buffers, _kept_writes(all_write, m - keep),
     )
+    lost = taken_at.get(0, _EMPTY_POS)
+    lost = lost[lost >= head] - head
+    if len(lost):
+        new_state.coherence_misses = np.bincount(agent[lost], minlength=n_agents)
     return level[head:], new_state

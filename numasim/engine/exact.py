@@ -144,6 +144,8 @@ class ExactEngine:
         ]
         self.inv_start = np.r_[0, np.cumsum([len(x) for x in in_use], dtype=np.int64)].astype(np.int64)
         self.inv_inst = np.array([g for x in in_use for g in x], dtype=np.int64)
+        self.coherence_misses = np.zeros(n_agents, dtype=np.int64)
+        """Per agent, the accesses that missed their first level because another core's write took the line."""
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
@@ -355,7 +357,7 @@ class ExactEngine:
                 self.acc_bk, self.acc_lo, self.acc_hi,
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
-                self.write, self.inv_start, self.inv_inst,
+                self.write, self.inv_start, self.inv_inst, self.coherence_misses,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.ring, self.touched, self.E,
             )

@@ -202,6 +202,9 @@ class SimulationResult:
     """Engine statistics (epoch mode: windows timed, the last epoch reached); not part of ``to_dict``."""
     tlb: dict[str, Any] | None = None
     """With ``tlb``: STLB misses and page-walk time (all threads and per thread) and the TLB assumed."""
+    coherence: dict[str, Any] | None = None
+    """When threads wrote lines other cores held: the accesses that missed their first cache level because
+    another core's write took the line (``misses``, and per thread), and the cost assumed for them."""
     requests: dict[str, Any] | None = None
     """With ``request_accesses``: the requests' latency (count, mean, percentiles, max; all threads and per
     thread), from the issue of a request's first access to that of the next one."""
@@ -239,7 +242,7 @@ class SimulationResult:
             f.name: _clean(getattr(self, f.name))
             for f in fields(self)
             if f.name not in self._TABLES
-            and f.name not in ("diagnostics", "kernel", "requests", "tlb")
+            and f.name not in ("diagnostics", "kernel", "requests", "tlb", "coherence")
             and not isinstance(getattr(self, f.name), np.ndarray)
         }
         out |= self.tables()
@@ -253,6 +256,8 @@ class SimulationResult:
             out["requests"] = self.requests
         if self.tlb is not None:
             out["tlb"] = self.tlb
+        if self.coherence is not None:
+            out["coherence"] = self.coherence
         return out
 
     def to_pandas(self) -> dict[str, Any]:

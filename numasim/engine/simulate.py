@@ -303,7 +303,24 @@ def _run_engine(
     requests = getattr(engine, "requests", None)
     if requests is not None:
         result.requests = requests.summary([a.name for a in agents[:n_program]])
+    lost = getattr(engine, "coherence_misses", None)  # exact mode's own count; epoch mode's is the estimate's
+    result.coherence = _coherence_record(agents[:n_program], feeder.coherence_misses if lost is None else lost)
     return result
+
+
+def _coherence_record(agents: list[Agent], lost: np.ndarray) -> dict | None:
+    """The accesses that missed their first cache level because another core's write took the line, in all and
+    per thread (None when there were none), and what such an access was charged."""
+    rows = {a.name: int(lost[a.index]) for a in agents if a.cpu is not None}
+    total = sum(rows.values())
+    if not total:
+        return None
+    return {
+        "misses": total,
+        "threads": rows,
+        "cost": "a hit in the first cache level the writer shares (its socket's L3), else a memory access at the "
+                "line's home; the snoop of a line modified in another core (mlc's HITM latency) is not added",
+    }  # fmt: skip
 
 
 def _tlb_record(feeder: Feeder, agents: list[Agent], tlb: TlbSpec) -> dict:

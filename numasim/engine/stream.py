@@ -193,6 +193,8 @@ class Feeder:
             self._has_cpu = np.array([a.cpu is not None for a in agents])
         self.tlb_accesses = np.zeros(len(agents), dtype=np.int64)
         self.tlb_misses = np.zeros(len(agents), dtype=np.int64)
+        self.coherence_misses = np.zeros(len(agents), dtype=np.int64)
+        """Per agent, the accesses the cache estimate found had lost their line to another core's write."""
         self.tlb_misses_2m = np.zeros(len(agents), dtype=np.int64)
         self.tlb_walk_ns = np.zeros(len(agents))
 
@@ -352,6 +354,8 @@ class Feeder:
                 self.cache_sets, self._carry, np.diff(bounds), is_write,
             )
             self._estimates += 1
+            if self._cache_state.coherence_misses is not None:
+                self.coherence_misses += self._cache_state.coherence_misses
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
             self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits

@@ -177,6 +177,11 @@ def format_run_report(outcome: RunOutcome) -> str:
         lines += ["", f"TLB (nominal STLB of {t['spec']['entries']} entries): {t['misses']} misses of {t['accesses']} "
                   f"requests ({100 * t['miss_rate']:.1f} %, {t['misses_2m']} on 2 MiB pages), "
                   f"{t['walk_ns'] / 1e3:.1f} us of page walks"]
+    if r.coherence is not None:
+        coh = r.coherence
+        per = ", ".join(f"{k} {v}" for k, v in coh["threads"].items() if v)
+        lines += ["", f"coherence: {coh['misses']} accesses found their line taken by another core's write ({per}); "
+                  f"each cost {coh['cost']}"]
     if r.requests is not None:
         lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:

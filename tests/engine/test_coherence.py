@@ -67,7 +67,9 @@ def test_a_shared_table_that_fits_l1_misses_once_per_core_and_reaches_memory_onc
         len(np.unique(address[np.isin(tid, [t for t in range(len(cpus)) if socket[t] == s])])) for s in set(socket)
     )
     for mode in ("exact", "epoch"):
-        got = _levels(_run(mode, cpus, chunks, lines))
+        r = _run(mode, cpus, chunks, lines)
+        assert r.coherence is None  # nothing was written
+        got = _levels(r)
         assert got["memory"] == socket_lines, mode
         assert got["L3"] == core_lines - socket_lines, mode
         assert got["L1d"] == n - core_lines, mode
@@ -84,6 +86,8 @@ def test_a_write_takes_the_line_from_the_other_cores(mode: str, writer_cpu: int,
     compute = np.array([0.0, 500.0, 1000.0, 10.0])
     chunk = AccessChunk.build(np.zeros(4, dtype=np.uint64), thread=tid, size_bytes=8, is_write=write, compute_ns=compute)
     r = _run(mode, [0, writer_cpu], [chunk], 1)
+    assert r.coherence is not None and r.coherence["threads"] == {"thread0": 1, "thread1": 0}
+    assert r.to_dict()["coherence"]["misses"] == 1
     reader = r.threads[0]
     assert reader.memory_accesses == (2 if where == "memory" else 1)
     got = _levels(r)
@@ -101,7 +105,9 @@ def test_a_core_keeps_the_lines_it_wrote_itself(mode: str) -> None:
     tid = (np.arange(n) % 2).astype(np.int32)
     address = (np.arange(n) % 128).astype(np.uint64) * np.uint64(64) + tid.astype(np.uint64) * np.uint64(1 << 16)
     chunk = AccessChunk.build(address, thread=tid, size_bytes=8, is_write=tid == 0)
-    got = _levels(_run(mode, [0, 4], [chunk], 2048))
+    r = _run(mode, [0, 4], [chunk], 2048)
+    assert r.coherence is None
+    got = _levels(r)
     assert got["memory"] == 128  # 64 lines each: first touches only
     assert got["L1d"] == n - 128
 
@@ -124,6 +130,11 @@ def test_write_sharing_agrees_between_the_modes_when_threads_keep_the_streams_pa
     if len({c // 4 for c in cpus}) > 1:
         assert e["memory"] > 0.05 * n  # the other socket's writes send reads to memory
     assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.01)
+    # the accesses that lost their line to another core's write: every miss but the first touches
+    assert exact.coherence is not None and epoch.coherence is not None
+    assert epoch.coherence["misses"] == pytest.approx(exact.coherence["misses"], rel=0.01)
+    first_touches = 256 * len(cpus)
+    assert exact.coherence["misses"] == pytest.approx(e["memory"] + e["L3"] + e.get("L2", 0) - first_touches, rel=0.01)
 
 
 def test_writes_carry_into_the_next_estimate() -> None:
