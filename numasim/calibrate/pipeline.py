@@ -24,6 +24,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ParamSpec
 
 import numpy as np
@@ -46,6 +47,7 @@ from numasim.calibrate.result import FitResult, FittedParameter
 from numasim.errors import CalibrationError
 from numasim.timing.model import (
     Calibration,
+    CoherenceTiming,
     ControllerTiming,
     LinkTiming,
     LoadedLatencyCurve,
@@ -75,9 +77,10 @@ __all__ = [
     "SATURATED_ROW_SHARE",
 ]
 
-FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device")
+FIT_TABLES = ("latency", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "caches", "device", "c2c")
 DEFAULT_FIT_ON = FIT_TABLES
-_FIT_ALIASES = {"latency_matrix": "latency", "idle_latency": "latency", "peak_injection": "peak_bandwidth"}
+_FIT_ALIASES = {"latency_matrix": "latency", "idle_latency": "latency", "peak_injection": "peak_bandwidth",
+                "c2c_latency": "c2c"}
 
 LINE_BYTES = 64
 
@@ -231,6 +234,7 @@ def calibrate(
     bw_mats: list[tuple[int, NodeMatrix]] = []
     peaks: list[tuple[int, dict[str, float]]] = []
     loaded: list[tuple[int, MlcResult]] = []
+    c2c_runs: list[tuple[int, MlcResult]] = []
     lmbench: list[tuple[int, LatMemRdResult]] = []
     strides: list[tuple[int, StrideTableResult]] = []
     perftests: list[tuple[int, PerftestResult]] = []
@@ -246,6 +250,8 @@ def calibrate(
                 peaks.append((k, d.peak_injection_mb_s or d.max_bandwidth_mb_s))
             if d.loaded_latency:
                 loaded.append((k, d))
+            if d.c2c_local_ns or d.c2c_remote_ns:
+                c2c_runs.append((k, d))
         elif isinstance(d, ProbeResult):
             lat_mats.append((k, d.latency_matrix))
             probes.append((k, d))
@@ -521,8 +527,15 @@ def calibrate(
         ),
         **({"created": created} if created else {}),
     )
+    coherence = priors.coherence
+    if "c2c" in wanted and c2c_runs:
+        k, run = c2c_runs[-1]
+        coherence = _coherence_from_mlc(run, measurements[k].path)
+        if coherence is not None:
+            mark(k, "c2c_latency")
     cal = Calibration(
         machine=machine.name,
+        coherence=coherence,
         controllers=controllers,
         links=links,
         caches=caches,
@@ -540,6 +553,32 @@ def calibrate(
     kept = unconstrained_priors(nominal_machine, cal, measurements, used, priors, report, assumed)
     cal = cal.model_copy(update={"provenance": prov.model_copy(update={"priors": kept})})
     return CalibrationReport(calibration=cal, result=report, tables_used=used)
+
+
+def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:
+    """The cache-to-cache transfer latencies of an mlc ``--c2c_latency`` run, as measured (a read of a line another
+    core wrote: the HITM rows; a remote table's figure is the mean of its cells between different nodes). None
+    without a local HITM figure."""
+    local = next((v for k, v in run.c2c_local_ns.items() if "HITM" in k), None)
+    if local is None:
+        return None
+
+    def remote(homed: str) -> float | None:
+        for key, table in run.c2c_remote_ns.items():
+            if "HITM" in key and f"({homed} homed)" in key:
+                # cells between different nodes (mlc prints the diagonal as "-": nan)
+                cells = [x for r, c, x in table.cells() if r != c and np.isfinite(x) and x > 0]
+                if cells:
+                    return float(np.mean(cells))
+        return None
+
+    writer, reader, either = remote("writer"), remote("reader"), remote("any")
+    return CoherenceTiming(
+        local_hitm_ns=local,
+        remote_hitm_ns=writer or either or reader,
+        remote_hitm_home_reader_ns=reader or either or writer,
+        source=f"mlc --c2c_latency in {Path(str(path)).name} (measured, not fitted)",
+    )
 
 
 DERIVED = "derived: "

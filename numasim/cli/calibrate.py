@@ -59,7 +59,8 @@ def calibrate_cmd(
     fit_on: Annotated[
         str | None, typer.Option("--fit-on", help=(
             "Comma-separated tables to fit, any of: latency, peak_bandwidth, bandwidth_matrix, loaded_latency, "
-            "caches, device (e.g. latency,caches)."
+            "caches, device, c2c (mlc --c2c_latency: cache-to-cache transfer latencies, taken as measured) "
+            "(e.g. latency,caches)."
         ))
     ] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for latency uncertainty (0: covariance).")] = 0,

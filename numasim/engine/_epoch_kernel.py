@@ -141,6 +141,7 @@ def run_epochs(
     prefetched: np.ndarray,
     rc: np.ndarray,
     compute: np.ndarray,
+    c2c: np.ndarray,
     dep: np.ndarray,
     mlp: np.ndarray,
     pff: np.ndarray,
@@ -178,8 +179,10 @@ def run_epochs(
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
-    """Advance over one window; returns (status, number of series rows written)."""
+    """Advance over one window; returns (status, number of series rows written). ``c2c``: each request's
+    cache-to-cache transfer latency where it is one (empty: none in the window)."""
     n_levels = len(level_lat) - 1
+    has_c2c = len(c2c) > 0
     n_res = len(free)
     nw = len(agent_ids)
     m_max = inflight.shape[1]
@@ -304,9 +307,12 @@ def run_epochs(
                 in_head[a] = h
             lv = level[pu]
             if lv < n_levels:
-                lat = level_lat[lv]
-                if prefetched[pu] and lv > 0:
-                    lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
+                if has_c2c and c2c[pu] > 0.0:
+                    lat = c2c[pu]  # a cache-to-cache transfer (a snoop: no prefetcher hides it)
+                else:
+                    lat = level_lat[lv]
+                    if prefetched[pu] and lv > 0:
+                        lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.

@@ -153,6 +153,12 @@ def run_kernel(
     inv_start: np.ndarray,
     inv_inst: np.ndarray,
     coherence: np.ndarray,
+    dirty: np.ndarray,
+    n_dirty: np.ndarray,
+    inst_llc: np.ndarray,
+    c2c_local_ns: float,
+    c2c_far_ns: np.ndarray,
+    transfers: np.ndarray,
     path_start: np.ndarray,
     path_res: np.ndarray,
     path_busy: np.ndarray,
@@ -176,6 +182,11 @@ def run_kernel(
     (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): the caches are coherent, so another core's copy is invalid.
     The way keeps the line with stamp -1 (empty, like 0) until it is used again, so that an access that then
     misses its first level counts in ``coherence[a]`` (its line was taken by another core's write).
+    ``dirty[w]``: way ``w`` holds its line modified by its instance's core (``n_dirty[0]`` such ways in all). An
+    access that misses its first level while another instance holds its line modified is a cache-to-cache
+    transfer, counted in ``transfers[2 a]`` (from a core of its own last-level instance, ``inst_llc`` of each
+    instance) or ``transfers[2 a + 1]`` (from another), and timed at ``c2c_local_ns`` or the request's
+    ``c2c_far_ns`` as a hit in the last level where they are positive (the calibration's coherence figures).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
@@ -294,6 +305,39 @@ def run_kernel(
                 clock += 1
                 ways_data[2 * w] = ln
                 ways_data[2 * w + 1] = clock
+                if dirty[w]:  # its modified line leaves (written back)
+                    dirty[w] = False
+                    n_dirty[0] -= 1
+            transfer_ns = 0.0
+            if n_dirty[0] > 0 and level > 0 and n_cache[a] > 0:
+                # missed its first level: another core may hold the line modified (a cache-to-cache transfer);
+                # the transfer leaves it shared (or, for a write, the write below takes it)
+                my_llc = instance[a, n_cache[a] - 1]
+                holder_llc = -1
+                for lv in range(n_cache[a]):
+                    mine = instance[a, lv]
+                    for k in range(inv_start[lv], inv_start[lv + 1]):
+                        g = inv_inst[k]
+                        if g == mine:
+                            continue
+                        ways = c_ways[g]
+                        base = c_off[g] + (ln % c_sets[g]) * ways
+                        for w in range(base, base + ways):
+                            if dirty[w] and ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
+                                dirty[w] = False
+                                n_dirty[0] -= 1
+                                if holder_llc < 0:
+                                    holder_llc = inst_llc[g]
+                                break
+                if holder_llc >= 0:
+                    if holder_llc == my_llc:
+                        transfers[2 * a] += 1
+                        transfer_ns = c2c_local_ns
+                    else:
+                        transfers[2 * a + 1] += 1
+                        transfer_ns = c2c_far_ns[p]
+                    if transfer_ns > 0.0:
+                        level = n_levels - 1  # served from a cache, at the transfer's latency
             if write[p]:
                 for lv in range(n_cache[a]):
                     mine = instance[a, lv]
@@ -306,11 +350,25 @@ def run_kernel(
                         for w in range(base, base + ways):
                             if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
                                 ways_data[2 * w + 1] = -1  # empty, marked: the next access misses here
+                                if dirty[w]:
+                                    dirty[w] = False
+                                    n_dirty[0] -= 1
                                 break
+                    # the writer's own copy is now the only one, modified
+                    ways = c_ways[mine]
+                    base = c_off[mine] + (ln % c_sets[mine]) * ways
+                    for w in range(base, base + ways):
+                        if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
+                            if not dirty[w]:
+                                dirty[w] = True
+                                n_dirty[0] += 1
+                            break
             req = 0.0
             if level < n_levels:
                 lat = level_lat[level]
-                if prefetched[p] and level > 0:
+                if transfer_ns > 0.0:
+                    lat = transfer_ns  # a snoop: no prefetcher hides it
+                elif prefetched[p] and level > 0:
                     lat = prefetched_hit_ns(lat, pff[a], level_lat, level)  # see _prefetch_rules
             else:
                 tt = ready

@@ -12,7 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
-    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance",
+    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance", "c2c_holders",
 ]
 
 PREFETCH_STREAMS = 8
@@ -720,3 +720,54 @@ def node_targets(node_index: np.ndarray, node: np.ndarray) -> np.ndarray:  # pra
     for i in range(len(node)):
         out[i] = node_index[node[i]]
     return out
+
+
+@njit(cache=True, nogil=True)
+def c2c_holders(
+    cur: np.ndarray,
+    prv: np.ndarray,
+    cont: np.ndarray,
+    a_cur: np.ndarray,
+    a_prv: np.ndarray,
+    core_inst: np.ndarray,
+    write: np.ndarray,
+    head: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The chunk's accesses (window positions from ``head``) to a line another core holds *modified*: its last
+    write was by another core (``core_inst``: each agent's first-level instance) and no other core touched it
+    since. Returns their positions, the holding agent and its last touch of the line (whether it still holds it
+    is the caller's to decide). Pairs as :func:`reuse_times` takes them; ``write``: the window's write flags."""
+    n = len(cur)
+    pos_out = np.empty(n, dtype=np.int64)
+    holder_out = np.empty(n, dtype=np.int64)
+    last_out = np.empty(n, dtype=np.int64)
+    found = 0
+    d_inst = np.int64(-1)  # the core instance holding the current line modified, its agent, its last touch
+    d_agent = np.int64(-1)
+    d_pos = np.int64(-1)
+    for j in range(n):
+        for step in range(2):
+            if step == 0:
+                if cont[j]:
+                    continue
+                d_inst = np.int64(-1)  # a new line: its first access in the window
+                pos = np.int64(prv[j])
+                ag = np.int64(a_prv[j])
+            else:
+                pos = np.int64(cur[j])
+                ag = np.int64(a_cur[j])
+            i = core_inst[ag]
+            if d_inst >= 0 and d_inst != i:
+                if pos >= head:
+                    pos_out[found] = pos
+                    holder_out[found] = d_agent
+                    last_out[found] = d_pos
+                    found += 1
+                d_inst = np.int64(-1)  # read: now shared (written back); written: the new writer's below
+            if write[pos]:
+                d_inst = i
+                d_agent = ag
+                d_pos = pos
+            elif d_inst == i:
+                d_pos = pos
+    return pos_out[:found].copy(), holder_out[:found].copy(), last_out[:found].copy()

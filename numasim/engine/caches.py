@@ -41,6 +41,7 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine
 
 from ._feed_kernel import (
+    c2c_holders,
     interpolate_distance,
     level_hits,
     merge_known,
@@ -58,6 +59,7 @@ _EMPTY_POS = np.zeros(0, dtype=np.int64)
 
 __all__ = [
     "CacheLevelSpec",
+    "CacheToCache",
     "cache_levels",
     "instance_keys",
     "LRUCache",
@@ -84,6 +86,40 @@ class CacheLevelSpec:
     @property
     def sets(self) -> int:
         return max(1, self.lines // self.associativity)
+
+
+@dataclass(frozen=True)
+class CacheToCache:
+    """What a cache-to-cache transfer (an access to a line another core holds modified) costs in a run.
+
+    ``local_ns``: from a core on the reader's last-level instance (``llc_instance``, per agent);
+    ``remote_ns`` / ``remote_home_reader_ns``: from another instance, the line homed away from / at the reader's
+    node (``agent_target``: each agent's own node's target index, -1 for none). 0: not calibrated; such a
+    transfer is then timed as the estimate's cache level or memory access (the calibration's
+    :class:`~numasim.timing.model.CoherenceTiming`)."""
+
+    local_ns: float
+    remote_ns: float
+    remote_home_reader_ns: float
+    llc_instance: np.ndarray
+    agent_target: np.ndarray
+
+    @classmethod
+    def from_calibration(cls, calibration: Calibration, llc_instance: np.ndarray, agent_target: np.ndarray) -> CacheToCache:
+        c = calibration.coherence
+        if c is None:
+            return cls(0.0, 0.0, 0.0, llc_instance, agent_target)
+        remote = c.remote_hitm_ns or 0.0
+        return cls(c.local_hitm_ns, remote, c.remote_hitm_home_reader_ns or remote, llc_instance, agent_target)
+
+    def same_instance(self, reader: np.ndarray, holder: np.ndarray) -> np.ndarray:
+        """Whether each reader agent shares its last-level instance with its line's holder agent."""
+        return self.llc_instance[reader] == self.llc_instance[holder]
+
+    def latency_ns(self, reader: np.ndarray, holder: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """Each transfer's latency (``target``: its line's home target index; 0 where not calibrated)."""
+        far = np.where(target == self.agent_target[reader], self.remote_home_reader_ns, self.remote_ns)
+        return np.where(self.same_instance(reader, holder), self.local_ns, far)
 
 
 def cache_levels(machine: Machine, calibration: Calibration) -> list[CacheLevelSpec]:
@@ -312,6 +348,9 @@ class EpochCacheState:
     coherence_misses: np.ndarray | None = None
     """Per agent, the last estimate's chunk accesses that missed their first level because another core's write
     took the line (None: none)."""
+    c2c_holder: np.ndarray | None = None
+    """Per access of the last estimate's chunk, the agent whose cache held its line modified (-1: none; None:
+    no such access): a cache-to-cache transfer (:func:`~numasim.engine._feed_kernel.c2c_holders`)."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -476,6 +515,49 @@ def _footprint_hits(
                 if known is not None and len(known):
                     seen[(lv, i)] = _drop_invalidated(known, lines, write, agent_instance[lv][agent] == i)
     return seen
+
+
+def _c2c_holders(
+    cur: np.ndarray,
+    prv: np.ndarray,
+    cont: np.ndarray,
+    a_cur: np.ndarray,
+    a_prv: np.ndarray,
+    all_agent: np.ndarray,
+    agent_instance: np.ndarray,
+    capacity_lines: np.ndarray,
+    write: np.ndarray,
+    head: int,
+    n: int,
+) -> np.ndarray | None:
+    """Per chunk access, the agent whose cache held its line modified (-1: none; None: no such access): a
+    cache-to-cache transfer. :func:`~numasim.engine._feed_kernel.c2c_holders` finds the accesses to lines another
+    core holds modified; the holder still has the line while fewer accesses of its own than its caches hold came
+    since its last touch (a sufficient condition for LRU; a longer gap counts as written back): its core's, against
+    its private levels (those with the first level's sharing), for a reader on its own last-level instance; its
+    last-level instance's, against that level, for a reader on another."""
+    pos, holder, last = c2c_holders(cur, prv, cont, a_cur, a_prv, agent_instance[0], write, head)
+    if not len(pos):
+        return None
+    first = agent_instance[0] - agent_instance[0].min()
+    private = max(lv for lv in range(len(capacity_lines))
+                  if np.array_equal(agent_instance[lv] - agent_instance[lv].min(), first))  # fmt: skip
+    llc = agent_instance[-1]
+    reader = all_agent[pos].astype(np.int64)
+    same = llc[reader] == llc[holder]
+    held = np.zeros(len(pos), dtype=bool)
+    for inst_row, cap, want in ((agent_instance[private], capacity_lines[private], same),
+                                (llc, capacity_lines[-1], ~same)):  # fmt: skip
+        for h in np.unique(inst_row[holder[want]]).tolist():
+            # the window positions of the holding instance's accesses, and how many lie between each
+            # candidate's last touch by the holder and the access
+            mine = np.flatnonzero(inst_row[all_agent.astype(np.int64)] == h)
+            at = np.flatnonzero(want & (inst_row[holder] == h))
+            since = np.searchsorted(mine, pos[at]) - np.searchsorted(mine, last[at], side="right")
+            held[at] = since < cap
+    out = np.full(n, -1, dtype=np.int64)
+    out[pos[held] - head] = holder[held]
+    return out if held.any() else None
 
 
 def _drop_invalidated(known: np.ndarray, lines: np.ndarray, write: np.ndarray, mine: np.ndarray) -> np.ndarray:
@@ -757,4 +839,8 @@ def estimate_levels(
     lost = lost[lost >= head] - head
     if len(lost):
         new_state.coherence_misses = np.bincount(agent[lost], minlength=n_agents)
+    if len(pass_write):
+        new_state.c2c_holder = _c2c_holders(
+            cur, prv, cont, a_cur, a_prv, all_agent, agent_instance, capacity_lines, pass_write, head, n
+        )
     return level[head:], new_state

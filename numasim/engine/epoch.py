@@ -45,6 +45,8 @@ from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
 __all__ = ["EpochEngine"]
 
+_NO_C2C = np.zeros(0)
+
 
 FAULT_WINDOW_NS = 1e6
 """With a run-time kernel and protected pages, a window lasts about this long at most: the kernel handles a
@@ -252,6 +254,12 @@ class EpochEngine:
         rc = np.concatenate([b.route_class for b in blocks])  # type: ignore[misc]
         prefetched = np.concatenate([b.prefetched for b in blocks])
         compute = np.concatenate([b.compute_ns for b in blocks], dtype=np.float64)
+        # cache-to-cache transfers' latencies, where the window has any (0: none)
+        c2c = (
+            np.concatenate([np.zeros(len(b)) if b.c2c_ns is None else b.c2c_ns for b in blocks])
+            if any(b.c2c_ns is not None for b in blocks)
+            else _NO_C2C
+        )
         size = np.concatenate([b.size_bytes for b in blocks])  # once, for the request latencies and the stats
         bridge = self.bridge
         if bridge is not None:
@@ -270,7 +278,7 @@ class EpochEngine:
         req = np.empty(len(rc))
         issue = np.empty(len(rc))
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute), pos, done_max, lat, req, issue
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue
         )
         self.windows += 1
         n_commit = pos - seg_start
@@ -315,7 +323,7 @@ class EpochEngine:
 
     def _run(self, window: tuple, pos, done_max, lat, req, issue):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
-        compute) until it stops for another reason than a full series buffer or a ring to grow."""
+        compute, cache-to-cache latencies) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
             status, n_ser = run_epochs(  # type: ignore[call-arg]
                 *window,

@@ -146,6 +146,16 @@ class ExactEngine:
         self.inv_inst = np.array([g for x in in_use for g in x], dtype=np.int64)
         self.coherence_misses = np.zeros(n_agents, dtype=np.int64)
         """Per agent, the accesses that missed their first level because another core's write took the line."""
+        self.dirty = np.zeros(len(self.ways_data) // 2, dtype=np.bool_)
+        self.n_dirty = np.zeros(1, dtype=np.int64)
+        # each instance's last-level instance (the reader's and the holder's tell a local transfer from a remote one)
+        self.inst_llc = np.full(len(objects), -1, dtype=np.int64)
+        for a in range(n_agents):
+            for lv in range(int(self.n_cache[a])):
+                self.inst_llc[self.instance[a, lv]] = self.instance[a, self.n_cache[a] - 1]
+        self.c2c = inp.c2c
+        self.transfers = np.zeros(2 * n_agents, dtype=np.int64)
+        """Per agent, its cache-to-cache transfers from a core of its own last-level instance, then from another."""
 
         # --- kernel state -----------------------------------------------------------------------------------
         self.st_i = np.zeros(K.N_STATE, dtype=np.int64)
@@ -172,6 +182,7 @@ class ExactEngine:
         self.compute = np.zeros(0, dtype=np.float64)
         self.prefetched = np.zeros(0, dtype=np.bool_)
         self.write = np.zeros(0, dtype=np.bool_)
+        self.c2c_far = np.zeros(0, dtype=np.float64)
         self.lat_out = np.zeros(0, dtype=np.float64)
         self.req_out = np.zeros(0, dtype=np.float64)
         self.lvl_out = np.zeros(0, dtype=np.int64)
@@ -301,6 +312,7 @@ class ExactEngine:
                 self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
                 self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
                 self.write = grow(self.write)
+                self.c2c_far = grow(self.c2c_far)
                 self.req_out = grow(self.req_out)
                 self.lvl_out = grow(self.lvl_out)
         s = int(self._slot[a])
@@ -316,6 +328,10 @@ class ExactEngine:
         self.compute[s : s + n] = block.compute_ns
         self.prefetched[s : s + n] = block.prefetched
         self.write[s : s + n] = block.is_write
+        if self.c2c is not None:  # a transfer from another last-level instance: its figure by the line's home
+            c2c = self.c2c
+            home = block.target.astype(np.int64) == c2c.agent_target[a]
+            self.c2c_far[s : s + n] = np.where(home, c2c.remote_home_reader_ns, c2c.remote_ns)
         self.pos[a], self.end[a] = s, s + n
 
     def _count_block(self, a: int) -> None:
@@ -358,6 +374,8 @@ class ExactEngine:
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
                 self.write, self.inv_start, self.inv_inst, self.coherence_misses,
+                self.dirty, self.n_dirty, self.inst_llc, 0.0 if self.c2c is None else self.c2c.local_ns,
+                self.c2c_far, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.ring, self.touched, self.E,
             )

@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 
 if TYPE_CHECKING:
-    from .caches import CacheLevelSpec
+    from .caches import CacheLevelSpec, CacheToCache
     from .memsys import MemorySystem
     from .runtime import EngineBridge
     from .stats import Stats
@@ -52,6 +52,8 @@ class EngineInput:
         Accesses per window the epoch fidelity times at once.
     request_accesses : int
         Accesses per request of each thread (0: no request latencies).
+    c2c : CacheToCache or None
+        What a cache-to-cache transfer costs (exact mode times them itself; epoch mode's feeder has its own).
     bridge : EngineBridge or None
         With a run-time kernel: what it may change between windows (pages' nodes and protection, routes,
         stalls, copies); the kernel agents are the last agents.
@@ -68,6 +70,7 @@ class EngineInput:
     window_accesses: int
     bridge: EngineBridge | None = None
     request_accesses: int = 0
+    c2c: CacheToCache | None = None
 
     @property
     def level_latency_ns(self) -> np.ndarray:

@@ -204,7 +204,9 @@ class SimulationResult:
     """With ``tlb``: STLB misses and page-walk time (all threads and per thread) and the TLB assumed."""
     coherence: dict[str, Any] | None = None
     """When threads wrote lines other cores held: the accesses that missed their first cache level because
-    another core's write took the line (``misses``, and per thread), and the cost assumed for them."""
+    another core's write took the line (``misses``), the cache-to-cache transfers (an access to a line another
+    core held modified: ``transfers_local`` from a core of the same last-level cache, ``transfers_remote`` from
+    another), in all and per thread (``threads``), and what they were charged (``cost``)."""
     requests: dict[str, Any] | None = None
     """With ``request_accesses``: the requests' latency (count, mean, percentiles, max; all threads and per
     thread), from the issue of a request's first access to that of the next one."""

@@ -17,7 +17,7 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
-from .caches import CacheLevelSpec, cache_levels, instance_keys
+from .caches import CacheLevelSpec, CacheToCache, cache_levels, instance_keys
 from .cores import thread_mlp
 from .epoch import EpochEngine
 from .exact import ExactEngine
@@ -216,6 +216,12 @@ def simulate(
             instances[lv, a.index] = uniq[key]
 
     epoch = engine_mode == EngineMode.EPOCH
+    # what a cache-to-cache transfer costs: each agent's last-level instance and own node's target index
+    c2c = CacheToCache.from_calibration(
+        calibration,
+        instances[-1] if n_levels else np.zeros(len(agents), dtype=np.int64),
+        np.array([node_index[ms.initiator_node[a.initiator]] for a in agents], dtype=np.int64),
+    )
     feeder = Feeder(
         accesses,
         agents,
@@ -230,11 +236,12 @@ def simulate(
         class_base=np.array([a.initiator for a in agents], dtype=np.int64) * (ms.n_nodes * 2) if epoch else None,
         track_pages=runtime is not None,
         tlb=tlb,
+        c2c=c2c if epoch else None,
     )
     try:
         return _run_engine(
             ms, calibration, agents, devices, pages, feeder, levels, instances, engine_mode, seed, epoch_ns,
-            window_accesses, record_latencies, runtime, kernel_agents, request_accesses,
+            window_accesses, record_latencies, runtime, kernel_agents, request_accesses, c2c,
         )  # fmt: skip
     finally:
         feeder.close()
@@ -257,6 +264,7 @@ def _run_engine(
     runtime: KernelRuntime | None = None,
     kernel_agents: dict[int, int] | None = None,
     request_accesses: int = 0,
+    c2c: CacheToCache | None = None,
 ) -> SimulationResult:
     n_levels = len(levels)
     n_program = len(agents) - len(kernel_agents or {})
@@ -279,7 +287,7 @@ def _run_engine(
     inp = EngineInput(
         ms=ms, agents=agents, feeder=feeder, stats=stats, levels=levels, instances=instances,
         prefetch_distance_lines=calibration.core.prefetch_distance_lines, epoch_ns=epoch_ns,
-        window_accesses=window_accesses, bridge=bridge, request_accesses=request_accesses,
+        window_accesses=window_accesses, bridge=bridge, request_accesses=request_accesses, c2c=c2c,
     )
     engine = ENGINES[engine_mode](inp)
     if bridge is not None:
@@ -303,24 +311,44 @@ def _run_engine(
     requests = getattr(engine, "requests", None)
     if requests is not None:
         result.requests = requests.summary([a.name for a in agents[:n_program]])
-    lost = getattr(engine, "coherence_misses", None)  # exact mode's own count; epoch mode's is the estimate's
-    result.coherence = _coherence_record(agents[:n_program], feeder.coherence_misses if lost is None else lost)
+    # exact mode's own counts; epoch mode's are the estimate's
+    lost = getattr(engine, "coherence_misses", None)
+    transfers = getattr(engine, "transfers", None)
+    if transfers is None:
+        transfers = np.stack([feeder.c2c_local, feeder.c2c_remote], axis=1).reshape(-1)
+    result.coherence = _coherence_record(
+        agents[:n_program], feeder.coherence_misses if lost is None else lost, transfers.reshape(-1, 2), calibration
+    )
     return result
 
 
-def _coherence_record(agents: list[Agent], lost: np.ndarray) -> dict | None:
-    """The accesses that missed their first cache level because another core's write took the line, in all and
-    per thread (None when there were none), and what such an access was charged."""
-    rows = {a.name: int(lost[a.index]) for a in agents if a.cpu is not None}
-    total = sum(rows.values())
-    if not total:
-        return None
-    return {
-        "misses": total,
-        "threads": rows,
-        "cost": "a hit in the first cache level the writer shares (its socket's L3), else a memory access at the "
-                "line's home; the snoop of a line modified in another core (mlc's HITM latency) is not added",
+def _coherence_record(agents: list[Agent], lost: np.ndarray, transfers: np.ndarray, calibration: Calibration) -> dict | None:
+    """What the caches' coherence did (None when nothing: no thread wrote a line another core held): the accesses
+    that missed their first cache level because another core's write took the line, and the cache-to-cache
+    transfers (an access to a line another core held modified; from a core of the same last-level cache, or from
+    another), in all and per thread, and what each was charged."""
+    rows = {
+        a.name: {"misses": int(lost[a.index]), "transfers_local": int(transfers[a.index, 0]),
+                 "transfers_remote": int(transfers[a.index, 1])}
+        for a in agents
+        if a.cpu is not None
     }  # fmt: skip
+    total = {k: sum(r[k] for r in rows.values()) for k in ("misses", "transfers_local", "transfers_remote")}
+    if not any(total.values()):
+        return None
+    c = calibration.coherence
+    if c is None:
+        cost = ("transfers not calibrated (the calibration has no cache-to-cache latencies): each was timed as the "
+                "cache level or memory access that served it")  # fmt: skip
+    else:
+        remote = (f"{c.remote_hitm_ns:g} ns (line homed away from the reader), "
+                  f"{c.remote_hitm_home_reader_ns or c.remote_hitm_ns:g} ns (homed at the reader)"
+                  if c.remote_hitm_ns else "not calibrated (timed as the memory access)")  # fmt: skip
+        cost = f"transfers at the calibration's latencies: local {c.local_hitm_ns:g} ns, remote {remote}"
+        if c.source:
+            cost += f"; source: {c.source}"
+    return {**total, "threads": rows,
+            "cost": cost + "; a miss for a taken line is served by the level the writer shares, else memory"}  # fmt: skip
 
 
 def _tlb_record(feeder: Feeder, agents: list[Agent], tlb: TlbSpec) -> dict:

@@ -35,7 +35,7 @@ from ._feed_kernel import (
     prefetch_flags,
     thread_agents,
 )
-from .caches import CARRY_ACCESSES, EpochCacheState, carry_accesses, estimate_levels
+from .caches import CARRY_ACCESSES, CacheToCache, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
 from .tlb import TlbSpec, tlb_keys
@@ -85,6 +85,7 @@ class Block:
     level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
     route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
     page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
+    c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -100,6 +101,7 @@ class Block:
             None if self.level is None else self.level[a:b],
             None if self.route_class is None else self.route_class[a:b],
             None if self.page is None else self.page[a:b],
+            None if self.c2c_ns is None else self.c2c_ns[a:b],
         )
 
 
@@ -128,6 +130,7 @@ class Feeder:
         class_base: np.ndarray | None = None,
         track_pages: bool = False,
         tlb: TlbSpec | None = None,
+        c2c: CacheToCache | None = None,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
         self._chunks = self._distributed()
@@ -182,6 +185,11 @@ class Feeder:
         self.track_pages = track_pages
         # The TLB (tlb.py): one STLB per cpu (agents without a cpu never miss), its carried reuse state, counts.
         self.tlb = tlb
+        self.c2c = c2c
+        self.c2c_local = np.zeros(len(agents), dtype=np.int64)
+        self.c2c_remote = np.zeros(len(agents), dtype=np.int64)
+        """Per reader agent, the cache-to-cache transfers the estimate found (from its own last-level instance,
+        from another)."""
         if tlb is not None:
             cpus = sorted({a.cpu for a in agents if a.cpu is not None})
             self._tlb_instance = np.array(
@@ -344,6 +352,7 @@ class Feeder:
         if self.tlb is not None:
             compute = self._tlb_walks(lines, agent, order, rank, np.diff(bounds), compute)
         level = None
+        c2c_ns: np.ndarray | None = None
         if (
             self._cache_state is not None
             and self.cache_instances is not None
@@ -356,6 +365,9 @@ class Feeder:
             self._estimates += 1
             if self._cache_state.coherence_misses is not None:
                 self.coherence_misses += self._cache_state.coherence_misses
+            holder = self._cache_state.c2c_holder
+            if holder is not None and self.c2c is not None:
+                level, c2c_ns = self._transfers(level, holder, agent, target)
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
             self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits
@@ -372,6 +384,7 @@ class Feeder:
         lv = None if level is None else lv_all
         rc = None if self.class_base is None else rc_all
         pg = None if page is None else page[order]
+        c2 = None if c2c_ns is None else c2c_ns[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
@@ -387,9 +400,33 @@ class Feeder:
                     None if lv is None else lv[lo:hi],
                     None if rc is None else rc[lo:hi],
                     None if pg is None else pg[lo:hi],
+                    None if c2 is None else c2[lo:hi],
                 ),
             ))
         return out
+
+    def _transfers(
+        self, level: np.ndarray, holder: np.ndarray, agent: np.ndarray, target: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count the chunk's cache-to-cache transfers (``holder``: the agent holding each access's line modified,
+        -1 for none) and time them: where the calibration has their latency, the access is served from a cache
+        (the last level's index) at that latency instead of the level or memory access the estimate found."""
+        assert self.c2c is not None
+        at = np.flatnonzero(holder >= 0)
+        reader = agent[at].astype(np.int64)
+        same = self.c2c.same_instance(reader, holder[at])
+        n = len(self.agents)
+        self.c2c_local += np.bincount(reader[same], minlength=n)
+        self.c2c_remote += np.bincount(reader[~same], minlength=n)
+        ns = self.c2c.latency_ns(reader, holder[at], target[at].astype(np.int64))
+        timed = ns > 0
+        if not timed.any():
+            return level, None
+        c2c_ns = np.zeros(len(level))
+        c2c_ns[at[timed]] = ns[timed]
+        level = level.copy()
+        level[at[timed]] = self.cache_instances.shape[0] - 1 if self.cache_instances is not None else 0
+        return level, c2c_ns
 
     def _tlb_walks(
         self,

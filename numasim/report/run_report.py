@@ -179,9 +179,11 @@ def format_run_report(outcome: RunOutcome) -> str:
                   f"{t['walk_ns'] / 1e3:.1f} us of page walks"]
     if r.coherence is not None:
         coh = r.coherence
-        per = ", ".join(f"{k} {v}" for k, v in coh["threads"].items() if v)
-        lines += ["", f"coherence: {coh['misses']} accesses found their line taken by another core's write ({per}); "
-                  f"each cost {coh['cost']}"]
+        per = ", ".join(f"{k} {v['misses']}/{v['transfers_local'] + v['transfers_remote']}"
+                        for k, v in coh["threads"].items() if v["misses"] or v["transfers_local"] or v["transfers_remote"])
+        lines += ["", f"coherence: {coh['misses']} accesses found their line taken by another core's write, "
+                  f"{coh['transfers_local']} + {coh['transfers_remote']} cache-to-cache transfers (same last-level "
+                  f"cache + another; per thread taken/transfers: {per})", f"  {coh['cost']}"]
     if r.requests is not None:
         lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:

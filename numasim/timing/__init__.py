@@ -10,6 +10,7 @@ which replay the engine, sit above it; the engine (:mod:`numasim.engine`) reads 
 from numasim.timing.model import (
     CacheTiming,
     Calibration,
+    CoherenceTiming,
     ControllerTiming,
     CoreTiming,
     LinkTiming,
@@ -27,6 +28,7 @@ from numasim.timing.transfer import TransferredCalibration, transfer_calibration
 __all__ = [
     "CacheTiming",
     "Calibration",
+    "CoherenceTiming",
     "ControllerTiming",
     "CoreTiming",
     "LinkTiming",

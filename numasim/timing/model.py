@@ -35,6 +35,7 @@ __all__ = [
     "DeviceTiming",
     "RelayTiming",
     "CoreTiming",
+    "CoherenceTiming",
     "PriorParameter",
     "Calibration",
     "default_curve",
@@ -252,6 +253,23 @@ class CoreTiming(_Model):
     injection delay, its "core clocks" line). ``None``: unknown; such a tool then says it assumed one."""
 
 
+class CoherenceTiming(_Model):
+    """What an access to a line *modified* in another core's cache costs: a cache-to-cache transfer (mlc
+    ``--c2c_latency``'s HITM figures), in place of the hit or memory access that would otherwise serve it.
+
+    ``local_hitm_ns``: the other core shares the reader's last-level cache instance (its socket, or its die or
+    cluster where the L3 is split). ``remote_hitm_ns``: it does not, and the line's home is not the reader's node
+    (mlc: "data address homed in writer socket"); ``remote_hitm_home_reader_ns``: the line's home is the reader's
+    node (mlc: "homed in reader socket"). Unset remote figures: the local one's machine has one last-level cache
+    instance, or its remote transfers were not measured (then they are timed as memory accesses, and results say
+    so). ``source``: where the figures come from."""
+
+    local_hitm_ns: PositiveFloat
+    remote_hitm_ns: PositiveFloat | None = None
+    remote_hitm_home_reader_ns: PositiveFloat | None = None
+    source: str = ""
+
+
 class Calibration(_Model):
     """All timing parameters for one machine, with where they came from.
 
@@ -274,6 +292,9 @@ class Calibration(_Model):
     core_dies: list[CoreDie] = Field(default_factory=list)
     """Core dies with a port of their own (AMD CCDs and their GMI links), with the port's bandwidth per
     direction. They replace the machine file's ``core_dies``: empty, the timed machine has none."""
+    coherence: CoherenceTiming | None = None
+    """Cache-to-cache transfer latencies (None: not measured; an access to a line modified in another core is
+    then timed as the cache level or memory access that serves it, and results say so)."""
     uncertainty: dict[str, float] = Field(default_factory=dict)
     """Standard error of fitted parameters, keyed like ``"controllers[0].latency_ns"``."""
     provenance: Provenance
@@ -288,6 +309,8 @@ class Calibration(_Model):
     def content_id(self) -> str:
         """``<machine>-<first 12 hex of sha256 of the parameters>``; provenance dates do not change it."""
         body = self.model_dump(mode="json", exclude={"id", "provenance"})
+        if body.get("coherence") is None:
+            body.pop("coherence", None)  # calibrations from before it keep their ids
         for optional_list in ("relays", "core_dies"):
             if not body.get(optional_list):
                 # Calibrations written before these existed keep their ids.

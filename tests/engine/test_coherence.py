@@ -86,7 +86,11 @@ def test_a_write_takes_the_line_from_the_other_cores(mode: str, writer_cpu: int,
     compute = np.array([0.0, 500.0, 1000.0, 10.0])
     chunk = AccessChunk.build(np.zeros(4, dtype=np.uint64), thread=tid, size_bytes=8, is_write=write, compute_ns=compute)
     r = _run(mode, [0, writer_cpu], [chunk], 1)
-    assert r.coherence is not None and r.coherence["threads"] == {"thread0": 1, "thread1": 0}
+    assert r.coherence is not None
+    assert {k: v["misses"] for k, v in r.coherence["threads"].items()} == {"thread0": 1, "thread1": 0}
+    # the re-read finds the line modified in the writer's cache: a transfer (not timed: nothing calibrated)
+    assert r.coherence["transfers_local" if where == "L3" else "transfers_remote"] == 1
+    assert "not calibrated" in r.coherence["cost"]
     assert r.to_dict()["coherence"]["misses"] == 1
     reader = r.threads[0]
     assert reader.memory_accesses == (2 if where == "memory" else 1)
@@ -189,3 +193,60 @@ def test_a_shared_working_set_held_by_both_sockets_l3_beyond_the_carried_window(
     assert sum(t.memory_accesses for t in exact.threads) == first_touches
     assert sum(t.memory_accesses for t in epoch.threads) == pytest.approx(first_touches, rel=0.01)
     assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.02)
+
+
+def _c2c_calibration() -> object:
+    from numasim.timing.model import CoherenceTiming
+
+    figures = CoherenceTiming(local_hitm_ns=50.0, remote_hitm_ns=110.0, remote_hitm_home_reader_ns=175.0, source="test")
+    return calibration(_machine()).model_copy(update={"coherence": figures})
+
+
+def _run_c2c(mode: str, cpus: list[int], chunk: AccessChunk, home: int, pages: int, start_ns: float) -> SimulationResult:
+    pm = PageMap(4096)
+    pm.assign(0, np.full(pages, home, dtype=np.int16))
+    specs = [ThreadSpec(0, cpu=cpus[0]), ThreadSpec(1, cpu=cpus[1], start_ns=start_ns)]
+    return simulate(_machine(), _c2c_calibration(), specs, [chunk], pm, mode=mode, record_latencies=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["exact", "epoch"])
+@pytest.mark.parametrize(("cpus", "home", "reader_ns"), [
+    ([0, 1], 0, (50.0, 50.0)),  # one socket: mlc's local HITM
+    ([0, 4], 0, (175.0, 110.0)),  # two: thread 0 reads a line homed on its own node (its home agent must snoop)
+    ([0, 4], 1, (110.0, 175.0)),
+])  # fmt: skip
+def test_false_sharing_pays_the_calibrations_cache_to_cache_latency(
+    mode: str, cpus: list[int], home: int, reader_ns: tuple[float, float]
+) -> None:
+    # Two threads take turns writing one line (thread 1 half a turn later, so that simulated time keeps the
+    # stream's order): every access after the first finds the line modified in the other core's cache.
+    n = 400
+    chunk = AccessChunk.build(np.zeros(n, dtype=np.uint64), thread=(np.arange(n) % 2).astype(np.int32), size_bytes=8,
+                              is_write=np.ones(n, dtype=bool), compute_ns=np.full(n, 300.0))  # fmt: skip
+    r = _run_c2c(mode, cpus, chunk, home, 1, 150.0)
+    assert r.coherence is not None
+    assert r.coherence["transfers_local" if cpus[1] == 1 else "transfers_remote"] == n - 1
+    assert "local 50 ns" in r.coherence["cost"] and "source: test" in r.coherence["cost"]
+    # each thread's mean latency: its transfers, and thread 0's first access from memory
+    t0, t1 = r.threads
+    assert t1.load_to_use_mean_ns == pytest.approx(reader_ns[1])
+    assert t0.memory_accesses == 1 and t1.memory_accesses == 0
+    first = t0.load_to_use_mean_ns * (n // 2) - reader_ns[0] * (n // 2 - 1)  # thread 0's first access
+    assert first == pytest.approx(t0.memory_latency_mean_ns, rel=1e-6)  # a memory access, not a transfer
+
+
+@pytest.mark.parametrize("mode", ["exact", "epoch"])
+@pytest.mark.parametrize(("consumer_cpu", "local", "remote"), [(1, 4096, 0), (4, 0, 131072)])
+def test_a_consumer_finds_in_the_producers_caches_only_what_they_still_hold(
+    mode: str, consumer_cpu: int, local: int, remote: int
+) -> None:
+    # One core writes 8 MiB, another reads it afterwards. On the same socket only the producer's L2 (256 KiB, the
+    # last 4096 lines) still holds lines modified: the rest come from the shared L3. On the other socket the
+    # producer's 8 MiB L3 holds them all: every line is a cross-socket transfer.
+    lines = (8 << 20) // 64
+    a = np.arange(lines, dtype=np.uint64) * np.uint64(64)
+    tid = np.r_[np.zeros(lines, np.int32), np.ones(lines, np.int32)]
+    chunk = AccessChunk.build(np.r_[a, a], thread=tid, size_bytes=64, is_write=tid == 0)
+    r = _run_c2c(mode, [0, consumer_cpu], chunk, 0, (8 << 20) // 4096, 1e8)  # the consumer starts after
+    assert r.coherence is not None
+    assert (r.coherence["transfers_local"], r.coherence["transfers_remote"]) == (local, remote)
