@@ -6,7 +6,10 @@ Issue 9 asks that epoch mode's estimate agree with exact mode within 2 % of run 
 Platinum 8180: 32 KiB, 1 MiB, 38.5 MiB): uniformly random 64-byte loads over a working set of ``f`` x a level's
 capacity, ``f`` in 0.5 .. 2, by one thread (each level), by four threads sharing an L3 (``L3 shared``: each
 thread ``f`` x a quarter of it), and by four on each of two L3 instances (``L3 two instances``: the same per
-instance, the two sharing the stream). Each run is long enough that the working set is touched
+instance, the two sharing the stream). Two more cases read one working set *shared* by every thread (coherence:
+each core keeps its own copy of what the others read too): four cores of one L3 over ``f`` x an L2 (``L2 read
+by four``: each core's L2 must hold all of it) and four cores on each of two L3 instances over ``f`` x an L3
+(``L3 read by two instances``: each socket's L3 holds a copy). Each run is long enough that the working set is touched
 about eight times over (its first touches, which miss in both modes, are then a small part). Both modes run the
 same accesses; the table gives the run time and the share of accesses served by a cache in each, and the run
 time's difference.
@@ -30,6 +33,7 @@ from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.engine.caches import cache_levels
 from numasim.timing.model import load_calibration
 from numasim.topology.io import load_machine
+from numasim.topology.model import CacheScope
 from numasim.workload.access import AccessChunk
 
 HERE = Path(__file__).resolve().parent
@@ -40,14 +44,15 @@ FRACTIONS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 GOAL_PCT = 2.0
 
 
-def _chunks(n: int, lines_per_thread: int, threads: int, seed: int) -> list[AccessChunk]:
+def _chunks(n: int, lines_per_thread: int, threads: int, seed: int, shared: bool = False) -> list[AccessChunk]:
     rng = np.random.default_rng(seed)
     out = []
     for lo in range(0, n, CHUNK):
         k = min(CHUNK, n - lo)
         tid = (np.arange(lo, lo + k) % threads).astype(np.int32)
         line = rng.integers(0, lines_per_thread, k, dtype=np.uint64)
-        address = tid.astype(np.uint64) * np.uint64(REGION_STRIDE) + line * np.uint64(64)
+        region = np.zeros(k, dtype=np.uint64) if shared else tid.astype(np.uint64) * np.uint64(REGION_STRIDE)
+        address = region + line * np.uint64(64)
         out.append(AccessChunk(thread=tid, address=address, is_write=np.zeros(k, dtype=bool),
                                size_bytes=np.full(k, 64, dtype=np.uint16),
                                compute_ns=np.zeros(k, dtype=np.float32)))  # fmt: skip
@@ -73,6 +78,11 @@ def _l3_groups(machine, level) -> list[list[int]]:  # type: ignore[no-untyped-de
     return list(groups.values())
 
 
+def _l3_groups_of(machine, level, cpus: list[int]) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    """The L3 instances ``cpus`` use."""
+    return [g for g in _l3_groups(machine, level) if set(g) & set(cpus)]
+
+
 def run(quick: bool = False, only: list[str] | None = None, machines: tuple[str, ...] = MACHINES) -> list[dict[str, object]]:
     fractions = (0.5, 1.0, 2.0) if quick else FRACTIONS
     touches = 4 if quick else 8
@@ -84,23 +94,31 @@ def run(quick: bool = False, only: list[str] | None = None, machines: tuple[str,
         groups = _l3_groups(machine, levels["L3"])
         first = groups[0][0]
         cases = [(name, [first]) for name in ("L1d", "L2", "L3")] + [
-            ("L3 shared", groups[0][:4]), ("L3 two instances", groups[0][:4] + groups[1][:4])]
+            ("L3 shared", groups[0][:4]), ("L3 two instances", groups[0][:4] + groups[1][:4]),
+            ("L2 read by four", groups[0][:4]), ("L3 read by two instances", groups[0][:4] + groups[1][:4])]
         for name, cpus in cases:
             if only and name not in only:
                 continue
             level = levels[name.split()[0]]
-            sharing = 4 if name.startswith("L3 ") else 1  # threads per L3 instance
+            shared = "read by" in name  # one working set every thread reads
+            sharing = 4 if name.startswith("L3 ") and not shared else 1  # threads per L3 instance, each its own set
             for f in fractions:
                 lines_per_thread = max(1, int(f * level.lines / sharing))
-                n = max(200_000, touches * lines_per_thread * len(cpus))
-                chunks = _chunks(n, lines_per_thread, len(cpus), seed=int(f * 1000))
+                # each cache instance touches its working set ``touches`` times over: a thread its own set, or each
+                # of the instances reading the shared one (four cores' L2s, two sockets' L3s) the whole of it
+                readers = len(cpus)
+                if shared and level.scope != CacheScope.CORE:
+                    readers = len(_l3_groups_of(machine, level, cpus))
+                n = max(200_000, touches * lines_per_thread * readers)
+                chunks = _chunks(n, lines_per_thread, len(cpus), seed=int(f * 1000), shared=shared)
                 pm = PageMap()
                 pages = (lines_per_thread * 64 + 4095) // 4096
-                for t, cpu in enumerate(cpus):  # each thread's region on its own node
+                for t, cpu in enumerate(cpus[:1] if shared else cpus):  # each region on its thread's node
                     pm.assign(t * REGION_STRIDE, np.full(pages, machine.cpu_to_node[cpu], dtype=np.int16))
                 specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
+                ws = lines_per_thread * 64 * (1 if shared else len(cpus))
                 out: dict[str, object] = {"machine": machine_name, "case": name, "fraction": f, "threads": len(cpus),
-                                          "working_set_bytes": lines_per_thread * 64 * len(cpus), "accesses": n}  # fmt: skip
+                                          "working_set_bytes": ws, "accesses": n}  # fmt: skip
                 for mode in ("exact", "epoch"):
                     start = time.process_time()
                     r = simulate(machine, cal, specs, iter(chunks), pm, mode=mode, record_latencies=False)
@@ -136,7 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--case", action="append", help="only these cases (L1d, L2, L3, 'L3 shared', 'L3 two "
-                    "instances'); the README untouched")
+                    "instances', 'L2 read by four', 'L3 read by two instances'); the README untouched")
     ap.add_argument("--machine", action="append", help=f"only these shipped machines (default {', '.join(MACHINES)})")
     args = ap.parse_args()
     start = time.time()
