@@ -565,7 +565,7 @@ _PROGRAM_HELP = {
     "lat_mem_rd": "lmbench lat_mem_rd: load latency per working-set size (timed)",
     "dd": "GNU dd between /dev/zero, /dev/null and /dev/shm (tmpfs) (timed)",
     "stream": "STREAM 5.10: copy/scale/add/triad bandwidth (timed)",
-    "mlc": "Intel mlc --latency_matrix ... --loaded_latency (timed)",
+    "mlc": "Intel mlc --latency_matrix ... --loaded_latency, --c2c_latency (timed)",
     "ib_send_lat": "perftest ib_send_lat: RDMA send latency from this node's memory",
     "ib_send_bw": "perftest ib_send_bw: RDMA send bandwidth from this node's memory",
     "stride_lat": "source article 003's stride x working-set latency test (timed)",

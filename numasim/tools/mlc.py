@@ -77,6 +77,12 @@ class MlcResult:
     peak_mb_s: dict[str, float] = field(default_factory=dict)
     loaded: list[tuple[int, float, float]] = field(default_factory=list)
     """``(inject delay, latency ns, bandwidth MB/s)`` rows."""
+    c2c_hit_ns: float | None = None
+    c2c_hitm_ns: float | None = None
+    c2c_remote_ns: dict[str, np.ndarray] = field(default_factory=dict)
+    """``--c2c_latency``: a read of lines another core of the socket read (HIT) or wrote (HITM), and per writer
+    x reader node the HITM with the lines homed at the writer's node (``"writer"``) or the reader's (``"reader"``;
+    nan: the same node, or no memory there)."""
     clock: CoreClock | None = None
     """The core clock the injection delays and core clocks counted (``clock.assumed``: not the machine's own)."""
     command_line: str = ""
@@ -314,12 +320,59 @@ def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()
     return rows
 
 
+C2C_LINES = 1024
+"""Lines the ``--c2c_latency`` writer touches and the reader then reads (64 KiB: within every shipped core's L2,
+so the writer still holds them; mlc's own buffer is sized to stay in the writer's caches too)."""
+_C2C_READER_START_NS = 1e7
+"""When the reader starts: well after the writer has touched every line."""
+
+
+def _c2c(ctx: ToolContext, writer_cpu: int, reader_cpu: int, home: int, modified: bool) -> float:
+    """mlc's cache-to-cache test: a core writes (``modified``) or reads :data:`C2C_LINES` lines homed on node
+    ``home``, then another reads them in a random order, one load at a time; the reader's mean latency (what the
+    machine's calibration makes of a transfer, or, without coherence figures, of the hit or memory access that
+    serves it)."""
+    buf = _bound_buffer(ctx, C2C_LINES * 64, home)
+    lines = np.uint64(buf.start) + np.arange(C2C_LINES, dtype=np.uint64) * np.uint64(64)
+    order = np.random.default_rng(ctx.seed).permutation(C2C_LINES)
+    tid = np.r_[np.zeros(C2C_LINES, np.int32), np.ones(C2C_LINES, np.int32)]
+    chunk = AccessChunk.build(np.r_[lines, lines[order]], thread=tid,
+                              is_write=np.r_[np.full(C2C_LINES, modified), np.zeros(C2C_LINES, bool)])  # fmt: skip
+    specs = [ThreadSpec(0, cpu=writer_cpu), ThreadSpec(1, cpu=reader_cpu, dependent=True, start_ns=_C2C_READER_START_NS)]
+    r = simulate(ctx.machine, ctx.calibration, specs, [chunk], _pages([buf]), seed=ctx.seed, record_latencies=False)
+    _free(ctx, [buf])
+    return float(r.threads[1].load_to_use_mean_ns)
+
+
+def _c2c_section(ctx: ToolContext, res: MlcResult) -> None:
+    """``--c2c_latency``: the local HIT and HITM latencies (two cores of the first node), and the remote HITM per
+    writer x reader node, homed at either."""
+    m = ctx.machine
+    nodes = [n for n in m.nodes if n.cpus]
+    first = nodes[0]
+    if len(first.cpus) < 2:
+        raise MlcUsageError(f"--c2c_latency: node {first.id} has one cpu; mlc needs two cores of a socket")
+    home = _local_mem(ctx, first.cpus[0])
+    res.c2c_hit_ns = _c2c(ctx, first.cpus[0], first.cpus[-1], home, modified=False)
+    res.c2c_hitm_ns = _c2c(ctx, first.cpus[0], first.cpus[-1], home, modified=True)
+    mems = {n.id for n in m.nodes if n.controller is not None}
+    for homed in ("writer", "reader"):
+        table = np.full((len(nodes), len(nodes)), np.nan)
+        for i, w in enumerate(nodes):
+            for j, rd in enumerate(nodes):
+                at = w.id if homed == "writer" else rd.id
+                if i != j and at in mems:
+                    table[i, j] = _c2c(ctx, w.cpus[0], rd.cpus[0], at, modified=True)
+        res.c2c_remote_ns[homed] = table
+
+
 _SECTIONS = {
     "--latency_matrix": ["latency_matrix"],
     "--idle_latency": ["idle_latency"],
     "--bandwidth_matrix": ["bandwidth_matrix"],
     "--peak_injection_bandwidth": ["peak_injection_bandwidth"],
     "--loaded_latency": ["loaded_latency"],
+    "--c2c_latency": ["c2c_latency"],
 }
 
 
@@ -375,6 +428,8 @@ def mlc(
         res.peak_mb_s = _peak(ctx)
     if "loaded_latency" in sections:
         res.loaded = _loaded(ctx, delays, pace)
+    if "c2c_latency" in sections:
+        _c2c_section(ctx, res)
     if default:
         res.command_line = ""
     return res
@@ -449,5 +504,18 @@ def format_mlc(result: MlcResult) -> str:
                     "Inject\tLatency\tBandwidth", "Delay\t(ns)\tMB/sec", "=========================="]
             for d, lat, bw in result.loaded:
                 out.append(f" {d:05d}\t{lat:6.2f}\t {bw:8.1f}")
+            out.append("")
+        elif s == "c2c_latency" and result.c2c_hitm_ns is not None:
+            out.append("Measuring cache-to-cache transfer latency (in ns)...")
+            out.append(f"Local Socket L2->L2 HIT  latency\t{result.c2c_hit_ns:.1f}")
+            out.append(f"Local Socket L2->L2 HITM latency\t{result.c2c_hitm_ns:.1f}")
+            ids = result.nodes
+            for homed, table in result.c2c_remote_ns.items():
+                out.append(f"Remote Socket L2->L2 HITM latency (data address homed in {homed} socket)")
+                out.append("\t\t\tReader Numa Node")
+                out.append("Writer Numa Node" + "".join(f"{c:6d}\t" for c in ids))
+                for i, w in enumerate(ids):
+                    cells = "".join(("     -" if np.isnan(v) else f"{v:6.1f}") + "\t" for v in table[i])
+                    out.append(f"{w:13d}\t{cells}")
             out.append("")
     return "\n".join(out) + "\n"
