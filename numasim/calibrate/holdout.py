@@ -37,6 +37,7 @@ FIT_GROUP = {
     "lat_mem_rd": "caches",
     "device_bandwidth": "device",
     "device_latency": "device",
+    "c2c_latency": "c2c",
 }
 """The fit table (``numasim calibrate --fit-on``) each validation table is read as."""
 

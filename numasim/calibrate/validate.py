@@ -62,6 +62,7 @@ VALIDATION_TABLES = (
     "device_bandwidth",
     "device_latency",
     "hop_ratios",
+    "c2c_latency",
 )
 ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/bandwidth/curve model)"
 
@@ -163,6 +164,28 @@ def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTa
              for r, v, p in zip(rows, t.latency_ns, s.latency_ns, strict=True)]
     cells += [CellResidual("loaded_latency", r, "bandwidth", float(v), float(p), "MB/s")
               for r, v, p in zip(rows, t.bandwidth_mb_s, s.bandwidth_mb_s, strict=True)]
+    return cells
+
+
+def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult) -> list[CellResidual]:
+    """The HITM cells of an mlc ``--c2c_latency`` run against the virtual mlc's: the local one, and each writer x
+    reader node of the remote tables by where the lines were homed. (The HIT row, a read of a line another core
+    holds clean, is not compared: numasim times it as the hit in the level the cores share, with no snoop.)"""
+    from numasim.calibrate.replay import virtual_mlc
+
+    sim = virtual_mlc(machine, calibration, ["--c2c_latency"])
+    cells = []
+    for key, value in measured.c2c_local_ns.items():
+        if "HITM" in key:
+            cells.append(CellResidual("c2c_latency", "local", "HITM", value, sim.c2c_local_ns["Local Socket L2->L2 HITM"], "ns"))
+    for key, table in measured.c2c_remote_ns.items():
+        homed = "writer" if "(writer homed)" in key else "reader" if "(reader homed)" in key else None
+        if "HITM" not in key or homed is None:
+            continue
+        model = sim.c2c_remote_ns[f"Remote Socket L2->L2 HITM ({homed} homed)"]
+        for w, r, value in table.cells():
+            if w != r and w in model.rows and r in model.cols:
+                cells.append(CellResidual("c2c_latency", f"{w}->{r}", f"HITM {homed} homed", value, model.cell(w, r), "ns"))
     return cells
 
 
@@ -272,6 +295,9 @@ def validate(
                         how_p,
                     )
                 )
+            if "c2c_latency" in wanted and (d.c2c_local_ns or d.c2c_remote_ns):
+                # the virtual mlc in either method (there is no closed form of its own to compare)
+                rep.tables.append(TableValidation("c2c_latency", src, _c2c_cells(machine, calibration, d), ENGINE_METHOD))
             if "loaded_latency" in wanted:
                 for t in d.loaded_latency:
                     rep.tables.append(TableValidation("loaded_latency", src, _loaded_cells(machine, calibration, t, use_engine),

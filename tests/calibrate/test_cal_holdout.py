@@ -17,7 +17,7 @@ from numasim.topology.io.toml_format import save_machine_toml
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
 IVY = DATA / "mlc" / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"
 SKX = DATA / "mlc" / "fdio-csit-2s-skylake-plat8180.md"
-MLC_TABLES = ["latency_matrix", "peak_bandwidth", "bandwidth_matrix", "loaded_latency"]
+MLC_TABLES = ["latency_matrix", "peak_bandwidth", "bandwidth_matrix", "loaded_latency", "c2c_latency"]
 
 
 @pytest.mark.parametrize("path", [IVY, SKX], ids=["ivybridge", "skylake"])
@@ -27,8 +27,9 @@ def test_every_table_is_held_out_once_and_never_fitted_on(path: Path) -> None:
     rep = holdout(glueless(2), load_measurements([path]), method="analytic")
     assert sorted(f.table for f in rep.folds) == sorted(MLC_TABLES)
     for f in rep.folds:
-        assert f.held_out not in f.fitted_on and f.table not in f.fitted_on and len(f.fitted_on) == 3
-        assert f.cells == {"latency_matrix": 4, "bandwidth_matrix": 4, "peak_bandwidth": 5, "loaded_latency": 19}[f.table]
+        assert f.held_out not in f.fitted_on and f.table not in f.fitted_on and len(f.fitted_on) == 4
+        cells = {"latency_matrix": 4, "bandwidth_matrix": 4, "peak_bandwidth": 5, "loaded_latency": 19, "c2c_latency": 5}
+        assert f.cells == cells[f.table]
         d = f.to_dict()
         assert d["worst"]["measured"] > 0 and abs(d["worst"]["error_pct"]) >= d["mape_pct"]
     # what the other tables leave open is listed per fold, and is where the prediction fails
@@ -84,7 +85,9 @@ def test_validate_holdout_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert text.startswith("leave-one-table-out validation on machine glueless-2s-full")
     assert "bandwidth_matrix fold:" in text and "links[0->1].bandwidth_gb_s = 20 GB/s (machine file (nominal))" in text
     saved = json.loads((out / "holdout.json").read_text())
-    assert [f["table"] for f in saved["folds"]] == ["latency_matrix", "bandwidth_matrix", "peak_bandwidth", "loaded_latency"]
+    assert [f["table"] for f in saved["folds"]] == [
+        "latency_matrix", "bandwidth_matrix", "peak_bandwidth", "c2c_latency", "loaded_latency"
+    ]
     assert (out / "holdout.txt").read_text().rstrip("\n") == text.rstrip("\n")
     assert main(["validate", "-m", str(mfile), str(SKX), "--holdout", "--json", "--tables", "loaded_latency"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -30,9 +30,15 @@ def test_every_mlc_table_is_predicted_three_ways(mlc_report: list[SuiteRow]) -> 
         mine = [r for r in mlc_report if r.machine == label]
         assert {r.scenario for r in mine} == {"catalog only", "fit: idle latency + peak", "leave one table out"}
         held_out = {r.table for r in mine if r.scenario == "leave one table out"}
-        assert held_out == {"latency_matrix", "bandwidth_matrix", "peak_bandwidth", "loaded_latency"}
+        assert held_out == {"latency_matrix", "bandwidth_matrix", "peak_bandwidth", "loaded_latency", "c2c_latency"}
         # the fit on latency + peak predicts the other tables, never reports the ones it was fitted on
-        assert {r.table for r in mine if r.scenario.startswith("fit")} == {"bandwidth_matrix", "loaded_latency"}
+        assert {r.table for r in mine if r.scenario.startswith("fit")} == {
+            "bandwidth_matrix", "loaded_latency", "c2c_latency"
+        }
+        # cache-to-cache transfers: no prior has their latencies, so nothing but their own table predicts them
+        # (a same-socket HITM is timed as an L3 hit, a remote one as a memory access: ~40 % off on both runs)
+        c2c = [r for r in mine if r.table == "c2c_latency"]
+        assert c2c and all(25.0 < r.mape_pct < 50.0 for r in c2c)
     for r in mlc_report:
         assert r.cells > 0 and math.isfinite(r.mape_pct), r
 
