@@ -114,6 +114,17 @@ def _agent_sift_down(ht: np.ndarray, ho: np.ndarray, ha: np.ndarray, n: int, i: 
     ht[i], ho[i], ha[i] = t, o, a
 
 
+@njit(cache=True, inline="always")
+def _way_of(ways_data: np.ndarray, c_off: np.ndarray, c_sets: np.ndarray, c_ways: np.ndarray, g: int, ln: int) -> int:
+    """The way of cache instance ``g`` that holds line ``ln`` (-1: none)."""
+    ways = c_ways[g]
+    base = c_off[g] + (ln % c_sets[g]) * ways
+    for w in range(base, base + ways):
+        if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
+            return w
+    return -1
+
+
 @njit(cache=True)
 def run_kernel(
     st_i: np.ndarray,
@@ -318,17 +329,12 @@ def run_kernel(
                     mine = instance[a, lv]
                     for k in range(inv_start[lv], inv_start[lv + 1]):
                         g = inv_inst[k]
-                        if g == mine:
-                            continue
-                        ways = c_ways[g]
-                        base = c_off[g] + (ln % c_sets[g]) * ways
-                        for w in range(base, base + ways):
-                            if dirty[w] and ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
-                                dirty[w] = False
-                                n_dirty[0] -= 1
-                                if holder_llc < 0:
-                                    holder_llc = inst_llc[g]
-                                break
+                        w = _way_of(ways_data, c_off, c_sets, c_ways, g, ln) if g != mine else -1
+                        if w >= 0 and dirty[w]:
+                            dirty[w] = False
+                            n_dirty[0] -= 1
+                            if holder_llc < 0:
+                                holder_llc = inst_llc[g]
                 if holder_llc >= 0:
                     if holder_llc == my_llc:
                         transfers[2 * a] += 1
@@ -343,26 +349,17 @@ def run_kernel(
                     mine = instance[a, lv]
                     for k in range(inv_start[lv], inv_start[lv + 1]):
                         g = inv_inst[k]
-                        if g == mine:
-                            continue
-                        ways = c_ways[g]
-                        base = c_off[g] + (ln % c_sets[g]) * ways
-                        for w in range(base, base + ways):
-                            if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
-                                ways_data[2 * w + 1] = -1  # empty, marked: the next access misses here
-                                if dirty[w]:
-                                    dirty[w] = False
-                                    n_dirty[0] -= 1
-                                break
+                        w = _way_of(ways_data, c_off, c_sets, c_ways, g, ln) if g != mine else -1
+                        if w >= 0:
+                            ways_data[2 * w + 1] = -1  # empty, marked: the next access misses here
+                            if dirty[w]:
+                                dirty[w] = False
+                                n_dirty[0] -= 1
                     # the writer's own copy is now the only one, modified
-                    ways = c_ways[mine]
-                    base = c_off[mine] + (ln % c_sets[mine]) * ways
-                    for w in range(base, base + ways):
-                        if ways_data[2 * w + 1] > 0 and ways_data[2 * w] == ln:
-                            if not dirty[w]:
-                                dirty[w] = True
-                                n_dirty[0] += 1
-                            break
+                    w = _way_of(ways_data, c_off, c_sets, c_ways, mine, ln)
+                    if w >= 0 and not dirty[w]:
+                        dirty[w] = True
+                        n_dirty[0] += 1
             req = 0.0
             if level < n_levels:
                 lat = level_lat[level]
