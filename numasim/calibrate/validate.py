@@ -30,6 +30,7 @@ from numasim.calibrate.parsers import (
 )
 from numasim.calibrate.pipeline import SATURATED_ROW_SHARE, _hmat_matrix
 from numasim.calibrate.predict import (
+    calibrated,
     predict_bandwidth_matrix,
     predict_device_bandwidth_gb_s,
     predict_lat_mem_rd,
@@ -42,6 +43,7 @@ from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.errors import CalibrationError
 from numasim.timing.model import Calibration, apply_calibration
 from numasim.topology.model import Machine
+from numasim.topology.routing import latency_table_ns
 
 __all__ = [
     "VALIDATION_TABLES",
@@ -167,25 +169,49 @@ def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTa
     return cells
 
 
-def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult) -> list[CellResidual]:
-    """The HITM cells of an mlc ``--c2c_latency`` run against the virtual mlc's: the local one, and each writer x
-    reader node of the remote tables by where the lines were homed. (The HIT row, a read of a line another core
-    holds clean, is not compared: numasim times it as the hit in the level the cores share, with no snoop.)"""
-    from numasim.calibrate.replay import virtual_mlc
+def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, engine: bool) -> list[CellResidual]:
+    """The HITM cells of an mlc ``--c2c_latency`` run against the model's: the local one, and each writer x reader
+    node of the remote tables by where the lines were homed. ``engine``: the virtual mlc's; else the closed form
+    (the calibration's coherence figures, or, without them, what serves the read: the last cache level on the
+    socket, memory at the line's home across it). (The HIT row, a read of a line another core holds clean, is
+    not compared: numasim times it as the hit in the level the cores share, with no snoop.)"""
+    if engine:
+        from numasim.calibrate.replay import virtual_mlc
 
-    sim = virtual_mlc(machine, calibration, ["--c2c_latency"])
+        sim = virtual_mlc(machine, calibration, ["--c2c_latency"])
+        local = sim.c2c_local_ns["Local Socket L2->L2 HITM"]
+
+        def remote(homed: str, w: int, r: int) -> float | None:
+            model = sim.c2c_remote_ns[f"Remote Socket L2->L2 HITM ({homed} homed)"]
+            return model.cell(w, r) if w in model.rows and r in model.cols else None
+    else:
+        m = calibrated(machine, calibration)
+        lat = latency_table_ns(m)
+        ids = m.node_ids
+        c = calibration.coherence
+        llc = max((x.latency_ns for x in calibration.caches), default=float(np.nanmin(np.diag(lat))))
+        local = c.local_hitm_ns if c is not None else llc
+
+        def remote(homed: str, w: int, r: int) -> float | None:
+            if w not in ids or r not in ids:
+                return None
+            if c is not None and c.remote_hitm_ns is not None:
+                return c.remote_hitm_home_reader_ns if homed == "reader" and c.remote_hitm_home_reader_ns else c.remote_hitm_ns
+            home = w if homed == "writer" else r
+            return float(lat[ids.index(r), ids.index(home)])
+
     cells = []
     for key, value in measured.c2c_local_ns.items():
         if "HITM" in key:
-            cells.append(CellResidual("c2c_latency", "local", "HITM", value, sim.c2c_local_ns["Local Socket L2->L2 HITM"], "ns"))
+            cells.append(CellResidual("c2c_latency", "local", "HITM", value, local, "ns"))
     for key, table in measured.c2c_remote_ns.items():
         homed = "writer" if "(writer homed)" in key else "reader" if "(reader homed)" in key else None
         if "HITM" not in key or homed is None:
             continue
-        model = sim.c2c_remote_ns[f"Remote Socket L2->L2 HITM ({homed} homed)"]
         for w, r, value in table.cells():
-            if w != r and w in model.rows and r in model.cols:
-                cells.append(CellResidual("c2c_latency", f"{w}->{r}", f"HITM {homed} homed", value, model.cell(w, r), "ns"))
+            p = remote(homed, w, r) if w != r else None
+            if p is not None:
+                cells.append(CellResidual("c2c_latency", f"{w}->{r}", f"HITM {homed} homed", value, p, "ns"))
     return cells
 
 
@@ -296,8 +322,8 @@ def validate(
                     )
                 )
             if "c2c_latency" in wanted and (d.c2c_local_ns or d.c2c_remote_ns):
-                # the virtual mlc in either method (there is no closed form of its own to compare)
-                rep.tables.append(TableValidation("c2c_latency", src, _c2c_cells(machine, calibration, d), ENGINE_METHOD))
+                rep.tables.append(TableValidation("c2c_latency", src, _c2c_cells(machine, calibration, d, use_engine),
+                                                  ENGINE_METHOD if use_engine else ANALYTIC_METHOD))
             if "loaded_latency" in wanted:
                 for t in d.loaded_latency:
                     rep.tables.append(TableValidation("loaded_latency", src, _loaded_cells(machine, calibration, t, use_engine),
