@@ -229,11 +229,18 @@ def mlc_rows(
         if p.parameter.startswith("links[") and p.parameter.endswith("bandwidth_gb_s")
     )  # fmt: skip
 
+    # ... and the catalog's cache-to-cache latencies the c2c table, in every scenario (only its own table replaces
+    # them, and every scenario but a fit on it keeps them)
+    coherence_from_here = any(
+        path.name in p.source for p in priors.provenance.priors if p.parameter.startswith("coherence.")
+    )
+
     def flag(rows_in: list[SuiteRow], tables: tuple[str, ...] = ("latency_matrix",)) -> list[SuiteRow]:
         from dataclasses import replace
 
         def circular(r: SuiteRow) -> bool:
-            return (latency_from_here and r.table in tables) or (links_from_here and r.table == "bandwidth_matrix")
+            return ((latency_from_here and r.table in tables) or (links_from_here and r.table == "bandwidth_matrix")
+                    or (coherence_from_here and r.table == "c2c_latency"))
 
         return [replace(r, circular=True) if circular(r) else r for r in rows_in]
 

@@ -125,6 +125,11 @@ def _show_text(found: CatalogMatch) -> list[str]:
         lines.append("  no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)")
     else:
         lines += [f"  {_fields(p.efficiency)}", src(p.efficiency.sources)]
+    lines.append("cache-to-cache transfers (HITM):")
+    if p.coherence is None:
+        lines.append("  no public measurement in this entry (transfers are timed as the level or memory that serves them)")
+    else:
+        lines += [f"  {_fields(p.coherence)}", src(p.coherence.sources)]
     lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:

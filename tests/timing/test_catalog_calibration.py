@@ -225,3 +225,20 @@ def test_a_sibling_hop_longer_than_the_local_figure_is_a_clear_error() -> None:
     m = multi_die(2, "SNC2", cores_per_socket=8, die_latency_ns=400.0)
     with pytest.raises(CalibrationError, match=r"route to its sibling clusters \(400.0 ns"):
         catalog_calibration(m, sku="Platinum 8180")
+
+
+def test_cache_to_cache_figures_come_only_from_a_measurement_of_the_platform() -> None:
+    # Ivy Bridge-EP and Skylake-SP carry their mlc --c2c_latency runs' HITM figures, each with its source; a
+    # platform nobody measured has none (transfers then timed as the level or memory that serves them), said so.
+    ivy = catalog_calibration(load_machine("seed-001-e5-2680v2"))
+    assert ivy.coherence is not None and (ivy.coherence.local_hitm_ns, ivy.coherence.remote_hitm_ns) == (28.3, 70.05)
+    assert "kuleuven" in ivy.coherence.source
+    assert {p.parameter for p in ivy.provenance.priors} >= {
+        "coherence.local_hitm_ns", "coherence.remote_hitm_ns", "coherence.remote_hitm_home_reader_ns"
+    }
+    skx = catalog_calibration(load_machine("skylake-8180-2s"))
+    assert skx.coherence is not None and skx.coherence.remote_hitm_home_reader_ns == 177.75
+    for platform in ("intel-cascade-lake-sp", "amd-epyc-genoa"):
+        assert get_platform(platform).coherence is None
+    other = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
+    assert other.coherence is None and "no cache-to-cache latencies" in other.provenance.notes

@@ -35,10 +35,9 @@ def test_every_mlc_table_is_predicted_three_ways(mlc_report: list[SuiteRow]) -> 
         assert {r.table for r in mine if r.scenario.startswith("fit")} == {
             "bandwidth_matrix", "loaded_latency", "c2c_latency"
         }
-        # cache-to-cache transfers: no prior has their latencies, so nothing but their own table predicts them
-        # (a same-socket HITM is timed as an L3 hit, a remote one as a memory access: ~40 % off on both runs)
+        # cache-to-cache transfers: the catalog's figures for these two platforms are these runs' (circular)
         c2c = [r for r in mine if r.table == "c2c_latency"]
-        assert c2c and all(25.0 < r.mape_pct < 50.0 for r in c2c)
+        assert c2c and all(r.circular and r.mape_pct < 1.0 for r in c2c)
     for r in mlc_report:
         assert r.cells > 0 and math.isfinite(r.mape_pct), r
 
@@ -48,7 +47,7 @@ def test_circular_latency_priors_are_flagged(mlc_report: list[SuiteRow]) -> None
     with it proves nothing."""
     flagged = [r for r in mlc_report if r.circular]
     assert flagged and all(r.goal_pct is None for r in flagged)
-    assert {r.table for r in flagged} == {"latency_matrix", "loaded_latency", "bandwidth_matrix"}
+    assert {r.table for r in flagged} == {"latency_matrix", "loaded_latency", "bandwidth_matrix", "c2c_latency"}
     assert all(r.met is None for r in flagged)
 
 

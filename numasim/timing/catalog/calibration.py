@@ -26,6 +26,7 @@ from numasim.timing.catalog.model import LatencyPrior, Platform, Sku
 from numasim.timing.model import (
     CacheTiming,
     Calibration,
+    CoherenceTiming,
     ControllerTiming,
     CoreTiming,
     LinkTiming,
@@ -417,6 +418,18 @@ def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[flo
     return sku.base_ghz, f"base clock ({why}) [{platform.cite(sku.sources)}]"
 
 
+def _coherence(platform: Platform) -> CoherenceTiming | None:
+    """The platform's measured cache-to-cache transfer latencies, as the calibration carries them."""
+    c = platform.coherence
+    if c is None:
+        return None
+    return CoherenceTiming(
+        local_hitm_ns=c.local_hitm_ns, remote_hitm_ns=c.remote_hitm_ns,
+        remote_hitm_home_reader_ns=c.remote_hitm_home_reader_ns,
+        source=f"{platform.name}: {c.measured_on} [{platform.cite(c.sources)}]",
+    )
+
+
 def catalog_calibration(
     machine: Machine, sku: str | None = None, cxl_device: str | Mapping[int, str] | None = None, turbo: bool = True
 ) -> Calibration:
@@ -600,9 +613,20 @@ def catalog_calibration(
         prior(f"devices[{d.name}].attach_bandwidth_gb_s", d.attach_bandwidth_gb_s, "GB/s", "machine file (nominal): no catalog figure")
     for r in relays:
         prior(f"relays[{r.node}].latency_ns", r.latency_ns, "ns", "machine file (nominal): no catalog figure")
+    coherence = _coherence(platform)
+    if coherence is not None:
+        prior("coherence.local_hitm_ns", coherence.local_hitm_ns, "ns", coherence.source)
+        if coherence.remote_hitm_ns is not None:
+            prior("coherence.remote_hitm_ns", coherence.remote_hitm_ns, "ns", coherence.source)
+        if coherence.remote_hitm_home_reader_ns is not None:
+            prior("coherence.remote_hitm_home_reader_ns", coherence.remote_hitm_home_reader_ns, "ns", coherence.source)
+    else:
+        notes.append(f"no cache-to-cache latencies for {platform.name}: transfers timed as the level or memory "
+                     "access that serves them")
 
     return Calibration(
         machine=machine.name,
+        coherence=coherence,
         controllers=controllers,
         links=links,
         caches=caches,

@@ -178,6 +178,19 @@ class LatencyPrior(_Sourced):
         return self
 
 
+class CoherencePrior(_Sourced):
+    """Cache-to-cache transfer latencies measured on a public machine of this platform (mlc ``--c2c_latency``'s
+    HITM rows): a read of a line another core holds modified."""
+
+    local_hitm_ns: PositiveFloat
+    """From a core of the same socket (last-level cache)."""
+    remote_hitm_ns: PositiveFloat | None = None
+    """From a core of another socket, the line homed at the writer's node (None: not measured)."""
+    remote_hitm_home_reader_ns: PositiveFloat | None = None
+    """From a core of another socket, the line homed at the reader's node (None: as ``remote_hitm_ns``)."""
+    measured_on: Annotated[str, Field(min_length=1)]
+
+
 class EfficiencyPrior(_Sourced):
     """Sustained over peak DRAM bandwidth, from a public streaming-bandwidth measurement."""
 
@@ -249,6 +262,9 @@ class Platform(_Sourced):
     latency: LatencyPrior | None = None
     """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
     efficiency: EfficiencyPrior | None = None
+    coherence: CoherencePrior | None = None
+    """None: no public cache-to-cache measurement of this platform was found (transfers are then timed as the
+    cache level or memory access that serves them)."""
     cxl: CxlSupport | None = None
     """None: the platform has no CXL memory support (a CXL node on it is an error naming the platform)."""
     model_patterns: list[str] = Field(default_factory=list)
@@ -278,6 +294,8 @@ class Platform(_Sourced):
             groups.append(("latency", self.latency))
         if self.efficiency is not None:
             groups.append(("efficiency", self.efficiency))
+        if self.coherence is not None:
+            groups.append(("coherence", self.coherence))
         if self.interconnect.read_efficiency is not None:
             groups.append(("interconnect.read_efficiency", self.interconnect.read_efficiency))
         if self.cxl is not None:
