@@ -730,13 +730,16 @@ def c2c_holders(
     a_cur: np.ndarray,
     a_prv: np.ndarray,
     core_inst: np.ndarray,
+    llc_inst: np.ndarray,
     write: np.ndarray,
     head: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """The chunk's accesses (window positions from ``head``) to a line another core holds *modified*: its last
+    """The chunk's accesses (window positions from ``head``) to a line another cache holds *modified*: its last
     write was by another core (``core_inst``: each agent's first-level instance) and no other core touched it
-    since. Returns their positions, the holding agent and its last touch of the line (whether it still holds it
-    is the caller's to decide). Pairs as :func:`reuse_times` takes them; ``write``: the window's write flags."""
+    since; or, after a core of the writer's last-level instance (``llc_inst``) read it there, that instance still
+    holds it modified and the access comes from another. Returns their positions, the holding agent and its (or
+    its instance's) last touch of the line (whether the line is still there is the caller's to decide). Pairs as
+    :func:`reuse_times` takes them; ``write``: the window's write flags."""
     n = len(cur)
     pos_out = np.empty(n, dtype=np.int64)
     holder_out = np.empty(n, dtype=np.int64)
@@ -745,29 +748,47 @@ def c2c_holders(
     d_inst = np.int64(-1)  # the core instance holding the current line modified, its agent, its last touch
     d_agent = np.int64(-1)
     d_pos = np.int64(-1)
+    l_inst = np.int64(-1)  # the last-level instance holding it modified, an agent of it, its last touch there
+    l_agent = np.int64(-1)
+    l_pos = np.int64(-1)
     for j in range(n):
         for step in range(2):
             if step == 0:
                 if cont[j]:
                     continue
                 d_inst = np.int64(-1)  # a new line: its first access in the window
+                l_inst = np.int64(-1)
                 pos = np.int64(prv[j])
                 ag = np.int64(a_prv[j])
             else:
                 pos = np.int64(cur[j])
                 ag = np.int64(a_cur[j])
             i = core_inst[ag]
+            llc = llc_inst[ag]
+            holder = np.int64(-1)
             if d_inst >= 0 and d_inst != i:
-                if pos >= head:
-                    pos_out[found] = pos
-                    holder_out[found] = d_agent
-                    last_out[found] = d_pos
-                    found += 1
-                d_inst = np.int64(-1)  # read: now shared (written back); written: the new writer's below
+                holder = d_agent
+                last = d_pos
+                d_inst = np.int64(-1)  # read: now shared; written: the new writer's below
+                if llc_inst[d_agent] != llc:
+                    l_inst = np.int64(-1)  # across last-level instances: written back, shared by both
+            elif d_inst < 0 and l_inst >= 0 and l_inst != llc:
+                holder = l_agent
+                last = l_pos
+                l_inst = np.int64(-1)
+            if holder >= 0 and pos >= head:
+                pos_out[found] = pos
+                holder_out[found] = holder
+                last_out[found] = last
+                found += 1
             if write[pos]:
                 d_inst = i
                 d_agent = ag
                 d_pos = pos
+                l_inst = llc
             elif d_inst == i:
                 d_pos = pos
+            if l_inst == llc:
+                l_agent = ag
+                l_pos = pos
     return pos_out[:found].copy(), holder_out[:found].copy(), last_out[:found].copy()

@@ -532,11 +532,11 @@ def _c2c_holders(
 ) -> np.ndarray | None:
     """Per chunk access, the agent whose cache held its line modified (-1: none; None: no such access): a
     cache-to-cache transfer. :func:`~numasim.engine._feed_kernel.c2c_holders` finds the accesses to lines another
-    core holds modified; the holder still has the line while fewer accesses of its own than its caches hold came
+    core (or another last-level instance) holds modified; the holder still has the line while fewer accesses of its own than its caches hold came
     since its last touch (a sufficient condition for LRU; a longer gap counts as written back): its core's, against
     its private levels (those with the first level's sharing), for a reader on its own last-level instance; its
     last-level instance's, against that level, for a reader on another."""
-    pos, holder, last = c2c_holders(cur, prv, cont, a_cur, a_prv, agent_instance[0], write, head)
+    pos, holder, last = c2c_holders(cur, prv, cont, a_cur, a_prv, agent_instance[0], agent_instance[-1], write, head)
     if not len(pos):
         return None
     first = agent_instance[0] - agent_instance[0].min()
