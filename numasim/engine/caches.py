@@ -21,13 +21,13 @@ for working sets from 0.5x to 2x of every level (experiments/cache-agreement).
 
 **Coherence** (both modes): a line several cores read stays in each one's caches; a write takes it from every
 cache instance its core does not use (the other cores' L1 and L2, the other sockets' L3), whose next access to it
-then misses there: it hits a level the writer shares (the socket's L3) or goes to memory. The cost of the snoop
-that finds a modified line in another core's cache is not added (a hit in the shared level is charged; across
-sockets, the line's home memory). Epoch mode orders accesses as the stream does, exact mode as simulated time
+then misses there: it hits a level the writer shares (the socket's L3) or goes to memory, unless another cache
+holds it modified: a cache-to-cache transfer (:class:`CacheToCache`), timed at the calibration's coherence
+figures where it has them (else as the level or memory access that serves it). Epoch mode orders accesses as the stream does, exact mode as simulated time
 does: where threads run at their own pace (no compute between accesses, one slowed by misses falls behind), a
 write-shared line's invalidations differ between them; with reads only, or threads paced by their compute, they
 agree (tests/engine/test_coherence.py). The accesses that missed their first level because another core's write
-took the line are counted per thread (the result's ``coherence`` section, :attr:`EpochCacheState.coherence_misses`).
+took the line, and the transfers, are counted per thread (the result's ``coherence`` section).
 """
 
 from __future__ import annotations
