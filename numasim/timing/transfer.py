@@ -171,6 +171,7 @@ def transfer_calibration(
         relays=[RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in new.nodes if n.relay_latency_ns > 0],
         core=calibration.core,
         core_dies=list(calibration.core_dies),  # the same silicon in every mode (reconfigure checks they fit)
+        coherence=calibration.coherence,  # cores and sockets keep their caches in every mode
         provenance=Provenance(
             method=prov.method,
             machine=new.name,

@@ -193,3 +193,14 @@ def test_device_dma_limits_follow_the_renumbered_nodes() -> None:
     limits = moved.calibration.devices[0].dma_read_bandwidth_gb_s
     assert set(limits) <= {n.id for n in moved.machine.nodes}
     assert limits == {0: pytest.approx(cal.devices[0].dma_read_bandwidth_gb_s[1] / 0.5)}
+
+
+def test_cache_to_cache_figures_carry_across_modes() -> None:
+    # the cores, their caches and the sockets are the same in every mode: the HITM figures go with the calibration
+    from numasim.timing.model import CoherenceTiming
+
+    m, cal = _skylake()
+    cal = cal.model_copy(update={"coherence": CoherenceTiming(local_hitm_ns=53.7, remote_hitm_ns=113.9, source="x")})
+    snc2 = transfer_calibration(m, cal, ClusterMode("snc", 2), die_latency_ns=8.0, die_bandwidth_gb_s=100.0,
+                                prior_source="nominal Skylake-SP mesh (numasim.topology.builders.MESH_LATENCY_NS)")
+    assert snc2.calibration.coherence == cal.coherence
