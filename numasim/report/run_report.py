@@ -184,6 +184,8 @@ def format_run_report(outcome: RunOutcome) -> str:
         lines += ["", f"coherence: {coh['misses']} accesses found their line taken by another core's write, "
                   f"{coh['transfers_local']} + {coh['transfers_remote']} cache-to-cache transfers (same last-level "
                   f"cache + another; per thread taken/transfers: {per})", f"  {coh['cost']}"]
+        if "order" in coh:
+            lines.append(f"  {coh['order']}")
     if r.requests is not None:
         lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:
