@@ -548,10 +548,11 @@ def _c2c_holders(
     held = np.zeros(len(pos), dtype=bool)
     for inst_row, cap, want in ((agent_instance[private], capacity_lines[private], same),
                                 (llc, capacity_lines[-1], ~same)):  # fmt: skip
+        inst_all = inst_row[all_agent.astype(np.int64)]  # each window access's instance, once per level
         for h in np.unique(inst_row[holder[want]]).tolist():
             # the window positions of the holding instance's accesses, and how many lie between each
             # candidate's last touch by the holder and the access
-            mine = np.flatnonzero(inst_row[all_agent.astype(np.int64)] == h)
+            mine = np.flatnonzero(inst_all == h)
             at = np.flatnonzero(want & (inst_row[holder] == h))
             since = np.searchsorted(mine, pos[at]) - np.searchsorted(mine, last[at], side="right")
             held[at] = since < cap
