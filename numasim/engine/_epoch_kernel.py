@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._evasion_rule import evaded_share
 from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
 
 __all__ = ["DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
@@ -178,9 +179,16 @@ def run_epochs(
     issue_out: np.ndarray,
     ser_idx: np.ndarray,
     ser_rows: np.ndarray,
+    full: np.ndarray,
+    class_ctrl: np.ndarray,
+    class_evadable: np.ndarray,
+    evade_ramp: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Advance over one window; returns (status, number of series rows written). ``c2c``: each request's
-    cache-to-cache transfer latency where it is one (empty: none in the window)."""
+    cache-to-cache transfer latency where it is one (empty: none in the window). ``full``: each request is a write
+    of its whole line (empty: none), whose busy time write-allocate evasion scales as in exact mode
+    (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``)."""
+    has_evasion = len(full) > 0 and len(class_evadable) > 0
     n_levels = len(level_lat) - 1
     has_c2c = len(c2c) > 0
     n_res = len(free)
@@ -215,6 +223,7 @@ def run_epochs(
     need *= path_len
     log_bucket = np.empty(need, dtype=np.int64)
     log_hop = np.empty(need, dtype=np.int64)  # the route entry (its resource and busy time are path_res/path_busy)
+    log_scale = np.empty(need if has_evasion else 0)  # a full-line write's busy time scale (write-allocate evasion)
     n_ser = 0
     while True:
         if n_ser + len(ring) + 1 > len(ser_idx):
@@ -320,10 +329,18 @@ def run_epochs(
                 q_end = path_ptr[cls + np.uint64(1)]
                 t = ready
                 extra = 0.0
+                scale = 1.0
+                if has_evasion and full[pu] and class_evadable[cls] > 0.0:
+                    cr = class_ctrl[cls]
+                    scale = 1.0 - class_evadable[cls] * evaded_share(free[cr], ready, own_busy[cr], evade_ramp)
+                b = 0.0
                 for q in range(path_ptr[cls], q_end):
                     r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
                     b = path_busy[np.uint64(q)]
+                    if has_evasion:
+                        b *= scale
+                        log_scale[n_log] = scale
                     free[r] = t + b
                     extra += curve_now[r]
                     # busy time to the bucket the service starts in; as in exact mode, each agent keeps the bucket
@@ -342,7 +359,7 @@ def run_epochs(
                 req_out[pu] = req  # (read for memory requests only)
                 lat = req
                 if prefetched[pu]:
-                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + path_busy[q_end - 1], level_lat, n_levels)
+                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + b, level_lat, n_levels)
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, (h + np.uint64(j - 1)) & fly_mask] > done:
@@ -386,13 +403,13 @@ def run_epochs(
                 for i in range(n_log):
                     row = np.uint64(log_bucket[i] & mask)
                     hop = np.uint64(log_hop[i])
-                    ring[row, np.uint64(path_res[hop])] += path_busy[hop]
+                    ring[row, np.uint64(path_res[hop])] += path_busy[hop] * log_scale[i] if has_evasion else path_busy[hop]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
                     row = log_bucket[i] % n_rows
                     q = log_hop[i]
-                    ring[row, path_res[q]] += path_busy[q]
+                    ring[row, path_res[q]] += path_busy[q] * log_scale[i] if has_evasion else path_busy[q]
                     ring_touched[row] = True
         if refill or grow:
             # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._evasion_rule import evaded_share
 from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
 
 __all__ = [
@@ -176,6 +177,11 @@ def run_kernel(
     class_base: np.ndarray,
     class_curve: np.ndarray,
     free: np.ndarray,
+    full: np.ndarray,
+    class_ctrl: np.ndarray,
+    class_evadable: np.ndarray,
+    evade_ramp: np.ndarray,
+    line_busy: np.ndarray,
     ring: np.ndarray,
     touched: np.ndarray,
     epoch_ns: float,
@@ -199,7 +205,10 @@ def run_kernel(
     instance) or ``transfers[2 a + 1]`` (from another), and timed at ``c2c_local_ns`` or the request's
     ``c2c_far_ns`` as a hit in the last level where they are positive (the calibration's coherence figures).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
-    Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each.
+    Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each; a write of
+    its whole line (``full[p]``) on a calibration with write-allocate evasion (``class_evadable`` not empty) at
+    that times ``1 - class_evadable[c] * ramp(q)``, ``q`` the lines queued at its controller ``class_ctrl[c]``
+    when it issues (``free`` ahead of it over ``line_busy``; ``timing.model.write_allocate_evaded``).
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
     ``touched`` marks the buckets that were charged.
     """
@@ -370,9 +379,13 @@ def run_kernel(
             else:
                 tt = ready
                 b_last = 0.0
+                scale = 1.0
+                if len(class_evadable) > 0 and full[p] and class_evadable[c] > 0.0:
+                    scale = 1.0 - class_evadable[c] * evaded_share(free[class_ctrl[c]], ready,
+                                                                   line_busy[class_ctrl[c]], evade_ramp)
                 for k in range(k0, k1):
                     r = path_res[k]
-                    b = path_busy[k]
+                    b = path_busy[k] * scale
                     b_last = b
                     f = free[r]
                     if f > tt:

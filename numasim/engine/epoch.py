@@ -39,13 +39,14 @@ import simpy
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .protocol import EngineInput, grow_bucket_ring
 from .requests import RequestLatencies
-from .runtime import bulk_class_tables
+from .runtime import bulk_class_tables, evasion_tables
 from .stats import bin_table
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
 __all__ = ["EpochEngine"]
 
 _NO_C2C = np.zeros(0)
+_NO_FULL = np.zeros(0, dtype=bool)
 
 
 FAULT_WINDOW_NS = 1e6
@@ -88,6 +89,8 @@ class EpochEngine:
             self.class_base, self.path_ptr, self.path_res, self.path_busy = bulk_class_tables(
                 self.class_base, self.path_ptr, self.path_res, self.path_busy
             )
+        # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
+        self.evasion = evasion_tables(ms, inp.bridge is not None)
         # Loaded-latency curves as padded tables.
         width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
         self.curve_n = np.zeros(n_res, dtype=np.int64)
@@ -261,6 +264,12 @@ class EpochEngine:
             else _NO_C2C
         )
         size = np.concatenate([b.size_bytes for b in blocks])  # once, for the request latencies and the stats
+        # writes of whole lines, where write-allocate evasion may apply (empty: none)
+        full = (
+            np.concatenate([np.zeros(len(b), dtype=bool) if b.full_line is None else b.full_line for b in blocks])
+            if len(self.evasion[1]) and any(b.full_line is not None for b in blocks)
+            else _NO_FULL
+        )
         bridge = self.bridge
         if bridge is not None:
             # the window's hinting faults first (the kernel may move pages and charges the faulting threads),
@@ -278,7 +287,7 @@ class EpochEngine:
         req = np.empty(len(rc))
         issue = np.empty(len(rc))
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue, full
         )
         self.windows += 1
         n_commit = pos - seg_start
@@ -321,7 +330,7 @@ class EpochEngine:
                 self.feeder.consume(a, n)
         return True
 
-    def _run(self, window: tuple, pos, done_max, lat, req, issue):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat, req, issue, full):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
         compute, cache-to-cache latencies) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
@@ -363,6 +372,8 @@ class EpochEngine:
                 issue,
                 self.ser_idx,
                 self.ser_rows,
+                full,
+                *self.evasion,
             )
             if n_ser:
                 self.stats.series.add(self.ser_idx[:n_ser].copy(), self.ser_rows[:n_ser].copy())

@@ -36,7 +36,7 @@ from numasim.timing.model import LoadedLatencyCurve
 from . import _exact_kernel as K
 from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
-from .runtime import bulk_class_tables
+from .runtime import bulk_class_tables, evasion_tables
 from .stream import Block
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -97,6 +97,8 @@ class ExactEngine:
         self._zeros = np.zeros(n_res)
         # Per route class, the sum of the curve delays of its resources (in path order, as a miss adds them).
         self.class_curve = np.zeros(len(paths))
+        # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
+        self.class_ctrl, self.class_evadable, self.evade_ramp = evasion_tables(ms, self.bridge is not None)
         self.bucket = 0
         self.next_roll = self.E
         self.completed = 0
@@ -182,6 +184,7 @@ class ExactEngine:
         self.compute = np.zeros(0, dtype=np.float64)
         self.prefetched = np.zeros(0, dtype=np.bool_)
         self.write = np.zeros(0, dtype=np.bool_)
+        self.full = np.zeros(0, dtype=np.bool_)  # a write of its whole line (Block.full_line)
         self.c2c_far = np.zeros(0, dtype=np.float64)
         self.lat_out = np.zeros(0, dtype=np.float64)
         self.req_out = np.zeros(0, dtype=np.float64)
@@ -311,7 +314,7 @@ class ExactEngine:
 
                 self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
                 self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
-                self.write = grow(self.write)
+                self.write, self.full = grow(self.write), grow(self.full)
                 self.c2c_far = grow(self.c2c_far)
                 self.req_out = grow(self.req_out)
                 self.lvl_out = grow(self.lvl_out)
@@ -328,6 +331,7 @@ class ExactEngine:
         self.compute[s : s + n] = block.compute_ns
         self.prefetched[s : s + n] = block.prefetched
         self.write[s : s + n] = block.is_write
+        self.full[s : s + n] = False if block.full_line is None else block.full_line
         if self.c2c is not None:  # a transfer from another last-level instance: its figure by the line's home
             c2c = self.c2c
             home = block.target.astype(np.int64) == c2c.agent_target[a]
@@ -377,6 +381,7 @@ class ExactEngine:
                 self.dirty, self.n_dirty, self.inst_llc, 0.0 if self.c2c is None else self.c2c.local_ns,
                 self.c2c_far, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
+                self.full, self.class_ctrl, self.class_evadable, self.evade_ramp, self.own_busy,
                 self.ring, self.touched, self.E,
             )
         )  # fmt: skip

@@ -19,6 +19,9 @@ route reversed). A write costs ``write_cost_factor`` times a read: in busy time 
 read-for-ownership plus a write-back), the controller using its write bandwidth for it, and in idle latency
 (the calibration fits the factor as write latency / read latency, AMD's hop table for source 002, and its closed
 form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do).
+Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
+write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
+scale its busy time (not its latency) by :meth:`MemorySystem.class_evasion`'s share, from the backlog it finds.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class MemorySystem:
     path_busy: np.ndarray
     write_cost_factor: float
     die_initiator_of_cpu: dict[int, int]
+    write_allocate_evasion: float = 0.0
+    n_core_initiators: int = 0
 
     def initiator_of_cpu(self, cpu: int) -> int:
         """The initiator a thread on ``cpu`` issues from: its core die's, else its node's."""
@@ -124,6 +129,29 @@ class MemorySystem:
         res = self.path_res.tolist()
         ptr = self.path_ptr.tolist()
         return [res[ptr[c]:ptr[c + 1]] for c in range(self.n_classes)]
+
+    def class_evasion(self) -> tuple[np.ndarray, np.ndarray]:
+        """What write-allocate evasion may take off each route class (``calibration.core.write_allocate_evasion``).
+
+        Returns ``(class_ctrl, class_evadable)``: per class, its target's controller resource (-1: none) and the
+        share of its busy time the evaded reads for ownership are at full evasion: ``e (w - 1) / w`` of a core's
+        write (``e`` the calibration's evasion, ``w`` the write cost factor), 0 for reads and device transfers.
+        A full-line write's busy time on every resource it crosses is scaled by ``1 - class_evadable *
+        write_allocate_evaded(q, 1)``, ``q`` the lines queued at its controller when it issues: the read it skips
+        would have crossed them all.
+        """
+        n = self.n_classes
+        cls = np.arange(n, dtype=np.int64)
+        ctrl_of_node = np.full(max(1, self.n_nodes), -1, dtype=np.int64)
+        for r, res in enumerate(self.resources):
+            if res.kind == "controller" and res.node is not None:
+                ctrl_of_node[self.node_ids.index(res.node)] = r
+        class_ctrl = ctrl_of_node[(cls // 2) % max(1, self.n_nodes)]
+        core = cls // (2 * max(1, self.n_nodes)) < self.n_core_initiators
+        w = self.write_cost_factor
+        share = self.write_allocate_evasion * (w - 1.0) / w if w > 1.0 else 0.0
+        evadable = np.where((cls % 2 == 1) & core & (class_ctrl >= 0), share, 0.0)
+        return class_ctrl.astype(np.int64), evadable.astype(float)
 
     def path_class(self) -> np.ndarray:
         """The route class of every CSR entry (``path_res``'s parallel array)."""
@@ -387,4 +415,6 @@ def build_memory_system(
         path_busy=np.ascontiguousarray(path_busy, dtype=float),
         write_cost_factor=wcf,
         die_initiator_of_cpu=die_initiator_of_cpu,
+        write_allocate_evasion=calibration.core.write_allocate_evasion,
+        n_core_initiators=n_nodes + len(timed.core_dies),
     )

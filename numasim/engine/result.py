@@ -207,6 +207,9 @@ class SimulationResult:
     another core's write took the line (``misses``), the cache-to-cache transfers (an access to a line another
     core held modified: ``transfers_local`` from a core of the same last-level cache, ``transfers_remote`` from
     another), in all and per thread (``threads``), and what they were charged (``cost``)."""
+    write_allocate: dict[str, Any] | None = None
+    """With a calibration that grants write-allocate evasion (``core.write_allocate_evasion``): the reads for
+    ownership that full-line writes skipped, per memory node and in all, and the rule that skipped them."""
     requests: dict[str, Any] | None = None
     """With ``request_accesses``: the requests' latency (count, mean, percentiles, max; all threads and per
     thread), from the issue of a request's first access to that of the next one."""
@@ -244,7 +247,7 @@ class SimulationResult:
             f.name: _clean(getattr(self, f.name))
             for f in fields(self)
             if f.name not in self._TABLES
-            and f.name not in ("diagnostics", "kernel", "requests", "tlb", "coherence")
+            and f.name not in ("diagnostics", "kernel", "requests", "tlb", "coherence", "write_allocate")
             and not isinstance(getattr(self, f.name), np.ndarray)
         }
         out |= self.tables()
@@ -260,6 +263,8 @@ class SimulationResult:
             out["tlb"] = self.tlb
         if self.coherence is not None:
             out["coherence"] = self.coherence
+        if self.write_allocate is not None:
+            out["write_allocate"] = self.write_allocate
         return out
 
     def to_pandas(self) -> dict[str, Any]:

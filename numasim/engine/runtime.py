@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import simpy
 
+from numasim.timing.model import EVASION_FULL_QUEUE_LINES, EVASION_ONSET_QUEUE_LINES
+
 from ._runtime_kernel import commit_window, protected_rows, reroute
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
+    "bulk_class_tables", "evasion_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -74,6 +76,19 @@ def bulk_class_tables(
         np.concatenate([path_res, path_res]),
         np.concatenate([path_busy, path_busy * COPY_LINES_PER_REQUEST]),
     ) if n else (class_base, path_ptr, path_res, path_busy)
+
+
+def evasion_tables(ms: MemorySystem, bulk: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled loops' write-allocate evasion arguments (:meth:`MemorySystem.class_evasion`): per class its
+    controller and its evadable share (doubled like :func:`bulk_class_tables` for ``bulk``; both empty when the
+    calibration grants none), and the ramp's bounds in queued lines (:func:`~numasim.timing.model.write_allocate_evaded`)."""
+    class_ctrl, evadable = ms.class_evasion()
+    ramp = np.array([EVASION_ONSET_QUEUE_LINES, EVASION_FULL_QUEUE_LINES])
+    if not evadable.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0), ramp
+    if bulk:
+        class_ctrl, evadable = np.concatenate([class_ctrl, class_ctrl]), np.concatenate([evadable, evadable])
+    return class_ctrl, evadable, ramp
 
 
 @dataclass(frozen=True)

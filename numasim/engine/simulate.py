@@ -237,6 +237,7 @@ def simulate(
         track_pages=runtime is not None,
         tlb=tlb,
         c2c=c2c if epoch else None,
+        full_line_writes=ms.write_allocate_evasion > 0.0,
     )
     try:
         return _run_engine(
@@ -320,7 +321,33 @@ def _run_engine(
         agents[:n_program], feeder.coherence_misses if lost is None else lost, transfers.reshape(-1, 2), calibration,
         engine_mode,
     )
+    if ms.write_allocate_evasion > 0.0:
+        result.write_allocate = _write_allocate_record(ms, stats, None if bridge is None else bridge.kernel_lines_rc)
     return result
+
+
+def _write_allocate_record(ms: MemorySystem, stats: Stats, kernel_lines_rc: np.ndarray | None) -> dict:
+    """What write-allocate evasion skipped: per memory node, the reads for ownership its controller did not serve
+    (the busy time the writes would have cost with them, less what the engine charged, in lines at its write
+    bandwidth), and the calibration's figure."""
+    lines_rc = stats.memory_lines.reshape(-1).astype(float)
+    if kernel_lines_rc is not None:
+        lines_rc = lines_rc + kernel_lines_rc
+    charged = stats.series.busy.sum(axis=0)
+    full, _ = ms.resource_totals(lines_rc)
+    per_node: dict[int, int] = {}
+    for r, res in enumerate(ms.resources):
+        if res.kind != "controller" or res.node is None:
+            continue
+        write_line_ns = LINE_BYTES / ms.machine.node(res.node).controller.effective_write_bandwidth_gb_s  # type: ignore[union-attr]
+        per_node[res.node] = max(0, int(round((full[r] - charged[r]) / write_line_ns)))
+    return {
+        "evasion": ms.write_allocate_evasion,
+        "reads_for_ownership_skipped": per_node,
+        "total": sum(per_node.values()),
+        "rule": ("a write of a whole line skips its read for ownership in proportion to the lines queued at its "
+                 "controller when it issues (timing.model.write_allocate_evaded); partial-line writes never do"),
+    }
 
 
 def _coherence_record(
@@ -536,6 +563,9 @@ def _collect(
     if kernel_lines_rc is not None:  # the links and controllers carried the kernel's copies too
         lines_rc = lines_rc + kernel_lines_rc
     busy_total, lines_total = ms.resource_totals(lines_rc)
+    if ms.write_allocate_evasion > 0.0:
+        # full-line writes skipped reads for ownership: each resource was busy for what the engine charged it
+        busy_total = st.series.busy.sum(axis=0)
     bytes_total = lines_total * LINE_BYTES
     util = st.series.utilisation(run_time)
     resources = []

@@ -86,6 +86,7 @@ class Block:
     route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
     page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
     c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
+    full_line: np.ndarray | None = None  # bool: a write of its whole line (with write-allocate evasion; else None)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -102,6 +103,7 @@ class Block:
             None if self.route_class is None else self.route_class[a:b],
             None if self.page is None else self.page[a:b],
             None if self.c2c_ns is None else self.c2c_ns[a:b],
+            None if self.full_line is None else self.full_line[a:b],
         )
 
 
@@ -131,8 +133,11 @@ class Feeder:
         track_pages: bool = False,
         tlb: TlbSpec | None = None,
         c2c: CacheToCache | None = None,
+        full_line_writes: bool = False,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
+        # Mark the writes that cover their whole line (write-allocate evasion may skip their read for ownership).
+        self.full_line_writes = full_line_writes
         self._chunks = self._distributed()
         # Distributing a chunk (page lookup, per-agent split, prefetch rule, reuse-distance estimate) is numpy
         # work that releases the GIL; in the background it runs on another core while the engine times the
@@ -318,6 +323,7 @@ class Feeder:
         is_write = np.asarray(chunk.is_write, dtype=bool)
         page = self._lookup_pages(addr) if self.track_pages else None
         node = self._lookup(addr) if page is None else self.pages.lookup_tables()[3][page]
+        access_end = addr + size.astype(np.uint64) if self.full_line_writes else None
         if crosses:
             last = (addr + size.astype(np.uint64) - np.uint64(1)) >> _LINE_SHIFT
             span = (last - first).astype(np.int64) + 1
@@ -332,10 +338,19 @@ class Feeder:
             else:
                 node = np.where(is_first, node[rep], self._lookup(lines << _LINE_SHIFT))
             agent, is_write = agent[rep], is_write[rep]
+            if access_end is not None:
+                addr_req, end_req = addr[rep], access_end[rep]
             size = np.where(is_first, size[rep], 0)
             compute = np.where(is_first, compute[rep], 0.0)
         else:
             lines = first
+            if access_end is not None:
+                addr_req, end_req = addr, access_end
+        full: np.ndarray | None = None
+        if access_end is not None:
+            # a write whose access spans the line's 64 bytes (a streaming store; an 8-byte update does not)
+            start = lines << _LINE_SHIFT
+            full = is_write & (start >= addr_req) & (start + np.uint64(64) <= end_req)
         # compiled where the table covers every int16 node id, negative ones wrapping (the engine pads it so):
         # numpy would raise on an id beyond it, the compiled gather read past it
         target = node_targets(self.node_index, node) if len(self.node_index) >= 1 << 15 else self.node_index[node]
@@ -385,6 +400,7 @@ class Feeder:
         rc = None if self.class_base is None else rc_all
         pg = None if page is None else page[order]
         c2 = None if c2c_ns is None else c2c_ns[order]
+        fl = None if full is None else full[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
@@ -401,6 +417,7 @@ class Feeder:
                     None if rc is None else rc[lo:hi],
                     None if pg is None else pg[lo:hi],
                     None if c2 is None else c2[lo:hi],
+                    None if fl is None else fl[lo:hi],
                 ),
             ))
         return out

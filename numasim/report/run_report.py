@@ -186,6 +186,11 @@ def format_run_report(outcome: RunOutcome) -> str:
                   f"cache + another; per thread taken/transfers: {per})", f"  {coh['cost']}"]
         if "order" in coh:
             lines.append(f"  {coh['order']}")
+    if r.write_allocate is not None:
+        wa = r.write_allocate
+        per = ", ".join(f"node {n} {k}" for n, k in wa["reads_for_ownership_skipped"].items())
+        lines += ["", f"write-allocate evasion (calibration: up to {wa['evasion']:g} of each full-line write's read "
+                  f"for ownership): {wa['total']} reads for ownership skipped ({per})", f"  {wa['rule']}"]
     if r.requests is not None:
         lines += ["", *request_report_lines(r.requests)]
     if r.kernel is not None:

@@ -41,6 +41,9 @@ __all__ = [
     "default_curve",
     "shaped_curve",
     "DEFAULT_CURVE_SHAPE",
+    "EVASION_ONSET_QUEUE_LINES",
+    "EVASION_FULL_QUEUE_LINES",
+    "write_allocate_evaded",
     "nominal_calibration",
     "machine_devices_and_relays",
     "apply_calibration",
@@ -135,6 +138,33 @@ class LoadedLatencyCurve(_Model):
         slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
         beyond = u > xs[-1]
         return np.where(beyond, ys[-1] + slope * (u - xs[-1]), out)
+
+
+EVASION_ONSET_QUEUE_LINES = 32.0
+"""Lines queued at a controller below which a store miss reads its line for ownership
+(:func:`write_allocate_evaded`)."""
+EVASION_FULL_QUEUE_LINES = 256.0
+"""Lines queued at a controller from which a platform skips its whole :attr:`CoreTiming.write_allocate_evasion`.
+
+Intel says only "when the memory subsystem is heavily loaded" (Hot Chips 32, 2020, Ice Lake-SP). What is
+heavily loaded here is the backlog a full-line write finds at its memory controller when it issues, in lines of
+that controller's service time; the ramp between the two bounds is read off one public series, likwid-bench copy
+against update on a Platinum 8360Y (shared/data/kerncraft): there copy's traffic parts from update's from about
+six busy cores of an 18-core domain and meets it at 17, well after the domain's bandwidth has saturated, so
+the evasion follows how deep the queue is, not whether the controller is busy."""
+
+
+def write_allocate_evaded(queued_lines: np.ndarray | float, evasion: float) -> np.ndarray:
+    """Share of a full-line store miss's read for ownership skipped when ``queued_lines`` wait at its controller.
+
+    Examples
+    --------
+    >>> write_allocate_evaded(np.array([0.0, 144.0, 300.0]), 1.0).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    q = np.asarray(queued_lines, dtype=float)
+    ramp = (q - EVASION_ONSET_QUEUE_LINES) / (EVASION_FULL_QUEUE_LINES - EVASION_ONSET_QUEUE_LINES)
+    return evasion * np.clip(ramp, 0.0, 1.0)
 
 
 DEFAULT_CURVE_SHAPE = (0.468, 0.0444, 2.29)
@@ -251,6 +281,12 @@ class CoreTiming(_Model):
     core_clock_ghz: PositiveFloat | None = None
     """The cores' clock (GHz) while running memory-bound code, used where a tool counts in core cycles (mlc's
     injection delay, its "core clocks" line). ``None``: unknown; such a tool then says it assumed one."""
+    write_allocate_evasion: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    """Share of a store miss's read for ownership that the uncore skips when the line's memory controller is
+    heavily loaded and the store writes the whole line (Intel's SpecI2M, Ice Lake-SP and later: the line is
+    claimed without its data). It scales only the bandwidth such a write costs, never its latency, by how many
+    lines already wait at its controller (:func:`write_allocate_evaded`). 0: every store miss reads its line
+    (``write_cost_factor`` lines each)."""
 
 
 class CoherenceTiming(_Model):
@@ -318,6 +354,8 @@ class Calibration(_Model):
         for dev in body.get("devices", []):
             if not dev.get("dma_read_bandwidth_gb_s"):
                 dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
+        if not body.get("core", {}).get("write_allocate_evasion"):
+            body.get("core", {}).pop("write_allocate_evasion", None)  # ids from before it stay
         for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core"):
             if body.get("core", {}).get(optional) is None:
                 # ... and so do those written before these fields existed.

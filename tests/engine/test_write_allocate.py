@@ -1,0 +1,144 @@
+"""Write-allocate evasion (Intel's SpecI2M): a full-line write skips its read for ownership when lines queue at
+its controller (numasim/timing/model.py, ``write_allocate_evaded``; both engines, ``_evasion_rule``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numasim.engine import PageMap, SimulationResult, ThreadSpec, simulate
+from numasim.timing.model import (
+    EVASION_FULL_QUEUE_LINES,
+    EVASION_ONSET_QUEUE_LINES,
+    Calibration,
+    CoreTiming,
+    nominal_calibration,
+    write_allocate_evaded,
+)
+from numasim.topology.builders import glueless
+from numasim.topology.model import Machine
+from numasim.workload.access import AccessChunk, concat_chunks
+
+_A, _B = 1 << 32, 1 << 34
+
+
+def _machine() -> Machine:
+    return glueless(2, cpus_per_node=8)
+
+
+def _calibration(m: Machine, evasion: float, mlp: int = 32) -> Calibration:
+    cal = nominal_calibration(m)
+    # 32 misses in flight a thread: eight threads can queue the 256 lines that skip every read
+    core = CoreTiming(write_cost_factor=2.0, max_outstanding_misses=mlp, write_allocate_evasion=evasion)
+    return Calibration.model_validate({**cal.model_dump(), "core": core.model_dump(), "id": ""})
+
+
+def _copy(threads: int, lines: int, write_bytes: int = 64, node: int = 0) -> tuple[list[AccessChunk], PageMap]:
+    """``threads`` threads each copying ``lines`` lines of array a into array b (STREAM Copy, line by line), both
+    arrays on ``node``; each write stores ``write_bytes`` of its line."""
+    pm = PageMap(4096)
+    pages = threads * lines * 64 // 4096 + 2
+    pm.assign(_A, np.full(pages, node, dtype=np.int16))
+    pm.assign(_B, np.full(pages, node, dtype=np.int16))
+    out = []
+    for t in range(threads):
+        off = (np.arange(lines, dtype=np.uint64) + np.uint64(t * lines)) * np.uint64(64)
+        addr = np.stack([np.uint64(_A) + off, np.uint64(_B) + off], axis=1).ravel()
+        wr = np.zeros((lines, 2), dtype=bool)
+        wr[:, 1] = True
+        out.append(AccessChunk.build(addr, thread=t, is_write=wr.ravel(), size_bytes=np.where(wr.ravel(), write_bytes, 64)))
+    return [concat_chunks(out)], pm
+
+
+def _run(evasion: float, threads: int, lines: int = 3000, mode: str = "epoch", write_bytes: int = 64,
+         mlp: int = 32) -> SimulationResult:
+    m = _machine()
+    chunks, pm = _copy(threads, lines, write_bytes)
+    specs = [ThreadSpec(t, cpu=t) for t in range(threads)]
+    return simulate(m, _calibration(m, evasion, mlp), specs, chunks, pm, mode=mode, record_latencies=False)
+
+
+def _controller(r: SimulationResult, node: int = 0):  # type: ignore[no-untyped-def]
+    return next(x for x in r.resources if x.kind == "controller" and x.name == f"mc{node}")
+
+
+def test_the_ramp_runs_from_the_onset_to_the_full_backlog() -> None:
+    q = np.array([0.0, EVASION_ONSET_QUEUE_LINES, (EVASION_ONSET_QUEUE_LINES + EVASION_FULL_QUEUE_LINES) / 2,
+                  EVASION_FULL_QUEUE_LINES, 10 * EVASION_FULL_QUEUE_LINES])
+    assert write_allocate_evaded(q, 0.5).tolist() == pytest.approx([0.0, 0.0, 0.25, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("mode", ["exact", "epoch"])
+def test_a_saturating_copy_skips_reads_for_ownership_and_runs_faster(mode: str) -> None:
+    without = _run(0.0, threads=8, mode=mode)
+    with_it = _run(1.0, threads=8, mode=mode)
+    assert without.write_allocate is None
+    wa = with_it.write_allocate
+    assert wa is not None and wa["evasion"] == 1.0
+    writes = 8 * 3000
+    # most writes found a deep queue and skipped their read; none can skip more than one
+    assert 0.5 * writes < wa["total"] <= writes
+    assert wa["reads_for_ownership_skipped"][0] == wa["total"]
+    # the copy is bandwidth-bound: a read and a write-back per element instead of two reads and a write-back
+    assert with_it.run_time_ns < 0.85 * without.run_time_ns
+    # what the controller did is what it was charged, and never more than it can do
+    for r in (without, with_it):
+        assert _controller(r).utilisation_mean <= 1.0 + 1e-9
+    # it was busy for what it served: each element's read and write-back at least
+    mc = _controller(with_it)
+    m = _machine()
+    ctl = m.nodes[0].controller
+    assert ctl is not None
+    floor_ns = writes * 64 / ctl.read_bandwidth_gb_s + writes * 64 / ctl.effective_write_bandwidth_gb_s
+    assert mc.busy_ns >= floor_ns * (1 - 1e-9)
+
+
+def test_both_engines_skip_the_same_reads() -> None:
+    exact, epoch = _run(1.0, threads=6, mode="exact"), _run(1.0, threads=6, mode="epoch")
+    assert exact.write_allocate is not None and epoch.write_allocate is not None
+    assert epoch.write_allocate["total"] == pytest.approx(exact.write_allocate["total"], rel=0.05)
+    assert epoch.run_time_ns == pytest.approx(exact.run_time_ns, rel=0.02)
+
+
+@pytest.mark.parametrize("mode", ["exact", "epoch"])
+def test_partial_line_writes_and_light_loads_skip_nothing(mode: str) -> None:
+    # a store to part of a line must read the rest (mlc writes partial lines on SpecItoM parts for this reason)
+    partial, off = _run(1.0, threads=8, mode=mode, write_bytes=32), _run(0.0, threads=8, mode=mode, write_bytes=32)
+    assert partial.write_allocate is not None and partial.write_allocate["total"] == 0
+    assert partial.run_time_ns == off.run_time_ns
+    # one thread with 10 misses in flight cannot queue the 32 lines it takes: no read is skipped
+    alone, alone_off = _run(1.0, threads=1, mode=mode, mlp=10), _run(0.0, threads=1, mode=mode, mlp=10)
+    assert alone.write_allocate is not None and alone.write_allocate["total"] == 0
+    assert alone.run_time_ns == alone_off.run_time_ns
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    evasion=st.floats(0.05, 1.0),
+    threads=st.integers(1, 8),
+    partial=st.booleans(),
+    mode=st.sampled_from(["exact", "epoch"]),
+)
+def test_evasion_never_slows_a_run_nor_overdrives_a_controller(evasion: float, threads: int, partial: bool,
+                                                               mode: str) -> None:
+    lines = 1500
+    on = _run(evasion, threads, lines, mode, 32 if partial else 64)
+    off = _run(0.0, threads, lines, mode, 32 if partial else 64)
+    # (a shorter service can reorder a queue's later arrivals, which moves the last completion by a few ns)
+    assert on.run_time_ns <= off.run_time_ns * 1.005
+    assert on.write_allocate is not None
+    assert 0 <= on.write_allocate["total"] <= threads * lines * evasion + 1
+    if partial:
+        assert on.write_allocate["total"] == 0
+    assert _controller(on).utilisation_mean <= 1.0 + 1e-9
+
+
+def test_no_evasion_keeps_calibration_ids() -> None:
+    m = _machine()
+    cal = nominal_calibration(m).model_dump()
+    body = {**cal, "core": CoreTiming(write_cost_factor=2.0, max_outstanding_misses=32).model_dump(), "id": ""}
+    body["core"].pop("write_allocate_evasion")  # a calibration written before the field existed
+    assert _calibration(m, 0.0).id == Calibration.model_validate(body).id
+    assert _calibration(m, 1.0).id != _calibration(m, 0.0).id
