@@ -68,7 +68,8 @@ class SuiteRow:
     """How many timing parameters the calibration kept at a prior (unconstrained by what it was fitted on)."""
     circular: bool = False
     """The prediction rests on a catalog prior that was itself taken from this measurement (the catalog's only
-    latency figures for these platforms are these mlc runs): not evidence of prediction, and held to no goal."""
+    latency figures for these platforms are these mlc runs; Ice Lake-SP's write-allocate evasion ramp is read off
+    the 8360Y's copy series): not evidence of prediction, and held to no goal."""
 
     @property
     def goal_pct(self) -> float | None:
@@ -301,7 +302,7 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
     from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
     from numasim.errors import NumasimError
-    from numasim.timing.catalog import catalog_calibration
+    from numasim.timing.catalog import catalog_calibration, get_platform
 
     rows: list[SuiteRow] = []
     notes: list[str] = []
@@ -325,9 +326,13 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
             CellResidual("bandwidth_scaling", f"{n} cores", "copy", float(m), float(s), "GB/s")
             for n, m, s in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)
         ]
+        # the catalog read its write-allocate evasion ramp off this very series (Ice Lake-SP's 8360Y)
+        platform = get_platform(cal.provenance.platform) if cal.provenance.platform else None
+        evasion_from_here = (platform is not None and platform.write_allocate is not None
+                             and "kerncraft" in platform.write_allocate.sources)
         rows.append(SuiteRow(r.model_name, f.name, "catalog only", "copy bandwidth vs cores", len(cells),
                              mape_pct(cells), _worst(cells), cal.id, "engine (virtual STREAM)",
-                             len(cal.provenance.priors)))
+                             len(cal.provenance.priors), circular=evasion_from_here))
     return rows, notes
 
 

@@ -130,6 +130,11 @@ def _show_text(found: CatalogMatch) -> list[str]:
         lines.append("  no public measurement in this entry (transfers are timed as the level or memory that serves them)")
     else:
         lines += [f"  {_fields(p.coherence)}", src(p.coherence.sources)]
+    lines.append("write-allocate evasion:")
+    if p.write_allocate is None:
+        lines.append("  none known (every store miss reads its line: write cost factor 2)")
+    else:
+        lines += [f"  {_fields(p.write_allocate)}", src(p.write_allocate.sources)]
     lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:

@@ -59,6 +59,9 @@ MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1
 """Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element)."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
+PARTIAL_STORE_BYTES = 32
+"""Bytes of each line a load thread's store writes on a processor with SpecItoM: part of the line, so that the
+read for ownership happens (mlc's own rule; the exact part is not public, any part short of 64 bytes does)."""
 LATENCY_BUFFER_BYTES = 200 * 1000 * 1000
 """The latency buffer (mlc 3.5 uses 2000 MB; 200 MB keeps small simulated nodes from running out)."""
 _BW_BUFFER_MB = 100.0
@@ -186,7 +189,10 @@ def _stream_threads(
             wr[:, -1] = True
             wr = wr.ravel()
         specs.append(ThreadSpec(k, cpu=cpu))
-        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr))
+        # On a processor with SpecItoM (write-allocate evasion) mlc stores to part of each line only, so that no
+        # read for ownership is skipped and what it counts still moved (its source's supports_spec_itom rule).
+        size = np.where(wr, PARTIAL_STORE_BYTES, 64) if ctx.calibration.core.write_allocate_evasion > 0 else 64
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, size_bytes=size))
     r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], _pages(vmas), seed=ctx.seed,
                  record_latencies=False)
     span = max(t.finish_ns for t in r.threads) - min(t.start_ns for t in r.threads)

@@ -103,3 +103,23 @@ def test_an_entry_citing_an_unknown_source_is_refused() -> None:
 def test_invalid_toml_names_the_file() -> None:
     with pytest.raises(FormatError, match="x.toml: not valid TOML"):
         parse_platform_toml("name = ", "x.toml")
+
+
+def test_write_allocate_evasion_where_intel_has_specitom() -> None:
+    # mlc's source lists SpecItoM on Ice Lake server and later Xeons; no other platform evades its writes' reads
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.topology.builders import glueless
+
+    evading = {p.name for p in load_catalog() if p.write_allocate is not None}
+    assert evading == {"intel-ice-lake-sp", "intel-sapphire-rapids", "intel-emerald-rapids", "intel-granite-rapids"}
+    for name in evading:
+        p = get_platform(name)
+        assert p.write_allocate is not None and p.write_allocate.evasion == 1.0
+        assert "mlc-src" in p.write_allocate.sources
+    icx = catalog_calibration(glueless(2), sku="Xeon Platinum 8360Y")
+    assert icx.core.write_allocate_evasion == 1.0
+    (prior,) = [q for q in icx.provenance.priors if q.parameter == "core.write_allocate_evasion"]
+    assert "8360Y" in prior.source and "EVASION_ONSET_QUEUE_LINES" in prior.source
+    clx = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
+    assert clx.core.write_allocate_evasion == 0.0
+    assert not [q for q in clx.provenance.priors if q.parameter == "core.write_allocate_evasion"]

@@ -97,3 +97,24 @@ def test_mlc_c2c_latency_reports_what_the_calibration_makes_of_a_transfer(seed00
     assert p.c2c_local_ns["Local Socket L2->L2 HITM"] == pytest.approx(28.3, abs=0.05)
     assert p.c2c_remote_ns["Remote Socket L2->L2 HITM (writer homed)"].cell(1, 0) == pytest.approx(70.05, abs=0.1)
     assert p.c2c_remote_ns["Remote Socket L2->L2 HITM (reader homed)"].cell(0, 1) == pytest.approx(69.35, abs=0.1)
+
+
+def test_mlc_writes_partial_lines_where_reads_for_ownership_may_be_skipped(seed001) -> None:
+    # mlc's own rule (its supports_spec_itom): on a processor with SpecItoM its load threads store to part of each
+    # line, so every write still reads its line and the traffic mlc counts moved. Granting the E5 an evasion it
+    # does not have then changes none of mlc's peak figures, while STREAM's full-line copy speeds up.
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.timing.model import Calibration
+
+    m, _ = seed001
+    cal = catalog_calibration(m)  # (a store miss moves two lines: a read for ownership and a write-back)
+    assert cal.core.write_cost_factor == 2.0 and cal.core.write_allocate_evasion == 0.0
+    evading = Calibration.model_validate(
+        {**cal.model_dump(), "core": {**cal.core.model_dump(), "write_allocate_evasion": 1.0}, "id": ""}
+    )
+    peak = {c.id: parse_mlc_text(format_mlc(mlc(tool_context(m, c), ["--peak_injection_bandwidth"]))).peak_injection_mb_s
+            for c in (cal, evading)}
+    assert peak[evading.id] == peak[cal.id]
+    copy = {c.id: stream(tool_context(m, c, cpunodebind=[0]), threads=10, array_elements=2_000_000).best_rate_mb_s["Copy"]
+            for c in (cal, evading)}
+    assert copy[evading.id] > copy[cal.id]

@@ -63,4 +63,11 @@ def test_kerncraft_catalog_only_predictions() -> None:
     assert len(rows) == 8 and any("ThunderX2" in n for n in notes)
     for r in rows:
         assert r.scenario == "catalog only" and r.cells == 4
-        assert r.mape_pct < 40.0, r  # measured catalog-only: 12-28 %
+        assert r.mape_pct < 40.0, r  # measured catalog-only: 2.9-22 %
+    # Ice Lake-SP's evasion ramp was read off the 8360Y's series (circular); Sapphire Rapids takes the same rule
+    # from mlc's list of SpecItoM processors, and its 8470 is the held-out check (17.5 and 10.9 % without it)
+    by_model = {r.machine: r for r in rows}
+    icx = next(r for m, r in by_model.items() if "8360Y" in m)
+    spr = next(r for m, r in by_model.items() if "8470" in m)
+    assert icx.circular and not spr.circular
+    assert icx.mape_pct < 8.0 and spr.mape_pct < 8.0

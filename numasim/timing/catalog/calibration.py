@@ -570,6 +570,7 @@ def catalog_calibration(
         # Write-back, write-allocate caches: a store that misses reads the line for ownership and later
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
+        write_allocate_evasion=platform.write_allocate.evasion if platform.write_allocate is not None else 0.0,
         # The factor is a write's latency too. A posted write-back costing a read's latency is the better physics,
         # but tried as a prior it made kerncraft's copy series worse out of sample (docs/design-rationale.md).
     )
@@ -588,6 +589,13 @@ def catalog_calibration(
           "write-allocate: a store miss moves the line twice (read for ownership, then write-back); x86 caches "
           "are write-back write-allocate (Intel SDM vol. 3A 11.3, AMD APM vol. 2 7.4); checked against "
           "kerncraft's likwid-bench copy series (experiments/validation)")
+
+    wa = platform.write_allocate
+    if wa is not None:  # (none: every store miss reads its line, as the write cost factor's prior says)
+        prior("core.write_allocate_evasion", core.write_allocate_evasion, "",
+              f"{here}: {wa.measured_on} [{platform.cite(wa.sources)}]; from what backlog at the controller is "
+              "numasim's (timing.model.EVASION_ONSET_QUEUE_LINES..EVASION_FULL_QUEUE_LINES, read off the "
+              "Platinum 8360Y's likwid-bench series)")
 
     core_dies, die_priors, die_notes = _core_dies(machine, fig, socket_of, here)
     priors += die_priors

@@ -26,6 +26,7 @@ __all__ = [
     "CoreDieLink",
     "LatencyPrior",
     "EfficiencyPrior",
+    "WriteAllocatePrior",
     "CxlSupport",
     "Sku",
     "Platform",
@@ -191,6 +192,16 @@ class CoherencePrior(_Sourced):
     measured_on: Annotated[str, Field(min_length=1)]
 
 
+class WriteAllocatePrior(_Sourced):
+    """Write-allocate evasion: a store miss that claims its line without reading it once memory is heavily
+    loaded (Intel's SpecI2M on Ice Lake-SP). Platforms without an entry read every store miss's line."""
+
+    evasion: Annotated[float, Field(gt=0, le=1)]
+    """Share of the reads for ownership skipped at full load (``CoreTiming.write_allocate_evasion``)."""
+    measured_on: Annotated[str, Field(min_length=1)]
+    """What shows it, e.g. "likwid-bench copy against update on a Platinum 8360Y"."""
+
+
 class EfficiencyPrior(_Sourced):
     """Sustained over peak DRAM bandwidth, from a public streaming-bandwidth measurement."""
 
@@ -263,6 +274,8 @@ class Platform(_Sourced):
     """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
     efficiency: EfficiencyPrior | None = None
     coherence: CoherencePrior | None = None
+    write_allocate: WriteAllocatePrior | None = None
+    """None: every store miss reads its line (no public evidence of write-allocate evasion on the platform)."""
     """None: no public cache-to-cache measurement of this platform was found (transfers are then timed as the
     cache level or memory access that serves them)."""
     cxl: CxlSupport | None = None
