@@ -142,3 +142,25 @@ def test_no_evasion_keeps_calibration_ids() -> None:
     body["core"].pop("write_allocate_evasion")  # a calibration written before the field existed
     assert _calibration(m, 0.0).id == Calibration.model_validate(body).id
     assert _calibration(m, 1.0).id != _calibration(m, 0.0).id
+
+
+def test_a_workload_run_reports_the_skipped_reads() -> None:
+    from numasim.report.run_report import format_run_report
+    from numasim.workload.run import run_workload
+    from numasim.workload.spec import Workload
+
+    m = _machine()
+    w = Workload.model_validate({
+        "name": "copy",
+        "threads": [{"id": t, "cpu": t} for t in range(8)],
+        "allocations": [{"name": n, "size_bytes": "8M", "first_touch": 0, "policy": "bind:0"} for n in ("a", "c")],
+        "phases": [{"pattern": "stream_copy", "arrays": ["a", "c"], "threads": list(range(8)), "passes": 1}],
+    })  # fmt: skip
+    out = run_workload(m, w, _calibration(m, 1.0))
+    wa = out.result.write_allocate
+    assert wa is not None and wa["total"] > 0
+    assert out.result.to_dict()["write_allocate"] == wa
+    assert "write-allocate evasion (calibration: up to 1 of each full-line write's read for ownership)" in (
+        format_run_report(out))
+    off = run_workload(m, w, _calibration(m, 0.0))
+    assert off.result.write_allocate is None and off.result.run_time_ns > out.result.run_time_ns
