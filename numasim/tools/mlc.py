@@ -56,7 +56,13 @@ INJECT_DELAYS = (0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700
 """mlc's default ``--loaded_latency`` injection delays (core cycles)."""
 MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1:1 Reads-Writes", 1),
          ("Stream-triad like", -2))
-"""Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element)."""
+"""Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element).
+
+mlc's own stream-triad-like mix stores with non-temporal writes (its ``-W10``, per its source's usage text). The
+virtual mlc times them as ordinary writes: timed as one line each, with no read for ownership, they made 10 of
+the validation suite's 13 peak-bandwidth rows worse (the measured triad-like figures sit below the 2:1 mix's on
+7 of 9 runs: non-temporal stores under full load cost more than a line), and numasim has no measured cost of
+its own for them (experiments/validation/README.md)."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
 PARTIAL_STORE_BYTES = 32
