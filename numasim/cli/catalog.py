@@ -262,6 +262,9 @@ def calibrate_cmd(
     typer.echo(f"  {len(p.priors)} parameters, each listed as a prior with its source (see the JSON)")
     clock = next(q for q in p.priors if q.parameter == "core.core_clock_ghz")
     typer.echo(f"  core clock {clock.value:g} GHz: {clock.source.split(' [', 1)[0].split(': ', 1)[-1]}")
+    if cal.core.write_allocate_evasion > 0:
+        typer.echo(f"  write-allocate evasion {cal.core.write_allocate_evasion:g}: full-line writes skip their reads "
+                   "for ownership as lines queue at a controller (SpecI2M)")
     cxl_links = {(lt.src, lt.dst): lt for lt in cal.links}
     for c in cal.controllers:
         node = m.node(c.node)
