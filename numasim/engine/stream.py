@@ -86,7 +86,7 @@ class Block:
     route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
     page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
     c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
-    full_line: np.ndarray | None = None  # bool: a write of its whole line (with write-allocate evasion; else None)
+    full_line: np.ndarray | None = None  # bool: its line written whole (full_line_writes; with evasion, else None)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -105,6 +105,45 @@ class Block:
             None if self.c2c_ns is None else self.c2c_ns[a:b],
             None if self.full_line is None else self.full_line[a:b],
         )
+
+
+def full_line_writes(
+    lines: np.ndarray, agent: np.ndarray, is_write: np.ndarray, start_address: np.ndarray, end_address: np.ndarray
+) -> np.ndarray:
+    """Which line requests are writes whose line the same agent writes whole in this chunk.
+
+    ``start_address``/``end_address``: each request's access (``[start, end)``). The bytes each write puts in its
+    line are OR-ed per (agent, line): a line counts as written whole when every one of its 64 bytes is, by one
+    access (a 64-byte streaming store) or by several (eight 8-byte stores of a copy loop); the same 8 bytes
+    written eight times, or a line written partly, is not. (The hardware guesses from the stream it sees; a
+    line whose stores straddle two chunks is left out.)
+
+    Examples
+    --------
+    >>> lines = np.array([1, 1, 1, 1, 2], dtype=np.uint64)
+    >>> start = np.array([64, 80, 96, 112, 128], dtype=np.uint64)     # line 1 in four 16-byte stores; line 2 half
+    >>> full_line_writes(lines, np.zeros(5, np.int64), np.ones(5, bool), start, start + np.uint64(16) + (start >= 128) * np.uint64(16)).tolist()
+    [True, True, True, True, False]
+    """
+    full = np.zeros(len(lines), dtype=bool)
+    w = np.flatnonzero(is_write)
+    if not len(w):
+        return full
+    base = lines[w] << _LINE_SHIFT
+    lo = np.maximum(start_address[w], base) - base
+    hi = np.minimum(end_address[w], base + np.uint64(64)) - base
+    width = hi - lo
+    every = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+    # the request's bytes in its line as bits (a width of 64 would overflow the shift: every bit)
+    narrow = np.minimum(width, np.uint64(63))
+    mask = np.where(width >= 64, every, ((np.uint64(1) << narrow) - np.uint64(1)) << np.minimum(lo, np.uint64(63)))
+    order = np.lexsort((agent[w], lines[w]))
+    ln, ag = lines[w][order], agent[w][order]
+    starts = np.flatnonzero(np.r_[True, (ln[1:] != ln[:-1]) | (ag[1:] != ag[:-1])])
+    covered = np.bitwise_or.reduceat(mask[order], starts) == every
+    group = np.cumsum(np.r_[False, (ln[1:] != ln[:-1]) | (ag[1:] != ag[:-1])])
+    full[w[order]] = covered[group]
+    return full
 
 
 @dataclass
@@ -346,11 +385,7 @@ class Feeder:
             lines = first
             if access_end is not None:
                 addr_req, end_req = addr, access_end
-        full: np.ndarray | None = None
-        if access_end is not None:
-            # a write whose access spans the line's 64 bytes (a streaming store; an 8-byte update does not)
-            start = lines << _LINE_SHIFT
-            full = is_write & (start >= addr_req) & (start + np.uint64(64) <= end_req)
+        full = None if access_end is None else full_line_writes(lines, agent, is_write, addr_req, end_req)
         # compiled where the table covers every int16 node id, negative ones wrapping (the engine pads it so):
         # numpy would raise on an id beyond it, the compiled gather read past it
         target = node_targets(self.node_index, node) if len(self.node_index) >= 1 << 15 else self.node_index[node]
