@@ -14,7 +14,8 @@ What the real one does, and what is simulated:
 
 Timing: the engine runs a window of :data:`WINDOW_PAGES` pages of that traffic (one thread on dd's cpu) plus a
 fixed software cost per 4 KiB page for the syscall and page-cache work the engine does not see
-(:class:`DdCosts`); the elapsed time is the window's time scaled to the bytes copied (the steady state of a
+(:class:`DdCosts`), plus a wait for the page's ``struct page`` where it lives (:data:`STRUCT_PAGE_MISSES`); the
+elapsed time is the window's time scaled to the bytes copied (the steady state of a
 sequential copy: every window looks the same up to the placement pattern, which the window samples).
 
 Output on stderr, coreutils >= 8.24 wording (``print_xfer_stats``)::
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from numasim.engine import ThreadSpec, simulate
+from numasim.engine import ThreadSpec, build_memory_system, simulate
 from numasim.kernel.kernel import Kernel
 from numasim.kernel.task import VMA, Task
 from numasim.tools.context import ToolContext, map_buffer, page_map
@@ -56,6 +57,13 @@ __all__ = [
 WINDOW_PAGES = 1024
 """Pages of the copy the engine times (4 MiB); the rest is scaled from it."""
 _LINES = PAGE_SIZE_BYTES // 64
+STRUCT_PAGE_MISSES = 1
+"""Cache misses per file page on its ``struct page``, which the core waits out: Linux keeps a node's memmap on
+that node (``sparse_init_nid``), so a remote page's metadata is remote too. The read path takes and drops a
+reference (``filemap_get_read_batch``'s ``folio_try_get``, ``folio_mark_accessed``, ``folio_put``: locked
+operations on one 64-byte line), the write path allocates the page (``rmqueue`` unlinking it from a per-cpu
+list) and then sets its flags, mapping, LRU links and dirty bit, all in that line: one miss each way (the
+memmap of a 20 GiB file is 320 MiB, so it never stays cached), timed at the route's idle latency."""
 _FILE_BASE = 0x1000_0000_0000
 """Where the engine sees the file's page cache (apart from the dd process's own mappings)."""
 
@@ -69,10 +77,11 @@ class DdCosts:
     numbers match; remote and interleaved runs are then predictions (experiments/001-dd-bandwidth).
     """
 
-    write_page_ns: float = 1381.3
-    """Per page written to tmpfs: shmem_write_begin (folio allocation, page-cache insert), copy loop."""
-    read_page_ns: float = 637.3
-    """Per page read from tmpfs: filemap lookup, copy_to_user loop."""
+    write_page_ns: float = 1318.7
+    """Per page written to tmpfs: shmem_write_begin (folio allocation, page-cache insert), copy loop; the wait
+    for the page's ``struct page`` comes on top (:data:`STRUCT_PAGE_MISSES`)."""
+    read_page_ns: float = 576.3
+    """Per page read from tmpfs: filemap lookup, copy_to_user loop (and the ``struct page`` wait on top)."""
 
 
 DEFAULT_DD_COSTS = DdCosts()
@@ -297,6 +306,8 @@ def _time_window(ctx: ToolContext, buffer: VMA, file_vma: VMA | None, direction:
     per = addr.size // n
     compute = np.zeros((n, per), dtype=np.float32)
     compute[:, 0] = per_page
+    if file_vma is not None:
+        compute[:, 0] += STRUCT_PAGE_MISSES * _struct_page_wait_ns(ctx, file_vma.nodes[:n])
     pm = page_map([buffer])
     if file_vma is not None:
         pm.assign(_FILE_BASE, file_vma.nodes[:n])
@@ -310,6 +321,14 @@ def _time_window(ctx: ToolContext, buffer: VMA, file_vma: VMA | None, direction:
         record_latencies=False,
     )
     return float(r.run_time_ns) / n
+
+
+def _struct_page_wait_ns(ctx: ToolContext, page_nodes: np.ndarray) -> np.ndarray:
+    """The idle latency from dd's cpu to each page's node (where its ``struct page`` is)."""
+    ms = build_memory_system(ctx.machine, ctx.calibration)
+    initiator = ms.initiator_of_cpu(ctx.cpu)
+    index = np.array([ms.node_ids.index(int(nd)) for nd in page_nodes], dtype=np.int64)
+    return ms.base_latency_ns[initiator, index]
 
 
 def format_dd(result: DdResult, coreutils: str = "8.32") -> str:
