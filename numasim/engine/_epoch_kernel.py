@@ -183,12 +183,19 @@ def run_epochs(
     class_ctrl: np.ndarray,
     class_evadable: np.ndarray,
     evade_ramp: np.ndarray,
+    owed: np.ndarray,
+    wb_share: float,
+    wb_count: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Advance over one window; returns (status, number of series rows written). ``c2c``: each request's
     cache-to-cache transfer latency where it is one (empty: none in the window). ``full``: each request is a write
     of its whole line (empty: none), whose busy time write-allocate evasion scales as in exact mode
-    (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``)."""
+    (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``). ``owed``: each request is
+    a write hit on a clean line (empty: none), whose write-back costs ``wb_share`` of its class's busy time on
+    the route, posted (the core does not wait), counted per class in ``wb_count`` when the epoch commits."""
     has_evasion = len(full) > 0 and len(class_evadable) > 0
+    has_wb = len(owed) > 0
+    scaled = has_evasion or has_wb
     n_levels = len(level_lat) - 1
     has_c2c = len(c2c) > 0
     n_res = len(free)
@@ -223,7 +230,8 @@ def run_epochs(
     need *= path_len
     log_bucket = np.empty(need, dtype=np.int64)
     log_hop = np.empty(need, dtype=np.int64)  # the route entry (its resource and busy time are path_res/path_busy)
-    log_scale = np.empty(need if has_evasion else 0)  # a full-line write's busy time scale (write-allocate evasion)
+    log_scale = np.empty(need if scaled else 0)  # a charge's busy time scale (evasion, write-backs)
+    log_wb = np.empty(need // path_len if has_wb else 0, dtype=np.uint64)  # the epoch's write-backs' classes
     n_ser = 0
     while True:
         if n_ser + len(ring) + 1 > len(ser_idx):
@@ -233,6 +241,7 @@ def run_epochs(
         s1 = (epoch + 1) * epoch_ns
         # What the epoch changes, kept so that it can be undone (the log: a charge per resource of each request).
         n_log = 0
+        n_wb = 0
         snap_free[:] = free
         snap_current, snap_turn_next = istate[CURRENT], istate[TURN]
         snap_pos[:] = pos
@@ -322,6 +331,25 @@ def run_epochs(
                     lat = level_lat[lv]
                     if prefetched[pu] and lv > 0:
                         lat = prefetched_hit_ns(lat, pff[a], level_lat, lv)
+                if has_wb and owed[pu]:
+                    # a write hit on a clean line: its write-back is owed, posted (the core does not wait)
+                    cls = np.uint64(rc[pu])
+                    tw = ready
+                    for q in range(path_ptr[cls], path_ptr[cls + np.uint64(1)]):
+                        r = np.uint64(path_res[np.uint64(q)])
+                        tw = max(tw, free[r])
+                        free[r] = tw + path_busy[np.uint64(q)] * wb_share
+                        if not (bucket_lo[a] <= tw < bucket_hi[a]):
+                            bk = int(tw // epoch_ns)
+                            bucket_of[a] = bk
+                            bucket_lo[a] = bk * epoch_ns
+                            bucket_hi[a] = (bk + 1) * epoch_ns
+                        log_bucket[n_log] = bucket_of[a]
+                        log_hop[n_log] = q
+                        log_scale[n_log] = wb_share
+                        n_log += 1
+                    log_wb[n_wb] = cls
+                    n_wb += 1
             else:
                 # FIFO servers along the route: the miss starts at each resource once the one before started
                 # it and the resource is free, and holds it for its line's busy time.
@@ -338,7 +366,7 @@ def run_epochs(
                     r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
                     b = path_busy[np.uint64(q)]
-                    if has_evasion:
+                    if scaled:
                         b *= scale
                         log_scale[n_log] = scale
                     free[r] = t + b
@@ -397,19 +425,21 @@ def run_epochs(
             grow = top - istate[LOW] >= len(ring)
             istate[NEED] = top - istate[LOW] + 1
         if not refill and not grow:
+            for i in range(n_wb):
+                wb_count[log_wb[i]] += 1
             n_rows = len(ring)
             if n_rows & (n_rows - 1) == 0:  # a power of two (as the engine sizes it): a mask, not a division
                 mask = n_rows - 1
                 for i in range(n_log):
                     row = np.uint64(log_bucket[i] & mask)
                     hop = np.uint64(log_hop[i])
-                    ring[row, np.uint64(path_res[hop])] += path_busy[hop] * log_scale[i] if has_evasion else path_busy[hop]
+                    ring[row, np.uint64(path_res[hop])] += path_busy[hop] * log_scale[i] if scaled else path_busy[hop]
                     ring_touched[row] = True
             else:
                 for i in range(n_log):
                     row = log_bucket[i] % n_rows
                     q = log_hop[i]
-                    ring[row, path_res[q]] += path_busy[q] * log_scale[i] if has_evasion else path_busy[q]
+                    ring[row, path_res[q]] += path_busy[q] * log_scale[i] if scaled else path_busy[q]
                     ring_touched[row] = True
         if refill or grow:
             # Undo the epoch: every committed epoch must have seen all agents' requests (and all its charges

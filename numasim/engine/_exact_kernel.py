@@ -182,6 +182,8 @@ def run_kernel(
     class_evadable: np.ndarray,
     evade_ramp: np.ndarray,
     line_busy: np.ndarray,
+    wb_share: float,
+    wb_count: np.ndarray,
     ring: np.ndarray,
     touched: np.ndarray,
     epoch_ns: float,
@@ -209,6 +211,9 @@ def run_kernel(
     its whole line (``full[p]``) on a calibration with write-allocate evasion (``class_evadable`` not empty) at
     that times ``1 - class_evadable[c] * ramp(q)``, ``q`` the lines queued at its controller ``class_ctrl[c]``
     when it issues (``free`` ahead of it over ``line_busy``; ``timing.model.write_allocate_evaded``).
+    A write that hits a line clean in all its core's caches makes it dirty: its eventual write-back is charged
+    then, ``wb_share`` of its class's busy time on the route (the write-back share of a write's cost, which a
+    write miss pays in full), without the core waiting; ``wb_count[c]`` counts them per class.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
     ``touched`` marks the buckets that were charged.
     """
@@ -353,6 +358,7 @@ def run_kernel(
                         transfer_ns = c2c_far_ns[p]
                     if transfer_ns > 0.0:
                         level = n_levels - 1  # served from a cache, at the transfer's latency
+            was_dirty = False
             if write[p]:
                 for lv in range(n_cache[a]):
                     mine = instance[a, lv]
@@ -366,10 +372,32 @@ def run_kernel(
                                 n_dirty[0] -= 1
                     # the writer's own copy is now the only one, modified
                     w = _way_of(ways_data, c_off, c_sets, c_ways, mine, ln)
-                    if w >= 0 and not dirty[w]:
-                        dirty[w] = True
-                        n_dirty[0] += 1
+                    if w >= 0:
+                        if dirty[w]:
+                            was_dirty = True
+                        else:
+                            dirty[w] = True
+                            n_dirty[0] += 1
             req = 0.0
+            if write[p] and wb_share > 0.0 and level < n_levels and transfer_ns == 0.0 and not was_dirty:
+                # a write hit on a clean line: its write-back is owed (posted: the core does not wait)
+                wb_count[c] += 1
+                tw = ready
+                for k in range(k0, k1):
+                    r = path_res[k]
+                    b = path_busy[k] * wb_share
+                    if free[r] > tw:
+                        tw = free[r]
+                    free[r] = tw + b
+                    bk = int(tw // epoch_ns)
+                    if bk < ring_lo or bk >= ring_lo + n_ring:
+                        st_i[I_NEED] = bk
+                        status = BAD_BUCKET
+                        break
+                    touched[bk & ring_mask] = True
+                    ring[bk & ring_mask, r] += b
+                if status == BAD_BUCKET:
+                    break
             if level < n_levels:
                 lat = level_lat[level]
                 if transfer_ns > 0.0:

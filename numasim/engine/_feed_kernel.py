@@ -12,7 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
-    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance", "c2c_holders",
+    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance", "c2c_holders", "write_backs",
 ]
 
 PREFETCH_STREAMS = 8
@@ -792,3 +792,32 @@ def c2c_holders(
                 l_agent = ag
                 l_pos = pos
     return pos_out[:found].copy(), holder_out[:found].copy(), last_out[:found].copy()
+
+
+@njit(cache=True, nogil=True)
+def write_backs(
+    cur: np.ndarray, prv: np.ndarray, agent: np.ndarray, write: np.ndarray, level: np.ndarray, n_levels: int, head: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Which of the window's accesses from ``head`` on are writes that hit a line clean in their core's caches
+    (its write-back is then owed; a write miss pays for its own). A line is dirty in a core's caches after a
+    write of that core, until an access of it misses (it came back from memory: dirty only if that access
+    writes); an access whose previous access of the line (``prv`` of the reuse pair ending at it) was another
+    core's, or that has none in the window, finds it clean. ``level``: each window access's level
+    (``n_levels``: memory)."""
+    m = len(level)
+    prev = np.full(m, -1, dtype=np.int64)
+    for k in range(len(cur)):
+        prev[np.uint64(cur[k])] = prv[k]
+    dirty = np.zeros(m, dtype=np.bool_)
+    owed = np.zeros(m - head, dtype=np.bool_)
+    for i in range(m):
+        w = write[i]
+        if level[i] >= n_levels:
+            dirty[i] = w
+            continue
+        p = prev[i]
+        was = p >= 0 and agent[p] == agent[i] and dirty[p]
+        if w and not was and i >= head:
+            owed[i - head] = True
+        dirty[i] = was or w
+    return owed

@@ -54,6 +54,7 @@ from ._feed_kernel import (
     set_counts,
     window_arrays,
 )
+from ._feed_kernel import write_backs as write_back_flags
 
 _EMPTY_POS = np.zeros(0, dtype=np.int64)
 
@@ -351,6 +352,9 @@ class EpochCacheState:
     c2c_holder: np.ndarray | None = None
     """Per access of the last estimate's chunk, the agent whose cache held its line modified (-1: none; None:
     no such access): a cache-to-cache transfer (:func:`~numasim.engine._feed_kernel.c2c_holders`)."""
+    write_backs: np.ndarray | None = None
+    """Per access of the last estimate's chunk, whether it is a write that hit a line clean in its core's
+    caches, its write-back owed (None: none, or not asked for)."""
 
     @classmethod
     def empty(cls) -> EpochCacheState:
@@ -597,6 +601,7 @@ def estimate_levels(
     carry: int = CARRY_ACCESSES,
     agent_counts: np.ndarray | None = None,
     write: np.ndarray | None = None,
+    write_backs: bool = False,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -627,6 +632,10 @@ def estimate_levels(
         Which accesses are writes. A write invalidates the line in every instance its agent does not use (the
         caches' coherence, as exact mode has it: :mod:`~numasim.engine._exact_kernel`); None: no access is one
         (the TLB's page keys).
+    write_backs : bool
+        Also find the writes that hit a line clean in their core's caches (their write-back is owed: a write
+        miss pays for its own), as ``EpochCacheState.write_backs`` of the returned state
+        (:func:`~numasim.engine._feed_kernel.write_backs`).
     """
     n_levels = len(capacity_lines)
     n = len(lines)
@@ -816,6 +825,9 @@ def estimate_levels(
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
                            capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,
                            fresh)
+    owed = None
+    if write_backs and len(all_write) == m and all_write[head:].any():
+        owed = write_back_flags(cur, prv, all_agent, all_write, level, n_levels, head)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - kept_counts).astype(np.int32)
@@ -836,6 +848,7 @@ def estimate_levels(
         all_lines[m - keep :].copy(), kept_agent, rank[m - keep :] - dropped[kept_agent], long_hits, kept_counts,
         seen, horizon, buffers, _kept_writes(all_write, m - keep),
     )
+    new_state.write_backs = owed
     lost = taken_at.get(0, _EMPTY_POS)
     lost = lost[lost >= head] - head
     if len(lost):

@@ -39,7 +39,7 @@ import simpy
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .protocol import EngineInput, grow_bucket_ring
 from .requests import RequestLatencies
-from .runtime import bulk_class_tables, evasion_tables
+from .runtime import bulk_class_tables, evasion_tables, write_back_share
 from .stats import bin_table
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -91,6 +91,9 @@ class EpochEngine:
             )
         # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
         self.evasion = evasion_tables(ms, inp.bridge is not None)
+        # Write-backs owed by write hits on clean lines (the feeder marks them): their share of a write's cost
+        self.wb_share = write_back_share(ms.write_cost_factor)
+        self.wb_count = np.zeros(len(self.class_base), dtype=np.int64)
         # Loaded-latency curves as padded tables.
         width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
         self.curve_n = np.zeros(n_res, dtype=np.int64)
@@ -286,8 +289,14 @@ class EpochEngine:
         lat = np.empty(len(rc))  # written by the kernel for every request it commits
         req = np.empty(len(rc))
         issue = np.empty(len(rc))
+        owed = (
+            np.concatenate([np.zeros(len(b), dtype=bool) if b.write_back is None else b.write_back for b in blocks])
+            if self.wb_share > 0.0 and any(b.write_back is not None for b in blocks)
+            else _NO_FULL
+        )
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue, full
+            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue, full,
+            owed,
         )
         self.windows += 1
         n_commit = pos - seg_start
@@ -330,7 +339,7 @@ class EpochEngine:
                 self.feeder.consume(a, n)
         return True
 
-    def _run(self, window: tuple, pos, done_max, lat, req, issue, full):  # type: ignore[no-untyped-def]
+    def _run(self, window: tuple, pos, done_max, lat, req, issue, full, owed):  # type: ignore[no-untyped-def]
         """Call the compiled loop on ``window`` (agents, segment ends, truncated, level, prefetched, route class,
         compute, cache-to-cache latencies) until it stops for another reason than a full series buffer or a ring to grow."""
         while True:
@@ -374,6 +383,9 @@ class EpochEngine:
                 self.ser_rows,
                 full,
                 *self.evasion,
+                owed,
+                self.wb_share,
+                self.wb_count,
             )
             if n_ser:
                 self.stats.series.add(self.ser_idx[:n_ser].copy(), self.ser_rows[:n_ser].copy())

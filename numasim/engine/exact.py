@@ -36,7 +36,7 @@ from numasim.timing.model import LoadedLatencyCurve
 from . import _exact_kernel as K
 from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
-from .runtime import bulk_class_tables, evasion_tables
+from .runtime import bulk_class_tables, evasion_tables, write_back_share
 from .stream import Block
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -99,6 +99,9 @@ class ExactEngine:
         self.class_curve = np.zeros(len(paths))
         # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
         self.class_ctrl, self.class_evadable, self.evade_ramp = evasion_tables(ms, self.bridge is not None)
+        # Write-backs owed by write hits on clean lines: their share of a write's cost, and a count per class
+        self.wb_share = write_back_share(ms.write_cost_factor)
+        self.wb_count = np.zeros(len(self.class_base), dtype=np.int64)
         self.bucket = 0
         self.next_roll = self.E
         self.completed = 0
@@ -382,6 +385,7 @@ class ExactEngine:
                 self.c2c_far, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.full, self.class_ctrl, self.class_evadable, self.evade_ramp, self.own_busy,
+                self.wb_share, self.wb_count,
                 self.ring, self.touched, self.E,
             )
         )  # fmt: skip

@@ -18,7 +18,9 @@ to the initiator, a write the route from the initiator to the memory (for symmet
 route reversed). A write costs ``write_cost_factor`` times a read: in busy time on every resource it crosses (it is a
 read-for-ownership plus a write-back), the controller using its write bandwidth for it, and in idle latency
 (the calibration fits the factor as write latency / read latency, AMD's hop table for source 002, and its closed
-form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do).
+form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a
+line clean in its core's caches owes the write-back share of that, ``(factor - 1) / factor``, posted
+(:func:`~numasim.engine.runtime.write_back_share`).
 Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
 write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
 scale its busy time (not its latency) by :meth:`MemorySystem.class_evasion`'s share, from the backlog it finds.

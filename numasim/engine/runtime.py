@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables", "evasion_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
+    "bulk_class_tables", "evasion_tables", "write_back_share", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -89,6 +89,14 @@ def evasion_tables(ms: MemorySystem, bulk: bool) -> tuple[np.ndarray, np.ndarray
     if bulk:
         class_ctrl, evadable = np.concatenate([class_ctrl, class_ctrl]), np.concatenate([evadable, evadable])
     return class_ctrl, evadable, ramp
+
+
+def write_back_share(write_cost_factor: float) -> float:
+    """The share of a write's cost that is its line's write-back, owed when a write hits a clean line (a write
+    miss pays its whole cost): ``(w - 1) / w`` for a write cost factor ``w`` above 1 (a read for ownership and a
+    write-back); 0 at ``w <= 1``, where the calibration's writes cost what reads do and no write-back is
+    modelled."""
+    return (write_cost_factor - 1.0) / write_cost_factor if write_cost_factor > 1.0 else 0.0
 
 
 @dataclass(frozen=True)

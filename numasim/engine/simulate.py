@@ -34,7 +34,7 @@ from .result import (
     SimulationResult,
     ThreadRecord,
 )
-from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
+from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime, write_back_share
 from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
@@ -238,6 +238,7 @@ def simulate(
         tlb=tlb,
         c2c=c2c if epoch else None,
         full_line_writes=ms.write_allocate_evasion > 0.0,
+        write_backs=epoch and write_back_share(ms.write_cost_factor) > 0.0,
     )
     try:
         return _run_engine(
@@ -303,7 +304,7 @@ def _run_engine(
     result = _collect(
         ms, calibration, agents[:n_program], devices, pages, stats, engine_mode, seed, epoch_ns, levels,
         engine.diagnostics(), None if bridge is None else bridge.kernel_lines_rc,
-        None if bridge is None else bridge.kernel_ns,
+        None if bridge is None else bridge.kernel_ns, getattr(engine, "wb_count", None), getattr(engine, "free", None),
     )
     if bridge is not None:
         result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
@@ -469,6 +470,8 @@ def _collect(
     diagnostics: dict[str, float],
     kernel_lines_rc: np.ndarray | None = None,
     kernel_ns: np.ndarray | None = None,
+    write_backs_rc: np.ndarray | None = None,
+    free_ns: np.ndarray | None = None,
 ) -> SimulationResult:
     ids = ms.node_ids
     n_nodes = len(ids)
@@ -563,10 +566,20 @@ def _collect(
     if kernel_lines_rc is not None:  # the links and controllers carried the kernel's copies too
         lines_rc = lines_rc + kernel_lines_rc
     busy_total, lines_total = ms.resource_totals(lines_rc)
+    if write_backs_rc is not None and write_backs_rc.any():
+        # write hits on clean lines owed their lines' write-backs: a share of a write's busy time, and a line each
+        wb_busy, wb_lines = ms.resource_totals(write_backs_rc[: ms.n_classes].astype(float))
+        busy_total = busy_total + wb_busy * write_back_share(ms.write_cost_factor)
+        lines_total = lines_total + wb_lines
     if ms.write_allocate_evasion > 0.0:
         # full-line writes skipped reads for ownership: each resource was busy for what the engine charged it
         busy_total = st.series.busy.sum(axis=0)
     bytes_total = lines_total * LINE_BYTES
+    # Posted write-backs can keep a resource busy after the program's last access: what it did during the run is
+    # its work less what was still queued at the end (nothing else outlasts the run).
+    in_run = busy_total
+    if write_backs_rc is not None and write_backs_rc.any() and free_ns is not None:
+        in_run = busy_total - np.clip(free_ns - run_time, 0.0, None)
     util = st.series.utilisation(run_time)
     resources = []
     for r, res in enumerate(ms.resources):
@@ -576,9 +589,10 @@ def _collect(
                 kind=res.kind,
                 bytes=int(round(bytes_total[r])),
                 busy_ns=float(busy_total[r]),
-                utilisation_mean=float(busy_total[r] / run_time) if run_time > 0 else 0.0,
+                utilisation_mean=float(in_run[r] / run_time) if run_time > 0 else 0.0,
                 utilisation_peak=float(util[:, r].max()) if len(util) else 0.0,
-                bandwidth_used_gb_s=float(bytes_total[r] / run_time) if run_time > 0 else 0.0,
+                bandwidth_used_gb_s=(float(bytes_total[r] * (in_run[r] / busy_total[r] if busy_total[r] > 0 else 1.0)
+                                           / run_time) if run_time > 0 else 0.0),
                 bandwidth_available_gb_s=float(res.capacity_bytes_per_ns),
             )
         )

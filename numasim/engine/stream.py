@@ -87,6 +87,7 @@ class Block:
     page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
     c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
     full_line: np.ndarray | None = None  # bool: its line written whole (full_line_writes; with evasion, else None)
+    write_back: np.ndarray | None = None  # bool: a write hit on a clean line, its write-back owed (epoch mode)
 
     def __len__(self) -> int:
         return len(self.line)
@@ -104,6 +105,7 @@ class Block:
             None if self.page is None else self.page[a:b],
             None if self.c2c_ns is None else self.c2c_ns[a:b],
             None if self.full_line is None else self.full_line[a:b],
+            None if self.write_back is None else self.write_back[a:b],
         )
 
 
@@ -173,10 +175,13 @@ class Feeder:
         tlb: TlbSpec | None = None,
         c2c: CacheToCache | None = None,
         full_line_writes: bool = False,
+        write_backs: bool = False,
     ) -> None:
         self._it: Iterator[AccessChunk] = iter(chunks)
         # Mark the writes that cover their whole line (write-allocate evasion may skip their read for ownership).
         self.full_line_writes = full_line_writes
+        # Find the write hits on clean lines, whose write-backs are owed (epoch mode's estimate; see caches.py).
+        self.write_backs = write_backs
         self._chunks = self._distributed()
         # Distributing a chunk (page lookup, per-agent split, prefetch rule, reuse-distance estimate) is numpy
         # work that releases the GIL; in the background it runs on another core while the engine times the
@@ -403,6 +408,7 @@ class Feeder:
             compute = self._tlb_walks(lines, agent, order, rank, np.diff(bounds), compute)
         level = None
         c2c_ns: np.ndarray | None = None
+        owed: np.ndarray | None = None
         if (
             self._cache_state is not None
             and self.cache_instances is not None
@@ -410,12 +416,15 @@ class Feeder:
         ):
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
-                self.cache_sets, self._carry, np.diff(bounds), is_write,
+                self.cache_sets, self._carry, np.diff(bounds), is_write, self.write_backs,
             )
             self._estimates += 1
             if self._cache_state.coherence_misses is not None:
                 self.coherence_misses += self._cache_state.coherence_misses
             holder = self._cache_state.c2c_holder
+            owed = self._cache_state.write_backs
+            if holder is not None and owed is not None:
+                owed = owed & (holder < 0)  # a line taken from another core's cache: its one write-back moved
             if holder is not None and self.c2c is not None:
                 level, c2c_ns = self._transfers(level, holder, agent, target)
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
@@ -436,6 +445,7 @@ class Feeder:
         pg = None if page is None else page[order]
         c2 = None if c2c_ns is None else c2c_ns[order]
         fl = None if full is None else full[order]
+        wb = None if owed is None else owed[order]
         pf = prefetch_flags(ln, bounds, self._history, self._history_n)
         for a in np.flatnonzero(np.diff(bounds)).tolist():
             lo, hi = int(bounds[a]), int(bounds[a + 1])
@@ -453,6 +463,7 @@ class Feeder:
                     None if pg is None else pg[lo:hi],
                     None if c2 is None else c2[lo:hi],
                     None if fl is None else fl[lo:hi],
+                    None if wb is None else wb[lo:hi],
                 ),
             ))
         return out

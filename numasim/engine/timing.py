@@ -1,6 +1,8 @@
 """The timing rules both fidelities share: how a thread's accesses turn into issue and completion times.
 
-* A **cache hit** at level ``l`` takes that level's latency and uses no memory resource.
+* A **cache hit** at level ``l`` takes that level's latency and uses no memory resource, except a write that hits
+  a line clean in its core's caches: it owes the line's write-back (posted, the core does not wait; see
+  :mod:`memsys`).
 * A **miss** takes the idle latency of its route class (controller + links, see :mod:`memsys`) plus the
   queueing delay of every resource it crosses: its *memory request latency*, never below the idle latency.
 * **Prefetching** shortens what the core waits for (its *load-to-use* latency), at every level: a request the
