@@ -116,7 +116,19 @@ class TimeSeries:
         self.factor *= 2
 
     def utilisation(self, run_time_ns: float) -> np.ndarray:
-        """Per bucket x resource utilisation up to ``run_time_ns`` (the last bucket may be partial)."""
+        """Per bucket x resource utilisation up to ``run_time_ns`` (the last bucket may be partial), at most 1.
+
+        A service's busy time is recorded in the bucket it starts in, so a bucket can hold more work than its
+        width; a resource serves what it can and carries the rest into the next bucket (work is conserved:
+        ``c_k = max(0, c_{k-1} + x_k - w_k)``, Lindley's recursion, written with a running minimum).
+
+        Examples
+        --------
+        >>> ts = TimeSeries(1, epoch_ns=100.0)
+        >>> ts.add(np.array([0, 1, 2]), np.array([[130.0], [90.0], [0.0]]))
+        >>> ts.utilisation(300.0)[:, 0].round(2).tolist()
+        [1.0, 1.0, 0.2]
+        """
         n = max(1, int(np.ceil(run_time_ns / self.bucket_ns))) if run_time_ns > 0 else 0
         b = np.zeros((n, self.busy.shape[1]))
         k = min(n, len(self.busy))
@@ -124,6 +136,11 @@ class TimeSeries:
         width = np.full(n, self.bucket_ns)
         if n:
             width[-1] = max(run_time_ns - (n - 1) * self.bucket_ns, 1e-9)
+        if n and (b > width[:, None]).any():
+            total = np.cumsum(b - width[:, None], axis=0)
+            carry = total - np.minimum(np.minimum.accumulate(total, axis=0), 0.0)
+            before = np.vstack([np.zeros((1, b.shape[1])), carry[:-1]])
+            b = b + before - carry
         return b / width[:, None]
 
 

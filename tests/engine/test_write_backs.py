@@ -75,6 +75,8 @@ def test_an_in_place_update_moves_two_lines_per_line_and_never_overdrives_the_co
     # completes (posted: at most one a thread)
     assert r.run_time_ns >= (floor_ns - threads * 64 / ctl.effective_write_bandwidth_gb_s) * (1 - 1e-9)
     assert mc.utilisation_mean == pytest.approx(1.0, abs=1e-6)
+    # busy time is recorded where a service starts: the series carries what a bucket cannot hold into the next
+    assert max(x.utilisation_peak for x in r.resources) <= 1.0 + 1e-9 and r.utilisation.max() <= 1.0 + 1e-9
     # ... where a read-only pass over the same lines moves one
     reads = simulate(m, _calibration(m, 2.0), [ThreadSpec(t, cpu=t) for t in range(threads)],
                      [AccessChunk.build(np.uint64(_A) + np.arange(n, dtype=np.uint64) * np.uint64(64),
@@ -125,3 +127,25 @@ def test_write_backs_never_exceed_the_writes_and_the_controller_never_runs_over(
     reads = threads * lines * passes
     assert mc.bytes <= (reads + reads) * 64  # each line read at most once a pass, written back at most once
     assert mc.utilisation_mean <= 1.0 + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 400.0), min_size=1, max_size=30), st.floats(50.0, 3000.0))
+def test_the_utilisation_series_serves_what_a_bucket_can_and_carries_the_rest(busy: list[float], run_ns: float) -> None:
+    from numasim.engine.stats import TimeSeries
+
+    ts = TimeSeries(1, epoch_ns=100.0)
+    ts.add(np.arange(len(busy)), np.array(busy)[:, None])
+    u = ts.utilisation(run_ns)[:, 0]
+    n = len(u)
+    width = np.full(n, 100.0)
+    width[-1] = max(run_ns - (n - 1) * 100.0, 1e-9)
+    served = u * width
+    assert (u <= 1.0 + 1e-9).all() and (u >= -1e-12).all()
+    offered = np.zeros(n)
+    k = min(n, len(busy))
+    offered[:k] = busy[:k]
+    # never more than was offered so far, and all of it unless the resource was busy to the end
+    assert (np.cumsum(served) <= np.cumsum(offered) + 1e-6).all()
+    if served[-1] < width[-1] - 1e-6:
+        assert served.sum() == pytest.approx(offered.sum(), abs=1e-6)
