@@ -323,11 +323,14 @@ def _run_engine(
         engine_mode,
     )
     if ms.write_allocate_evasion > 0.0:
-        result.write_allocate = _write_allocate_record(ms, stats, None if bridge is None else bridge.kernel_lines_rc)
+        result.write_allocate = _write_allocate_record(ms, stats, None if bridge is None else bridge.kernel_lines_rc,
+                                                       getattr(engine, "wb_count", None))
     return result
 
 
-def _write_allocate_record(ms: MemorySystem, stats: Stats, kernel_lines_rc: np.ndarray | None) -> dict:
+def _write_allocate_record(
+    ms: MemorySystem, stats: Stats, kernel_lines_rc: np.ndarray | None, write_backs_rc: np.ndarray | None
+) -> dict:
     """What write-allocate evasion skipped: per memory node, the reads for ownership its controller did not serve
     (the busy time the writes would have cost with them, less what the engine charged, in lines at its write
     bandwidth), and the calibration's figure."""
@@ -336,6 +339,9 @@ def _write_allocate_record(ms: MemorySystem, stats: Stats, kernel_lines_rc: np.n
         lines_rc = lines_rc + kernel_lines_rc
     charged = stats.series.busy.sum(axis=0)
     full, _ = ms.resource_totals(lines_rc)
+    if write_backs_rc is not None and write_backs_rc.any():  # (the write-backs write hits owed were charged too)
+        full = full + ms.resource_totals(write_backs_rc[: ms.n_classes].astype(float))[0] * write_back_share(
+            ms.write_cost_factor)
     per_node: dict[int, int] = {}
     for r, res in enumerate(ms.resources):
         if res.kind != "controller" or res.node is None:

@@ -223,3 +223,32 @@ def test_full_line_writes_is_the_union_of_each_agents_bytes(accesses: list[tuple
             if w2 and line2 == line and agent2 == agent:
                 covered |= set(range(max(s, line * 64), min(e, line * 64 + 64)))
         assert got[k] == (write and len(covered) == 64)
+
+
+def test_write_backs_of_write_hits_do_not_hide_skipped_reads() -> None:
+    # A copy whose threads also update another array in place (read a line, then write it): those write hits'
+    # write-backs, charged too, must not be taken for reads for ownership that were not skipped.
+    m = _machine()
+    chunks, pm = _copy(8, 3000)
+    table = 1 << 36
+    pm.assign(table, np.zeros(8 * 3000 * 64 // 4096 + 2, dtype=np.int16))
+    mixed = []
+    for t in range(8):
+        sel = chunks[0].thread == t
+        addr = chunks[0].address[sel]
+        wr = chunks[0].is_write[sel]
+        upd = np.uint64(table) + (np.arange(len(addr) // 2, dtype=np.uint64) + np.uint64(3000 * t)) * np.uint64(64)
+        both = np.stack([addr[0::2], addr[1::2], upd, upd], axis=1).ravel()
+        both_wr = np.stack([wr[0::2], wr[1::2], np.zeros(len(upd), bool), np.ones(len(upd), bool)], axis=1).ravel()
+        mixed.append(AccessChunk.build(both, thread=t, is_write=both_wr))
+    specs = [ThreadSpec(t, cpu=t) for t in range(8)]
+    from numasim.topology.model import CacheLevel
+
+    cached = m.model_copy(update={"caches": [CacheLevel(name="L1d", size_bytes=32 * 1024, latency_ns=1.0,
+                                                        associativity=8)]})
+    r = simulate(cached, _calibration(cached, 1.0), specs, [concat_chunks(mixed)], pm, record_latencies=False)
+    copy_only = simulate(cached, _calibration(cached, 1.0), specs, chunks, pm, record_latencies=False)
+    assert r.write_allocate is not None and copy_only.write_allocate is not None
+    # (the update's own writes are hits: none of them skips a read; the copy's skip about as many as alone)
+    assert r.write_allocate["total"] == pytest.approx(copy_only.write_allocate["total"], rel=0.25)
+    assert r.write_allocate["total"] > 0.3 * 8 * 3000
