@@ -581,8 +581,9 @@ def _collect(
         # full-line writes skipped reads for ownership: each resource was busy for what the engine charged it
         busy_total = st.series.busy.sum(axis=0)
     bytes_total = lines_total * LINE_BYTES
-    # Posted write-backs can keep a resource busy after the program's last access: what it did during the run is
-    # its work less what was still queued at the end (nothing else outlasts the run).
+    # Posted write-backs can keep a resource busy after the program's last access: what it did during the run (its
+    # busy time, utilisation, bandwidth) is its work less what was still queued at the end (nothing else outlasts
+    # the run; bytes count every line moved).
     in_run = busy_total
     if write_backs_rc is not None and write_backs_rc.any() and free_ns is not None:
         in_run = busy_total - np.clip(free_ns - run_time, 0.0, None)
@@ -594,7 +595,7 @@ def _collect(
                 name=res.name,
                 kind=res.kind,
                 bytes=int(round(bytes_total[r])),
-                busy_ns=float(busy_total[r]),
+                busy_ns=float(in_run[r]),
                 utilisation_mean=float(in_run[r] / run_time) if run_time > 0 else 0.0,
                 utilisation_peak=float(util[:, r].max()) if len(util) else 0.0,
                 bandwidth_used_gb_s=(float(bytes_total[r] * (in_run[r] / busy_total[r] if busy_total[r] > 0 else 1.0)
