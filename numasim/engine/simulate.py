@@ -576,7 +576,9 @@ def _collect(
         # write hits on clean lines owed their lines' write-backs: a share of a write's busy time, and a line each
         wb_busy, wb_lines = ms.resource_totals(write_backs_rc[: ms.n_classes].astype(float))
         busy_total = busy_total + wb_busy * write_back_share(ms.write_cost_factor)
-        lines_total = lines_total + wb_lines
+        # a line's worth for a write cost of 2 (a read for ownership and a write-back); a calibration whose writes
+        # cost less than two lines has less of a write-back to move (its share of the line, at the write's rate)
+        lines_total = lines_total + wb_lines * (ms.write_cost_factor - 1.0)
     if ms.write_allocate_evasion > 0.0:
         # full-line writes skipped reads for ownership: each resource was busy for what the engine charged it
         busy_total = st.series.busy.sum(axis=0)

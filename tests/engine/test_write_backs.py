@@ -172,3 +172,14 @@ def test_random_updates_around_each_cache_size_owe_the_same_in_both_engines(kib:
            for mode in ("exact", "epoch")}
     assert _mc0(res["epoch"]).bytes == pytest.approx(_mc0(res["exact"]).bytes, rel=0.02)
     assert res["epoch"].run_time_ns == pytest.approx(res["exact"].run_time_ns, rel=0.02)
+
+
+@pytest.mark.parametrize("write_cost", [1.25, 1.5, 2.0])
+@pytest.mark.parametrize("mode", ["exact", "epoch"])
+def test_a_saturating_update_never_moves_more_than_the_controller_carries(write_cost: float, mode: str) -> None:
+    # whatever the write cost, the bytes a resource reports moving fit the time it had (a write-back worth
+    # (w - 1) lines costs (w - 1) lines' time)
+    r = _update(8, 20_000, write_cost=write_cost, mode=mode)
+    for res in r.resources:
+        assert res.bandwidth_used_gb_s <= res.bandwidth_available_gb_s * (1 + 1e-9), res
+        assert res.utilisation_mean <= 1 + 1e-9
