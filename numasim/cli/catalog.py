@@ -115,26 +115,18 @@ def _show_text(found: CatalogMatch) -> list[str]:
     lines.append("core limits:")
     core = _fields(p.core)
     lines += [f"  {core}" if core else "  no public figure (numasim's default is used)", src(p.core.sources)]
-    lines.append("idle DRAM latency:")
-    if p.latency is None:
-        lines.append("  no public measurement in this entry (a catalog calibration borrows another platform's, and says so)")
-    else:
-        lines += [f"  {_fields(p.latency)}", src(p.latency.sources)]
-    lines.append("bandwidth efficiency:")
-    if p.efficiency is None:
-        lines.append("  no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)")
-    else:
-        lines += [f"  {_fields(p.efficiency)}", src(p.efficiency.sources)]
-    lines.append("cache-to-cache transfers (HITM):")
-    if p.coherence is None:
-        lines.append("  no public measurement in this entry (transfers are timed as the level or memory that serves them)")
-    else:
-        lines += [f"  {_fields(p.coherence)}", src(p.coherence.sources)]
-    lines.append("write-allocate evasion:")
-    if p.write_allocate is None:
-        lines.append("  none known (every store miss reads its line: write cost factor 2)")
-    else:
-        lines += [f"  {_fields(p.write_allocate)}", src(p.write_allocate.sources)]
+    # measured figures an entry may lack: (heading, the entry's record, what a calibration does without it)
+    for heading, entry, without in (
+        ("idle DRAM latency", p.latency,
+         "no public measurement in this entry (a catalog calibration borrows another platform's, and says so)"),
+        ("bandwidth efficiency", p.efficiency,
+         "no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)"),
+        ("cache-to-cache transfers (HITM)", p.coherence,
+         "no public measurement in this entry (transfers are timed as the level or memory that serves them)"),
+        ("write-allocate evasion", p.write_allocate, "none known (every store miss reads its line: write cost factor 2)"),
+    ):
+        lines.append(f"{heading}:")
+        lines += [f"  {without}"] if entry is None else [f"  {_fields(entry)}", src(entry.sources)]
     lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:

@@ -327,8 +327,9 @@ def _struct_page_wait_ns(ctx: ToolContext, page_nodes: np.ndarray) -> np.ndarray
     """The idle latency from dd's cpu to each page's node (where its ``struct page`` is)."""
     ms = build_memory_system(ctx.machine, ctx.calibration)
     initiator = ms.initiator_of_cpu(ctx.cpu)
-    index = np.array([ms.node_ids.index(int(nd)) for nd in page_nodes], dtype=np.int64)
-    return ms.base_latency_ns[initiator, index]
+    index_of = np.full(max(ms.node_ids) + 1, -1, dtype=np.int64)
+    index_of[ms.node_ids] = np.arange(len(ms.node_ids))
+    return ms.base_latency_ns[initiator, index_of[np.asarray(page_nodes, dtype=np.int64)]]
 
 
 def format_dd(result: DdResult, coreutils: str = "8.32") -> str:
