@@ -19,13 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numasim.calibrate.parsers.kerncraft import BandwidthScaling, KerncraftResult
+from numasim.calibrate.parsers.kerncraft import BandwidthScaling, KerncraftResult, KernelStreams
 from numasim.errors import CalibrationError
 from numasim.timing.model import Calibration
 from numasim.topology.model import Machine
 from numasim.units import GiB
 
-__all__ = ["ScalingComparison", "kerncraft_machine", "replay_bandwidth_scaling", "compare_scaling"]
+__all__ = [
+    "ScalingComparison", "kerncraft_machine", "replay_bandwidth_scaling", "replay_kernel_scaling", "compare_scaling",
+]
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,40 @@ def replay_bandwidth_scaling(
     return np.array(out)
 
 
+def replay_kernel_scaling(
+    machine: Machine,
+    calibration: Calibration,
+    core_counts: Sequence[int],
+    streams: KernelStreams,
+    *,
+    threads_per_core: int = 1,
+    array_elements_per_thread: int = 200_000,
+    seed: int = 0,
+) -> np.ndarray:
+    """A likwid-bench streaming kernel's bandwidth (GB/s, the bytes it counts) on the first ``n`` cores of
+    socket 0, for each ``n``: its arrays first touched by their threads (one a core, as kerncraft's series), each
+    cache line of them loaded from every read stream, then stored to every write stream (a stream both read and
+    written, ``a[i] = s * a[i]``, is loaded, then stored)."""
+    from numasim.tools.context import tool_context
+    from numasim.tools.stream import first_touched_arrays, streaming_pass_ns
+
+    cores = _socket0_cores(machine, threads_per_core)
+    read_only = [f"r{k}" for k in range(streams.read_only)]
+    both = [f"a{k}" for k in range(streams.read_write)]
+    write_only = [f"w{k}" for k in range(streams.write_only)]
+    out = []
+    for n in core_counts:
+        if not 1 <= n <= len(cores):
+            raise CalibrationError(f"core count {n}: socket 0 of {machine.name} has {len(cores)} cores")
+        ctx = tool_context(machine, calibration, physcpubind=cores[:n], seed=seed)
+        elements = array_elements_per_thread * n
+        bounds = np.linspace(0, elements, n + 1).astype(np.int64)
+        arrays = first_touched_arrays(ctx, read_only + both + write_only, elements, cores[:n], bounds, "likwid-bench")
+        pass_ns = streaming_pass_ns(ctx, cores[:n], arrays, bounds, read_only + both, both + write_only)
+        out.append(streams.counted_bytes * elements / pass_ns)
+    return np.array(out)
+
+
 def compare_scaling(
     machine: Machine,
     calibration: Calibration,
@@ -159,11 +195,15 @@ def compare_scaling(
     threads_per_core: int = 1,
     core_counts: Sequence[int] | None = None,
     seed: int = 0,
+    streams: KernelStreams | None = None,
 ) -> ScalingComparison:
-    """Replay ``scaling``'s kernel (``copy`` -> STREAM Copy) at the measured core counts (or a subset)."""
-    if scaling.kernel != "copy":
+    """Replay ``scaling``'s kernel at the measured core counts (or a subset): ``copy`` with the virtual STREAM's
+    Copy (the tool a user runs; the same accesses and bytes), any other with its ``streams``
+    (:func:`replay_kernel_scaling`; from :attr:`KerncraftResult.kernels`)."""
+    if scaling.kernel != "copy" and streams is None:
         raise CalibrationError(
-            f"kernel {scaling.kernel!r}: only likwid-bench's copy has a STREAM counterpart with the same byte count"
+            f"kernel {scaling.kernel!r}: its streams are needed (the file's benchmarks: kernels: section); only "
+            "copy has a STREAM counterpart"
         )
     measured_cores = scaling.cores.tolist()
     wanted = list(core_counts) if core_counts is not None else measured_cores
@@ -171,9 +211,13 @@ def compare_scaling(
     if missing:
         raise CalibrationError(f"core counts {missing} were not measured (measured: {measured_cores})")
     idx = [measured_cores.index(n) for n in wanted]
-    sim = replay_bandwidth_scaling(
-        machine, calibration, wanted, threads_per_core=threads_per_core, kernel="Copy", seed=seed
-    )
+    if scaling.kernel == "copy":
+        sim = replay_bandwidth_scaling(
+            machine, calibration, wanted, threads_per_core=threads_per_core, kernel="Copy", seed=seed
+        )
+    else:
+        assert streams is not None
+        sim = replay_kernel_scaling(machine, calibration, wanted, streams, threads_per_core=threads_per_core, seed=seed)
     return ScalingComparison(
         kernel=scaling.kernel,
         cores=np.array(wanted),

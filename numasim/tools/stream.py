@@ -22,11 +22,15 @@ import numpy as np
 
 from numasim.engine import ThreadSpec, simulate
 from numasim.errors import WorkloadError
+from numasim.kernel.task import VMA
 from numasim.tools.context import ToolContext, page_map
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk, concat_chunks
 
-__all__ = ["StreamResult", "stream", "format_stream", "KERNELS", "WINDOW_LINES", "DEFAULT_ARRAY_ELEMENTS"]
+__all__ = [
+    "StreamResult", "stream", "format_stream", "first_touched_arrays", "streaming_pass_ns", "KERNELS", "WINDOW_LINES",
+    "DEFAULT_ARRAY_ELEMENTS",
+]
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
 _READS = {"Copy": ("a",), "Scale": ("c",), "Add": ("a", "b"), "Triad": ("b", "c")}
@@ -81,47 +85,11 @@ def stream(
     if array_elements < threads * 8:
         raise WorkloadError(f"STREAM: array size {array_elements} is too small for {threads} threads")
     cpus = ctx.cpus(threads)
-    nbytes = array_elements * 8
-    # Static schedule: thread t owns elements [lo_t, hi_t); its block is first touched from its cpu.
     bounds = np.linspace(0, array_elements, threads + 1).astype(np.int64)
-    arrays = {}
-    for name in ("a", "b", "c"):
-        vma = ctx.kernel.mmap(ctx.task, nbytes)
-        for t in range(threads):
-            lo = (int(bounds[t]) * 8) // PAGE_SIZE_BYTES * PAGE_SIZE_BYTES
-            hi = int(bounds[t + 1]) * 8
-            if hi > lo:
-                ctx.kernel.touch(ctx.task, vma.start + lo, hi - lo, cpu=cpus[t])
-        if (vma.nodes < 0).any() or not ctx.task.alive:
-            raise WorkloadError("STREAM: the kernel could not place the arrays (out of memory under the policy)")
-        arrays[name] = vma
-    pm = page_map(arrays.values())
-    specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
+    arrays = first_touched_arrays(ctx, ("a", "b", "c"), array_elements, cpus, bounds, "STREAM")
     best, avg, mn, mx = {}, {}, {}, {}
     for kernel in kernels:
-        chunks = []
-        block_lines = []
-        for t in range(threads):
-            lo_line = int(bounds[t]) * 8 // 64
-            hi_line = int(bounds[t + 1]) * 8 // 64
-            n = max(min(WINDOW_LINES, hi_line - lo_line), 1)
-            block_lines.append(max(hi_line - lo_line, 1))
-            off = (np.arange(n, dtype=np.uint64) + np.uint64(lo_line)) * np.uint64(64)
-            cols = [np.uint64(arrays[s].start) + off for s in _READS[kernel]]
-            cols.append(np.uint64(arrays[_WRITE[kernel]].start) + off)
-            addr = np.stack(cols, axis=1).ravel()
-            wr = np.zeros((n, len(cols)), dtype=bool)
-            wr[:, -1] = True
-            chunks.append(AccessChunk.build(addr, thread=t, is_write=wr.ravel()))
-        r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], pm, seed=ctx.seed,
-                     record_latencies=False)
-        # Pass time: the slowest thread, each scaled from its window to its whole block (the implicit barrier).
-        pass_ns = 0.0
-        for t, rec in enumerate(r.threads):
-            window = min(WINDOW_LINES, block_lines[t])
-            span = rec.finish_ns - rec.start_ns
-            pass_ns = max(pass_ns, span * block_lines[t] / window)
-        secs = pass_ns * 1e-9
+        secs = streaming_pass_ns(ctx, cpus, arrays, bounds, _READS[kernel], (_WRITE[kernel],)) * 1e-9
         best[kernel] = 1.0e-06 * _WORDS[kernel] * 8 * array_elements / secs
         avg[kernel] = mn[kernel] = mx[kernel] = secs
     pages: dict[int, int] = {}
@@ -130,6 +98,65 @@ def stream(
             pages[n] = pages.get(n, 0) + c
     return StreamResult(array_elements, threads, cpus, best, avg, mn, mx, ctx.calibration.id, ctx.seed,
                         dict(sorted(pages.items())))
+
+
+def first_touched_arrays(
+    ctx: ToolContext, names: Sequence[str], array_elements: int, cpus: Sequence[int], bounds: np.ndarray, tool: str
+) -> dict[str, VMA]:
+    """``double`` arrays of ``array_elements`` mapped in ``ctx``'s task, each thread's block (elements
+    ``bounds[t]`` to ``bounds[t + 1]``, OpenMP's static schedule) first touched from its cpu ``cpus[t]``, so the
+    policy places it as Linux would; ``tool`` names the program in the error if the policy cannot place them."""
+    nbytes = array_elements * 8
+    arrays = {}
+    for name in names:
+        vma = ctx.kernel.mmap(ctx.task, nbytes)
+        for t in range(len(cpus)):
+            lo = (int(bounds[t]) * 8) // PAGE_SIZE_BYTES * PAGE_SIZE_BYTES
+            hi = int(bounds[t + 1]) * 8
+            if hi > lo:
+                ctx.kernel.touch(ctx.task, vma.start + lo, hi - lo, cpu=cpus[t])
+        if (vma.nodes < 0).any() or not ctx.task.alive:
+            raise WorkloadError(f"{tool}: the kernel could not place the arrays (out of memory under the policy)")
+        arrays[name] = vma
+    return arrays
+
+
+def streaming_pass_ns(
+    ctx: ToolContext,
+    cpus: Sequence[int],
+    arrays: dict[str, VMA],
+    bounds: np.ndarray,
+    reads: Sequence[str],
+    writes: Sequence[str],
+) -> float:
+    """Time (ns) of one pass of a streaming kernel over ``arrays`` by ``len(cpus)`` threads, thread ``t`` on
+    elements ``bounds[t]`` to ``bounds[t + 1]``: per cache line, a load of each of ``reads`` then a store to
+    each of ``writes``, in that order (an array in both is read, then written back: ``a[i] = s * a[i]``).
+
+    The engine times :data:`WINDOW_LINES` lines per thread (all threads together, so they share controllers
+    and links); each thread's window is scaled to its block, and the pass ends with the slowest (the implicit
+    barrier)."""
+    specs = [ThreadSpec(t, cpu=c) for t, c in enumerate(cpus)]
+    chunks = []
+    block_lines = []
+    for t in range(len(cpus)):
+        lo_line = int(bounds[t]) * 8 // 64
+        hi_line = int(bounds[t + 1]) * 8 // 64
+        n = max(min(WINDOW_LINES, hi_line - lo_line), 1)
+        block_lines.append(max(hi_line - lo_line, 1))
+        off = (np.arange(n, dtype=np.uint64) + np.uint64(lo_line)) * np.uint64(64)
+        cols = [np.uint64(arrays[s].start) + off for s in (*reads, *writes)]
+        addr = np.stack(cols, axis=1).ravel()
+        wr = np.zeros((n, len(cols)), dtype=bool)
+        wr[:, len(reads):] = True
+        chunks.append(AccessChunk.build(addr, thread=t, is_write=wr.ravel()))
+    r = simulate(ctx.machine, ctx.calibration, specs, [concat_chunks(chunks)], page_map(arrays.values()),
+                 seed=ctx.seed, record_latencies=False)
+    pass_ns = 0.0
+    for t, rec in enumerate(r.threads):
+        window = min(WINDOW_LINES, block_lines[t])
+        pass_ns = max(pass_ns, (rec.finish_ns - rec.start_ns) * block_lines[t] / window)
+    return pass_ns
 
 
 def format_stream(result: StreamResult) -> str:

@@ -10,7 +10,7 @@ import pytest
 from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
 from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
 from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
-from numasim.errors import FormatError
+from numasim.errors import CalibrationError, FormatError
 from numasim.timing.model import nominal_calibration
 
 KERNCRAFT = Path(__file__).resolve().parents[3] / "shared" / "data" / "kerncraft"
@@ -63,3 +63,42 @@ def test_replay_runs_the_virtual_stream_and_respects_physics() -> None:
     socket_peak = sum(n.controller.read_bandwidth_gb_s for n in m.nodes if n.socket == 0 and n.controller)
     assert c.simulated_gb_s[-1] <= socket_peak * 1.0001
     assert c.to_dict()["calibration"] == cal.id
+
+
+def test_kernel_streams_are_parsed_and_checked() -> None:
+    base = "model name: X\nsockets: 1\ncores per socket: 2\nthreads per core: 1\nNUMA domains per socket: 1\n"
+    base += "cores per NUMA domain: 2\nbenchmarks:\n  kernels:\n    daxpy:\n"
+    good = ("      read streams: {bytes: 16.00 B, streams: 2}\n      read+write streams: {bytes: 8.00 B, streams: 1}\n"
+            "      write streams: {bytes: 8.00 B, streams: 1}\n")
+    k = parse_kerncraft_text(base + good).kernels["daxpy"]
+    assert (k.read_only, k.read_write, k.write_only, k.counted_bytes) == (1, 1, 0, 24)
+    with pytest.raises(FormatError, match=r"benchmarks.kernels.daxpy.read streams: '24.00 B' for 2 streams"):
+        parse_kerncraft_text(base + good.replace("16.00 B", "24.00 B"))
+    with pytest.raises(FormatError, match="benchmarks.kernels.daxpy: 0 read, 1 read"):
+        parse_kerncraft_text(base + good.replace("{bytes: 16.00 B, streams: 2}", "{bytes: 0 B, streams: 0}"))
+    with pytest.raises(FormatError, match="write streams: expected"):
+        parse_kerncraft_text(base + good.replace("{bytes: 8.00 B, streams: 1}\n", "one\n"))
+
+
+@needs_data
+def test_every_kernel_replays_and_copy_is_streams_copy() -> None:
+    from numasim.calibrate.scaling import replay_bandwidth_scaling, replay_kernel_scaling
+    from numasim.timing.catalog import catalog_calibration
+
+    r = parse_measurement(KERNCRAFT / "HaswellEP_E5-2695v3_CoD.yml")
+    m = kerncraft_machine(r)
+    cal = catalog_calibration(m)
+    # the generic replay of copy's streams is the virtual STREAM's Copy, access for access
+    generic = replay_kernel_scaling(m, cal, [1, 7], r.kernels["copy"], threads_per_core=r.threads_per_core)
+    stream_copy = replay_bandwidth_scaling(m, cal, [1, 7], threads_per_core=r.threads_per_core)
+    np.testing.assert_allclose(generic, stream_copy, rtol=1e-12)  # (only the GB/s arithmetic differs)
+    with pytest.raises(CalibrationError, match="its streams are needed"):
+        compare_scaling(m, cal, r.scaling["MEM"]["load"], core_counts=[1])
+    got = {k: compare_scaling(m, cal, r.scaling["MEM"][k], threads_per_core=r.threads_per_core, core_counts=[1, 7],
+                              streams=r.kernels[k]).simulated_gb_s for k in ("load", "update", "daxpy", "triad")}
+    socket_domain_peak = m.nodes[0].controller.read_bandwidth_gb_s
+    for k, bw in got.items():
+        assert np.all(np.diff(bw) >= -1e-9), k  # more cores never move less
+        assert bw[-1] <= socket_domain_peak * 1.0001, k  # one domain's cores, its controller's peak
+    # a core's update (one line read, written back) counts two streams per line miss, load one
+    assert got["update"][0] > got["load"][0]

@@ -59,11 +59,17 @@ def test_mlc_predictions_within_generous_bounds(mlc_report: list[SuiteRow]) -> N
 
 @pytest.mark.skipif(not KERNCRAFT.is_dir(), reason="shared/data is not beside this checkout")
 def test_kerncraft_catalog_only_predictions() -> None:
-    rows, notes = kerncraft_rows(KERNCRAFT)
+    all_rows, notes = kerncraft_rows(KERNCRAFT)
+    rows = [r for r in all_rows if r.table == "copy bandwidth vs cores"]
     assert len(rows) == 8 and any("ThunderX2" in n for n in notes)
     for r in rows:
         assert r.scenario == "catalog only" and r.cells == 4
         assert r.mape_pct < 40.0, r  # measured catalog-only: 2.9-22 %
+    # the other four kernels of every file, on one and two cores (measured: 1-65 % off, the worst Broadwell's
+    # load and update on one core: its 16-entry L2 miss queue, not 10 misses + 16 prefetched lines)
+    others = [r for r in all_rows if r.table != "copy bandwidth vs cores"]
+    assert sorted({r.table.split()[0] for r in others}) == ["daxpy", "load", "triad", "update"]
+    assert len(others) == 32 and all(r.cells == 2 and not r.circular and r.mape_pct < 80.0 for r in others), others
     # Ice Lake-SP's evasion ramp was read off the 8360Y's series (circular); Sapphire Rapids takes the same rule
     # from mlc's list of SpecItoM processors, and its 8470 is the held-out check (17.5 and 10.9 % without it)
     by_model = {r.machine: r for r in rows}

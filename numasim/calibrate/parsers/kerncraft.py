@@ -45,7 +45,7 @@ import numpy as np
 from numasim.calibrate.parsers._text import read_source
 from numasim.errors import FormatError
 
-__all__ = ["KerncraftResult", "BandwidthScaling", "parse_kerncraft", "parse_kerncraft_text", "looks_like_kerncraft"]
+__all__ = ["KerncraftResult", "BandwidthScaling", "KernelStreams", "parse_kerncraft", "parse_kerncraft_text", "looks_like_kerncraft"]
 
 _QUANTITY_RE = re.compile(r"^\s*([-+0-9.eE]+)\s*([kMG]?)(B/s|B|Hz)?\s*$")
 _SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
@@ -62,6 +62,34 @@ class BandwidthScaling:
 
 
 @dataclass(frozen=True)
+class KernelStreams:
+    """What one likwid-bench kernel streams, as the file's ``benchmarks: kernels:`` says: how many arrays it
+    reads, how many of those it also writes back (``a[i] = s * a[i]``) and how many it writes, and the bytes per
+    element it counts (the reads' and the writes', not a store miss's read for ownership).
+
+    >>> KernelStreams(read=2, read_write=1, write=1).read_only, KernelStreams(read=2, read_write=1, write=1).counted_bytes
+    (1, 24)
+    """
+
+    read: int
+    read_write: int
+    write: int
+
+    @property
+    def read_only(self) -> int:
+        return self.read - self.read_write
+
+    @property
+    def write_only(self) -> int:
+        return self.write - self.read_write
+
+    @property
+    def counted_bytes(self) -> int:
+        """Bytes per (8-byte) element likwid-bench counts."""
+        return 8 * (self.read + self.write)
+
+
+@dataclass(frozen=True)
 class KerncraftResult:
     """A kerncraft machine file: the layout and the 1-thread-per-core bandwidth scaling per level and kernel."""
 
@@ -75,6 +103,8 @@ class KerncraftResult:
     cores_per_numa_domain: int
     scaling: dict[str, dict[str, BandwidthScaling]] = field(default_factory=dict)
     """``scaling[level][kernel]`` with one thread per core (levels ``L1``, ``L2``, ``L3``, ``MEM``)."""
+    kernels: dict[str, KernelStreams] = field(default_factory=dict)
+    """Each kernel's streams (``benchmarks: kernels:``; empty where the file does not describe them)."""
 
 
 def looks_like_kerncraft(text: str) -> bool:
@@ -108,6 +138,34 @@ def _core_counts(values: list[Any], source: str, where: str) -> np.ndarray:
             raise FormatError(source, f"{where}: expected core counts, got {v!r}")
         out += [int(p) for p in parts]
     return np.asarray(out, dtype=np.int64)
+
+
+def _streams(entry: Any, source: str, where: str) -> int:
+    """``{bytes: 8.00 B, streams: 1}`` -> 1; the bytes must be 8 a stream (likwid-bench's doubles)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("streams"), int) or entry["streams"] < 0:
+        raise FormatError(source, f"{where}: expected {{bytes: ..., streams: N}}, got {entry!r}")
+    n = int(entry["streams"])
+    if _quantity(entry.get("bytes", 0), "B", source, where) != 8.0 * n:
+        raise FormatError(source, f"{where}: {entry.get('bytes')!r} for {n} streams: expected 8 B a stream")
+    return n
+
+
+def _kernels(doc: Any, source: str) -> dict[str, KernelStreams]:
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise FormatError(source, "benchmarks.kernels: expected a mapping of kernels")
+    out: dict[str, KernelStreams] = {}
+    for name, spec in doc.items():
+        where = f"benchmarks.kernels.{name}"
+        if not isinstance(spec, dict):
+            raise FormatError(source, f"{where}: expected a mapping (read streams:, write streams:, ...)")
+        k = KernelStreams(*(_streams(spec.get(key), source, f"{where}.{key}")
+                            for key in ("read streams", "read+write streams", "write streams")))  # fmt: skip
+        if k.read_only < 0 or k.write_only < 0 or k.read + k.write == 0:
+            raise FormatError(source, f"{where}: {k.read} read, {k.read_write} read+write, {k.write} write streams")
+        out[str(name)] = k
+    return out
 
 
 def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
@@ -153,6 +211,7 @@ def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
                 raise FormatError(source, f"{where}: bandwidth must be positive")
             scaling.setdefault(str(level), {})[str(kernel)] = BandwidthScaling(str(kernel), str(level), cores, bw)
     return KerncraftResult(
+        kernels=_kernels(benchmarks.get("kernels"), source),
         source=source,
         model_name=" ".join(str(doc["model name"]).split()),
         clock_ghz=clock_ghz,
