@@ -200,11 +200,6 @@ def compare_scaling(
     """Replay ``scaling``'s kernel at the measured core counts (or a subset): ``copy`` with the virtual STREAM's
     Copy (the tool a user runs; the same accesses and bytes), any other with its ``streams``
     (:func:`replay_kernel_scaling`; from :attr:`KerncraftResult.kernels`)."""
-    if scaling.kernel != "copy" and streams is None:
-        raise CalibrationError(
-            f"kernel {scaling.kernel!r}: its streams are needed (the file's benchmarks: kernels: section); only "
-            "copy has a STREAM counterpart"
-        )
     measured_cores = scaling.cores.tolist()
     wanted = list(core_counts) if core_counts is not None else measured_cores
     missing = [n for n in wanted if n not in measured_cores]
@@ -215,9 +210,13 @@ def compare_scaling(
         sim = replay_bandwidth_scaling(
             machine, calibration, wanted, threads_per_core=threads_per_core, kernel="Copy", seed=seed
         )
-    else:
-        assert streams is not None
+    elif streams is not None:
         sim = replay_kernel_scaling(machine, calibration, wanted, streams, threads_per_core=threads_per_core, seed=seed)
+    else:
+        raise CalibrationError(
+            f"kernel {scaling.kernel!r}: its streams are needed (the file's benchmarks: kernels: section); only "
+            "copy has a STREAM counterpart"
+        )
     return ScalingComparison(
         kernel=scaling.kernel,
         cores=np.array(wanted),
