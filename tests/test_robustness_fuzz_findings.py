@@ -103,7 +103,8 @@ def test_kerncraft_wrong_types_are_format_errors(tail: str, needle: str) -> None
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
     from numasim.errors import FormatError
 
-    head = "model name: Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz\nsockets: 2\n"
+    head = ("model name: Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz\nsockets: 2\ncores per socket: 10\n"
+            "threads per core: 2\nNUMA domains per socket: 1\ncores per NUMA domain: 10\n")
     with pytest.raises(FormatError, match=needle):
         parse_kerncraft_text(head + tail, "k.yml")
 

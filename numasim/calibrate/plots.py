@@ -1,5 +1,5 @@
-"""Validation figures: measured-vs-simulated heatmaps for node x node tables, curves for loaded latency, and a
-measured-vs-simulated scatter for anything else. PNG files, written atomically."""
+"""Validation figures: measured-vs-simulated heatmaps for node x node tables, curves for loaded latency and for
+bandwidth versus active cores, and a measured-vs-simulated scatter for anything else. PNG files, written atomically."""
 
 from __future__ import annotations
 
@@ -84,6 +84,24 @@ def plot_table(t: TableValidation, path: str | Path, title: str = "") -> Path:
         ax.set_ylabel("latency (ns)")
         ax.legend()
         ax.set_title(title or f"loaded latency: MAPE {t.mape_pct:.2f} %")
+    elif t.table == "bandwidth_scaling":
+        # one curve pair per kernel: bandwidth against active cores, measured solid, simulated dashed
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        kernels = list(dict.fromkeys(c.col for c in t.cells))
+        for k, kernel in enumerate(kernels):
+            cs = [c for c in t.cells if c.col == kernel]
+            cores = [int(c.row.split()[0]) for c in cs]
+            color = f"C{k % 10}"
+            ax.plot(cores, [c.measured for c in cs], "o-", color=color, ms=3, label=f"{kernel} measured")
+            ax.plot(cores, [c.model for c in cs], "s--", color=color, ms=3, label=f"{kernel} simulated")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("active cores (socket 0, one thread a core)")
+        ax.set_ylabel(f"bandwidth ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title(title or f"bandwidth vs cores: MAPE {t.mape_pct:.2f} %")
     else:
         meas = np.array([c.measured for c in t.cells])
         sim = np.array([c.model for c in t.cells])

@@ -80,39 +80,9 @@ def kerncraft_machine(result: KerncraftResult, *, memory_bytes_per_node: int = 4
     >>> len(m.nodes), len(m.nodes[0].cpus), m.cpu_model
     (4, 16, 'AMD EPYC 7452 32-Core Processor')
     """
-    from numasim.topology.builders import multi_die
+    from numasim.topology.io.kerncraft import machine_from_kerncraft
 
-    domains = result.numa_domains_per_socket
-    if domains * result.cores_per_numa_domain != result.cores_per_socket:
-        raise CalibrationError(
-            f"{result.source}: {domains} NUMA domains x {result.cores_per_numa_domain} cores != "
-            f"{result.cores_per_socket} cores per socket"
-        )
-    amd = "AMD" in result.model_name.upper()
-    mode = f"NPS{domains}" if amd else f"SNC{domains}"
-    try:
-        machine = multi_die(
-            result.sockets,
-            mode,
-            cores_per_socket=result.cores_per_socket,
-            threads_per_core=result.threads_per_core,
-            memory_bytes=memory_bytes_per_node,
-            name=_name(result),
-        )
-    except ValueError as exc:
-        raise CalibrationError(f"{result.source}: cannot build its machine: {exc}") from None
-    return machine.model_copy(
-        update={
-            "cpu_model": result.model_name,
-            "description": f"layout of the kerncraft machine file {result.source} ({mode}); nominal timing",
-            "source": result.source,
-        }
-    )
-
-
-def _name(result: KerncraftResult) -> str:
-    words = "".join(c if c.isalnum() else "-" for c in result.model_name.lower()).split("-")
-    return "kerncraft-" + "-".join(w for w in words if w and w not in ("r", "tm", "cpu", "processor", "intel"))[:40]
+    return machine_from_kerncraft(result.layout, memory_bytes_per_node=memory_bytes_per_node)
 
 
 def _socket0_cores(machine: Machine, threads_per_core: int) -> list[int]:

@@ -333,7 +333,8 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
         platform = get_platform(cal.provenance.platform) if cal.provenance.platform else None
         evasion_from_here = (platform is not None and platform.write_allocate is not None
                              and "kerncraft" in platform.write_allocate.sources)
-        rows.append(SuiteRow(r.model_name, f.name, "catalog only", "copy bandwidth vs cores", len(cells),
+        label = r.model_name or f.stem
+        rows.append(SuiteRow(label, f.name, "catalog only", "copy bandwidth vs cores", len(cells),
                              mape_pct(cells), _worst(cells), cal.id, "engine (virtual STREAM)",
                              len(cal.provenance.priors), circular=evasion_from_here))
         # The other kernels on one and two cores, where a core's own misses in flight and its stores decide (the
@@ -349,7 +350,7 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
                 CellResidual("bandwidth_scaling", f"{n} cores", kernel, float(m), float(s), "GB/s")
                 for n, m, s in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)
             ]
-            rows.append(SuiteRow(r.model_name, f.name, "catalog only", f"{kernel} bandwidth, 1-2 cores", len(cells),
+            rows.append(SuiteRow(label, f.name, "catalog only", f"{kernel} bandwidth, 1-2 cores", len(cells),
                                  mape_pct(cells), _worst(cells), cal.id, "engine (likwid-bench kernel)",
                                  len(cal.provenance.priors)))
     return rows, notes

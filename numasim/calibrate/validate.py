@@ -12,7 +12,9 @@ Two methods, and every table says which one produced it (``method``), so a numbe
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from numasim.calibrate.measurements import Measurement
 from numasim.calibrate.parsers import (
     HmatResult,
     HopRatioResult,
+    KerncraftResult,
     LatMemRdResult,
     LoadedLatencyTable,
     MlcResult,
@@ -65,6 +68,7 @@ VALIDATION_TABLES = (
     "device_latency",
     "hop_ratios",
     "c2c_latency",
+    "bandwidth_scaling",
 )
 ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/bandwidth/curve model)"
 
@@ -75,6 +79,10 @@ ENGINE_LL_METHOD = (
     "latency and bandwidth columns"
 )
 ENGINE_BW_METHOD = ENGINE_METHOD
+ENGINE_SCALING_METHOD = (
+    "engine: each likwid-bench kernel (copy by the virtual STREAM) on the first n cores of socket 0, one thread a "
+    "core, arrays first touched by their threads (numasim.calibrate.scaling)"
+)
 
 
 @dataclass
@@ -242,6 +250,48 @@ def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) ->
     return cells
 
 
+def _scaling_table(machine: Machine, calibration: Calibration, d: KerncraftResult, src: str) -> tuple[list[CellResidual], list[str]]:
+    """Every memory-level kernel series of a kerncraft file replayed at every measured core count, and notes on
+    what was left out. The machine must have the file's socket layout: the cores are filled node by node."""
+    from numasim.calibrate.scaling import compare_scaling
+
+    socket0 = [n for n in machine.nodes if n.socket in (0, None) and n.cpus]
+    cpus = sum(len(n.cpus) for n in socket0)
+    want = d.cores_per_socket * d.threads_per_core
+    if cpus != want or len(socket0) != d.numa_domains_per_socket:
+        raise CalibrationError(
+            f"{src}: the file describes a socket of {d.numa_domains_per_socket} NUMA domains and "
+            f"{d.cores_per_socket} cores x {d.threads_per_core} threads ({want} cpus); socket 0 of {machine.name} "
+            f"has {len(socket0)} nodes and {cpus} cpus: validate on the machine `numasim topo import {src}` builds"
+        )
+    cells: list[CellResidual] = []
+    notes: list[str] = []
+    name = Path(src).name
+    for kernel, series in sorted(d.scaling.get("MEM", {}).items()):
+        if kernel != "copy" and kernel not in d.kernels:
+            notes.append(f"bandwidth_scaling {name}: kernel {kernel!r} not replayed: the file does not say its "
+                         "streams (benchmarks: kernels:)")
+            continue
+        c = compare_scaling(machine, calibration, series, threads_per_core=d.threads_per_core,
+                            streams=d.kernels.get(kernel))
+        kc = [CellResidual("bandwidth_scaling", f"{n} core{'s' if n != 1 else ''}", kernel, float(m), float(x), "GB/s")
+              for n, m, x in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)]
+        notes.append(f"bandwidth_scaling {name}: {kernel} MAPE {mape_pct(kc):.1f} % over {len(kc)} core counts")
+        cells += kc
+    # A prior read off likwid-bench runs (the catalog's efficiencies, the write cost) may come from this very
+    # file: say which, so that no one takes those cells for a held-out test without looking.
+    cited = sorted({re.sub(r"\[\d+\]", "", p.parameter) for p in calibration.provenance.priors
+                    if "kerncraft" in p.source.lower()})
+    if cited:
+        notes.append(f"bandwidth_scaling {name}: priors citing kerncraft's likwid-bench files: {', '.join(cited)}; "
+                     "cells resting on one read off this file are not held out")
+    cached = sorted(level for level in d.scaling if level != "MEM")
+    if cached:
+        notes.append(f"bandwidth_scaling {name}: levels {', '.join(cached)} not validated (in-cache bandwidth is not "
+                     "modelled: caches are timed by latency)")
+    return cells, notes
+
+
 def validate(
     machine: Machine,
     calibration: Calibration,
@@ -381,10 +431,20 @@ def validate(
                     )
         if isinstance(d, HopRatioResult) and "hop_ratios" in wanted:
             rep.tables.append(TableValidation("hop_ratios", src, _hop_cells(machine, calibration, d)))
+        if isinstance(d, KerncraftResult) and "bandwidth_scaling" in wanted:
+            if not use_engine:
+                rep.notes.append(f"bandwidth_scaling {src}: not validated: it has no closed form, only the engine "
+                                 "replays it (--method engine or auto)")
+            else:
+                cells, notes = _scaling_table(machine, calibration, d, src)
+                rep.notes += notes
+                if cells:
+                    rep.tables.append(TableValidation("bandwidth_scaling", src, cells, ENGINE_SCALING_METHOD))
     if not rep.tables:
-        raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})")
+        raise CalibrationError(f"none of the measurements holds a table to validate ({', '.join(wanted)})"
+                               + "".join(f"; {n}" for n in rep.notes))
     if any(t.method.startswith("engine") for t in rep.tables):
-        rep.method = "mixed: mlc's tables by the virtual mlc (engine), other tables analytic"
+        rep.method = "mixed: the virtual tools' tables by the engine (mlc, STREAM, likwid-bench), other tables analytic"
     rep.notes.append(f"method: {rep.method}")
     return rep
 

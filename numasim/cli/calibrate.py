@@ -110,6 +110,10 @@ def validate_cmd(
     calibration: Annotated[
         Path | None, typer.Option("--calibration", "-c", help="Calibration JSON (default: the one the machine names).")
     ] = None,
+    catalog: Annotated[
+        bool, typer.Option("--catalog", help="Predict from the platform catalog's priors for the machine's processor "
+                           "(no measurement), instead of a calibration file.")
+    ] = False,
     tables: Annotated[str | None, typer.Option("--tables", help="Comma-separated tables to validate (default: all present).")] = None,
     format: Annotated[str | None, typer.Option("--format", help="Force the measurement format.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Report directory (report.json, report.txt, PNGs).")] = None,
@@ -140,15 +144,16 @@ def validate_cmd(
     m = _load_machine(machine)
     machine_path = machine_source(machine)
     if holdout:
-        if calibration is not None:
-            raise CalibrationError("--holdout fits its own calibration per table; do not give --calibration")
+        if calibration is not None or catalog:
+            raise CalibrationError("--holdout fits its own calibration per table; do not give --calibration or "
+                                   "--catalog (--priors catalog starts each fit from the catalog)")
         if plots:
             raise CalibrationError("--plots is not available with --holdout")
         _holdout(m, files, format, _split(tables), method, _load_priors(m, priors), created, output, as_json)
         return
     if priors is not None:
         raise CalibrationError("--priors only applies with --holdout (or to `numasim calibrate`)")
-    cal = resolve_calibration(m, calibration, machine_path=machine_path)
+    cal = resolve_calibration(m, calibration, catalog=catalog, machine_path=machine_path)
     ms = load_measurements(list(files), format)
     report = validate(m, cal, ms, _split(tables), method=method)
     text = format_validation(report)

@@ -2,7 +2,7 @@
 would print on it, convert between formats, draw it, and print its distance and latency tables.
 
 ``MACHINE`` is always a shipped machine's name or a path in any format :func:`numasim.topology.io.load_machine`
-reads (our TOML, ``numactl --hardware`` text, a sysfs node tree, hwloc XML). Files are written atomically and
+reads (our TOML, ``numactl --hardware`` text, a sysfs node tree, hwloc XML, a kerncraft machine file). Files are written atomically and
 never overwritten without ``--force``.
 """
 
@@ -27,7 +27,8 @@ topo_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_MACHINE_HELP = "A shipped machine's name (see 'numasim topo list') or a machine file (TOML, numactl text, sysfs, hwloc XML)."
+_MACHINE_HELP = ("A shipped machine's name (see 'numasim topo list') or a machine file (TOML, numactl text, sysfs, hwloc "
+                 "XML, kerncraft YAML).")
 _STYLES = ("2.0.18", "2.0.19")
 _FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -155,7 +156,7 @@ def hardware_cmd(
 
 @topo_app.command("import")
 def import_cmd(
-    source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML or TOML."),
+    source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML, kerncraft machine file (YAML) or TOML."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write (.toml; .xml hwloc; .txt numactl)."),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
     cpu: str | None = typer.Option(

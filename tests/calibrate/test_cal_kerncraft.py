@@ -10,7 +10,8 @@ import pytest
 from numasim.calibrate.parsers import detect_measurement_format, parse_measurement
 from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
 from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
-from numasim.errors import CalibrationError, FormatError
+from numasim.errors import CalibrationError, FormatError, NumasimError
+from numasim.timing.catalog import catalog_calibration
 from numasim.timing.model import nominal_calibration
 
 KERNCRAFT = Path(__file__).resolve().parents[3] / "shared" / "data" / "kerncraft"
@@ -22,11 +23,14 @@ def test_every_shipped_file_parses_or_is_refused_by_name() -> None:
     parsed = {}
     for f in sorted(KERNCRAFT.glob("*.yml")):
         assert detect_measurement_format(f) == "kerncraft"
-        if f.name.startswith("ARMv8"):
-            with pytest.raises(FormatError, match="'model name' is empty"):
-                parse_measurement(f)
-            continue
         parsed[f.name] = parse_measurement(f)
+    # ThunderX2's file names its part in a comment only: its layout and measurements still read, but nothing
+    # names the processor the catalog would time
+    tx2 = parsed["ARMv8_ThunderX2-CN9980.yml"]
+    assert tx2.model_name is None and tx2.layout.model_type == "Cavium Thunder X2 (ARMv8)"
+    assert tx2.scaling["MEM"]["copy"].cores.tolist()[:2] == [1, 2]
+    with pytest.raises(NumasimError, match="cpu|processor|model"):
+        catalog_calibration(kerncraft_machine(tx2))
     spr = parsed["SapphireRapids_Platinum-8470.yml"]
     # the file's MEM cores list lost a comma ("38\n 39"): split back, 52 counts for 52 values
     assert spr.scaling["MEM"]["copy"].cores.tolist() == list(range(1, 53))
@@ -48,6 +52,9 @@ def test_garbage_is_refused_with_the_field() -> None:
         parse_kerncraft_text(bad + "          copy: [1 GB/s, 2 ns]\n")
     with pytest.raises(FormatError, match="not valid YAML"):
         parse_kerncraft_text("model name: [unclosed\n")
+    with pytest.raises(FormatError, match=r"'NUMA domains per socket' 1 x 'cores per NUMA domain' 3 != 'cores per "
+                                          r"socket' 2"):
+        parse_kerncraft_text(base.replace("cores per NUMA domain: 2", "cores per NUMA domain: 3"))
 
 
 @needs_data

@@ -35,7 +35,6 @@ Examples
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +43,15 @@ import numpy as np
 
 from numasim.calibrate.parsers._text import read_source
 from numasim.errors import FormatError
+from numasim.topology.io.kerncraft import (
+    KerncraftLayout,
+    kerncraft_document,
+    kerncraft_quantity,
+    layout_from_document,
+    looks_like_kerncraft,
+)
 
 __all__ = ["KerncraftResult", "BandwidthScaling", "KernelStreams", "parse_kerncraft", "parse_kerncraft_text", "looks_like_kerncraft"]
-
-_QUANTITY_RE = re.compile(r"^\s*([-+0-9.eE]+)\s*([kMG]?)(B/s|B|Hz)?\s*$")
-_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
-
 
 @dataclass(frozen=True)
 class BandwidthScaling:
@@ -93,39 +95,45 @@ class KernelStreams:
 class KerncraftResult:
     """A kerncraft machine file: the layout and the 1-thread-per-core bandwidth scaling per level and kernel."""
 
-    source: str
-    model_name: str
-    clock_ghz: float | None
-    sockets: int
-    cores_per_socket: int
-    threads_per_core: int
-    numa_domains_per_socket: int
-    cores_per_numa_domain: int
+    layout: KerncraftLayout
+    """The machine the file describes (:mod:`numasim.topology.io.kerncraft`: ``numasim topo import`` reads it)."""
     scaling: dict[str, dict[str, BandwidthScaling]] = field(default_factory=dict)
     """``scaling[level][kernel]`` with one thread per core (levels ``L1``, ``L2``, ``L3``, ``MEM``)."""
     kernels: dict[str, KernelStreams] = field(default_factory=dict)
     """Each kernel's streams (``benchmarks: kernels:``; empty where the file does not describe them)."""
 
+    @property
+    def source(self) -> str:
+        return self.layout.source
 
-def looks_like_kerncraft(text: str) -> bool:
-    return "kerncraft version" in text or ("cores per NUMA domain:" in text and "benchmarks:" in text)
+    @property
+    def model_name(self) -> str | None:
+        """The processor as the OS names it; ``None`` where the file leaves ``model name:`` empty."""
+        return self.layout.model_name
 
+    @property
+    def clock_ghz(self) -> float | None:
+        return self.layout.clock_ghz
 
-def _quantity(value: Any, unit: str, source: str, where: str) -> float:
-    """``'15.52 GB/s'`` -> 15.52e9 (in ``unit``'s base: B/s, B or Hz); plain numbers are taken as they are."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    m = _QUANTITY_RE.match(str(value))
-    if not m or (m.group(3) and m.group(3) != unit):
-        raise FormatError(source, f"{where}: expected a quantity in {unit}, got {value!r}")
-    return float(m.group(1)) * _SCALE[m.group(2)]
+    @property
+    def sockets(self) -> int:
+        return self.layout.sockets
 
+    @property
+    def cores_per_socket(self) -> int:
+        return self.layout.cores_per_socket
 
-def _int(doc: dict[str, Any], key: str, source: str) -> int:
-    v = doc.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise FormatError(source, f"{key!r}: expected a positive integer, got {v!r}")
-    return v
+    @property
+    def threads_per_core(self) -> int:
+        return self.layout.threads_per_core
+
+    @property
+    def numa_domains_per_socket(self) -> int:
+        return self.layout.numa_domains_per_socket
+
+    @property
+    def cores_per_numa_domain(self) -> int:
+        return self.layout.cores_per_numa_domain
 
 
 def _core_counts(values: list[Any], source: str, where: str) -> np.ndarray:
@@ -145,7 +153,7 @@ def _streams(entry: Any, source: str, where: str) -> int:
     if not isinstance(entry, dict) or not isinstance(entry.get("streams"), int) or entry["streams"] < 0:
         raise FormatError(source, f"{where}: expected {{bytes: ..., streams: N}}, got {entry!r}")
     n = int(entry["streams"])
-    if _quantity(entry.get("bytes", 0), "B", source, where) != 8.0 * n:
+    if kerncraft_quantity(entry.get("bytes", 0), "B", source, where) != 8.0 * n:
         raise FormatError(source, f"{where}: {entry.get('bytes')!r} for {n} streams: expected 8 B a stream")
     return n
 
@@ -170,21 +178,8 @@ def _kernels(doc: Any, source: str) -> dict[str, KernelStreams]:
 
 def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
     """Parse a kerncraft machine file (YAML)."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise FormatError(
-            source, f"not valid YAML: {getattr(exc, 'problem', exc)}", None if line is None else line + 1
-        ) from None
-    if not isinstance(doc, dict) or "model name" not in doc:
-        raise FormatError(source, "no 'model name:' key: not a kerncraft machine file")
-    if not doc["model name"] or not str(doc["model name"]).strip():
-        raise FormatError(source, "'model name' is empty: the file does not name its processor")
-    clock = doc.get("clock")
-    clock_ghz = _quantity(clock, "Hz", source, "clock") / 1e9 if clock is not None else None
+    doc = kerncraft_document(text, source)
+    layout = layout_from_document(doc, source)
     scaling: dict[str, dict[str, BandwidthScaling]] = {}
     benchmarks = doc.get("benchmarks") or {}
     if not isinstance(benchmarks, dict):
@@ -206,22 +201,11 @@ def parse_kerncraft_text(text: str, source: str = "<text>") -> KerncraftResult:
             where = f"benchmarks.measurements.{level}.1.results.{kernel}"
             if not isinstance(values, list) or len(values) != len(cores):
                 raise FormatError(source, f"{where}: expected {len(cores)} values (one per cores entry)")
-            bw = np.array([_quantity(v, "B/s", source, where) / 1e9 for v in values])
+            bw = np.array([kerncraft_quantity(v, "B/s", source, where) / 1e9 for v in values])
             if (bw <= 0).any():
                 raise FormatError(source, f"{where}: bandwidth must be positive")
             scaling.setdefault(str(level), {})[str(kernel)] = BandwidthScaling(str(kernel), str(level), cores, bw)
-    return KerncraftResult(
-        kernels=_kernels(benchmarks.get("kernels"), source),
-        source=source,
-        model_name=" ".join(str(doc["model name"]).split()),
-        clock_ghz=clock_ghz,
-        sockets=_int(doc, "sockets", source),
-        cores_per_socket=_int(doc, "cores per socket", source),
-        threads_per_core=_int(doc, "threads per core", source),
-        numa_domains_per_socket=_int(doc, "NUMA domains per socket", source),
-        cores_per_numa_domain=_int(doc, "cores per NUMA domain", source),
-        scaling=scaling,
-    )
+    return KerncraftResult(layout=layout, scaling=scaling, kernels=_kernels(benchmarks.get("kernels"), source))
 
 
 def parse_kerncraft(path: str | Path) -> KerncraftResult:

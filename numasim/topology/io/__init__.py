@@ -1,4 +1,5 @@
-"""Machine file formats: our TOML, ``numactl --hardware`` text, sysfs node trees and hwloc XML.
+"""Machine file formats: our TOML, ``numactl --hardware`` text, sysfs node trees, hwloc XML, and (read only)
+kerncraft machine files.
 
 :func:`load_machine` takes a shipped machine's name or a path in any of these formats (told apart by content,
 :func:`~numasim.topology.io.detect.detect_format`); :func:`save_machine` writes by suffix.
@@ -11,8 +12,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from numasim.errors import FormatError, TopologyError
-from numasim.topology.io.detect import KNOWN_FORMATS, MachineFormat, detect_format, format_for_suffix
+from numasim.topology.io.detect import (
+    KNOWN_FORMATS,
+    WRITABLE_FORMATS,
+    MachineFormat,
+    detect_format,
+    format_for_suffix,
+)
 from numasim.topology.io.hwloc import read_hwloc_xml, save_machine_hwloc, write_hwloc_xml
+from numasim.topology.io.kerncraft import load_machine_kerncraft
 from numasim.topology.io.numactl import (
     NumactlHardware,
     NumactlNode,
@@ -35,12 +43,14 @@ from numasim.topology.model import Machine
 
 __all__ = [
     "KNOWN_FORMATS",
+    "WRITABLE_FORMATS",
     "MachineFormat",
     "detect_format",
     "load_machine",
     "machine_source",
     "save_machine",
     "read_hwloc_xml",
+    "load_machine_kerncraft",
     "write_hwloc_xml",
     "read_sysfs_node_tree",
     "write_sysfs_node_tree",
@@ -122,6 +132,8 @@ def load_machine(spec: str | Path) -> Machine:
             return load_machine_numactl(p)
         if fmt == "sysfs":
             return read_sysfs_node_tree(p)
+        if fmt == "kerncraft":
+            return load_machine_kerncraft(p)
         return read_hwloc_xml(p)
     except ValidationError as exc:
         # A value the reader took from the file broke a model rule: say which file, then which field.
@@ -148,4 +160,4 @@ def save_machine(machine: Machine, path: str | Path, format: MachineFormat | Non
         replace = target.is_dir() and any(c.name.startswith("node") and c.is_dir() for c in target.iterdir())
         write_sysfs_node_tree(machine, target, overwrite=replace)
     else:
-        raise FormatError(str(path), f"unknown format {fmt!r}; known: {', '.join(KNOWN_FORMATS)}")
+        raise FormatError(str(path), f"cannot write format {fmt!r}; writable: {', '.join(WRITABLE_FORMATS)}")

@@ -1,4 +1,5 @@
-"""Tell a machine file's format from its content (not its name): TOML, numactl text, sysfs tree or hwloc XML."""
+"""Tell a machine file's format from its content (not its name): TOML, numactl text, sysfs tree, hwloc XML or a
+kerncraft machine file."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ from pathlib import Path
 from typing import Literal
 
 from numasim.errors import FormatError
+from numasim.topology.io.kerncraft import looks_like_kerncraft
 
-__all__ = ["MachineFormat", "KNOWN_FORMATS", "detect_format", "format_for_suffix"]
+__all__ = ["MachineFormat", "KNOWN_FORMATS", "WRITABLE_FORMATS", "detect_format", "format_for_suffix"]
 
-MachineFormat = Literal["toml", "numactl", "sysfs", "hwloc"]
-KNOWN_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc")
+MachineFormat = Literal["toml", "numactl", "sysfs", "hwloc", "kerncraft"]
+KNOWN_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc", "kerncraft")
+WRITABLE_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc")
+"""Formats :func:`~numasim.topology.io.save_machine` writes (a kerncraft file is read only: its measurements
+are not ours to make up)."""
 _DESCRIBED = (
     "toml (numasim machine file with [[nodes]]), numactl (`numactl --hardware` output), "
-    "sysfs (a /sys/devices/system/node-like directory with nodeN/), hwloc (hwloc XML with <topology>)"
+    "sysfs (a /sys/devices/system/node-like directory with nodeN/), hwloc (hwloc XML with <topology>), "
+    "kerncraft (a kerncraft machine file, YAML with 'cores per NUMA domain:')"
 )
 _AVAILABLE_RE = re.compile(r"^\s*available:\s*\d+\s+nodes?\b", re.MULTILINE)
 _HEAD_BYTES = 64 * 1024
@@ -26,7 +32,8 @@ def detect_format(path: str | Path) -> MachineFormat:
     """The format of the machine description at ``path``.
 
     A directory with ``nodeN`` subdirectories is a sysfs tree; a file whose first element is ``<topology`` is
-    hwloc XML; text with an ``available: N nodes`` line is numactl output; TOML with a ``nodes`` array is
+    hwloc XML; text with an ``available: N nodes`` line is numactl output; YAML with kerncraft's layout keys is
+    a kerncraft machine file; TOML with a ``nodes`` array is
     ours, and so is TOML with ``format = "numasim-machine..."``, and a ``.toml`` file or text with such a
     line or ``[[nodes]]`` that does not parse (so the TOML reader can name the line). Anything else raises
     :class:`~numasim.errors.FormatError` naming the file and the known formats.
@@ -47,6 +54,8 @@ def detect_format(path: str | Path) -> MachineFormat:
         return "hwloc"
     if _AVAILABLE_RE.search(text):
         return "numactl"
+    if looks_like_kerncraft(text):
+        return "kerncraft"
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):
