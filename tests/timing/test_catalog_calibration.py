@@ -242,3 +242,47 @@ def test_cache_to_cache_figures_come_only_from_a_measurement_of_the_platform() -
         assert get_platform(platform).coherence is None
     other = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
     assert other.coherence is None and "no cache-to-cache latencies" in other.provenance.notes
+
+
+@pytest.mark.parametrize(
+    ("cpu", "l3_cycles"),
+    [
+        ("Intel(R) Xeon(R) CPU X5570 @ 2.93GHz", 40),  # Nehalem-EP, Intel's own figure
+        ("Intel(R) Xeon(R) CPU E5-2697 v4 @ 2.30GHz", 45),  # Broadwell-EP, lmbench
+        ("Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", 55),  # Skylake-SP, lmbench
+        ("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", 46),  # Cascade Lake-SP, AnandTech's tool
+        ("AMD EPYC 7451 24-Core Processor", 40),  # Naples
+        ("AMD EPYC 9654 96-Core Processor", 50),  # Genoa, derived from Chips and Cheese
+    ],
+)
+def test_the_l3_is_timed_where_a_source_gives_its_latency(cpu: str, l3_cycles: int) -> None:
+    """Without an L3 a working set of a few MB would cost a memory access: the level is there, between L2 and
+    memory, at the cited cycles of the running clock, and its source is listed."""
+    amd = cpu.startswith("AMD")
+    m = multi_die(1, "NPS1" if amd else "SNC1", cores_per_socket=8, threads_per_core=2)
+    cal = catalog_calibration(m, sku=cpu)
+    clock = cal.core.core_clock_ghz
+    levels = {c.name: c for c in cal.caches}
+    assert list(levels)[-1] == "L3" and levels["L3"].latency_ns == pytest.approx(l3_cycles / clock)
+    assert levels["L2"].latency_ns < levels["L3"].latency_ns < min(c.latency_ns for c in cal.controllers)
+    prior = next(p for p in cal.provenance.priors if p.parameter == "caches[L3].latency_ns")
+    assert f"{l3_cycles:g} cycles / {clock:g} GHz" in prior.source
+    assert not any("L3: neither the catalog" in n for n in cal.provenance.notes)
+
+
+def test_lat_mem_rd_on_a_catalog_machine_steps_through_the_l3() -> None:
+    from numasim.tools.context import tool_context
+    from numasim.tools.lat_mem_rd import lat_mem_rd
+
+    m = multi_die(2, "SNC1", cores_per_socket=20, threads_per_core=2)
+    cal = catalog_calibration(m, sku="Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz")
+    # a 256-byte stride: the model prefetches a line when the line before it was just requested, so at this
+    # stride the chase times the cache level itself
+    r = lat_mem_rd(tool_context(m, cal, cpunodebind=[0], membind=[0]), "256M", [256])
+    sizes, lat = np.array(r.size_bytes), np.array(r.latency_ns[256])
+    l3 = {c.name: c for c in cal.caches}["L3"]
+    # a working set between the L2 (1 MiB) and the L3 (27.5 MiB) is served by the L3, not by memory
+    in_l3 = (sizes >= 2 << 20) & (sizes <= 24 << 20)
+    assert np.allclose(lat[in_l3], l3.latency_ns, rtol=0.05)
+    assert np.all(lat[sizes >= 32 << 20] > 2 * l3.latency_ns)  # memory
+    assert np.all(np.diff(lat) >= -1e-6 * lat[1:])  # never faster for a larger working set

@@ -49,7 +49,7 @@ def catalog_machine(
     >>> from numasim.topology.builders import glueless
     >>> m = catalog_machine(glueless(2), "Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz")
     >>> m.cpu_model, round(m.nodes[0].controller.read_bandwidth_gb_s, 1), [c.name for c in m.caches]
-    ('Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz', 125.2, ['L1d', 'L2'])
+    ('Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz', 125.2, ['L1d', 'L2', 'L3'])
     >>> x = catalog_machine(glueless(2), "Xeon Platinum 8470", cxl_expanders=1, cxl_device="micron-cz120")
     >>> cxl = x.nodes[-1]
     >>> cxl.memory_kind.value, cxl.cpus, round(x.links[-1].bandwidth_gb_s, 1), x.slit()[0]
