@@ -10,6 +10,10 @@ in a timer of its own thread's cpu time (``time.thread_time``: the feeder and th
 their own); that run is not one of the timed ones. See ``benchmarks/README.md`` for how to read the tables.
 Nothing here asserts a time: the host is shared.
 
+The process's allocator is tuned as the ``numasim`` command tunes it (:func:`numasim.allocator.tune_allocator`);
+``BENCH_FLOOR_ALLOCATOR=default`` leaves glibc's defaults, to measure what the tuning saves (system time from
+page faults, which cpu time includes).
+
 Run by hand::
 
     .venv/bin/python -m pytest benchmarks/bench_floor.py --run-benchmarks -s
@@ -36,11 +40,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_engine as b  # noqa: E402
 from floor_kernel import floor_run  # noqa: E402
 
+from numasim.allocator import tune_allocator  # noqa: E402
 from numasim.engine import epoch, simulate, stream  # noqa: E402
 from numasim.engine.cores import thread_mlp  # noqa: E402
 from numasim.engine.memsys import build_memory_system  # noqa: E402
 
 N = int(os.environ.get("BENCH_FLOOR_ACCESSES", 16_000_000))  # fewer for a quick look
+ALLOCATOR = os.environ.get("BENCH_FLOOR_ALLOCATOR", "tuned")
 REPEATS = int(os.environ.get("BENCH_FLOOR_REPEATS", 5))
 LATENCY_TOLERANCE = 0.10  # floor vs engine mean memory latency and run time, relative (measured ~6 %, README)
 
@@ -125,6 +131,9 @@ def stage_timers() -> Iterator[dict[str, float]]:
 
 @pytest.mark.benchmark
 def test_engine_against_floor() -> None:
+    if ALLOCATOR not in ("tuned", "default"):
+        raise ValueError(f"BENCH_FLOOR_ALLOCATOR = {ALLOCATOR!r}: expected tuned or default")
+    tuned = ALLOCATOR == "tuned" and tune_allocator()
     m, cal = b.machine_and_calibration()
     specs, pm = b.threads(m), b.pages()
     ms, chunks, args = _floor_inputs(m, cal, N)
@@ -148,7 +157,8 @@ def test_engine_against_floor() -> None:
     e_med, f_med = statistics.median(eng), statistics.median(flo)
     lines = [
         f"machine {m.name}, calibration {cal.id}, {b.THREADS} threads, {N:,} random loads over 1 GiB, "
-        f"{REPEATS} runs each (cpu time, all threads)",
+        f"{REPEATS} runs each (cpu time, all threads); allocator "
+        f"{'tuned (numasim.allocator, as the numasim command)' if tuned else 'glibc defaults'}",
         "",
         "| | cpu ns / access (median) | fastest | M accesses / cpu s (median) | mean memory latency ns | "
         "run time ms |",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from numasim._lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, for type checkers and IDEs
+    from numasim.allocator import tune_allocator
     from numasim.engine import (
         DeviceTransfer,
         EngineMode,
@@ -104,6 +105,7 @@ _LAZY = {
     "ThreadSpec": "numasim.engine",
     "TlbSpec": "numasim.engine",
     "simulate": "numasim.engine",
+    "tune_allocator": "numasim.allocator",
     "CalibrationError": "numasim.errors",
     "FormatError": "numasim.errors",
     "NumasimError": "numasim.errors",
@@ -230,6 +232,7 @@ __all__ = [
     "available_policies",
     "register_policy",
     "simulate",
+    "tune_allocator",
     "SimulationResult",
     "ThreadSpec",
     "PageMap",

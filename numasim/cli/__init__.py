@@ -94,6 +94,12 @@ call them through the shims many times, so their start-up counts (issue 11)."""
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``numasim`` script; returns the exit status instead of exiting."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        # The numasim process is ours: let the engine's large temporaries be reused instead of page-faulted in
+        # again chunk after chunk (numasim.allocator; results do not depend on it).
+        from numasim.allocator import tune_allocator
+
+        tune_allocator()
     if args[:1] and args[0] in _FAST:
         rest = args[1:]
         if "--" in rest:  # what typer's parser does with the line: the first "--" ends its options and goes

@@ -16,9 +16,11 @@ thread while a chunk is timed (the naive design, a SimPy event per resource per 
 ``benchmarks/bench_engine.py``). Modules: ``spec`` (inputs), ``pagemap``, ``memsys`` (resources and route
 classes), ``stream`` (chunks -> per-agent line requests, prefetch rule), ``caches``, ``timing``, ``exact``,
 ``epoch``, ``stats``, ``result``, ``plots``; ``runtime`` (a kernel on the simulation clock: what it may change
-while the engine runs), ``tlb`` (the STLB and page walks), ``requests`` (request latencies).
+while the engine runs), ``tlb`` (the STLB and page walks), ``requests`` (request latencies). :func:`tune_allocator`
+(:mod:`numasim.allocator`) keeps freed memory for reuse; the ``numasim`` command and sweep workers call it.
 """
 
+from numasim.allocator import tune_allocator
 from numasim.engine.memsys import MemorySystem, Resource, build_memory_system
 from numasim.engine.pagemap import PageMap
 from numasim.engine.result import (
@@ -59,4 +61,5 @@ __all__ = [
     "CompositeRuntime",
     "Daemon",
     "TlbSpec",
+    "tune_allocator",
 ]

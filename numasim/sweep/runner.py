@@ -29,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from numasim.allocator import tune_allocator
 from numasim.fileio import atomic_path, atomic_write_text
 from numasim.sweep.execute import ROW_FILE, execute, params_of
 from numasim.sweep.spec import SweepError, SweepSpec, load_sweep, run_ids
@@ -193,7 +194,7 @@ def _pool_round(jobs: list[tuple[Any, ...]], bar: Progress, n: int, *, last: boo
     """Run ``jobs`` on one pool of ``n`` processes; returns the jobs a broken pool lost (recorded as failed when
     ``last``)."""
     lost: list[tuple[Any, ...]] = []
-    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)))
+    pool = ProcessPoolExecutor(max_workers=min(n, len(jobs)), initializer=tune_allocator)
     try:
         futures: dict[Future[dict[str, Any]], tuple[Any, ...]] = {pool.submit(execute, *job): job for job in jobs}
         not_done: Iterable[Future[dict[str, Any]]] = set(futures)
