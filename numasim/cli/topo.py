@@ -2,7 +2,8 @@
 would print on it, convert between formats, draw it, and print its distance and latency tables.
 
 ``MACHINE`` is always a shipped machine's name or a path in any format :func:`numasim.topology.io.load_machine`
-reads (our TOML, ``numactl --hardware`` text, a sysfs node tree, hwloc XML, a kerncraft machine file). Files are written atomically and
+reads (our TOML, ``numactl --hardware`` text, a sysfs node tree, hwloc XML, ``lscpu`` output, a kerncraft machine
+file). Files are written atomically and
 never overwritten without ``--force``.
 """
 
@@ -28,7 +29,7 @@ topo_app = typer.Typer(
 )
 
 _MACHINE_HELP = ("A shipped machine's name (see 'numasim topo list') or a machine file (TOML, numactl text, sysfs, hwloc "
-                 "XML, kerncraft YAML).")
+                 "XML, lscpu text, kerncraft YAML).")
 _STYLES = ("2.0.18", "2.0.19")
 _FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -156,12 +157,13 @@ def hardware_cmd(
 
 @topo_app.command("import")
 def import_cmd(
-    source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML, kerncraft machine file (YAML) or TOML."),
+    source: str = typer.Argument(..., metavar="FILE", help="numactl --hardware text, sysfs node tree, hwloc XML, lscpu output, kerncraft machine file (YAML) or TOML."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write (.toml; .xml hwloc; .txt numactl)."),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
     cpu: str | None = typer.Option(
         None, "--cpu", help="The processor (\"Intel Xeon Gold 6240\", lscpu's Model name): timing numbers from the "
-        "platform catalog. Picked up from hwloc XML, or lscpu.txt beside a sysfs tree, when not given."
+        "platform catalog. Picked up from hwloc XML, lscpu output, a kerncraft file, or lscpu text in or beside numactl "
+        "text or a sysfs tree, when not given."
     ),
     cxl: int = typer.Option(0, "--cxl", min=0, help="Add this many CXL memory expanders (cpu-less nodes), timed from "
                             "the catalog's CXL section; needs a processor the catalog knows."),

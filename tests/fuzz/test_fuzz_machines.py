@@ -1,5 +1,5 @@
-"""Fuzz: machine files in every format (our TOML, numactl -H text, hwloc XML, a sysfs node tree, lscpu beside a
-tree), mutated from valid ones, through ``topo show`` and ``topo import``."""
+"""Fuzz: machine files in every format (our TOML, numactl -H text, hwloc XML, a sysfs node tree, lscpu output and
+lscpu beside a tree, a kerncraft machine file), mutated from valid ones, through ``topo show`` and ``topo import``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from numasim.topology.io.numactl import numactl_hardware_for
 from numasim.topology.io.toml_format import dumps_machine
 
 HWLOC_REAL = Path("/work/shared/data/hwloc/intel-knl-groveport-a2a-hybrid.xml")
+TOPOLOGY_DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
+KERNCRAFT_REAL = Path("/work/shared/data/kerncraft/HaswellEP_E5-2695v3_CoD.yml")
 _counter = itertools.count()
 
 
@@ -34,14 +36,20 @@ def _bases(work: Path) -> dict[str, tuple[str, str]]:
     }
     if HWLOC_REAL.is_file():
         bases["hwloc-real"] = (HWLOC_REAL.read_text(), ".xml")
+    # lscpu's grouped and flat layouts (real outputs), and a kerncraft machine file's layout keys
+    bases["lscpu-grouped"] = ((TOPOLOGY_DATA / "lscpu-2s-xeon-x5550.txt").read_text(), ".txt")
+    bases["lscpu-flat"] = ((TOPOLOGY_DATA / "lscpu-2s-epyc-7742-nps4.txt").read_text(), ".txt")
+    if KERNCRAFT_REAL.is_file():
+        head = KERNCRAFT_REAL.read_text().split("in-core model:")[0]  # the layout, without the measurements
+        bases["kerncraft"] = (head, ".yml")
     return bases
 
 
-@pytest.mark.parametrize("fmt", ["toml", "numactl", "hwloc", "hwloc-real"])
+@pytest.mark.parametrize("fmt", ["toml", "numactl", "hwloc", "hwloc-real", "lscpu-grouped", "lscpu-flat", "kerncraft"])
 def test_mutated_machine_files(work: Path, fmt: str) -> None:
     bases = _bases(work)
     if fmt not in bases:
-        pytest.skip(f"{HWLOC_REAL} is not here")  # the shared data folder is not part of an installed tree
+        pytest.skip(f"{fmt}: the shared data folder is not here")  # not part of an installed tree
     text, suffix = bases[fmt]
 
     @fuzz_settings(25)

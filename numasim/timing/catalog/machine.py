@@ -67,7 +67,7 @@ def catalog_machine(
                    line_bytes=c.line_bytes, associativity=ways.get(c.name.lower()) or 8)
         for c in cal.caches
     ]}) if cal.caches else machine
-    timed = apply_calibration(shaped, cal)
+    timed = _socket_links_named(apply_calibration(shaped, cal), found)
     note = (
         f"Nominal timing numbers are the platform catalog's priors for {found.label} "
         f"(numasim catalog show {found.platform.name!r}); nothing of this box was measured."
@@ -81,6 +81,31 @@ def catalog_machine(
     return timed.model_copy(
         update={"calibration": machine.calibration, "description": description}
     )
+
+
+def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
+    """The links between two sockets labelled with the platform's interconnect (QPI before Skylake-SP, UPI
+    after, HyperTransport on Opteron, Infinity Fabric on EPYC): builders and importers cannot know which."""
+    import re
+
+    from numasim.topology.model import LinkKind
+
+    kind = LinkKind(found.platform.interconnect.kind)
+    node_socket = {n.id: n.socket for n in machine.nodes}
+
+    def socket_of(vertex: int | str) -> int | None:
+        if isinstance(vertex, int):
+            return node_socket.get(vertex)
+        m = re.match(r"^socket(\d+)-", vertex)
+        return int(m.group(1)) if m else None
+
+    links = []
+    for link in machine.links:
+        a, b = socket_of(link.a), socket_of(link.b)
+        between = a is not None and b is not None and a != b
+        socket_kinds = (LinkKind.QPI, LinkKind.UPI, LinkKind.HYPERTRANSPORT, LinkKind.INFINITY_FABRIC, LinkKind.OTHER)
+        links.append(link.model_copy(update={"kind": kind}) if between and link.kind in socket_kinds else link)
+    return machine.model_copy(update={"links": links})
 
 
 def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:

@@ -1,5 +1,5 @@
 """Machine file formats: our TOML, ``numactl --hardware`` text, sysfs node trees, hwloc XML, and (read only)
-kerncraft machine files.
+kerncraft machine files and ``lscpu`` output.
 
 :func:`load_machine` takes a shipped machine's name or a path in any of these formats (told apart by content,
 :func:`~numasim.topology.io.detect.detect_format`); :func:`save_machine` writes by suffix.
@@ -21,6 +21,7 @@ from numasim.topology.io.detect import (
 )
 from numasim.topology.io.hwloc import read_hwloc_xml, save_machine_hwloc, write_hwloc_xml
 from numasim.topology.io.kerncraft import load_machine_kerncraft
+from numasim.topology.io.lscpu import load_machine_lscpu
 from numasim.topology.io.numactl import (
     NumactlHardware,
     NumactlNode,
@@ -51,6 +52,7 @@ __all__ = [
     "save_machine",
     "read_hwloc_xml",
     "load_machine_kerncraft",
+    "load_machine_lscpu",
     "write_hwloc_xml",
     "read_sysfs_node_tree",
     "write_sysfs_node_tree",
@@ -134,6 +136,8 @@ def load_machine(spec: str | Path) -> Machine:
             return read_sysfs_node_tree(p)
         if fmt == "kerncraft":
             return load_machine_kerncraft(p)
+        if fmt == "lscpu":
+            return load_machine_lscpu(p)
         return read_hwloc_xml(p)
     except ValidationError as exc:
         # A value the reader took from the file broke a model rule: say which file, then which field.

@@ -8,7 +8,9 @@ source carries it:
 * ``/proc/cpuinfo``: ``model name\t: Intel(R) Xeon(R) ...`` (the first one; a box has one model);
 * hwloc XML: ``<info name="CPUModel" value="..."/>`` on the Package objects;
 * a sysfs node tree (``/sys/devices/system/node``) carries no name: :func:`cpu_model_near` looks beside it
-  for the ``lscpu.txt`` or ``cpuinfo`` that ``numasim probe`` saves.
+  for the ``lscpu.txt`` or ``cpuinfo`` that ``numasim probe`` saves;
+* ``numactl --hardware`` text carries none either: its reader takes an ``lscpu`` block in the same file, or an
+  ``lscpu.txt`` (``cpuinfo``) in the same folder.
 
 Placeholder names some firmware or hypervisors report (``"AMD Engineering Sample"``, ``"QEMU Virtual CPU"``)
 are kept as they are: they name no catalog entry, and the catalog lookup says so.

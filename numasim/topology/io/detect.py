@@ -1,5 +1,5 @@
-"""Tell a machine file's format from its content (not its name): TOML, numactl text, sysfs tree, hwloc XML or a
-kerncraft machine file."""
+"""Tell a machine file's format from its content (not its name): TOML, numactl text, sysfs tree, hwloc XML, a
+kerncraft machine file or lscpu output."""
 
 from __future__ import annotations
 
@@ -10,18 +10,20 @@ from typing import Literal
 
 from numasim.errors import FormatError
 from numasim.topology.io.kerncraft import looks_like_kerncraft
+from numasim.topology.io.lscpu import looks_like_lscpu
 
 __all__ = ["MachineFormat", "KNOWN_FORMATS", "WRITABLE_FORMATS", "detect_format", "format_for_suffix"]
 
-MachineFormat = Literal["toml", "numactl", "sysfs", "hwloc", "kerncraft"]
-KNOWN_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc", "kerncraft")
+MachineFormat = Literal["toml", "numactl", "sysfs", "hwloc", "kerncraft", "lscpu"]
+KNOWN_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc", "kerncraft", "lscpu")
 WRITABLE_FORMATS: tuple[MachineFormat, ...] = ("toml", "numactl", "sysfs", "hwloc")
-"""Formats :func:`~numasim.topology.io.save_machine` writes (a kerncraft file is read only: its measurements
-are not ours to make up)."""
+"""Formats :func:`~numasim.topology.io.save_machine` writes (a kerncraft file and lscpu output are read only:
+numasim has no measurements or cpu flags to put in them)."""
 _DESCRIBED = (
     "toml (numasim machine file with [[nodes]]), numactl (`numactl --hardware` output), "
     "sysfs (a /sys/devices/system/node-like directory with nodeN/), hwloc (hwloc XML with <topology>), "
-    "kerncraft (a kerncraft machine file, YAML with 'cores per NUMA domain:')"
+    "kerncraft (a kerncraft machine file, YAML with 'cores per NUMA domain:'), "
+    "lscpu (`lscpu` output with 'Socket(s):' and 'NUMA nodeN CPU(s):' lines)"
 )
 _AVAILABLE_RE = re.compile(r"^\s*available:\s*\d+\s+nodes?\b", re.MULTILINE)
 _HEAD_BYTES = 64 * 1024
@@ -32,8 +34,9 @@ def detect_format(path: str | Path) -> MachineFormat:
     """The format of the machine description at ``path``.
 
     A directory with ``nodeN`` subdirectories is a sysfs tree; a file whose first element is ``<topology`` is
-    hwloc XML; text with an ``available: N nodes`` line is numactl output; YAML with kerncraft's layout keys is
-    a kerncraft machine file; TOML with a ``nodes`` array is
+    hwloc XML; text with an ``available: N nodes`` line is numactl output (lscpu's output may be in the same
+    file); YAML with kerncraft's layout keys is a kerncraft machine file; text with lscpu's ``Socket(s):`` and
+    ``NUMA nodeN CPU(s):`` lines is lscpu output; TOML with a ``nodes`` array is
     ours, and so is TOML with ``format = "numasim-machine..."``, and a ``.toml`` file or text with such a
     line or ``[[nodes]]`` that does not parse (so the TOML reader can name the line). Anything else raises
     :class:`~numasim.errors.FormatError` naming the file and the known formats.
@@ -56,6 +59,8 @@ def detect_format(path: str | Path) -> MachineFormat:
         return "numactl"
     if looks_like_kerncraft(text):
         return "kerncraft"
+    if looks_like_lscpu(text):
+        return "lscpu"
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError):

@@ -429,9 +429,40 @@ def numactl_hardware_for(machine: Machine, style: NumactlStyle | None = None) ->
 
 
 def load_machine_numactl(path: str | Path, name: str | None = None) -> Machine:
-    """Read a file holding ``numactl --hardware`` output (the name defaults to the file's stem)."""
+    """Read a file holding ``numactl --hardware`` output (the name defaults to the file's stem).
+
+    numactl does not name the processor: the machine's ``cpu_model`` comes from a ``Model name:`` line in the
+    same file (``lscpu; numactl -H`` saved together) or from an ``lscpu.txt`` (or ``cpuinfo``) beside it."""
+    from numasim.topology.io.cpumodel import CPU_MODEL_FILES, cpu_model_from_text
+    from numasim.topology.io.lscpu import looks_like_lscpu
+
     p = Path(path)
-    return machine_from_numactl(p.read_text(encoding="utf-8"), name or p.stem, str(p))
+    text = p.read_text(encoding="utf-8")
+    machine = machine_from_numactl(_numactl_part(text) if looks_like_lscpu(text) else text, name or p.stem, str(p))
+    model = cpu_model_from_text(text)
+    for beside in CPU_MODEL_FILES:
+        if model is not None:
+            break
+        f = p.parent / beside
+        if f.is_file() and f.resolve() != p.resolve():
+            model = cpu_model_from_text(f.read_text(encoding="utf-8", errors="replace"))
+    return machine.model_copy(update={"cpu_model": model}) if model else machine
+
+
+_NUMACTL_LINE = re.compile(r"^\s*(available:|node\b|No distance|\d+:)")
+
+
+def _numactl_part(text: str) -> str:
+    """The ``numactl --hardware`` lines of a text that also holds ``lscpu`` output (``lscpu; numactl -H``
+    saved together), the other lines blanked so that an error still names the file's own line number."""
+    lines = text.splitlines()
+    start = next((k for k, line in enumerate(lines) if _AVAILABLE_RE.match(_strip(line).strip())), None)
+    if start is None:
+        return text  # the parser says what is missing
+    end = start
+    while end < len(lines) and (not lines[end].strip() or _NUMACTL_LINE.match(_strip(lines[end]))):
+        end += 1
+    return "\n".join(["" if not start <= k < end else line for k, line in enumerate(lines)]) + "\n"
 
 
 def save_machine_numactl(machine: Machine, path: str | Path, style: NumactlStyle | None = None) -> None:
