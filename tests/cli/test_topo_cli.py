@@ -238,3 +238,20 @@ def test_import_of_a_shipped_machine_keeps_its_numbers(capsys: pytest.CaptureFix
     from numasim.topology.io import load_machine
 
     assert load_machine(tmp_path / "s.toml").nodes[0].controller == load_machine("skylake-8180-2s").nodes[0].controller
+
+
+def test_show_says_a_catalog_timed_file_holds_the_catalogs_priors(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # A machine imported with --cpu holds the catalog's numbers, not placeholders: the Timing line says whose
+    from numasim.timing.catalog import catalog_machine
+    from numasim.topology.builders import glueless
+    from numasim.topology.io import save_machine
+
+    path = tmp_path / "box.toml"
+    save_machine(catalog_machine(glueless(2), "Xeon Gold 6240"), path)
+    code, out, _ = _run(capsys, "show", str(path))
+    assert code == 0
+    assert ("Timing: the machine file's numbers, the platform catalog's priors for intel-cascade-lake-sp / Xeon Gold "
+            "6240 (it names no calibration; nothing of this box measured)") in out
+    save_machine(glueless(2), path)
+    assert "Timing: the machine file's nominal numbers" in _run(capsys, "show", str(path))[1]

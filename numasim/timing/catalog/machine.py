@@ -22,7 +22,26 @@ from numasim.timing.model import apply_calibration
 from numasim.topology.model import CacheLevel, Machine
 from numasim.units import GiB
 
-__all__ = ["catalog_machine"]
+__all__ = ["catalog_machine", "catalog_timed_by"]
+
+_PRIORS_NOTE = "Nominal timing numbers are the platform catalog's priors for "
+
+
+def catalog_timed_by(machine: Machine) -> str | None:
+    """The catalog entry whose priors ``machine``'s own numbers are (what :func:`catalog_machine` wrote in its
+    description, e.g. ``"intel-skylake-sp / Xeon Gold 6148"``), or None for any other machine file.
+
+    >>> from numasim.topology.builders import glueless
+    >>> catalog_timed_by(catalog_machine(glueless(2), "Xeon Gold 6240")), catalog_timed_by(glueless(2))
+    ('intel-cascade-lake-sp / Xeon Gold 6240', None)
+    """
+    text = machine.description
+    at = text.find(_PRIORS_NOTE)
+    if at < 0:
+        return None
+    rest = text[at + len(_PRIORS_NOTE):]
+    end = rest.find(" (numasim catalog show")
+    return rest[:end] if end > 0 else None
 
 
 def catalog_machine(
@@ -69,7 +88,7 @@ def catalog_machine(
     ]}) if cal.caches else machine
     timed = _socket_links_named(apply_calibration(shaped, cal), found)
     note = (
-        f"Nominal timing numbers are the platform catalog's priors for {found.label} "
+        f"{_PRIORS_NOTE}{found.label} "
         f"(numasim catalog show {found.platform.name!r}); nothing of this box was measured."
     )
     if structure_note:
