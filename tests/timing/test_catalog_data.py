@@ -123,3 +123,26 @@ def test_write_allocate_evasion_where_intel_has_specitom() -> None:
     clx = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
     assert clx.core.write_allocate_evasion == 0.0
     assert not [q for q in clx.provenance.priors if q.parameter == "core.write_allocate_evasion"]
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_PLATFORMS))
+def test_cache_levels_are_ordered_below_memory(name: str) -> None:
+    """Each level the catalog times is larger and slower than the one above it, and faster than the platform's
+    local memory: a working set never gets cheaper by outgrowing a cache (issue 9's invariant)."""
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.topology.builders import multi_die
+
+    p = get_platform(name)
+    sku = p.skus[0]
+    amd = p.vendor == "amd"
+    m = multi_die(1, "NPS1" if amd else "SNC1", cores_per_socket=sku.cores,
+                  threads_per_core=max(1, sku.threads // sku.cores))
+    cal = catalog_calibration(m, sku=sku.model)
+    levels = cal.caches
+    assert levels, name
+    assert [c.name for c in levels] == sorted((c.name for c in levels), key=["L1d", "L2", "L3"].index)
+    for upper, lower in zip(levels, levels[1:], strict=False):
+        assert upper.latency_ns < lower.latency_ns, (name, upper.name, lower.name)
+        assert upper.size_bytes < lower.size_bytes, (name, upper.name, lower.name)
+    local_ns = min(c.latency_ns for c in cal.controllers)
+    assert levels[-1].latency_ns < local_ns / 2, (name, levels[-1].name, levels[-1].latency_ns, local_ns)
