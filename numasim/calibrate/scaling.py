@@ -66,19 +66,8 @@ def kerncraft_machine(result: KerncraftResult, *, memory_bytes_per_node: int = 4
     controller numbers are the builder's nominal ones: time it with a calibration (a catalog one for a
     prediction).
 
-    Examples
-    --------
-    >>> from numasim.calibrate.parsers.kerncraft import parse_kerncraft_text
-    >>> r = parse_kerncraft_text('''model name: AMD EPYC 7452 32-Core Processor
-    ... sockets: 1
-    ... cores per socket: 32
-    ... threads per core: 2
-    ... NUMA domains per socket: 4
-    ... cores per NUMA domain: 8
-    ... ''')
-    >>> m = kerncraft_machine(r)
-    >>> len(m.nodes), len(m.nodes[0].cpus), m.cpu_model
-    (4, 16, 'AMD EPYC 7452 32-Core Processor')
+    The layout is :mod:`numasim.topology.io.kerncraft`'s (``numasim topo import`` builds the same machine from
+    the file); see :func:`~numasim.topology.io.kerncraft.machine_from_kerncraft` for an example.
     """
     from numasim.topology.io.kerncraft import machine_from_kerncraft
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from numasim.errors import FormatError
+from numasim.topology.io._text import read_machine_text
 from numasim.topology.model import Machine
 from numasim.units import GiB
 
@@ -144,12 +145,8 @@ def parse_kerncraft_layout_text(text: str, source: str = "<text>") -> KerncraftL
 
 def read_kerncraft_layout(path: str | Path) -> KerncraftLayout:
     """The layout of the kerncraft machine file at ``path``."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FormatError(str(p), f"cannot read: {exc}") from None
-    return parse_kerncraft_layout_text(text, str(p))
+    source, text = read_machine_text(path)
+    return parse_kerncraft_layout_text(text, source)
 
 
 def _machine_name(layout: KerncraftLayout) -> str:

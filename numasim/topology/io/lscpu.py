@@ -41,6 +41,7 @@ from pathlib import Path
 
 from numasim.errors import FormatError
 from numasim.topology.cpulist import parse_cpulist
+from numasim.topology.io._text import read_machine_text
 from numasim.topology.model import CacheLevel, CacheScope, Machine
 from numasim.units import GiB, KiB
 
@@ -252,9 +253,5 @@ def machine_from_lscpu(
 
 def load_machine_lscpu(path: str | Path) -> Machine:
     """Read the file at ``path`` holding ``lscpu`` output as a machine (:func:`machine_from_lscpu`)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FormatError(str(p), f"cannot read: {exc}") from None
-    return machine_from_lscpu(parse_lscpu_text(text, str(p)))
+    source, text = read_machine_text(path)
+    return machine_from_lscpu(parse_lscpu_text(text, source))
