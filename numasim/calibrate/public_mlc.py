@@ -67,6 +67,10 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
                   "AMD EPYC 9354P 32-Core Processor", 1, 1, 32),
     PublicMlcCase("2x Xeon Gold 6142 (k-mer project README, mlc 3.8)", "kmer-2s-skylake-gold6142.md",
                   "Intel(R) Xeon(R) Gold 6142 CPU @ 2.60GHz", 2, 1, 16),
+    PublicMlcCase("2x Xeon E5-2630 v3 (CloudLab c220g1, course write-up)", "cloudlab-2s-haswell-E5-2630v3.md",
+                  "Intel(R) Xeon(R) CPU E5-2630 v3 @ 2.40GHz", 2, 1, 8),
+    PublicMlcCase("2x Xeon Platinum 8360Y (CloudLab r650, course write-up)", "cloudlab-2s-icelake-8360Y.md",
+                  "Intel(R) Xeon(R) Platinum 8360Y CPU @ 2.40GHz", 2, 1, 36),
 )
 """Every public mlc file the suite judges, in the order of ``tests/data/measurements/public_mlc/README.md``."""
 
