@@ -71,6 +71,8 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
                   "Intel(R) Xeon(R) CPU E5-2630 v3 @ 2.40GHz", 2, 1, 8),
     PublicMlcCase("2x Xeon Platinum 8360Y (CloudLab r650, course write-up)", "cloudlab-2s-icelake-8360Y.md",
                   "Intel(R) Xeon(R) Platinum 8360Y CPU @ 2.40GHz", 2, 1, 36),
+    PublicMlcCase("2x Xeon Silver 4114 (CloudLab c220g5, course repo, mlc 3.11)", "cloudlab-2s-skylake-silver4114.md",
+                  "Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz", 2, 1, 10),
 )
 """Every public mlc file the suite judges, in the order of ``tests/data/measurements/public_mlc/README.md``."""
 

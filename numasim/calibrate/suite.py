@@ -175,7 +175,8 @@ def _rows_of(label: str, source: str, scenario: str, report: Any, calibration: A
 
 
 def _tables_of(measurements: Sequence[Any]) -> set[str]:
-    """The mlc tables the measurements hold (validation's names; ``--max_bandwidth`` counts as the peak)."""
+    """The mlc tables the measurements hold (validation's names; ``--max_bandwidth`` counts as the peak,
+    ``--c2c_latency``'s rows as the cache-to-cache table)."""
     out: set[str] = set()
     for m in measurements:
         d = m.data
@@ -187,6 +188,8 @@ def _tables_of(measurements: Sequence[Any]) -> set[str]:
             out.add("peak_bandwidth")
         if getattr(d, "loaded_latency", None):
             out.add("loaded_latency")
+        if getattr(d, "c2c_local_ns", None) or getattr(d, "c2c_remote_ns", None):
+            out.add("c2c_latency")
     return out
 
 
