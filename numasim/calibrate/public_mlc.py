@@ -73,6 +73,10 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
                   "Intel(R) Xeon(R) Platinum 8360Y CPU @ 2.40GHz", 2, 1, 36),
     PublicMlcCase("2x Xeon Silver 4114 (CloudLab c220g5, course repo, mlc 3.11)", "cloudlab-2s-skylake-silver4114.md",
                   "Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz", 2, 1, 10),
+    PublicMlcCase("2x Xeon E5-2697 v4 (Intel svr-info example, mlc 3.10)", "intel-2s-broadwell-E5-2697v4-ht.md",
+                  "Intel(R) Xeon(R) CPU E5-2697 v4 @ 2.30GHz", 2, 1, 18),
+    PublicMlcCase("2x Xeon E5-2697 v4, HT off (Intel svr-info example, mlc 3.10)", "intel-2s-broadwell-E5-2697v4-htoff.md",
+                  "Intel(R) Xeon(R) CPU E5-2697 v4 @ 2.30GHz", 2, 1, 18, threads_per_core=1),
 )
 """Every public mlc file the suite judges, in the order of ``tests/data/measurements/public_mlc/README.md``."""
 

@@ -239,12 +239,19 @@ def mlc_rows(
         path.name in p.source for p in priors.provenance.priors if p.parameter.startswith("coherence.")
     )
 
+    # ... and the virtual mlc's SMT-sharing rule for its load threads the loaded-latency table of the files it was
+    # read off
+    from numasim.tools.mlc_load import PACE_SHARING_SOURCES
+
+    pace_from_here = path.name in PACE_SHARING_SOURCES
+
     def flag(rows_in: list[SuiteRow], tables: tuple[str, ...] = ("latency_matrix",)) -> list[SuiteRow]:
         from dataclasses import replace
 
         def circular(r: SuiteRow) -> bool:
             return ((latency_from_here and r.table in tables) or (links_from_here and r.table == "bandwidth_matrix")
-                    or (coherence_from_here and r.table == "c2c_latency"))
+                    or (coherence_from_here and r.table == "c2c_latency")
+                    or (pace_from_here and r.table == "loaded_latency"))
 
         return [replace(r, circular=True) if circular(r) else r for r in rows_in]
 

@@ -24,17 +24,27 @@ deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from numasim.engine import ThreadSpec, simulate
+from numasim.engine.cores import core_of_cpus
 from numasim.engine.pagemap import PageMap
 from numasim.errors import WorkloadError
 from numasim.kernel import mempolicy as mp
+from numasim.timing.model import Calibration
 from numasim.tools.context import ToolContext
-from numasim.tools.mlc_load import ASSUMED_CORE_CLOCK_GHZ, CoreClock, LoadPace, core_clock, line_gap_ns
+from numasim.tools.mlc_load import (
+    ASSUMED_CORE_CLOCK_GHZ,
+    PACE_MEASURED_THREADS_PER_CORE,
+    CoreClock,
+    LoadPace,
+    core_clock,
+    line_gap_ns,
+)
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk, concat_chunks
 
@@ -240,10 +250,10 @@ LOADED_CHASE_LOADS = 500
 
 
 def _load_threads(
-    ctx: ToolContext, cpus: Sequence[int], mems: Sequence[int], lines_of: Sequence[int], gap_ns: float
+    ctx: ToolContext, cpus: Sequence[int], mems: Sequence[int], lines_of: Sequence[int], gaps_ns: Sequence[float]
 ) -> tuple[list[ThreadSpec], list[AccessChunk], list[_Buf]]:
     """mlc's load threads: thread ``k`` on ``cpus[k]`` reads ``lines_of[k]`` lines of its own buffer on
-    ``mems[k]``, one every ``gap_ns`` while a miss slot is free (independent reads: up to the core's
+    ``mems[k]``, one every ``gaps_ns[k]`` while a miss slot is free (independent reads: up to the core's
     ``max_outstanding_misses`` in flight).
 
     The lines are every other line of the buffer: a thread's misses, demand or prefetch, all sit in its core's
@@ -267,9 +277,20 @@ def _load_threads(
         addr = np.uint64(start_of[k]) + np.arange(lines_of[k], dtype=np.uint64) * stride
         # Started spread over one gap, as independent threads drift apart: started together, they would all
         # reach the controller in the same instant each gap (a burst the latency thread queues behind).
-        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gap_ns * k / len(cpus)))
-        chunks.append(AccessChunk.build(addr, thread=k, compute_ns=gap_ns))
+        specs.append(ThreadSpec(k, cpu=cpu, start_ns=gaps_ns[k] * k / len(cpus)))
+        chunks.append(AccessChunk.build(addr, thread=k, compute_ns=gaps_ns[k]))
     return specs, chunks, bufs
+
+
+def _threads_on_core(ctx: ToolContext, cal: Calibration, cpus: Sequence[int]) -> dict[int, int]:
+    """How many of ``cpus`` (the tool's threads) share each one's physical core: by the calibration's
+    ``core.threads_per_core`` and Linux's numbering (:func:`~numasim.engine.cores.core_of_cpus`); without it,
+    :data:`~numasim.tools.mlc_load.PACE_MEASURED_THREADS_PER_CORE` each (the pace as measured)."""
+    if cal.core.threads_per_core is None:
+        return dict.fromkeys(cpus, PACE_MEASURED_THREADS_PER_CORE)
+    core_of = core_of_cpus(ctx.machine.cpus, cal.core.threads_per_core)
+    count = Counter(core_of.get(c, -1 - c) for c in cpus)
+    return {c: count[core_of.get(c, -1 - c)] for c in cpus}
 
 
 def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()) -> list[tuple[int, float, float]]:
@@ -295,9 +316,13 @@ def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()
     per_node = {n: load_mems.count(n) for n in set(load_mems)}
     idle_ns = cal.controller(lat_node).latency_ns
     outstanding = cal.core.max_outstanding_misses
+    # mlc's threads sharing each one's core (its delay loop shares the core's pipeline): from the calibration's
+    # threads a core and Linux's numbering; without it, two a core, as the pace constants were measured
+    sharing = _threads_on_core(ctx, cal, cpus)
     rows = []
     for d in delays:
-        gap_ns = line_gap_ns(d, clock, pace)
+        gaps_ns = [line_gap_ns(d, clock, pace, sharing[c]) for c in load_cpus]
+        gap_ns = min(gaps_ns, default=line_gap_ns(d, clock, pace))
         # Run length only (no cap on the load): each node's threads share at most its controller's bandwidth,
         # so a thread reads at most one line per ``k x 64 B / bandwidth``; the chase's loads take at most the
         # time every line in flight needs to drain (Little's law) beyond the idle latency.
@@ -305,13 +330,13 @@ def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()
         drain_ns = max([k * outstanding * 64.0 / cal.controller(n).read_bandwidth_gb_s for n, k in per_node.items()],
                        default=0.0)
         est_ns = 2.0 * idle_ns + drain_ns
-        warmup_ns = gap_ns + 4.0 * est_ns
+        warmup_ns = max(gaps_ns, default=gap_ns) + 4.0 * est_ns
         duration_ns = warmup_ns + len(chase) * est_ns
         for _ in range(6):
             spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True, start_ns=warmup_ns if load_cpus else 0.0)
             chunk = AccessChunk.build(chase, thread=lat_id)
             lines_of = [int(duration_ns / served_gap[n]) + 16 for n in load_mems]
-            specs, chunks, bufs = _load_threads(ctx, load_cpus, load_mems, lines_of, gap_ns) if load_cpus else \
+            specs, chunks, bufs = _load_threads(ctx, load_cpus, load_mems, lines_of, gaps_ns) if load_cpus else \
                 ([], [], [])
             r = simulate(ctx.machine, cal, [*specs, spec], [concat_chunks([*chunks, chunk])],
                          _pages([lat_buf, *bufs]), seed=ctx.seed, record_latencies=False)

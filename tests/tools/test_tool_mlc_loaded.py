@@ -148,3 +148,33 @@ def test_idle_latency_core_clocks_round_trip_through_the_parser() -> None:
     e5 = load_machine("seed-001-e5-2680v2")
     text = format_mlc(mlc(tool_context(e5, resolve_calibration(e5)), ["--idle_latency"]))
     assert "numasim: ASSUMED core clock 2.500 GHz" in text
+
+
+def test_a_cores_threads_share_its_delay_loop() -> None:
+    """mlc's delay loop runs on the core's pipeline: a load thread alone on its core paces twice as fast as one
+    sharing it (measured on Intel's svr-info examples, E5-2697 v4 with hyper-threading off and on)."""
+    from numasim.timing.catalog import catalog_calibration
+    from numasim.tools.mlc import _threads_on_core
+    from numasim.tools.mlc_load import PACE_MEASURED_THREADS_PER_CORE, CoreClock
+    from numasim.topology.builders import multi_die
+
+    clock = CoreClock(2.5, False, "test")
+    assert line_gap_ns(700, clock, threads_on_core=1) == line_gap_ns(700, clock) / 2
+    assert line_gap_ns(700, clock, threads_on_core=PACE_MEASURED_THREADS_PER_CORE) == line_gap_ns(700, clock)
+    ht = multi_die(2, "SNC1", cores_per_socket=18, threads_per_core=2)
+    cal = catalog_calibration(ht, sku="Xeon E5-2697 v4")
+    assert cal.core.threads_per_core == 2
+    everything = tool_context(ht, cal, cpunodebind=[0, 1])
+    assert set(_threads_on_core(everything, cal, everything.cpus()).values()) == {2}
+    first_threads = [c for n in ht.nodes for c in n.cpus[:18]]  # one cpu of each core
+    assert set(_threads_on_core(everything, cal, first_threads).values()) == {1}
+    # without hyper-threading the box shows one cpu a core: the catalog says so, and no cpus are paired
+    off = multi_die(2, "SNC1", cores_per_socket=18, threads_per_core=1)
+    cal_off = catalog_calibration(off, sku="Xeon E5-2697 v4")
+    prior = next(p for p in cal_off.provenance.priors if p.parameter == "core.threads_per_core")
+    assert cal_off.core.threads_per_core == 1 and "hyper-threading off" in prior.source
+    ctx_off = tool_context(off, cal_off, cpunodebind=[0, 1])
+    assert set(_threads_on_core(ctx_off, cal_off, ctx_off.cpus()).values()) == {1}
+    # a calibration that does not say how many threads a core runs keeps the pace as measured
+    cal_unknown = cal_off.model_copy(update={"core": cal_off.core.model_copy(update={"threads_per_core": None})})
+    assert set(_threads_on_core(ctx_off, cal_unknown, ctx_off.cpus()).values()) == {PACE_MEASURED_THREADS_PER_CORE}

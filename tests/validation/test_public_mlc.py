@@ -14,6 +14,7 @@ from numasim.calibrate.measurements import load_measurements
 from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
 from numasim.calibrate.suite import SuiteRow, _tables_of, public_mlc_rows
 from numasim.timing.catalog import catalog_calibration, match_cpu
+from numasim.tools.mlc_load import PACE_SHARING_SOURCES
 
 PUBLIC = Path(__file__).resolve().parents[1] / "data" / "measurements" / "public_mlc"
 
@@ -95,7 +96,10 @@ def test_every_case_is_predicted_in_the_scenarios_its_tables_allow(
     for r in rows:
         assert r.cells > 0 and math.isfinite(r.mape_pct), r
         latency_only = {c.label for c in PUBLIC_MLC_CASES if c.file in LATENCY_ONLY_SOURCES}
-        if r.machine in latency_only:  # only its latency predicts the catalog's own source
+        pace_source = {c.label for c in PUBLIC_MLC_CASES if c.file in PACE_SHARING_SOURCES}
+        if r.machine in pace_source:  # its loaded latency taught the virtual mlc how SMT threads pace
+            assert r.circular == (r.table == "loaded_latency"), r
+        elif r.machine in latency_only:  # only its latency predicts the catalog's own source
             assert r.circular == (r.table == "latency_matrix"), r
         elif r.machine in sources:  # its latency and remote bandwidth predict the catalog's own source
             assert r.circular == (r.table in ("latency_matrix", "bandwidth_matrix")) or (

@@ -562,6 +562,12 @@ def catalog_calibration(
     fb = platform.core.l1d_fill_buffers
     sq = platform.core.l2_outstanding_misses
     tpc = chosen.threads // chosen.cores
+    # A box with hyper-threading (SMT) off shows one cpu a core: its cpus then pair with no sibling.
+    sockets_seen = {socket_of[n.id] for n in machine.nodes if n.cpus and n.id in socket_of}
+    smt_off = (tpc > 1 and len(sockets_seen) > 0
+               and sum(len(n.cpus) for n in machine.nodes) == len(sockets_seen) * chosen.cores)
+    if smt_off:
+        tpc = 1
     core = CoreTiming(
         max_outstanding_misses=fb if fb is not None else CoreTiming().max_outstanding_misses,
         outstanding_misses_per_core=sq,
@@ -581,8 +587,10 @@ def catalog_calibration(
         prior("core.outstanding_misses_per_core", sq, "lines",
               f"{here}: L2 outstanding misses per core, shared by its hardware threads "
               f"[{platform.cite(platform.core.sources)}]" + (f"; {platform.core.note}" if platform.core.note else ""))
-        prior("core.threads_per_core", tpc, "threads", f"{here}: {chosen.threads} threads / {chosen.cores} cores "
-              f"[{platform.cite(chosen.sources)}]")
+        prior("core.threads_per_core", tpc, "threads",
+              f"the machine shows {chosen.cores} cpus a socket, one a core: hyper-threading off ({here}: "
+              f"{chosen.threads} threads / {chosen.cores} cores with it on) [{platform.cite(chosen.sources)}]" if smt_off
+              else f"{here}: {chosen.threads} threads / {chosen.cores} cores [{platform.cite(chosen.sources)}]")
     prior("core.core_clock_ghz", clock_ghz, "GHz", f"{here}: {clock_source}")
     prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines", "numasim default (CoreTiming): no catalog figure")
     prior("core.write_cost_factor", core.write_cost_factor, "",
