@@ -104,6 +104,9 @@ class MlcResult:
     nan: the same node, or no memory there)."""
     clock: CoreClock | None = None
     """The core clock the injection delays and core clocks counted (``clock.assumed``: not the machine's own)."""
+    pace_sharing_assumed: bool = False
+    """``--loaded_latency`` without the calibration's ``threads_per_core``: each load thread was paced as sharing
+    its core with another of mlc's threads (:data:`~numasim.tools.mlc_load.PACE_MEASURED_THREADS_PER_CORE`)."""
     command_line: str = ""
     calibration_id: str = ""
     seed: int = 0
@@ -465,6 +468,7 @@ def mlc(
         res.peak_mb_s = _peak(ctx)
     if "loaded_latency" in sections:
         res.loaded = _loaded(ctx, delays, pace)
+        res.pace_sharing_assumed = ctx.calibration.core.threads_per_core is None
     if "c2c_latency" in sections:
         _c2c_section(ctx, res)
     if default:
@@ -537,6 +541,9 @@ def format_mlc(result: MlcResult) -> str:
                 out += [f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
                         f"{_BW_BUFFER_MB:.3f}MB/thread for writes", ""]
             out += _clock_note(result)
+            if result.pace_sharing_assumed:
+                out.append(f"numasim: ASSUMED {PACE_MEASURED_THREADS_PER_CORE} of mlc's threads a core for the load "
+                           "threads' pace (the calibration has no threads_per_core)")
             out += ["Measuring Loaded Latencies for the system", _BW_LINES[1], "Using Read-only traffic type",
                     "Inject\tLatency\tBandwidth", "Delay\t(ns)\tMB/sec", "=========================="]
             for d, lat, bw in result.loaded:
