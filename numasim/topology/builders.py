@@ -52,6 +52,7 @@ __all__ = [
     "CXL_DEVICE_LATENCY_NS",
     "CXL_DEVICE_BANDWIDTH_GB_S",
     "SNC_MODES",
+    "NOMINAL_CACHE_LATENCY_NS",
     "NPS_MODES",
     "EIGHT_SOCKET_KINDS",
     "cache_hierarchy",
@@ -150,14 +151,19 @@ def _positive(name: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"{name} = {value}: must be >= {minimum}")
 
 
+NOMINAL_CACHE_LATENCY_NS = {"L1d": 1.5, "L2": 5.0, "L3": 20.0}
+"""Placeholder load-to-use latencies of a cache level no source times (a Skylake-SP-like core: 4-5, ~14 and
+~50-70 cycles at 2.5-3 GHz); the platform catalog replaces them where it knows the processor."""
+
+
 def cache_hierarchy(
     *,
     l1d_bytes: int = 32 * KiB,
     l2_bytes: int = 1 * MiB,
     l3_bytes: int | None = 32 * MiB,
-    l1_latency_ns: float = 1.5,
-    l2_latency_ns: float = 5.0,
-    l3_latency_ns: float = 20.0,
+    l1_latency_ns: float = NOMINAL_CACHE_LATENCY_NS["L1d"],
+    l2_latency_ns: float = NOMINAL_CACHE_LATENCY_NS["L2"],
+    l3_latency_ns: float = NOMINAL_CACHE_LATENCY_NS["L3"],
     l3_scope: CacheScope = CacheScope.SOCKET,
     l2_scope: CacheScope = CacheScope.CORE,
 ) -> list[CacheLevel]:

@@ -10,6 +10,7 @@ says so in its description. Timing results still name a calibration: ``--catalog
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 
@@ -105,11 +106,10 @@ def catalog_machine(
 def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
     """The links between two sockets labelled with the platform's interconnect (QPI before Skylake-SP, UPI
     after, HyperTransport on Opteron, Infinity Fabric on EPYC): builders and importers cannot know which."""
-    import re
-
     from numasim.topology.model import LinkKind
 
     kind = LinkKind(found.platform.interconnect.kind)
+    socket_kinds = (LinkKind.QPI, LinkKind.UPI, LinkKind.HYPERTRANSPORT, LinkKind.INFINITY_FABRIC, LinkKind.OTHER)
     node_socket = {n.id: n.socket for n in machine.nodes}
 
     def socket_of(vertex: int | str) -> int | None:
@@ -122,7 +122,6 @@ def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
     for link in machine.links:
         a, b = socket_of(link.a), socket_of(link.b)
         between = a is not None and b is not None and a != b
-        socket_kinds = (LinkKind.QPI, LinkKind.UPI, LinkKind.HYPERTRANSPORT, LinkKind.INFINITY_FABRIC, LinkKind.OTHER)
         links.append(link.model_copy(update={"kind": kind}) if between and link.kind in socket_kinds else link)
     return machine.model_copy(update={"links": links})
 

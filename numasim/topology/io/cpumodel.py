@@ -68,14 +68,14 @@ def cpu_model_from_hwloc(root: ET.Element) -> str | None:
     return fallback
 
 
-def cpu_model_near(path: str | Path) -> str | None:
-    """The model named by an lscpu/cpuinfo file in ``path`` or up to four folders above it.
+def cpu_model_near(path: str | Path, levels_up: int = 4) -> str | None:
+    """The model named by an lscpu/cpuinfo file in ``path`` or up to ``levels_up`` folders above it.
 
     ``numasim probe`` saves ``lscpu.txt`` at the top of its output, four levels above the copied
-    ``sys/devices/system/node`` tree.
+    ``sys/devices/system/node`` tree; a ``numactl --hardware`` text looks in its own folder only (``levels_up=0``).
     """
     here = Path(path).resolve()
-    for folder in [here, *list(here.parents)[:4]]:
+    for folder in [here, *list(here.parents)[:levels_up]]:
         for name in CPU_MODEL_FILES:
             f = folder / name
             if f.is_file():

@@ -61,8 +61,6 @@ _NODE = re.compile(r"^NUMA node(\d+) CPU\(s\)$")
 _SIZE = re.compile(r"^([0-9.]+)\s*([KMG]i?B?|[KMG])?(?:\s*\((\d+) instances?\))?$", re.IGNORECASE)
 _UNIT = {"": 1, "B": 1, "K": KiB, "KB": KiB, "KIB": KiB, "M": KiB**2, "MB": KiB**2, "MIB": KiB**2,
          "G": KiB**3, "GB": KiB**3, "GIB": KiB**3}  # fmt: skip
-# placeholder load-to-use latencies (builders.cache_hierarchy's): replaced when the catalog times the processor
-_NOMINAL_LATENCY_NS = {"L1d": 1.5, "L2": 5.0, "L3": 20.0}
 
 
 @dataclass(frozen=True)
@@ -194,6 +192,8 @@ def parse_lscpu_text(text: str, source: str = "<text>") -> LscpuInfo:
 
 
 def _cache_levels(info: LscpuInfo) -> list[CacheLevel]:
+    from numasim.topology.builders import NOMINAL_CACHE_LATENCY_NS
+
     out = []
     n_nodes = len(info.nodes)
     for level, cache in info.caches.items():
@@ -205,7 +205,7 @@ def _cache_levels(info: LscpuInfo) -> list[CacheLevel]:
             scope = CacheScope.NODE
         else:
             scope = CacheScope.DIE  # more instances than nodes: AMD's core complexes
-        out.append(CacheLevel(name=level, size_bytes=cache.size_bytes, latency_ns=_NOMINAL_LATENCY_NS[level],
+        out.append(CacheLevel(name=level, size_bytes=cache.size_bytes, latency_ns=NOMINAL_CACHE_LATENCY_NS[level],
                               scope=scope))
     return out
 

@@ -433,19 +433,13 @@ def load_machine_numactl(path: str | Path, name: str | None = None) -> Machine:
 
     numactl does not name the processor: the machine's ``cpu_model`` comes from a ``Model name:`` line in the
     same file (``lscpu; numactl -H`` saved together) or from an ``lscpu.txt`` (or ``cpuinfo``) beside it."""
-    from numasim.topology.io.cpumodel import CPU_MODEL_FILES, cpu_model_from_text
+    from numasim.topology.io.cpumodel import cpu_model_from_text, cpu_model_near
     from numasim.topology.io.lscpu import looks_like_lscpu
 
     p = Path(path)
     text = p.read_text(encoding="utf-8")
     machine = machine_from_numactl(_numactl_part(text) if looks_like_lscpu(text) else text, name or p.stem, str(p))
-    model = cpu_model_from_text(text)
-    for beside in CPU_MODEL_FILES:
-        if model is not None:
-            break
-        f = p.parent / beside
-        if f.is_file() and f.resolve() != p.resolve():
-            model = cpu_model_from_text(f.read_text(encoding="utf-8", errors="replace"))
+    model = cpu_model_from_text(text) or cpu_model_near(p.parent, levels_up=0)
     return machine.model_copy(update={"cpu_model": model}) if model else machine
 
 
