@@ -221,6 +221,50 @@ def test_local_latency_prior_follows_the_numa_mode_it_was_measured_in() -> None:
     assert value == 113.0 and "used as is" in src and "NPS2" in src
 
 
+@pytest.mark.parametrize(("cpu", "mode"), [("AMD EPYC 7452 32-Core Processor", "NPS4"),
+                                           ("AMD EPYC 9354P 32-Core Processor", "NPS4"),
+                                           ("AMD EPYC 9224 24-Core Processor", "NPS2")])  # fmt: skip
+def test_a_sibling_cluster_adds_what_the_two_modes_local_figures_imply(cpu: str, mode: str) -> None:
+    """Rome's source measured 122 ns in NPS1 (a mean over the four quadrants) and 113 ns in NPS4 (one's own):
+    the three others add (122 - 113) x 4/3 = 12 ns on average. The I/O die's links on a sibling route carry it,
+    half each; the socket links still carry what is left of the remote figure. Genoa borrows both figures."""
+    m = multi_die(2, mode).model_copy(update={"cpu_model": cpu})
+    cal = catalog_calibration(m)
+    from numasim.calibrate.predict import calibrated
+
+    timed = calibrated(m, cal)
+    full = latency_table_ns(timed)
+    index = {nid: k for k, nid in enumerate(timed.node_ids)}
+    socket_of = {n.id: n.socket for n in m.nodes}
+    cpus = [n.id for n in m.nodes if n.has_cpus]
+
+    def table(pair: tuple[int, int]) -> float:
+        return float(full[index[pair[0]], index[pair[1]]])
+
+    for a in cpus:
+        for b in cpus:
+            if a != b and socket_of[a] == socket_of[b]:
+                assert table((a, b)) - table((a, a)) == pytest.approx(12.0)
+    siblings = [p for p in cal.provenance.priors if "sibling cluster's memory adds 12.0 ns" in p.source]
+    assert siblings and all(p.value == pytest.approx(6.0) for p in siblings)
+    assert all("(NPS1 122 - NPS4 113 ns) x 4/3" in p.source for p in siblings)
+    fig = catalog_figures(match_cpu(cpu).platform, match_cpu(cpu).sku, nodes_per_socket=int(mode[-1]))  # type: ignore[arg-type]
+    remote = [table((a, b)) for a in cpus for b in cpus if socket_of[a] != socket_of[b]]
+    assert np.mean(remote) - table((cpus[0], cpus[0])) == pytest.approx(fig.remote_minus_local_ns)
+
+
+def test_a_sibling_route_figure_needs_both_modes_of_the_machines_family() -> None:
+    from numasim.timing.catalog.calibration import _sibling_route
+
+    rome = get_platform("amd-epyc-rome").latency
+    assert rome is not None
+    assert _sibling_route(rome, "NPS4") is not None and _sibling_route(rome, "NPS4")[0] == pytest.approx(12.0)  # type: ignore[index]
+    assert _sibling_route(rome, "die") is None  # Naples' dies borrowing Rome's quadrants: another geometry
+    assert _sibling_route(rome.model_copy(update={"local_ns_by_mode": {}}), "NPS4") is None  # one mode only
+    skx = get_platform("intel-skylake-sp").latency
+    assert skx is not None and _sibling_route(skx, "SNC2") is None  # measured with one node a socket only
+
+
 def test_a_sibling_hop_longer_than_the_local_figure_is_a_clear_error() -> None:
     m = multi_die(2, "SNC2", cores_per_socket=8, die_latency_ns=400.0)
     with pytest.raises(CalibrationError, match=r"route to its sibling clusters \(400.0 ns"):

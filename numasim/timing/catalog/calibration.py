@@ -70,6 +70,10 @@ class CatalogFigures:
     local_measured_per_socket: int | None = None
     """Nodes per socket of the mode ``local_ns`` was measured in, when that is not the machine's mode and the
     source has no figure for the machine's (None otherwise): :func:`catalog_calibration` then converts it."""
+    sibling_route_ns: float | None = None
+    """What reaching a sibling cluster's memory adds to the local latency, on average over a socket's clusters,
+    where the latency source measured the socket both ways (:func:`_sibling_route`); None: no such figure."""
+    sibling_route_source: str = ""
 
     @property
     def socket_peak_gb_s(self) -> float:
@@ -151,6 +155,36 @@ def _local_for_mode(latency: LatencyPrior, mode: str | None) -> tuple[float, str
     )
 
 
+def _mode_family(label: str) -> str:
+    """A clustering mode's family, e.g. ``"nps"`` of ``"NPS4"`` (``"snc"`` of ``"SNC off"``)."""
+    return label.lower().split()[0].rstrip("0123456789")
+
+
+def _sibling_route(latency: LatencyPrior, mode: str | None) -> tuple[float, str] | None:
+    """The mean latency a sibling cluster's memory adds, from a source that measured local latency with one
+    node a socket (``L1``) and with ``k`` (``Lk``, the finest it has), for a machine in ``mode`` of the same family.
+
+    With one node a socket a core's addresses interleave over every cluster's channels: ``L1`` is the mean of
+    its own cluster's ``Lk`` and the ``k - 1`` others, each ``d`` further, so ``d = (L1 - Lk) k / (k - 1)``
+    (the rule :func:`_cluster_local_latency` applies the other way round; it held within 0.3 ns on the 8269CY's
+    SNC2 and SNC-off runs). Rome's 122 ns in NPS1 and 113 ns in NPS4 give 12 ns. None without both figures, for
+    a mode of another family (Naples' dies borrowing Rome's quadrants) or where ``L1 <= Lk``."""
+    if mode is None or latency.mode is None:
+        return None
+    figures = {latency.mode: latency.local_ns, **latency.local_ns_by_mode}
+    if any(_mode_family(m) not in (_mode_family(mode), "none") for m in figures):
+        return None
+    by_k = {k: (m, ns) for m, ns in figures.items() if (k := _mode_nodes_per_socket(m)) is not None}
+    finest = max(by_k, default=1)
+    if 1 not in by_k or finest < 2:
+        return None
+    (m1, l1), (mk, lk) = by_k[1], by_k[finest]
+    if l1 <= lk:
+        return None
+    d = (l1 - lk) * finest / (finest - 1)
+    return d, f"({m1} {l1:g} - {mk} {lk:g} ns) x {finest}/{finest - 1}: {latency.measured_on}"
+
+
 def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None = None) -> CatalogFigures:
     """Resolve the SKU's figures, falling back (and saying so) where the platform has no public figure.
 
@@ -178,6 +212,8 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
     if platform.latency is not None:
         local, mode_note, measured_per_socket = _local_for_mode(platform.latency, mode)
         local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]{mode_note}"
+        sibling = _sibling_route(platform.latency, mode)
+        sibling_src = "" if sibling is None else f"{platform.name}: {sibling[1]} [{cite(platform.latency.sources)}]"
     else:
         donor = _nearest(platform, [p for p in catalog if p.latency is not None])
         if donor is None or donor.latency is None:  # pragma: no cover - the shipped catalog has some
@@ -188,6 +224,8 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
             f"borrowed from {donor.name} ({donor.latency.measured_on}){mode_note}: {platform.name} has no public "
             "idle-latency measurement"
         )
+        sibling = _sibling_route(donor.latency, mode)
+        sibling_src = "" if sibling is None else f"borrowed from {donor.name}: {sibling[1]}"
     with_remote = [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None]
     if platform.latency is not None and platform.latency.remote_ns is not None:
         delta = platform.latency.remote_ns - platform.latency.local_ns
@@ -224,6 +262,8 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         remote_minus_local_ns=delta,
         remote_source=remote_src,
         local_measured_per_socket=measured_per_socket,
+        sibling_route_ns=None if sibling is None else sibling[0],
+        sibling_route_source=sibling_src,
     )
 
 
@@ -724,6 +764,46 @@ def _vertex_sockets(machine: Machine, socket_of: dict[int, int]) -> dict[Vertex,
     return out
 
 
+def _sibling_links(
+    machine: Machine, fig: CatalogFigures, socket_of: Mapping[int, int], excluded: set[int]
+) -> tuple[dict[int, float], str]:
+    """The latency of each link on a route between two memory clusters of one socket, where the catalog has
+    what a sibling cluster adds (:attr:`CatalogFigures.sibling_route_ns`): that figure spread evenly over the
+    links of the machine's sibling routes (two on an I/O die's star, one between adjacent SNC clusters), and
+    the source to cite. Empty where the catalog has no figure or no socket has two clusters; ``excluded``
+    (socket and CXL links) keep their own."""
+    if fig.sibling_route_ns is None:
+        return {}, ""
+    from numasim.topology.routing import routing
+
+    clusters: dict[int, list[int]] = defaultdict(list)
+    for n in machine.nodes:
+        if n.has_memory and n.memory_kind is MemoryKind.DRAM and n.id in socket_of:
+            clusters[socket_of[n.id]].append(n.id)
+    index = {}
+    for i, link in enumerate(machine.links):
+        index[(link.a, link.b)] = index[(link.b, link.a)] = i
+    r = routing(machine)
+    on_route: set[int] = set()
+    hops: list[int] = []
+    for nodes in clusters.values():
+        for a in nodes:
+            for b in nodes:
+                if a == b:
+                    continue
+                used = [index[e] for e in r.edges(a, b) if index.get(e) is not None]
+                if any(i in excluded for i in used):
+                    return {}, ""  # a sibling route through another socket or a CXL link: no such geometry
+                on_route.update(used)
+                hops.append(len(used))
+    if not hops or min(hops) == 0:
+        return {}, ""
+    per_link = fig.sibling_route_ns / statistics.fmean(hops)
+    src = (f"a sibling cluster's memory adds {fig.sibling_route_ns:.1f} ns on average, {per_link:.2f} ns per link "
+           f"of the machine's {statistics.fmean(hops):g}-link sibling routes; {fig.sibling_route_source}")
+    return {i: per_link for i in on_route}, src
+
+
 def _links(
     machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str, cxl: CxlNodeTiming,
     local_of: Mapping[int, float],
@@ -749,6 +829,7 @@ def _links(
         # a pair's share is a fraction of a link, never a whole link each (more than the socket has).
         return min(fig.links_to_sockets / len(neighbours[a]), fig.links_to_sockets / len(neighbours[b]))
 
+    sibling_lat, sibling_src = _sibling_links(machine, fig, socket_of, set(pair_of) | set(cxl.links))
     # First pass: bandwidths, and latencies of everything that is not a socket link (needed for routes).
     bw: dict[int, float] = {}
     lat: dict[int, float] = {}
@@ -789,10 +870,11 @@ def _links(
             bw_src = "machine file (nominal): the catalog has no figure for " + (
                 "links inside a socket" if inside else f"this {link.kind.value} link"
             )
-        lat[i] = link.latency_ns
+        lat[i] = sibling_lat.get(i, link.latency_ns)
         priors.append(PriorParameter(parameter=f"links[{link.a}<->{link.b}].bandwidth_gb_s", value=bw[i], unit="GB/s", source=bw_src, why=WHY))
         priors.append(PriorParameter(parameter=f"links[{link.a}<->{link.b}].latency_ns", value=lat[i], unit="ns",
-                                     source="machine file (nominal): no catalog figure", why=WHY))
+                                     source=sibling_src if i in sibling_lat else "machine file (nominal): no catalog figure",
+                                     why=WHY))
     # Second pass: a socket link's latency is what is left of (remote - local) after the intra-socket hops.
     if pair_of:
         from numasim.topology.routing import routing
