@@ -127,6 +127,8 @@ def _show_text(found: CatalogMatch) -> list[str]:
     ):
         lines.append(f"{heading}:")
         lines += [f"  {without}"] if entry is None else [f"  {_fields(entry)}", src(entry.sources)]
+        if entry is not None and entry is p.latency:
+            lines += _sibling_lines(p)
     lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:
@@ -140,6 +142,17 @@ def _show_text(found: CatalogMatch) -> list[str]:
     if p.notes:
         lines.append(f"notes: {p.notes}")
     return lines
+
+
+def _sibling_lines(p: Any) -> list[str]:
+    """What a sibling cluster adds, where the entry's latency source measured two modes (derived, said so)."""
+    from numasim.timing.catalog.calibration import sibling_route
+
+    finest = max((m for m in p.numa_modes), key=lambda m: m.nodes_per_socket, default=None)
+    found = None if finest is None or p.latency is None else sibling_route(p.latency, finest.name)
+    if found is None:
+        return []
+    return [f"  derived: a sibling cluster's memory adds {found[0]:.1f} ns on average, {found[1]}"]
 
 
 def _device_line(d: Any, default: str) -> str:

@@ -43,6 +43,17 @@ def test_show_marks_the_sku_and_lists_sources(capsys: pytest.CaptureFixture[str]
     assert "read_factor = 0.889" in out and "no public measurement in this entry" in out
 
 
+def test_show_derives_what_a_sibling_cluster_adds_where_two_modes_were_measured(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["catalog", "show", "amd-epyc-rome"]) == 0
+    assert "derived: a sibling cluster's memory adds 12.0 ns on average, (NPS1 122 - NPS4 113 ns) x 4/3" in (
+        capsys.readouterr().out
+    )
+    assert main(["catalog", "show", "intel-skylake-sp"]) == 0  # measured with one node a socket only
+    assert "sibling cluster" not in capsys.readouterr().out
+
+
 def test_show_json_round_trips_the_entry(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "show", "intel-ivy-bridge-ep", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

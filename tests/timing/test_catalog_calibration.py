@@ -254,15 +254,15 @@ def test_a_sibling_cluster_adds_what_the_two_modes_local_figures_imply(cpu: str,
 
 
 def test_a_sibling_route_figure_needs_both_modes_of_the_machines_family() -> None:
-    from numasim.timing.catalog.calibration import _sibling_route
+    from numasim.timing.catalog.calibration import sibling_route
 
     rome = get_platform("amd-epyc-rome").latency
     assert rome is not None
-    assert _sibling_route(rome, "NPS4") is not None and _sibling_route(rome, "NPS4")[0] == pytest.approx(12.0)  # type: ignore[index]
-    assert _sibling_route(rome, "die") is None  # Naples' dies borrowing Rome's quadrants: another geometry
-    assert _sibling_route(rome.model_copy(update={"local_ns_by_mode": {}}), "NPS4") is None  # one mode only
+    assert sibling_route(rome, "NPS4") is not None and sibling_route(rome, "NPS4")[0] == pytest.approx(12.0)  # type: ignore[index]
+    assert sibling_route(rome, "die") is None  # Naples' dies borrowing Rome's quadrants: another geometry
+    assert sibling_route(rome.model_copy(update={"local_ns_by_mode": {}}), "NPS4") is None  # one mode only
     skx = get_platform("intel-skylake-sp").latency
-    assert skx is not None and _sibling_route(skx, "SNC2") is None  # measured with one node a socket only
+    assert skx is not None and sibling_route(skx, "SNC2") is None  # measured with one node a socket only
 
 
 def test_a_sibling_hop_longer_than_the_local_figure_is_a_clear_error() -> None:

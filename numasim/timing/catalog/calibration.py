@@ -38,7 +38,7 @@ from numasim.timing.model import (
 from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
-__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "running_clock"]
+__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "running_clock", "sibling_route"]
 
 WHY = "catalog prior: no measurement"
 BYTES_PER_TRANSFER = 8
@@ -72,7 +72,7 @@ class CatalogFigures:
     source has no figure for the machine's (None otherwise): :func:`catalog_calibration` then converts it."""
     sibling_route_ns: float | None = None
     """What reaching a sibling cluster's memory adds to the local latency, on average over a socket's clusters,
-    where the latency source measured the socket both ways (:func:`_sibling_route`); None: no such figure."""
+    where the latency source measured the socket both ways (:func:`sibling_route`); None: no such figure."""
     sibling_route_source: str = ""
 
     @property
@@ -160,7 +160,7 @@ def _mode_family(label: str) -> str:
     return label.lower().split()[0].rstrip("0123456789")
 
 
-def _sibling_route(latency: LatencyPrior, mode: str | None) -> tuple[float, str] | None:
+def sibling_route(latency: LatencyPrior, mode: str | None) -> tuple[float, str] | None:
     """The mean latency a sibling cluster's memory adds, from a source that measured local latency with one
     node a socket (``L1``) and with ``k`` (``Lk``, the finest it has), for a machine in ``mode`` of the same family.
 
@@ -212,7 +212,7 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
     if platform.latency is not None:
         local, mode_note, measured_per_socket = _local_for_mode(platform.latency, mode)
         local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]{mode_note}"
-        sibling = _sibling_route(platform.latency, mode)
+        sibling = sibling_route(platform.latency, mode)
         sibling_src = "" if sibling is None else f"{platform.name}: {sibling[1]} [{cite(platform.latency.sources)}]"
     else:
         donor = _nearest(platform, [p for p in catalog if p.latency is not None])
@@ -224,7 +224,7 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
             f"borrowed from {donor.name} ({donor.latency.measured_on}){mode_note}: {platform.name} has no public "
             "idle-latency measurement"
         )
-        sibling = _sibling_route(donor.latency, mode)
+        sibling = sibling_route(donor.latency, mode)
         sibling_src = "" if sibling is None else f"borrowed from {donor.name}: {sibling[1]}"
     with_remote = [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None]
     if platform.latency is not None and platform.latency.remote_ns is not None:
