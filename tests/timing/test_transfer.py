@@ -47,6 +47,17 @@ def test_fitted_snc_off_to_snc2_and_back_is_exact() -> None:
         assert a.bandwidth_gb_s == pytest.approx(b.bandwidth_gb_s, rel=1e-12)
 
 
+def test_a_catalog_nps4_machine_carried_to_nps1_meets_the_sources_nps1_figure() -> None:
+    """The catalog times Rome's NPS4 quadrants at 113 ns and a sibling quadrant 12 ns further (derived from the
+    source's NPS1 122 ns); the interleave rule carrying that to NPS1 gives back the source's own 122 ns, so the
+    two rules agree (the machine file's nominal 10 ns a link gave 128)."""
+    from numasim.timing.catalog import catalog_calibration
+
+    m = multi_die(1, "NPS4").model_copy(update={"cpu_model": "AMD EPYC 7452 32-Core Processor"})
+    nps1 = transfer_calibration(m, catalog_calibration(m), ClusterMode("nps", 1))
+    assert [c.latency_ns for c in nps1.calibration.controllers] == [pytest.approx(122.0)]
+
+
 def test_provenance_names_the_source_and_lists_the_priors() -> None:
     m, cal = _skylake()
     snc2 = transfer_calibration(m, cal, ClusterMode("snc", 2), die_latency_ns=8.0, die_bandwidth_gb_s=100.0,
