@@ -16,6 +16,10 @@ compared with a floor that does the lookups exactly; the hit fractions are print
 check (the two models differ, the estimate within a few points). Timed per *cpu* second (all threads), the
 fastest and the median of ``REPEATS`` alternating runs; nothing asserted about time.
 
+The process's allocator is tuned as the ``numasim`` command tunes it (:func:`numasim.allocator.tune_allocator`;
+the estimate's windows here are millions of accesses, whose fresh temporaries otherwise fault their pages in
+again on every window); ``BENCH_CACHE_ALLOCATOR=default`` leaves glibc's defaults.
+
 Run by hand::
 
     .venv/bin/python -m pytest benchmarks/bench_cache.py --run-benchmarks -s
@@ -37,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_engine as b  # noqa: E402
 from floor_kernel import cache_floor_run  # noqa: E402
 
+from numasim.allocator import tune_allocator  # noqa: E402
 from numasim.engine import PageMap, ThreadSpec, simulate  # noqa: E402
 from numasim.engine.caches import cache_levels, instance_keys  # noqa: E402
 from numasim.engine.cores import thread_mlp  # noqa: E402
@@ -46,6 +51,7 @@ from numasim.workload.access import AccessChunk  # noqa: E402
 N = int(os.environ.get("BENCH_CACHE_ACCESSES", 4_000_000))
 N_EXACT = int(os.environ.get("BENCH_CACHE_EXACT_ACCESSES", 400_000))
 REPEATS = int(os.environ.get("BENCH_CACHE_REPEATS", 3))
+ALLOCATOR = os.environ.get("BENCH_CACHE_ALLOCATOR", "tuned")
 REGION_STRIDE = 1 << 30  # each thread's region starts on its own GiB: no sharing between threads
 
 
@@ -96,6 +102,9 @@ def _engine_hits(r) -> float:  # type: ignore[no-untyped-def]
 
 @pytest.mark.benchmark
 def test_cache_heavy_workloads_against_their_floor() -> None:
+    if ALLOCATOR not in ("tuned", "default"):
+        raise ValueError(f"BENCH_CACHE_ALLOCATOR = {ALLOCATOR!r}: expected tuned or default")
+    tuned = ALLOCATOR == "tuned" and tune_allocator()
     m, cal = b.machine_and_calibration()
     ms = build_memory_system(m, cal)
     base_specs = b.threads(m)
@@ -137,7 +146,8 @@ def test_cache_heavy_workloads_against_their_floor() -> None:
                      _engine_hits(r_exact), 1 - small[2] / N_EXACT))  # fmt: skip
     lines = [
         f"machine {m.name}, calibration {cal.id}, {len(base_specs)} threads, {N:,} loads per workload (exact mode "
-        f"{N_EXACT:,}), {REPEATS} alternating runs, cpu ns per access (all threads)",
+        f"{N_EXACT:,}), {REPEATS} alternating runs, cpu ns per access (all threads); allocator "
+        f"{'tuned (numasim.allocator, as the numasim command)' if tuned else 'glibc defaults'}",
         "",
         "| workload | region per thread | epoch median | epoch fastest | floor median | floor fastest | "
         "epoch / floor (fastest) | exact | hits: epoch / floor | hits: exact / floor (exact's accesses) |",

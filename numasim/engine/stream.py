@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numasim.errors import WorkloadError
-from numasim.workload.access import AccessChunk
+from numasim.workload.access import AccessChunk, concat_chunks
 
 from ._feed_kernel import (
     PREFETCH_STREAMS,
@@ -51,6 +51,8 @@ _LINE_SHIFT = np.uint64(6)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 _EMPTY_I8 = np.zeros(0, dtype=np.int8)
 _MAX_CHUNK = 1 << 20
+_MAX_BATCH = 1 << 22
+"""The most accesses estimated together (:meth:`Feeder._batch_target`): a window of this plus the carried tail."""
 _PROBE_EVERY = 8
 """With a short reuse horizon, every this many estimates the feeder carries the long one again."""
 _LONG_HITS = 0.02
@@ -224,6 +226,7 @@ class Feeder:
         self._carry_long = carry_accesses(cache_capacity_lines) if cache_capacity_lines is not None else 0
         self._carry = self._carry_long
         self._estimates = 0
+        self._long_pays = False  # the last estimate's long carry found hits (the feeder then batches chunks)
         self._cache_state = EpochCacheState.empty() if cache_capacity_lines is not None else None
         self._progress = progress
         # Per agent, ``initiator * n_nodes * 2``: given, every block carries its requests' route classes.
@@ -278,14 +281,48 @@ class Feeder:
             self._progress(self.accesses_read)
         return True
 
+    def _batch_target(self) -> int:
+        """How many accesses to estimate together: a chunk, or while the long carry pays (its reuses turn at
+        least :data:`_LONG_HITS` of the accesses into hits: a working set the caches hold) as many as it
+        carries, up to :data:`_MAX_BATCH`, so that the window the estimate sorts is not four times the accesses
+        it decides. Not for the long carry's occasional probe (a stream that misses the caches pays for its
+        window, not for a batch), nor with a run-time kernel, whose page moves the feeder must not read far
+        ahead of."""
+        if self.track_pages or self._cache_state is None or not self._long_pays:
+            return _MAX_CHUNK
+        return max(_MAX_CHUNK, min(self._carry, _MAX_BATCH))
+
     def _distributed(self) -> Iterator[tuple[int, list[tuple[int, Block]]]]:
-        """Each chunk of the stream, distributed: (its accesses, its agents' blocks in order)."""
+        """The stream distributed: (accesses read, their agents' blocks in order), a chunk at a time, or while
+        the estimate carries a long tail as batches of :meth:`_batch_target` accesses (a yield may then hold
+        several chunks, or none while a batch fills)."""
+        pending: list[AccessChunk] = []  # parts waiting for their batch
+        pending_n = 0
+        blocks: list[tuple[int, Block]] = []
+        read = 0
         for chunk in self._it:
-            blocks: list[tuple[int, Block]] = []
             for lo in range(0, len(chunk), _MAX_CHUNK):
                 part = chunk if len(chunk) <= _MAX_CHUNK else chunk.slice(lo, lo + _MAX_CHUNK)
-                blocks += self._distribute(part)
-            yield len(chunk), blocks
+                target = self._batch_target()
+                if pending and pending_n + len(part) > target:
+                    blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
+                    pending, pending_n = [], 0
+                if target <= _MAX_CHUNK:
+                    blocks += self._distribute(part)  # a chunk (part) at a time, as without a long carry
+                    continue
+                pending.append(part)
+                pending_n += len(part)
+                if pending_n >= target:
+                    blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
+                    pending, pending_n = [], 0
+            read += len(chunk)
+            if not pending:
+                yield read, blocks
+                blocks, read = [], 0
+        if pending:
+            blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
+        if pending or read:
+            yield read, blocks
 
     def _next_distributed(self) -> tuple[int, list[tuple[int, Block]]] | None:
         if not self._background:
@@ -430,8 +467,9 @@ class Feeder:
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
             self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits
+            self._long_pays = found >= 0 and found >= _LONG_HITS * len(lines)
             if found >= 0:  # this estimate looked beyond CARRY_ACCESSES: keep looking while it finds >= 2 % more hits
-                self._carry = self._carry_long if found >= _LONG_HITS * len(lines) else CARRY_ACCESSES
+                self._carry = self._carry_long if self._long_pays else CARRY_ACCESSES
             elif self._carry != CARRY_ACCESSES:  # no tail beyond CARRY_ACCESSES yet (the first chunks)
                 self._carry = self._carry_long
             if self._carry == CARRY_ACCESSES and self._estimates % _PROBE_EVERY == _PROBE_EVERY - 1:

@@ -63,3 +63,56 @@ def test_an_error_in_a_chunk_is_raised_in_the_engines_thread_at_that_chunk(backg
     with pytest.raises(WorkloadError, match="not mapped"):
         f.pull()
     f.close()
+
+
+def _resident_chunks(n_chunks: int, per_chunk: int, lines: int):  # type: ignore[no-untyped-def]
+    """Random loads by 3 threads over ``lines`` lines: a working set the feeder's cache holds."""
+    rng = np.random.default_rng(11)
+    for _ in range(n_chunks):
+        line = rng.integers(0, lines, per_chunk).astype(np.uint64)
+        yield AccessChunk.build(line * np.uint64(64), thread=rng.integers(0, 3, per_chunk))
+
+
+def _resident_feeder(chunks, track_pages: bool = False) -> Feeder:  # type: ignore[no-untyped-def]
+    m = seed000_machine(caches=False)
+    index = np.full(max(n.id for n in m.nodes) + 1, -1, dtype=np.int16)
+    index[[n.id for n in m.nodes]] = np.arange(len(m.nodes))
+    return Feeder(
+        chunks, _agents(3), spread_pages([0, 1], 8192), index,
+        cache_instances=np.zeros((1, 3), dtype=np.int64),
+        cache_capacity_lines=np.array([400_000.0]),  # a long carry: 3 capacities, 1.2 Mi accesses
+        background=False, class_base=np.zeros(3, dtype=np.int64), track_pages=track_pages,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("track_pages", [False, True])
+def test_while_the_long_carry_pays_chunks_are_estimated_together(monkeypatch: pytest.MonkeyPatch, track_pages: bool) -> None:
+    """A working set the cache holds keeps the long carry (1.2 Mi accesses here); estimating 300 k-access chunks
+    one by one would sort each with four times as many carried ones, so the feeder estimates batches of about
+    the carry (never with a run-time kernel: it must not read far ahead of the kernel's page moves). Every access
+    is handed on once, in order."""
+    from numasim.engine import stream
+
+    sizes: list[int] = []
+    original = stream.estimate_levels
+
+    def recording(lines, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(lines))
+        return original(lines, *args, **kwargs)
+
+    monkeypatch.setattr(stream, "estimate_levels", recording)
+    chunks = list(_resident_chunks(12, 300_000, 200_000))
+    f = _resident_feeder(iter(chunks), track_pages=track_pages)
+    while f.pull():
+        pass
+    f.close()
+    assert sum(sizes) == f.accesses_read == 12 * 300_000
+    if track_pages:
+        assert sizes == [300_000] * 12
+    else:
+        assert max(sizes) > 300_000 and max(sizes) <= 1_500_000 and len(sizes) < 12
+    lines = np.concatenate([c.address for c in chunks]) >> np.uint64(6)
+    threads = np.concatenate([c.thread for c in chunks])
+    for agent, buf in enumerate(f.buffers):
+        got = np.concatenate([b.line for b in buf])
+        assert np.array_equal(got, lines[threads == agent])
