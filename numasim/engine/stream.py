@@ -369,7 +369,7 @@ class Feeder:
         last line of defence; trace readers and workload files name the file and line first)."""
         total_ns, k = compute_by_agent(agent, compute, len(self.agents))
         if k >= 0:
-            raise WorkloadError(f"access {k} of a chunk: compute_ns = {float(compute[k]):g} is not a time >= 0")
+            raise WorkloadError(f"access {k} of the chunk (or batch of chunks) being read: compute_ns = {float(compute[k]):g} is not a time >= 0")
         self._compute_total_ns += total_ns
         worst = int(np.argmax(self._compute_total_ns))
         if self._compute_total_ns[worst] > MAX_RUN_NS:
