@@ -186,6 +186,7 @@ WORKLOADS: dict[str, Callable[[], SimulationResult]] = {
     "cache-L3": lambda: _cache_bench("L3"),
     "cache-2xL3": lambda: _cache_bench("2x L3"),
     "cache-chase": lambda: _cache_bench("chase", 1_500_000),
+    "cache-L3-batched": lambda: _cache_bench("L3", 6_000_000),  # long enough for the feeder to batch chunks
     "crossing-epoch": lambda: _crossing("epoch"),
     "crossing-exact": lambda: _crossing("exact"),
     "chase-epoch": lambda: _chase("epoch"),
