@@ -127,8 +127,8 @@ def _show_text(found: CatalogMatch) -> list[str]:
     ):
         lines.append(f"{heading}:")
         lines += [f"  {without}"] if entry is None else [f"  {_fields(entry)}", src(entry.sources)]
-        if entry is not None and entry is p.latency:
-            lines += _sibling_lines(p)
+        if heading == "idle DRAM latency":
+            lines += _latency_lines(p)
     lines += _cxl_lines(p)
     lines.append(f"SKUs ({len(p.skus)}):")
     for s in p.skus:
@@ -144,15 +144,27 @@ def _show_text(found: CatalogMatch) -> list[str]:
     return lines
 
 
-def _sibling_lines(p: Any) -> list[str]:
-    """What a sibling cluster adds, where the entry's latency source measured two modes (derived, said so)."""
-    from numasim.timing.catalog.calibration import sibling_route
+def _latency_lines(p: Any) -> list[str]:
+    """Whose latency figures a catalog calibration borrows where the entry has none, and what a sibling cluster
+    adds where the (own or borrowed) source measured two modes (derived, said so)."""
+    from numasim.timing.catalog.calibration import latency_donors, sibling_route
 
+    out = []
+    local, remote = latency_donors(p)
+    if local is not None and local.latency is not None:
+        by_mode = "".join(f", {m} {v:g} ns" for m, v in local.latency.local_ns_by_mode.items())
+        mode = f" ({local.latency.mode}{by_mode})" if local.latency.mode else ""
+        out.append(f"  borrows: local {local.latency.local_ns:g} ns{mode} from {local.name}")
+    if remote is not None and remote.latency is not None and remote.latency.remote_ns is not None:
+        delta = remote.latency.remote_ns - remote.latency.local_ns
+        out.append(f"  borrows: remote - local {delta:.1f} ns from {remote.name} ({remote.latency.measured_on})")
+    source = p.latency if p.latency is not None else (local.latency if local is not None else None)
     finest = max((m for m in p.numa_modes), key=lambda m: m.nodes_per_socket, default=None)
-    found = None if finest is None or p.latency is None else sibling_route(p.latency, finest.name)
-    if found is None:
-        return []
-    return [f"  derived: a sibling cluster's memory adds {found[0]:.1f} ns on average, {found[1]}"]
+    found = None if finest is None or source is None else sibling_route(source, finest.name)
+    if found is not None:
+        whose = "" if p.latency is not None else f" (borrowed from {local.name})" if local is not None else ""
+        out.append(f"  derived: a sibling cluster's memory adds {found[0]:.1f} ns on average{whose}, {found[1]}")
+    return out
 
 
 def _device_line(d: Any, default: str) -> str:

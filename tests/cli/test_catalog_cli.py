@@ -52,6 +52,12 @@ def test_show_derives_what_a_sibling_cluster_adds_where_two_modes_were_measured(
     )
     assert main(["catalog", "show", "intel-skylake-sp"]) == 0  # measured with one node a socket only
     assert "sibling cluster" not in capsys.readouterr().out
+    # an entry without a measurement says whose figures a calibration borrows, and what follows from them
+    assert main(["catalog", "show", "amd-epyc-genoa"]) == 0
+    out = capsys.readouterr().out
+    assert "borrows: local 113 ns (NPS4, NPS1 122 ns) from amd-epyc-rome" in out
+    assert "borrows: remote - local 54.9 ns from intel-sapphire-rapids" in out
+    assert "adds 12.0 ns on average (borrowed from amd-epyc-rome)" in out
 
 
 def test_show_json_round_trips_the_entry(capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,7 +38,7 @@ from numasim.timing.model import (
 from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
-__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "running_clock", "sibling_route"]
+__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "latency_donors", "running_clock", "sibling_route"]
 
 WHY = "catalog prior: no measurement"
 BYTES_PER_TRANSFER = 8
@@ -155,6 +155,17 @@ def _local_for_mode(latency: LatencyPrior, mode: str | None) -> tuple[float, str
     )
 
 
+def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None]:
+    """The platforms whose measured local latency and (remote - local) a catalog calibration of ``platform``
+    borrows (None where it has its own): the nearest measured platform, same vendor and DRAM generation first."""
+    catalog = load_catalog()
+    local = None if platform.latency is not None else _nearest(platform, [p for p in catalog if p.latency is not None])
+    remote = None
+    if platform.latency is None or platform.latency.remote_ns is None:
+        remote = _nearest(platform, [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None])
+    return local, remote
+
+
 def _mode_family(label: str) -> str:
     """A clustering mode's family, e.g. ``"nps"`` of ``"NPS4"`` (``"snc"`` of ``"SNC off"``)."""
     return label.lower().split()[0].rstrip("0123456789")
@@ -215,7 +226,7 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         sibling = sibling_route(platform.latency, mode)
         sibling_src = "" if sibling is None else f"{platform.name}: {sibling[1]} [{cite(platform.latency.sources)}]"
     else:
-        donor = _nearest(platform, [p for p in catalog if p.latency is not None])
+        donor = latency_donors(platform)[0]
         if donor is None or donor.latency is None:  # pragma: no cover - the shipped catalog has some
             raise CalibrationError(f"no platform in the catalog has an idle-latency measurement to borrow for {platform.name}")
         # the donor's figure for this machine's mode where it has one (Rome: NPS4 113 ns, NPS1 122 ns)
@@ -226,12 +237,11 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         )
         sibling = sibling_route(donor.latency, mode)
         sibling_src = "" if sibling is None else f"borrowed from {donor.name}: {sibling[1]}"
-    with_remote = [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None]
     if platform.latency is not None and platform.latency.remote_ns is not None:
         delta = platform.latency.remote_ns - platform.latency.local_ns
         remote_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]"
     else:
-        donor = _nearest(platform, with_remote)
+        donor = latency_donors(platform)[1]
         if donor is None or donor.latency is None or donor.latency.remote_ns is None:  # pragma: no cover
             raise CalibrationError(f"no platform in the catalog has a remote-latency measurement to borrow for {platform.name}")
         delta = donor.latency.remote_ns - donor.latency.local_ns
