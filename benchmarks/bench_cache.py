@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_engine as b  # noqa: E402
 from floor_kernel import cache_floor_run  # noqa: E402
 
-from numasim.allocator import tune_allocator  # noqa: E402
 from numasim.engine import PageMap, ThreadSpec, simulate  # noqa: E402
 from numasim.engine.caches import cache_levels, instance_keys  # noqa: E402
 from numasim.engine.cores import thread_mlp  # noqa: E402
@@ -51,7 +50,6 @@ from numasim.workload.access import AccessChunk  # noqa: E402
 N = int(os.environ.get("BENCH_CACHE_ACCESSES", 4_000_000))
 N_EXACT = int(os.environ.get("BENCH_CACHE_EXACT_ACCESSES", 400_000))
 REPEATS = int(os.environ.get("BENCH_CACHE_REPEATS", 3))
-ALLOCATOR = os.environ.get("BENCH_CACHE_ALLOCATOR", "tuned")
 REGION_STRIDE = 1 << 30  # each thread's region starts on its own GiB: no sharing between threads
 
 
@@ -102,9 +100,7 @@ def _engine_hits(r) -> float:  # type: ignore[no-untyped-def]
 
 @pytest.mark.benchmark
 def test_cache_heavy_workloads_against_their_floor() -> None:
-    if ALLOCATOR not in ("tuned", "default"):
-        raise ValueError(f"BENCH_CACHE_ALLOCATOR = {ALLOCATOR!r}: expected tuned or default")
-    tuned = ALLOCATOR == "tuned" and tune_allocator()
+    tuned = b.allocator_from_env("BENCH_CACHE_ALLOCATOR")
     m, cal = b.machine_and_calibration()
     ms = build_memory_system(m, cal)
     base_specs = b.threads(m)

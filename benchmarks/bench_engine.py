@@ -26,6 +26,7 @@ Run by hand (prints the table)::
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -37,6 +38,7 @@ import numpy as np
 import pytest
 import simpy
 
+from numasim.allocator import tune_allocator
 from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.engine.memsys import build_memory_system
 from numasim.timing.model import Calibration, load_calibration, nominal_calibration
@@ -47,6 +49,15 @@ ROOT = Path(__file__).resolve().parents[1]
 THREADS = 8
 PAGES = 1 << 18  # 1 GiB
 CHUNK = 1 << 20
+
+
+def allocator_from_env(variable: str) -> bool:
+    """Tune this process's allocator as the ``numasim`` command does unless ``variable`` is ``default``; whether
+    it was tuned (a benchmark prints which)."""
+    choice = os.environ.get(variable, "tuned")
+    if choice not in ("tuned", "default"):
+        raise ValueError(f"{variable} = {choice!r}: expected tuned or default")
+    return choice == "tuned" and tune_allocator()
 
 
 def machine_and_calibration() -> tuple[Machine, Calibration]:

@@ -40,13 +40,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_engine as b  # noqa: E402
 from floor_kernel import floor_run  # noqa: E402
 
-from numasim.allocator import tune_allocator  # noqa: E402
 from numasim.engine import epoch, simulate, stream  # noqa: E402
 from numasim.engine.cores import thread_mlp  # noqa: E402
 from numasim.engine.memsys import build_memory_system  # noqa: E402
 
 N = int(os.environ.get("BENCH_FLOOR_ACCESSES", 16_000_000))  # fewer for a quick look
-ALLOCATOR = os.environ.get("BENCH_FLOOR_ALLOCATOR", "tuned")
 REPEATS = int(os.environ.get("BENCH_FLOOR_REPEATS", 5))
 LATENCY_TOLERANCE = 0.10  # floor vs engine mean memory latency and run time, relative (measured ~6 %, README)
 
@@ -131,9 +129,7 @@ def stage_timers() -> Iterator[dict[str, float]]:
 
 @pytest.mark.benchmark
 def test_engine_against_floor() -> None:
-    if ALLOCATOR not in ("tuned", "default"):
-        raise ValueError(f"BENCH_FLOOR_ALLOCATOR = {ALLOCATOR!r}: expected tuned or default")
-    tuned = ALLOCATOR == "tuned" and tune_allocator()
+    tuned = b.allocator_from_env("BENCH_FLOOR_ALLOCATOR")
     m, cal = b.machine_and_calibration()
     specs, pm = b.threads(m), b.pages()
     ms, chunks, args = _floor_inputs(m, cal, N)

@@ -162,7 +162,7 @@ def _latency_lines(p: Any) -> list[str]:
     finest = max((m for m in p.numa_modes), key=lambda m: m.nodes_per_socket, default=None)
     found = None if finest is None or source is None else sibling_route(source, finest.name)
     if found is not None:
-        whose = "" if p.latency is not None else f" (borrowed from {local.name})" if local is not None else ""
+        whose = f" (borrowed from {local.name})" if p.latency is None and local is not None else ""
         out.append(f"  derived: a sibling cluster's memory adds {found[0]:.1f} ns on average{whose}, {found[1]}")
     return out
 

@@ -296,32 +296,34 @@ class Feeder:
         """The stream distributed: (accesses read, their agents' blocks in order), a chunk at a time, or while
         the estimate carries a long tail as batches of :meth:`_batch_target` accesses (a yield may then hold
         several chunks, or none while a batch fills)."""
-        pending: list[AccessChunk] = []  # parts waiting for their batch
+        pending: list[AccessChunk] = []  # parts waiting for their batch, in stream order
         pending_n = 0
         blocks: list[tuple[int, Block]] = []
         read = 0
+
+        def flush() -> int:
+            blocks.extend(self._distribute(pending[0] if len(pending) == 1 else concat_chunks(pending)))
+            pending.clear()
+            return 0
+
         for chunk in self._it:
             for lo in range(0, len(chunk), _MAX_CHUNK):
                 part = chunk if len(chunk) <= _MAX_CHUNK else chunk.slice(lo, lo + _MAX_CHUNK)
                 target = self._batch_target()
-                if pending and pending_n + len(part) > target:
-                    blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
-                    pending, pending_n = [], 0
-                if target <= _MAX_CHUNK:
-                    blocks += self._distribute(part)  # a chunk (part) at a time, as without a long carry
-                    continue
+                single = target <= _MAX_CHUNK  # a part at a time, as without a long carry
+                if pending and (single or pending_n + len(part) > target):
+                    pending_n = flush()  # what waits goes first: nothing overtakes it
                 pending.append(part)
                 pending_n += len(part)
-                if pending_n >= target:
-                    blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
-                    pending, pending_n = [], 0
+                if single or pending_n >= target:
+                    pending_n = flush()
             read += len(chunk)
             if not pending:
                 yield read, blocks
                 blocks, read = [], 0
         if pending:
-            blocks += self._distribute(concat_chunks(pending) if len(pending) > 1 else pending[0])
-        if pending or read:
+            flush()
+        if blocks or read:
             yield read, blocks
 
     def _next_distributed(self) -> tuple[int, list[tuple[int, Block]]] | None:
