@@ -177,6 +177,35 @@ def _mixed_chunks() -> SimulationResult:
     return simulate(m, cal, specs, chunks, pm, epoch_ns=100.0, record_latencies=False)
 
 
+def _catalog_writes(cpu: str, mode: str) -> SimulationResult:
+    """Copies and in-place updates, local and to the other socket, on a catalog-timed machine (writes cost two
+    lines, write hits owe their write-backs, and full-line copies on a processor with write-allocate evasion)."""
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+    from numasim.timing.catalog import catalog_calibration
+
+    case = next(c for c in PUBLIC_MLC_CASES if cpu in c.label)
+    m = public_machine(case)
+    cal = catalog_calibration(m, turbo=case.turbo)
+    last = m.nodes[-1].id
+    pm = PageMap()
+    specs, chunks = [], []
+    n = 24_000 if mode == "exact" else 200_000
+    for k, cpu_id in enumerate(m.node(m.nodes[0].id).cpus[:6]):
+        src, dst = (k * 2) << 26, ((k * 2) + 1) << 26
+        pm.assign(src, np.full(8 << 8, m.nodes[0].id if k % 2 else last, dtype=np.int16))
+        pm.assign(dst, np.full(8 << 8, last if k % 3 == 0 else m.nodes[0].id, dtype=np.int16))
+        line = np.arange(n // 2, dtype=np.uint64) * np.uint64(64)
+        if k % 2:  # a copy: read a line, write a whole line elsewhere
+            addr = np.stack([np.uint64(src) + line, np.uint64(dst) + line], axis=1).ravel()
+        else:  # an update: read a line, write 8 bytes of it back
+            addr = np.stack([np.uint64(src) + line, np.uint64(src) + line], axis=1).ravel()
+        wr = np.tile(np.array([False, True]), n // 2)
+        size = np.where(wr & bool(k % 2), 64, 8).astype(np.uint16)
+        specs.append(ThreadSpec(k, cpu=cpu_id))
+        chunks.append(AccessChunk.build(addr, thread=k, is_write=wr, size_bytes=size))
+    return simulate(m, cal, specs, chunks, pm, mode=mode)
+
+
 WORKLOADS: dict[str, Callable[[], SimulationResult]] = {
     "bench": lambda: _bench(),
     "bench-epoch100": lambda: _bench(1_200_000, epoch_ns=100.0),
@@ -199,6 +228,12 @@ WORKLOADS: dict[str, Callable[[], SimulationResult]] = {
     "tlb-small": lambda: _tlb("4M", False),
     "requests": _requests,
     "mixed-chunks": _mixed_chunks,
+    "writes-cascadelake-epoch": lambda: _catalog_writes("8269CY (", "epoch"),
+    "writes-cascadelake-exact": lambda: _catalog_writes("8269CY (", "exact"),
+    "writes-sapphire-epoch": lambda: _catalog_writes("4416+", "epoch"),
+    "writes-sapphire-exact": lambda: _catalog_writes("4416+", "exact"),
+    "writes-genoa-epoch": lambda: _catalog_writes("9224", "epoch"),
+    "writes-genoa-exact": lambda: _catalog_writes("9224", "exact"),
     **{f"agreement-{i}-{mode}": (lambda i=i, mode=mode: _agreement(i, mode)) for i in range(8) for mode in ("epoch", "exact")},
 }
 

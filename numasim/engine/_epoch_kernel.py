@@ -184,15 +184,15 @@ def run_epochs(
     class_evadable: np.ndarray,
     evade_ramp: np.ndarray,
     owed: np.ndarray,
-    wb_share: float,
+    path_wb_share: np.ndarray,
     wb_count: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Advance over one window; returns (status, number of series rows written). ``c2c``: each request's
     cache-to-cache transfer latency where it is one (empty: none in the window). ``full``: each request is a write
     of its whole line (empty: none), whose busy time write-allocate evasion scales as in exact mode
     (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``). ``owed``: each request is
-    a write hit on a clean line (empty: none), whose write-back costs ``wb_share`` of its class's busy time on
-    the route, posted (the core does not wait), counted per class in ``wb_count`` when the epoch commits."""
+    a write hit on a clean line (empty: none), whose write-back costs its share of its class's busy time at each
+    entry of the route (``path_wb_share``), posted (the core does not wait), counted per class in ``wb_count`` when the epoch commits."""
     has_evasion = len(full) > 0 and len(class_evadable) > 0
     has_wb = len(owed) > 0
     scaled = has_evasion or has_wb
@@ -338,7 +338,8 @@ def run_epochs(
                     for q in range(path_ptr[cls], path_ptr[cls + np.uint64(1)]):
                         r = np.uint64(path_res[np.uint64(q)])
                         tw = max(tw, free[r])
-                        free[r] = tw + path_busy[np.uint64(q)] * wb_share
+                        wb = path_wb_share[np.uint64(q)]
+                        free[r] = tw + path_busy[np.uint64(q)] * wb
                         if not (bucket_lo[a] <= tw < bucket_hi[a]):
                             bk = int(tw // epoch_ns)
                             bucket_of[a] = bk
@@ -346,7 +347,7 @@ def run_epochs(
                             bucket_hi[a] = (bk + 1) * epoch_ns
                         log_bucket[n_log] = bucket_of[a]
                         log_hop[n_log] = q
-                        log_scale[n_log] = wb_share
+                        log_scale[n_log] = wb
                         n_log += 1
                     log_wb[n_wb] = cls
                     n_wb += 1
@@ -357,16 +358,18 @@ def run_epochs(
                 q_end = path_ptr[cls + np.uint64(1)]
                 t = ready
                 extra = 0.0
-                scale = 1.0
+                evaded = 0.0
                 if has_evasion and full[pu] and class_evadable[cls] > 0.0:
                     cr = class_ctrl[cls]
-                    scale = 1.0 - class_evadable[cls] * evaded_share(free[cr], ready, own_busy[cr], evade_ramp)
+                    evaded = class_evadable[cls] * evaded_share(free[cr], ready, own_busy[cr], evade_ramp)
                 b = 0.0
                 for q in range(path_ptr[cls], q_end):
                     r = np.uint64(path_res[np.uint64(q)])
                     t = max(t, free[r])
                     b = path_busy[np.uint64(q)]
                     if scaled:
+                        # the read for ownership it skipped: the entry's share of the write that is not write-back
+                        scale = 1.0 - evaded * (1.0 - path_wb_share[np.uint64(q)]) if evaded > 0.0 else 1.0
                         b *= scale
                         log_scale[n_log] = scale
                     free[r] = t + b

@@ -182,7 +182,7 @@ def run_kernel(
     class_evadable: np.ndarray,
     evade_ramp: np.ndarray,
     line_busy: np.ndarray,
-    wb_share: float,
+    path_wb_share: np.ndarray,
     wb_count: np.ndarray,
     ring: np.ndarray,
     touched: np.ndarray,
@@ -209,11 +209,11 @@ def run_kernel(
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each; a write of
     its whole line (``full[p]``) on a calibration with write-allocate evasion (``class_evadable`` not empty) at
-    that times ``1 - class_evadable[c] * ramp(q)``, ``q`` the lines queued at its controller ``class_ctrl[c]``
+    that times ``1 - class_evadable[c] * (1 - path_wb_share[k]) * ramp(q)`` at entry ``k``, ``q`` the lines queued at its controller ``class_ctrl[c]``
     when it issues (``free`` ahead of it over ``line_busy``; ``timing.model.write_allocate_evaded``).
     A write that hits a line clean in all its core's caches makes it dirty: its eventual write-back is charged
-    then, ``wb_share`` of its class's busy time on the route (the write-back share of a write's cost, which a
-    write miss pays in full), without the core waiting; ``wb_count[c]`` counts them per class.
+    then, its share of its class's busy time at each entry of the route (``path_wb_share``: the write-back's
+    share of a write's cost, which a write miss pays in full; empty when no write-back is modelled), without the core waiting; ``wb_count[c]`` counts them per class.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
     ``touched`` marks the buckets that were charged.
     """
@@ -379,13 +379,13 @@ def run_kernel(
                             dirty[w] = True
                             n_dirty[0] += 1
             req = 0.0
-            if write[p] and wb_share > 0.0 and level < n_levels and transfer_ns == 0.0 and not was_dirty:
+            if write[p] and len(path_wb_share) > 0 and level < n_levels and transfer_ns == 0.0 and not was_dirty:
                 # a write hit on a clean line: its write-back is owed (posted: the core does not wait)
                 wb_count[c] += 1
                 tw = ready
                 for k in range(k0, k1):
                     r = path_res[k]
-                    b = path_busy[k] * wb_share
+                    b = path_busy[k] * path_wb_share[k]
                     if free[r] > tw:
                         tw = free[r]
                     free[r] = tw + b
@@ -407,13 +407,16 @@ def run_kernel(
             else:
                 tt = ready
                 b_last = 0.0
-                scale = 1.0
+                evaded = 0.0
                 if len(class_evadable) > 0 and full[p] and class_evadable[c] > 0.0:
-                    scale = 1.0 - class_evadable[c] * evaded_share(free[class_ctrl[c]], ready,
-                                                                   line_busy[class_ctrl[c]], evade_ramp)
+                    evaded = class_evadable[c] * evaded_share(free[class_ctrl[c]], ready,
+                                                              line_busy[class_ctrl[c]], evade_ramp)
                 for k in range(k0, k1):
                     r = path_res[k]
-                    b = path_busy[k] * scale
+                    b = path_busy[k]
+                    if evaded > 0.0:
+                        # the read for ownership it skipped: the entry's share of the write that is not write-back
+                        b *= 1.0 - evaded * (1.0 - path_wb_share[k])
                     b_last = b
                     f = free[r]
                     if f > tt:

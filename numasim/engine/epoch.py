@@ -39,7 +39,7 @@ import simpy
 from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
 from .protocol import EngineInput, grow_bucket_ring
 from .requests import RequestLatencies
-from .runtime import bulk_class_tables, evasion_tables, write_back_share
+from .runtime import bulk_class_tables, evasion_tables
 from .stats import bin_table
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -85,14 +85,14 @@ class EpochEngine:
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
         # Route class paths as CSR: the resources a miss of each class crosses and its work at each.
         self.path_ptr, self.path_res, self.path_busy = ms.class_paths()
+        self.path_wb_share = ms.path_wb_share
         if inp.bridge is not None:  # and the kernel's copies, in requests of several lines (runtime.py)
-            self.class_base, self.path_ptr, self.path_res, self.path_busy = bulk_class_tables(
-                self.class_base, self.path_ptr, self.path_res, self.path_busy
+            self.class_base, self.path_ptr, self.path_res, self.path_busy, self.path_wb_share = bulk_class_tables(
+                self.class_base, self.path_ptr, self.path_res, self.path_busy, self.path_wb_share
             )
         # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
         self.evasion = evasion_tables(ms, inp.bridge is not None)
         # Write-backs owed by write hits on clean lines (the feeder marks them): their share of a write's cost
-        self.wb_share = write_back_share(ms.write_cost_factor)
         self.wb_count = np.zeros(len(self.class_base), dtype=np.int64)
         # Loaded-latency curves as padded tables.
         width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
@@ -291,7 +291,7 @@ class EpochEngine:
         issue = np.empty(len(rc))
         owed = (
             np.concatenate([np.zeros(len(b), dtype=bool) if b.write_back is None else b.write_back for b in blocks])
-            if self.wb_share > 0.0 and any(b.write_back is not None for b in blocks)
+            if len(self.path_wb_share) > 0 and any(b.write_back is not None for b in blocks)
             else _NO_FULL
         )
         status = self._run(
@@ -384,7 +384,7 @@ class EpochEngine:
                 full,
                 *self.evasion,
                 owed,
-                self.wb_share,
+                self.path_wb_share,
                 self.wb_count,
             )
             if n_ser:

@@ -36,7 +36,7 @@ from numasim.timing.model import LoadedLatencyCurve
 from . import _exact_kernel as K
 from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
-from .runtime import bulk_class_tables, evasion_tables, write_back_share
+from .runtime import bulk_class_tables, evasion_tables
 from .stream import Block
 from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
 
@@ -71,10 +71,11 @@ class ExactEngine:
         paths = [list(ms.class_resources[c]) for c in range(ms.n_classes)]
         lens = np.array([len(p) for p in paths], dtype=np.int64)
         self.path_start, self.path_res, self.path_busy = ms.class_paths()
+        self.path_wb_share = ms.path_wb_share
         self.bridge = inp.bridge
         if self.bridge is not None:  # and the kernel's copies, in requests of several lines (runtime.py)
-            self.class_base, self.path_start, self.path_res, self.path_busy = bulk_class_tables(
-                self.class_base, self.path_start, self.path_res, self.path_busy
+            self.class_base, self.path_start, self.path_res, self.path_busy, self.path_wb_share = bulk_class_tables(
+                self.class_base, self.path_start, self.path_res, self.path_busy, self.path_wb_share
             )
             paths = paths + paths
         # The paths padded to one width (-1 = none): class curve delays summed column by column, in path order.
@@ -100,7 +101,6 @@ class ExactEngine:
         # Write-allocate evasion: per class its controller and evadable share, the ramp (empty tables: none)
         self.class_ctrl, self.class_evadable, self.evade_ramp = evasion_tables(ms, self.bridge is not None)
         # Write-backs owed by write hits on clean lines: their share of a write's cost, and a count per class
-        self.wb_share = write_back_share(ms.write_cost_factor)
         self.wb_count = np.zeros(len(self.class_base), dtype=np.int64)
         self.bucket = 0
         self.next_roll = self.E
@@ -385,7 +385,7 @@ class ExactEngine:
                 self.c2c_far, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.full, self.class_ctrl, self.class_evadable, self.evade_ramp, self.own_busy,
-                self.wb_share, self.wb_count,
+                self.path_wb_share, self.wb_count,
                 self.ring, self.touched, self.E,
             )
         )  # fmt: skip

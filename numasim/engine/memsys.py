@@ -20,7 +20,7 @@ read-for-ownership plus a write-back), the controller using its write bandwidth 
 (the calibration fits the factor as write latency / read latency, AMD's hop table for source 002, and its closed
 form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a
 line clean in its core's caches owes the write-back share of that, ``(factor - 1) / factor``, posted
-(:func:`~numasim.engine.runtime.write_back_share`).
+(``MemorySystem.path_wb_share``, per entry of its route).
 Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
 write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
 scale its busy time (not its latency) by :meth:`MemorySystem.class_evasion`'s share, from the backlog it finds.
@@ -73,6 +73,11 @@ class MemorySystem:
         The route classes' resources in the order a miss crosses them, as CSR: class ``c`` crosses
         ``path_res[path_ptr[c]:path_ptr[c + 1]]``, where one 64-byte line costs ``path_busy`` ns of work. Sparse
         on purpose: a dense class x resource table is O(nodes^3) (800 MB for 256 nodes).
+    path_wb_share : ndarray
+        Parallel to ``path_busy``: the share of a write's busy time at that entry that is its line's write-back
+        (what a write hit on a clean line still owes there; the rest is its read for ownership, which
+        write-allocate evasion may skip). Empty when the calibration models no write-back (``write_cost_factor
+        <= 1``).
     """
 
     machine: Machine
@@ -86,6 +91,7 @@ class MemorySystem:
     path_ptr: np.ndarray
     path_res: np.ndarray
     path_busy: np.ndarray
+    path_wb_share: np.ndarray
     write_cost_factor: float
     die_initiator_of_cpu: dict[int, int]
     write_allocate_evasion: float = 0.0
@@ -95,6 +101,12 @@ class MemorySystem:
         """The initiator a thread on ``cpu`` issues from: its core die's, else its node's."""
         die = self.die_initiator_of_cpu.get(cpu)
         return die if die is not None else self.node_ids.index(self.machine.cpu_to_node[cpu])
+
+    @property
+    def models_write_backs(self) -> bool:
+        """Whether a write costs more than the line it writes (``write_cost_factor > 1``): a read for ownership and
+        a write-back, the latter owed by a write that hits a clean line."""
+        return self.write_cost_factor > 1.0
 
     @property
     def n_nodes(self) -> int:
@@ -136,11 +148,10 @@ class MemorySystem:
         """What write-allocate evasion may take off each route class (``calibration.core.write_allocate_evasion``).
 
         Returns ``(class_ctrl, class_evadable)``: per class, its target's controller resource (-1: none) and the
-        share of its busy time the evaded reads for ownership are at full evasion: ``e (w - 1) / w`` of a core's
-        write (``e`` the calibration's evasion, ``w`` the write cost factor), 0 for reads and device transfers.
-        A full-line write's busy time on every resource it crosses is scaled by ``1 - class_evadable *
-        write_allocate_evaded(q, 1)``, ``q`` the lines queued at its controller when it issues: the read it skips
-        would have crossed them all.
+        calibration's evasion ``e`` for a core's write (0 for reads and device transfers, and where writes model
+        no read for ownership, ``w <= 1``). A full-line write's busy time at each entry of its route is scaled by
+        ``1 - class_evadable * (1 - path_wb_share) * write_allocate_evaded(q, 1)``, ``q`` the lines queued at its
+        controller when it issues: the read it skips is the entry's read-for-ownership share.
         """
         n = self.n_classes
         cls = np.arange(n, dtype=np.int64)
@@ -150,14 +161,26 @@ class MemorySystem:
                 ctrl_of_node[self.node_ids.index(res.node)] = r
         class_ctrl = ctrl_of_node[(cls // 2) % max(1, self.n_nodes)]
         core = cls // (2 * max(1, self.n_nodes)) < self.n_core_initiators
-        w = self.write_cost_factor
-        share = self.write_allocate_evasion * (w - 1.0) / w if w > 1.0 else 0.0
+        share = self.write_allocate_evasion if self.models_write_backs else 0.0
         evadable = np.where((cls % 2 == 1) & core & (class_ctrl >= 0), share, 0.0)
         return class_ctrl.astype(np.int64), evadable.astype(float)
 
     def path_class(self) -> np.ndarray:
         """The route class of every CSR entry (``path_res``'s parallel array)."""
         return np.repeat(np.arange(self.n_classes, dtype=np.int64), np.diff(self.path_ptr))
+
+    def write_back_totals(self, write_backs_per_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per resource: the busy ns and the lines that the write-backs owed by write hits (a count per class) put
+        on it: each entry's write-back share of its busy time, and a write-back's ``w - 1`` lines."""
+        weight = np.asarray(write_backs_per_class, dtype=float)[self.path_class()]
+        n = len(self.resources)
+        if not self.models_write_backs:
+            return np.zeros(n), np.zeros(n)
+        return (
+            np.bincount(self.path_res, weights=weight * self.path_busy * self.path_wb_share, minlength=n),
+            np.bincount(self.path_res, weights=np.where(self.path_wb_share > 0, weight, 0.0), minlength=n)
+            * (self.write_cost_factor - 1.0),
+        )
 
     def resource_totals(self, lines_per_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per resource: the busy ns and the lines that ``lines_per_class`` lines of each class put on it."""
@@ -398,6 +421,10 @@ def build_memory_system(
     # controller a write uses the write bandwidth.
     cap = np.where(is_write_entry & entry_ctrl, ctrl_write_cap[path_res], capacity[path_res])
     path_busy = np.where(is_write_entry, wcf, 1.0) * LINE_BYTES / cap if len(path_res) else np.zeros(0)
+    # The write-back's share of a write's busy time at each entry (the rest is its read for ownership).
+    path_wb_share = (
+        np.where(is_write_entry, (wcf - 1.0) / wcf, 0.0) if wcf > 1.0 and len(path_res) else np.zeros(0)
+    )
     # A resource crossed twice by one class (only an odd explicit route could) carries its total at each entry.
     key = entry_class * max(1, len(resources)) + path_res
     uniq, inverse = np.unique(key, return_inverse=True)
@@ -415,6 +442,7 @@ def build_memory_system(
         path_ptr=path_ptr,
         path_res=path_res,
         path_busy=np.ascontiguousarray(path_busy, dtype=float),
+        path_wb_share=np.ascontiguousarray(path_wb_share, dtype=float),
         write_cost_factor=wcf,
         die_initiator_of_cpu=die_initiator_of_cpu,
         write_allocate_evasion=calibration.core.write_allocate_evasion,

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
-    "bulk_class_tables", "evasion_tables", "write_back_share", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
+    "bulk_class_tables", "evasion_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
 ]
 
 COPY_LINES_PER_REQUEST = 8
@@ -64,10 +64,12 @@ loop does (a nominal value, not fitted)."""
 
 
 def bulk_class_tables(
-    class_base: np.ndarray, path_ptr: np.ndarray, path_res: np.ndarray, path_busy: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    class_base: np.ndarray, path_ptr: np.ndarray, path_res: np.ndarray, path_busy: np.ndarray,
+    path_wb_share: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The route class tables doubled: class ``n_classes + c`` is class ``c`` for a copy request of
-    :data:`COPY_LINES_PER_REQUEST` lines (the same route and idle latency, that many lines' busy time)."""
+    :data:`COPY_LINES_PER_REQUEST` lines (the same route and idle latency, that many lines' busy time, the same
+    write-back shares)."""
     n = len(class_base)
     ptr = np.concatenate([path_ptr, path_ptr[1:] + path_ptr[-1]])
     return (
@@ -75,7 +77,8 @@ def bulk_class_tables(
         ptr,
         np.concatenate([path_res, path_res]),
         np.concatenate([path_busy, path_busy * COPY_LINES_PER_REQUEST]),
-    ) if n else (class_base, path_ptr, path_res, path_busy)
+        np.concatenate([path_wb_share, path_wb_share]),
+    ) if n else (class_base, path_ptr, path_res, path_busy, path_wb_share)
 
 
 def evasion_tables(ms: MemorySystem, bulk: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,14 +92,6 @@ def evasion_tables(ms: MemorySystem, bulk: bool) -> tuple[np.ndarray, np.ndarray
     if bulk:
         class_ctrl, evadable = np.concatenate([class_ctrl, class_ctrl]), np.concatenate([evadable, evadable])
     return class_ctrl, evadable, ramp
-
-
-def write_back_share(write_cost_factor: float) -> float:
-    """The share of a write's cost that is its line's write-back, owed when a write hits a clean line (a write
-    miss pays its whole cost): ``(w - 1) / w`` for a write cost factor ``w`` above 1 (a read for ownership and a
-    write-back); 0 at ``w <= 1``, where the calibration's writes cost what reads do and no write-back is
-    modelled."""
-    return (write_cost_factor - 1.0) / write_cost_factor if write_cost_factor > 1.0 else 0.0
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .result import (
     SimulationResult,
     ThreadRecord,
 )
-from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime, write_back_share
+from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
 from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
@@ -246,7 +246,7 @@ def simulate(
         tlb=tlb,
         c2c=c2c if epoch else None,
         full_line_writes=ms.write_allocate_evasion > 0.0,
-        write_backs=epoch and write_back_share(ms.write_cost_factor) > 0.0,
+        write_backs=epoch and ms.models_write_backs,
     )
     try:
         return _run_engine(
@@ -348,8 +348,7 @@ def _write_allocate_record(
     charged = stats.series.busy.sum(axis=0)
     full, _ = ms.resource_totals(lines_rc)
     if write_backs_rc is not None and write_backs_rc.any():  # (the write-backs write hits owed were charged too)
-        full = full + ms.resource_totals(write_backs_rc[: ms.n_classes].astype(float))[0] * write_back_share(
-            ms.write_cost_factor)
+        full = full + ms.write_back_totals(write_backs_rc[: ms.n_classes])[0]
     per_node: dict[int, int] = {}
     for r, res in enumerate(ms.resources):
         if res.kind != "controller" or res.node is None:
@@ -582,11 +581,9 @@ def _collect(
     busy_total, lines_total = ms.resource_totals(lines_rc)
     if write_backs_rc is not None and write_backs_rc.any():
         # write hits on clean lines owed their lines' write-backs: a share of a write's busy time, and a line each
-        wb_busy, wb_lines = ms.resource_totals(write_backs_rc[: ms.n_classes].astype(float))
-        busy_total = busy_total + wb_busy * write_back_share(ms.write_cost_factor)
-        # a line's worth for a write cost of 2 (a read for ownership and a write-back); a calibration whose writes
-        # cost less than two lines has less of a write-back to move (its share of the line, at the write's rate)
-        lines_total = lines_total + wb_lines * (ms.write_cost_factor - 1.0)
+        wb_busy, wb_lines = ms.write_back_totals(write_backs_rc[: ms.n_classes])
+        busy_total = busy_total + wb_busy
+        lines_total = lines_total + wb_lines
     if ms.write_allocate_evasion > 0.0:
         # full-line writes skipped reads for ownership: each resource was busy for what the engine charged it
         busy_total = st.series.busy.sum(axis=0)
