@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numasim.calibrate.fit import READ_FRACTION, peak_mix_gb_s
+from numasim.calibrate.fit import READ_FRACTION, mix_write_cost, peak_mix_gb_s
 from numasim.calibrate.parsers import NodeMatrix
 from numasim.engine.cores import thread_mlp
 from numasim.timing.model import Calibration, apply_calibration, default_curve
@@ -89,7 +89,6 @@ def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:
 def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]) -> dict[str, float]:
     """mlc peak-injection figures (MB/s) for the given mixes."""
     rd, wr = _system(machine, calibration)
-    w = calibration.core.write_cost_factor
     port_rd, port_wr = _die_ports(calibrated(machine, calibration))
     die_rd, die_wr = sum(port_rd.values()), sum(port_wr.values())
     out: dict[str, float] = {}
@@ -97,10 +96,14 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
         if k not in READ_FRACTION:
             continue
         f = float(READ_FRACTION[k])
+        w = float(mix_write_cost([k], calibration.core.write_cost_factor)[0])
         bw = float(peak_mix_gb_s(np.array(f), rd, wr, w))
         if port_rd:
-            # Operations per ns the ports allow: reads fill the read direction, a write's w lines the other.
-            ops = min(die_rd / f if f > 0 else np.inf, die_wr / ((1 - f) * w) if f < 1 else np.inf)
+            # Operations per ns the ports allow: loads and a store's read for ownership (w - 1 lines) fill the
+            # read direction, its write-back the other (at w <= 1 a store is w lines of write).
+            to_die = f + (1 - f) * max(w - 1.0, 0.0)
+            from_die = (1 - f) * min(w, 1.0)
+            ops = min(die_rd / to_die if to_die > 0 else np.inf, die_wr / from_die if from_die > 0 else np.inf)
             bw = min(bw, (f + (1 - f) * w) * ops)
         out[k] = 1000.0 * bw
     return out

@@ -15,15 +15,18 @@ Built once per simulation from a machine and its :class:`~numasim.timing.model.C
 
 Bandwidth is charged in the direction the data flows: a read charges the links of the route from the memory back
 to the initiator, a write the route from the initiator to the memory (for symmetric links that is the same
-route reversed). A write costs ``write_cost_factor`` times a read: in busy time on every resource it crosses (it is a
-read-for-ownership plus a write-back), the controller using its write bandwidth for it, and in idle latency
-(the calibration fits the factor as write latency / read latency, AMD's hop table for source 002, and its closed
-form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a
-line clean in its core's caches owes the write-back share of that, ``(factor - 1) / factor``, posted
-(``MemorySystem.path_wb_share``, per entry of its route).
+route reversed). A write costs ``write_cost_factor`` (``w``) lines. Where ``w > 1`` a core's store miss is its
+line's write-back (one line on the route to memory, at the controller's write bandwidth) and ``w - 1`` lines of
+read for ownership (at the controller's read bandwidth, then on the route back to the core, a core die's port
+included, as a read's data); a device's write, and any write at ``w <= 1``, is ``w`` lines on the route to
+memory, at the write bandwidth. In idle latency a write costs ``w`` times a read (the calibration fits the factor as
+write latency / read latency, AMD's hop table for source 002, and its closed form predicts ``write(h) = factor x
+read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a line clean in its core's caches
+owes the write-back part of that, posted (``MemorySystem.path_wb_share``, per entry of its route).
 Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
 write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
-scale its busy time (not its latency) by :meth:`MemorySystem.class_evasion`'s share, from the backlog it finds.
+scale its busy time (not its latency) at each entry by that entry's read-for-ownership share and
+:meth:`MemorySystem.class_evasion`'s evasion, from the backlog it finds.
 """
 
 from __future__ import annotations
@@ -171,15 +174,14 @@ class MemorySystem:
 
     def write_back_totals(self, write_backs_per_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per resource: the busy ns and the lines that the write-backs owed by write hits (a count per class) put
-        on it: each entry's write-back share of its busy time, and a write-back's ``w - 1`` lines."""
+        on it: each entry's write-back share of its busy time, and a line where that share is not nil."""
         weight = np.asarray(write_backs_per_class, dtype=float)[self.path_class()]
         n = len(self.resources)
         if not self.models_write_backs:
             return np.zeros(n), np.zeros(n)
         return (
             np.bincount(self.path_res, weights=weight * self.path_busy * self.path_wb_share, minlength=n),
-            np.bincount(self.path_res, weights=np.where(self.path_wb_share > 0, weight, 0.0), minlength=n)
-            * (self.write_cost_factor - 1.0),
+            np.bincount(self.path_res, weights=np.where(self.path_wb_share > 0, weight, 0.0), minlength=n),
         )
 
     def resource_totals(self, lines_per_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -356,8 +358,10 @@ def build_memory_system(
 
     # Every class's path as CSR, in class order ((i * n_nodes + j) * 2 + is_write); classes to memoryless nodes
     # are empty. A read crosses the target's controller, then the links of the route back to the initiator; a
-    # write the links of the route to the target, then its controller. Built with numpy from each node pair's
+    # write the links of the route to the target, then its controller, and, where writes read their line for
+    # ownership (``wcf > 1``), the route back that read's data takes. Built with numpy from each node pair's
     # route: a Python list per class costs seconds on a 256-node machine (131,072 classes).
+    rfo = wcf > 1.0
     pair_lists = [_route_resources(routes.paths[(a, b)], edge_of) for a in ids for b in ids]
     pair_len = np.array([len(x) for x in pair_lists], dtype=np.int64)
     pair_start = np.r_[0, np.cumsum(pair_len)[:-1]].astype(np.int64)
@@ -365,23 +369,31 @@ def build_memory_system(
     node_i = np.repeat(np.arange(n_nodes, dtype=np.int64), n_nodes)
     node_j = np.tile(np.arange(n_nodes, dtype=np.int64), n_nodes)
     to_memory = ctrl_idx[node_j] >= 0
+    back = node_j * n_nodes + node_i  # the pair whose route data from the target takes to the initiator
+    there = node_i * n_nodes + node_j
     lens_rw = np.zeros((n_nodes * n_nodes, 2), dtype=np.int64)
-    lens_rw[:, 0] = np.where(to_memory, 1 + pair_len[node_j * n_nodes + node_i], 0)
-    lens_rw[:, 1] = np.where(to_memory, pair_len[node_i * n_nodes + node_j] + 1, 0)
+    lens_rw[:, 0] = np.where(to_memory, 1 + pair_len[back], 0)
+    lens_rw[:, 1] = np.where(to_memory, pair_len[there] + 1 + (pair_len[back] if rfo else 0), 0)
     lens_node = lens_rw.ravel()
     cls = np.repeat(np.arange(len(lens_node), dtype=np.int64), lens_node)
     k = np.arange(len(cls), dtype=np.int64) - np.r_[0, np.cumsum(lens_node)[:-1]][cls]
     write = cls % 2 == 1
     ij = cls // 2
-    pair = np.where(write, node_i[ij] * n_nodes + node_j[ij], node_j[ij] * n_nodes + node_i[ij])
-    at_controller = np.where(write, k == lens_node[cls] - 1, k == 0)
-    link_pos = np.clip(pair_start[pair] + np.where(write, k, k - 1), 0, len(pair_res) - 1)
-    node_entries = np.where(at_controller, ctrl_idx[node_j[ij]], pair_res[link_pos])
+    # where each class's controller sits in its path: first for a read, after the route there for a write
+    ctrl_pos = np.where(write, pair_len[there[ij]], 0)
+    at_controller = k == ctrl_pos
+    returning = k > ctrl_pos  # on the route back (a read's data; a write's read for ownership)
+    link_pos = np.where(returning, pair_start[back[ij]] + k - ctrl_pos - 1, pair_start[there[ij]] + k)
+    node_entries = np.where(at_controller, ctrl_idx[node_j[ij]], pair_res[np.clip(link_pos, 0, len(pair_res) - 1)])
+    node_rfo = write & returning
 
     # Core dies and devices (few): a die's port, or a device's attach link directions and DMA read paths, around
-    # the route of their node.
+    # the route of their node. A die's write reads its line for ownership like a node's, through its port's
+    # read direction; a device's write (DMA) moves its lines as before, on its way to memory only.
     lens_dev: list[int] = []
     dev_entries: list[int] = []
+    dev_rfo: list[bool] = []
+    dev_device: list[bool] = []
     for i in range(n_nodes, n_init):
         src = initiator_node[i]
         for dst in ids:
@@ -393,10 +405,14 @@ def build_memory_system(
                 path = _route_resources(routes.paths[(src, dst)] if is_write else routes.paths[(dst, src)], edge_of)
                 port = die_port[i]
                 if port is not None:  # a core die: its node's route, and its port in the data's direction
-                    path = [port[1], *path] if is_write else [*path, port[0]]
-                    full = [*path, mc] if is_write else [mc, *path]
-                    lens_dev.append(len(full))
-                    dev_entries += full
+                    full = [port[1], *path, mc] if is_write else [mc, *path, port[0]]
+                    returned: list[int] = []
+                    if is_write and rfo:
+                        returned = [*_route_resources(routes.paths[(dst, src)], edge_of), port[0]]
+                    lens_dev.append(len(full) + len(returned))
+                    dev_entries += full + returned
+                    dev_rfo += [False] * len(full) + [True] * len(returned)
+                    dev_device += [False] * (len(full) + len(returned))
                     continue
                 a = attach_in[i] if is_write else attach_out[i]
                 assert a is not None
@@ -406,30 +422,43 @@ def build_memory_system(
                 full = [*path, mc] if is_write else [mc, *path]
                 lens_dev.append(len(full))
                 dev_entries += full
+                dev_rfo += [False] * len(full)
+                dev_device += [True] * len(full)
     lens = np.r_[lens_node, np.array(lens_dev, dtype=np.int64)].astype(np.int64)
     path_ptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
     path_res = np.r_[node_entries, np.array(dev_entries, dtype=np.int64)].astype(np.int64)
     entry_class = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
     is_write_entry = entry_class % 2 == 1
+    entry_rfo = np.r_[node_rfo, np.array(dev_rfo, dtype=bool)].astype(bool)
+    entry_device = np.r_[np.zeros(len(node_entries), dtype=bool), np.array(dev_device, dtype=bool)].astype(bool)
     # the controller of each entry's class (its target node's)
     entry_ctrl = path_res == ctrl_idx[(entry_class // 2) % max(1, n_nodes)]
     capacity = np.array([r.capacity_bytes_per_ns for r in resources], dtype=float)
     ctrl_write_cap = np.zeros(len(resources))
     for nid, r in ctrl_of.items():
         ctrl_write_cap[r] = write_cap[nid]
-    # A line costs 64 B / capacity at every resource it crosses, a write ``wcf`` times that, and at the
-    # controller a write uses the write bandwidth.
+    # A line costs 64 B / capacity at every resource it crosses, and at the controller a write uses the write
+    # bandwidth. A write costs ``wcf`` lines: where ``wcf > 1`` a core's write is its line's write-back (one line
+    # on the route to memory, at the controller's write bandwidth) and ``wcf - 1`` lines of read for ownership
+    # (at the controller's read bandwidth, then on the route back to the core, as a read's data); a device's
+    # write, and any write at ``wcf <= 1``, is ``wcf`` lines on the route to memory.
     cap = np.where(is_write_entry & entry_ctrl, ctrl_write_cap[path_res], capacity[path_res])
-    path_busy = np.where(is_write_entry, wcf, 1.0) * LINE_BYTES / cap if len(path_res) else np.zeros(0)
-    # The write-back's share of a write's busy time at each entry (the rest is its read for ownership).
-    path_wb_share = (
-        np.where(is_write_entry, (wcf - 1.0) / wcf, 0.0) if wcf > 1.0 and len(path_res) else np.zeros(0)
-    )
+    line_ns = LINE_BYTES / cap if len(path_res) else np.zeros(0)
+    split = is_write_entry & ~entry_device & rfo
+    wb_busy = np.where(split & ~entry_rfo, line_ns, 0.0)
+    rfo_busy = np.where(split & (entry_rfo | entry_ctrl), (wcf - 1.0) * LINE_BYTES / capacity[path_res], 0.0)
+    whole = np.where(is_write_entry, wcf, 1.0) * line_ns
+    path_busy = np.where(split, wb_busy + rfo_busy, whole)
+    if rfo:  # a device's write keeps the write-back share of a uniform cost
+        wb_busy = np.where(split, wb_busy, np.where(is_write_entry, whole * (wcf - 1.0) / wcf, 0.0))
     # A resource crossed twice by one class (only an odd explicit route could) carries its total at each entry.
     key = entry_class * max(1, len(resources)) + path_res
     uniq, inverse = np.unique(key, return_inverse=True)
     if len(uniq) < len(key):
         path_busy = np.bincount(inverse, weights=path_busy)[inverse]
+        wb_busy = np.bincount(inverse, weights=wb_busy)[inverse]
+    # The write-back's share of a write's busy time at each entry (the rest is its read for ownership).
+    path_wb_share = np.where(is_write_entry, wb_busy / np.where(path_busy > 0, path_busy, 1.0), 0.0) if rfo else np.zeros(0)
     return MemorySystem(
         machine=timed,
         calibration=calibration,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -64,15 +64,22 @@ __all__ = [
 MLC_VERSION = "v3.5"
 INJECT_DELAYS = (0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700, 2500, 3500, 5000, 9000, 20000)
 """mlc's default ``--loaded_latency`` injection delays (core cycles)."""
-MIXES = (("ALL Reads", 0), ("3:1 Reads-Writes", 3), ("2:1 Reads-Writes", 2), ("1:1 Reads-Writes", 1),
-         ("Stream-triad like", -2))
-"""Label and reads per write (0: reads only; -2: stream-triad-like, 2 reads and 1 write per element).
+MIXES: tuple[tuple[str, int | None], ...] = (
+    ("ALL Reads", None), ("3:1 Reads-Writes", 2), ("2:1 Reads-Writes", 1), ("1:1 Reads-Writes", 0),
+    ("Stream-triad like", 2),
+)
+NON_TEMPORAL_MIXES = frozenset({"Stream-triad like"})
+"""Label and loads per store (``None``: loads only).
 
-mlc's own stream-triad-like mix stores with non-temporal writes (its ``-W10``, per its source's usage text). The
-virtual mlc times them as ordinary writes: timed as one line each, with no read for ownership, they made 10 of
-the validation suite's 13 peak-bandwidth rows worse (the measured triad-like figures sit below the 2:1 mix's on
-7 of 9 runs: non-temporal stores under full load cost more than a line), and numasim has no measured cost of
-its own for them (experiments/validation/README.md)."""
+mlc names a mix by what reaches memory, a store's read for ownership counted as a read: its ``-W3`` ("3:1") loads
+two lines and stores one, ``-W2`` ("2:1") loads one and stores one, ``-W5`` ("1:1") only stores, and it counts
+their lines as 2 + 2, 1 + 2 and 2 (its source's per-mix line counts: ``n_lines * 2`` for ``-W3`` over the lines
+read, ``* 3`` for ``-W2``, ``* 2`` over the lines written for ``-W5``).
+
+Its "Stream-triad like" mix (``-W10``, :data:`NON_TEMPORAL_MIXES`) loads two lines and stores one with a
+non-temporal store, which writes its line without reading it for ownership: the virtual mlc times that mix's
+stores as writes of one line at the controllers' write bandwidth (the calibration's ``write_cost_factor`` 1, no
+write-allocate evasion to apply) and counts them once, as mlc does."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
 PARTIAL_STORE_BYTES = 32
@@ -172,14 +179,16 @@ def _latency_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.n
 
 
 def _stream_threads(
-    ctx: ToolContext, cpus: Sequence[int], mem_of: Sequence[int], reads_per_write: int, lines: int
+    ctx: ToolContext, cpus: Sequence[int], mem_of: Sequence[int], loads_per_store: int | None, lines: int
 ) -> float:
-    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]`` (reads, and writes by the
-    mix); the system bandwidth in MB/s: all bytes over the span from the first start to the last finish."""
+    """Each cpu streams ``lines`` lines of its own slice of a buffer on ``mem_of[k]``: loads only
+    (``loads_per_store=None``), else ``loads_per_store`` loads of one buffer then a store to another, over and
+    over (stores only at 0); the system bandwidth in MB/s: all bytes over the span from the first start to the last
+    finish."""
     by_node: dict[int, list[int]] = {}
     for k, mem in enumerate(mem_of):
         by_node.setdefault(mem, []).append(k)
-    writes = reads_per_write != 0
+    writes = loads_per_store is not None
     per_thread = lines * 64
     slices: dict[int, tuple[int, int]] = {}
     vmas = []
@@ -195,16 +204,18 @@ def _stream_threads(
     for k, cpu in enumerate(cpus):
         rstart, wstart = slices[k]
         reads = np.uint64(rstart) + step
-        if reads_per_write == 0:
+        if loads_per_store is None:
             addr, wr = reads, np.zeros(len(reads), dtype=bool)
+        elif loads_per_store == 0:
+            addr, wr = np.uint64(wstart) + step, np.ones(lines, dtype=bool)
         else:
-            rpw = 2 if reads_per_write == -2 else reads_per_write
-            # rpw reads then one write: the write stream advances once per rpw reads
-            n_groups = lines // rpw
-            rd = reads[: n_groups * rpw].reshape(n_groups, rpw)
+            # the loads then one store: the store stream advances once per ``loads_per_store`` loads
+            per = loads_per_store
+            n_groups = lines // per
+            rd = reads[: n_groups * per].reshape(n_groups, per)
             w = (np.uint64(wstart) + np.arange(n_groups, dtype=np.uint64) * np.uint64(64))[:, None]
             addr = np.concatenate([rd, w], axis=1).ravel()
-            wr = np.zeros((n_groups, rpw + 1), dtype=bool)
+            wr = np.zeros((n_groups, per + 1), dtype=bool)
             wr[:, -1] = True
             wr = wr.ravel()
         specs.append(ThreadSpec(k, cpu=cpu))
@@ -231,7 +242,7 @@ def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np
     for i, node in enumerate(nodes):
         cpus = list(ctx.machine.node(node).cpus)
         for j, mem in enumerate(mems):
-            out[i, j] = _stream_threads(ctx, cpus, [mem] * len(cpus), 0, BANDWIDTH_LINES)
+            out[i, j] = _stream_threads(ctx, cpus, [mem] * len(cpus), None, BANDWIDTH_LINES)
     return out
 
 
@@ -245,7 +256,18 @@ def _local_mem(ctx: ToolContext, cpu: int) -> int:
 def _peak(ctx: ToolContext) -> dict[str, float]:
     cpus = ctx.cpus()
     mems = [_local_mem(ctx, c) for c in cpus]
-    return {label: _stream_threads(ctx, cpus, mems, rpw, BANDWIDTH_LINES) for label, rpw in MIXES}
+    return {
+        label: _stream_threads(_non_temporal(ctx) if label in NON_TEMPORAL_MIXES else ctx, cpus, mems, loads,
+                               BANDWIDTH_LINES)
+        for label, loads in MIXES
+    }
+
+
+def _non_temporal(ctx: ToolContext) -> ToolContext:
+    """``ctx`` with stores that are non-temporal: a line written once, with no read for ownership (the
+    calibration's write cost factor 1, nothing left for write-allocate evasion to skip)."""
+    core = ctx.calibration.core.model_copy(update={"write_cost_factor": 1.0, "write_allocate_evasion": 0.0})
+    return replace(ctx, calibration=ctx.calibration.model_copy(update={"core": core}))
 
 
 LOADED_CHASE_LOADS = 500

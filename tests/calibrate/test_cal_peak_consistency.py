@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from numasim.calibrate.fit import fit_peak_mix, peak_mix_gb_s
+from numasim.calibrate.fit import READ_FRACTION, fit_peak_mix, peak_mix_gb_s
 from numasim.calibrate.measurements import load_measurements
 from numasim.calibrate.pipeline import calibrate
 from numasim.calibrate.validate import validate
@@ -17,12 +17,25 @@ MLC = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc" / "k
 
 
 def test_mix_model_reduces_to_the_harmonic_rule_without_write_allocate() -> None:
-    f = np.array([1.0, 0.75, 0.5])
+    f = np.array([1.0, 2 / 3, 0.5, 0.0])
     assert np.allclose(peak_mix_gb_s(f, 100.0, 50.0, 1.0), 1.0 / (f / 100.0 + (1 - f) / 50.0))
-    # With write-allocate a write moves two lines and mlc counts both: at W = R a mix costs what reads cost.
+    # With write-allocate a store moves two lines and mlc counts both: at W = R a mix costs what reads cost.
     assert np.allclose(peak_mix_gb_s(f, 100.0, 100.0, 2.0), 100.0)
+    # ... its read for ownership at the read bandwidth, its write-back at the write bandwidth: mlc's 1:1 (stores
+    # only) moves 2 lines in 1/R + 1/W
+    assert np.isclose(float(peak_mix_gb_s(np.array(0.0), 100.0, 50.0, 2.0)), 2.0 / (1 / 100.0 + 1 / 50.0))
     r, w, _ = fit_peak_mix({"all_reads": 100_000.0, "1:1": 90_000.0}, write_cost_factor=2.0)
-    assert abs(float(peak_mix_gb_s(np.array(0.5), r, w, 2.0)) - 90.0) < 1e-6
+    assert r == 100.0  # the read bandwidth is the all-reads figure
+    assert abs(float(peak_mix_gb_s(np.array(READ_FRACTION["1:1"]), r, w, 2.0)) - 90.0) < 1e-6
+
+
+def test_mlc_names_a_mix_by_what_reaches_memory() -> None:
+    """3:1 is two loads and a store (its read for ownership the third read), 2:1 one of each, 1:1 stores only:
+    the shares of loads the mix model uses, and the bus ratio they give at a write cost of two lines."""
+    for key, ratio in (("3:1", 3.0), ("2:1", 2.0), ("1:1", 1.0)):
+        f = READ_FRACTION[key]
+        reads, writes = f + (1 - f) * 1.0, (1 - f) * 1.0
+        assert np.isclose(reads / writes, ratio)
 
 
 def test_a_fitted_peak_table_replays_in_the_engine() -> None:
