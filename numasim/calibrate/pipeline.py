@@ -314,7 +314,7 @@ def calibrate(
             reads = ht.ratios.get("read", {})
             if 0 in writes and reads.get(0):
                 factor = writes[0] / reads[0]
-                core = core.model_copy(update={"write_cost_factor": factor})
+                core = core.model_copy(update={"write_cost_factor": factor, "write_latency_factor": None})
                 report.parameters.append(FittedParameter("core.write_cost_factor", factor, "1"))
                 mark(k, "hop_ratios")
         if mats:

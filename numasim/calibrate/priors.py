@@ -75,6 +75,8 @@ def timing_parameters(cal: Calibration) -> dict[str, TimingParameter]:
     out["core.max_outstanding_misses"] = (float(core.max_outstanding_misses), "lines")
     out["core.prefetch_distance_lines"] = (float(core.prefetch_distance_lines), "lines")
     out["core.write_cost_factor"] = (core.write_cost_factor, "1")
+    if core.write_latency_factor is not None:
+        out["core.write_latency_factor"] = (core.write_latency_factor, "1")
     if core.write_allocate_evasion > 0:
         out["core.write_allocate_evasion"] = (core.write_allocate_evasion, "1")
     if core.outstanding_misses_per_core is not None:

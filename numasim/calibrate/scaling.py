@@ -27,6 +27,7 @@ from numasim.units import GiB
 
 __all__ = [
     "ScalingComparison", "kerncraft_machine", "replay_bandwidth_scaling", "replay_kernel_scaling", "compare_scaling",
+    "solve_stream_depth",
 ]
 
 
@@ -183,3 +184,36 @@ def compare_scaling(
         simulated_gb_s=sim,
         calibration_id=calibration.id,
     )
+
+
+def solve_stream_depth(
+    result: KerncraftResult, calibration: Calibration, *, depths: Sequence[int] = range(40)
+) -> tuple[int, float, float]:
+    """The prefetch depth (``core.prefetch_distance_lines``) at which one core's replayed likwid-bench load comes
+    closest to ``result``'s measured one: ``(depth, measured GB/s, replayed GB/s at it)``.
+
+    How the catalog's ``[stream]`` entries were solved (docs/design-rationale.md); deeper only goes faster, so the
+    search stops 10 % past the measurement.
+
+    Raises
+    ------
+    CalibrationError
+        If the file has no one-core ``load`` measurement (or no ``load`` kernel to replay).
+    """
+    series = result.scaling.get("MEM", {}).get("load")
+    if series is None or "load" not in result.kernels or 1 not in series.cores.tolist():
+        raise CalibrationError(f"{result.model_name or 'kerncraft file'}: no one-core MEM load measurement to solve on")
+    machine = kerncraft_machine(result)
+    best: tuple[float, int, float, float] | None = None
+    for depth in depths:
+        trial = calibration.model_copy(update={"core": calibration.core.model_copy(
+            update={"prefetch_distance_lines": depth})})
+        c = compare_scaling(machine, trial, series, threads_per_core=result.threads_per_core, core_counts=[1],
+                            streams=result.kernels["load"])
+        measured, replayed = float(c.measured_gb_s[0]), float(c.simulated_gb_s[0])
+        if best is None or abs(replayed / measured - 1.0) < best[0]:
+            best = (abs(replayed / measured - 1.0), depth, measured, replayed)
+        if replayed > 1.1 * measured:
+            break
+    assert best is not None
+    return best[1], best[2], best[3]

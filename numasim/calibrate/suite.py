@@ -360,9 +360,12 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
                 CellResidual("bandwidth_scaling", f"{n} cores", kernel, float(m), float(s), "GB/s")
                 for n, m, s in zip(c.cores.tolist(), c.measured_gb_s, c.simulated_gb_s, strict=True)
             ]
+            # the catalog solved the platform's stream depth on this very file's one-core load
+            depth_from_here = (kernel == "load" and platform is not None and platform.stream is not None
+                               and f.name in platform.stream.measured_on)
             rows.append(SuiteRow(label, f.name, "catalog only", f"{kernel} bandwidth, 1-2 cores", len(cells),
                                  mape_pct(cells), _worst(cells), cal.id, "engine (likwid-bench kernel)",
-                                 len(cal.provenance.priors)))
+                                 len(cal.provenance.priors), circular=depth_from_here))
     return rows, notes
 
 

@@ -225,7 +225,7 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
 
 def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) -> list[CellResidual]:
     """Predicted ratios: read(h) = mean latency over pairs h hops apart / mean local latency; write(h) =
-    write_cost_factor x read(h); read_bandwidth(h) = local / h-hop latency (a single core is latency-bound:
+    core.write_latency x read(h); read_bandwidth(h) = local / h-hop latency (a single core is latency-bound:
     Little's law with a fixed number of misses in flight)."""
     from numasim.topology.routing import latency_table_ns, routing
 
@@ -245,7 +245,7 @@ def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) ->
             if h not in by_hops:
                 continue
             read = float(np.mean(by_hops[h])) / local
-            model = read if q == "read" else read * calibration.core.write_cost_factor if q == "write" else 1.0 / read
+            model = read if q == "read" else read * calibration.core.write_latency if q == "write" else 1.0 / read
             cells.append(CellResidual("hop_ratios", q, f"{h} hops", v, model, "ratio"))
     return cells
 

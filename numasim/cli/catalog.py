@@ -121,6 +121,8 @@ def _show_text(found: CatalogMatch) -> list[str]:
          "no public measurement in this entry (a catalog calibration borrows another platform's, and says so)"),
         ("bandwidth efficiency", p.efficiency,
          "no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)"),
+        ("one core's stream depth (lines prefetched ahead)", p.stream,
+         "no one-core streaming measurement in this entry (numasim's default depth, 16 lines, stands in, said so)"),
         ("cache-to-cache transfers (HITM)", p.coherence,
          "no public measurement in this entry (transfers are timed as the level or memory that serves them)"),
         ("write-allocate evasion", p.write_allocate, "none known (every store miss reads its line: write cost factor 2)"),

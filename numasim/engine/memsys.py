@@ -19,9 +19,10 @@ route reversed). A write costs ``write_cost_factor`` (``w``) lines. Where ``w > 
 line's write-back (one line on the route to memory, at the controller's write bandwidth) and ``w - 1`` lines of
 read for ownership (at the controller's read bandwidth, then on the route back to the core, a core die's port
 included, as a read's data); a device's write, and any write at ``w <= 1``, is ``w`` lines on the route to
-memory, at the write bandwidth. In idle latency a write costs ``w`` times a read (the calibration fits the factor as
-write latency / read latency, AMD's hop table for source 002, and its closed form predicts ``write(h) = factor x
-read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a line clean in its core's caches
+memory, at the write bandwidth. In idle latency a write costs ``core.write_latency`` times a read: the
+calibration's ``write_latency_factor`` (the catalog's 1.0: a store miss waits for its read for ownership), else
+``w`` (one factor, as a calibration fits it from a hop table's write/read latency, AMD's for source 002, whose
+closed form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a line clean in its core's caches
 owes the write-back part of that, posted (``MemorySystem.path_wb_share``, per entry of its route).
 Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
 write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
@@ -130,9 +131,10 @@ class MemorySystem:
         return self.n_initiators * self.n_nodes * 2
 
     def class_base_latency_ns(self) -> np.ndarray:
-        """Idle latency per route class: the route's for a read, ``write_cost_factor`` times it for a write."""
+        """Idle latency per route class: the route's for a read, ``calibration.core.write_latency`` times it for a
+        write."""
         out = np.repeat(self.base_latency_ns.ravel(), 2)
-        out[1::2] *= self.write_cost_factor
+        out[1::2] *= self.calibration.core.write_latency
         return out
 
     def class_paths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -269,8 +269,13 @@ class CoreTiming(_Model):
     prefetch_distance_lines: Annotated[int, Field(ge=0)] = 16
     """How far ahead the stream prefetcher runs on a detected sequential stream."""
     write_cost_factor: Annotated[float, Field(gt=0)] = 1.0
-    """Extra cost of a write relative to a read on the same route (read-for-ownership + writeback): in busy time
-    on every resource it crosses and in idle latency."""
+    """Lines a write moves relative to a read on the same route (above 1: its read for ownership and its
+    write-back), charged in busy time on the resources it crosses; and its idle latency, unless
+    ``write_latency_factor`` says otherwise."""
+    write_latency_factor: Annotated[float, Field(gt=0)] | None = None
+    """A store miss's idle latency relative to a read's: how long it holds its miss slot. ``None``: the write cost
+    factor (one factor for both, as a hop table's write/read ratio is fitted). A store miss waits for its read for
+    ownership, a read's round trip; its write-back is posted: 1.0 (the catalog's prior)."""
     outstanding_misses_per_core: Annotated[int, Field(gt=0)] | None = None
     """Misses one physical core can keep in flight, shared by its hardware threads: Intel's L2 superqueue, AMD's
     L2 miss buffers. A thread then keeps ``min(max_outstanding_misses, this / busy threads of its core)``: with
@@ -287,6 +292,11 @@ class CoreTiming(_Model):
     claimed without its data). It scales only the bandwidth such a write costs, never its latency, by how many
     lines already wait at its controller (:func:`write_allocate_evaded`). 0: every store miss reads its line
     (``write_cost_factor`` lines each)."""
+
+    @property
+    def write_latency(self) -> float:
+        """A write's idle latency in read latencies (``write_latency_factor``, else ``write_cost_factor``)."""
+        return self.write_latency_factor if self.write_latency_factor is not None else self.write_cost_factor
 
 
 class CoherenceTiming(_Model):
@@ -356,7 +366,7 @@ class Calibration(_Model):
                 dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
         if not body.get("core", {}).get("write_allocate_evasion"):
             body.get("core", {}).pop("write_allocate_evasion", None)  # ids from before it stay
-        for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core"):
+        for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core", "write_latency_factor"):
             if body.get("core", {}).get(optional) is None:
                 # ... and so do those written before these fields existed.
                 body.get("core", {}).pop(optional, None)

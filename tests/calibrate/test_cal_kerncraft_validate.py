@@ -163,3 +163,19 @@ def test_the_shipped_skylake_file_end_to_end(tmp_path: Path) -> None:
     assert t.mape_pct < 30.0
     (png,) = plot_report(rep, tmp_path)
     assert png.name == "bandwidth_scaling.png"
+
+
+@needs_data
+def test_a_stream_depth_needs_a_one_core_load_to_solve_on() -> None:
+    from dataclasses import replace
+
+    from numasim.calibrate.parsers.kerncraft import parse_kerncraft
+    from numasim.calibrate.scaling import kerncraft_machine, solve_stream_depth
+
+    r = parse_kerncraft(KERNCRAFT / "HaswellEP_E5-2695v3_CoD.yml")
+    cal = catalog_calibration(kerncraft_machine(r))
+    depth, measured, replayed = solve_stream_depth(r, cal)
+    assert depth == cal.core.prefetch_distance_lines and abs(replayed / measured - 1) < 0.05
+    without = replace(r, scaling={"MEM": {k: v for k, v in r.scaling["MEM"].items() if k != "load"}})
+    with pytest.raises(CalibrationError, match="no one-core MEM load measurement"):
+        solve_stream_depth(without, cal)

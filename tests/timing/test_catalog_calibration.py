@@ -53,7 +53,7 @@ def test_labelled_catalog_calibration_lists_every_parameter() -> None:
     assert keys <= set(params)
     assert "intel-cascade-lake-sp" in prior_source(cal, "links[socket0-mesh->socket1-mesh].bandwidth_gb_s")
     assert {"core.max_outstanding_misses", "core.core_clock_ghz", "core.prefetch_distance_lines",
-            "core.write_cost_factor"} <= keys
+            "core.write_cost_factor", "core.write_latency_factor"} <= keys
     # every value the calibration holds is the value its prior states
     by_key = {p.parameter: p.value for p in prov.priors}
     assert by_key["core.core_clock_ghz"] == cal.core.core_clock_ghz == 2.6
@@ -330,3 +330,38 @@ def test_lat_mem_rd_on_a_catalog_machine_steps_through_the_l3() -> None:
     assert np.allclose(lat[in_l3], l3.latency_ns, rtol=0.05)
     assert np.all(lat[sizes >= 32 << 20] > 2 * l3.latency_ns)  # memory
     assert np.all(np.diff(lat) >= -1e-6 * lat[1:])  # never faster for a larger working set
+
+
+@pytest.mark.parametrize(("cpu", "platform", "depth"), [
+    ("Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz", "intel-cascade-lake-sp", 7),
+    ("Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz", "intel-skylake-sp", 11),
+    ("AMD EPYC 7452 32-Core Processor", "amd-epyc-rome", 29),
+])
+def test_a_cores_stream_depth_comes_from_a_one_core_measurement_of_its_platform(cpu: str, platform: str,
+                                                                                 depth: int) -> None:
+    cal = catalog_calibration(glueless(2, cpus_per_node=8), sku=cpu)
+    assert cal.core.prefetch_distance_lines == depth == get_platform(platform).stream.prefetch_lines  # type: ignore[union-attr]
+    prior = next(p for p in cal.provenance.priors if p.parameter == "core.prefetch_distance_lines")
+    assert "likwid-bench load on one core" in prior.source and "kerncraft" in prior.source
+
+
+def test_without_a_one_core_measurement_the_default_depth_is_said_so() -> None:
+    cal = catalog_calibration(glueless(2, cpus_per_node=8), sku="Intel(R) Xeon(R) CPU E5-2680 v2 @ 2.80GHz")
+    assert get_platform("intel-ivy-bridge-ep").stream is None
+    prior = next(p for p in cal.provenance.priors if p.parameter == "core.prefetch_distance_lines")
+    assert cal.core.prefetch_distance_lines == 16 and "no one-core streaming measurement" in prior.source
+
+
+def test_a_store_miss_costs_two_lines_and_waits_for_one() -> None:
+    """The catalog's store miss: two lines of traffic (read for ownership, write-back), a read's latency."""
+    from numasim.engine.memsys import build_memory_system
+
+    m = glueless(2, cpus_per_node=8)
+    cal = catalog_calibration(m, sku="Intel(R) Xeon(R) Gold 6240 CPU @ 2.60GHz")
+    assert (cal.core.write_cost_factor, cal.core.write_latency_factor, cal.core.write_latency) == (2.0, 1.0, 1.0)
+    base = build_memory_system(m, cal).class_base_latency_ns()
+    assert np.allclose(base[1::2], base[0::2])
+    # a calibration that does not say keeps one factor for both (a hop table's write/read latency ratio)
+    coupled = cal.model_copy(update={"core": cal.core.model_copy(update={"write_latency_factor": None})})
+    assert coupled.core.write_latency == 2.0
+    assert np.allclose(build_memory_system(m, coupled).class_base_latency_ns()[1::2], 2.0 * base[0::2])

@@ -65,15 +65,41 @@ def test_kerncraft_catalog_only_predictions() -> None:
     for r in rows:
         assert r.scenario == "catalog only" and r.cells == 4
         assert r.mape_pct < 40.0, r  # measured catalog-only: 2.9-22 %
-    # the other four kernels of every file, on one and two cores (measured: 1-65 % off, the worst Broadwell's
-    # load and update on one core: its 16-entry L2 miss queue, not 10 misses + 16 prefetched lines)
+    # the other four kernels of every file, on one and two cores (measured: 0.4-22 % off, the worst Cascade Lake's
+    # triad on two cores). Each platform's stream depth was solved on its file's one-core load: those rows are
+    # circular, the update, daxpy and triad rows are not
     others = [r for r in all_rows if r.table != "copy bandwidth vs cores"]
     assert sorted({r.table.split()[0] for r in others}) == ["daxpy", "load", "triad", "update"]
-    assert len(others) == 32 and all(r.cells == 2 and not r.circular and r.mape_pct < 80.0 for r in others), others
+    assert len(others) == 32 and all(r.cells == 2 and r.mape_pct < 40.0 for r in others), others
+    assert all(r.circular == r.table.startswith("load") for r in others), others
     # Ice Lake-SP's evasion ramp was read off the 8360Y's series (circular); Sapphire Rapids takes the same rule
     # from mlc's list of SpecItoM processors, and its 8470 is the held-out check (17.5 and 10.9 % without it)
     by_model = {r.machine: r for r in rows}
     icx = next(r for m, r in by_model.items() if "8360Y" in m)
     spr = next(r for m, r in by_model.items() if "8470" in m)
     assert icx.circular and not spr.circular
-    assert icx.mape_pct < 8.0 and spr.mape_pct < 8.0
+    assert icx.mape_pct < 10.0 and spr.mape_pct < 10.0  # measured 7.0 and 8.2 % (the 8470's one core +13 %)
+
+
+@pytest.mark.skipif(not KERNCRAFT.is_dir(), reason="shared/data is not beside this checkout")
+def test_the_catalogs_stream_depths_are_still_what_their_files_solve_to() -> None:
+    """Each ``[stream]`` entry was solved on its kerncraft file's one-core load; an engine change that moves the
+    solution shows here (experiments/validation/stream_depth.py prints the table)."""
+    from numasim.calibrate.parsers.kerncraft import parse_kerncraft
+    from numasim.calibrate.scaling import kerncraft_machine, solve_stream_depth
+    from numasim.timing.catalog import catalog_calibration, get_platform
+
+    solved = 0
+    for f in sorted(KERNCRAFT.glob("*.yml")):
+        r = parse_kerncraft(f)
+        if not r.model_name:
+            continue
+        cal = catalog_calibration(kerncraft_machine(r))
+        stream = get_platform(str(cal.provenance.platform)).stream
+        if stream is None or f.name not in stream.measured_on:
+            continue
+        depth, measured, replayed = solve_stream_depth(r, cal)
+        assert abs(depth - stream.prefetch_lines) <= 1, (f.name, depth, stream.prefetch_lines)
+        assert abs(replayed / measured - 1.0) < 0.05
+        solved += 1
+    assert solved == 8

@@ -33,6 +33,7 @@ from numasim.timing.catalog.model import (
     Platform,
     Sku,
     Source,
+    StreamPrior,
 )
 from numasim.timing.catalog.modes import mode_offer, mode_offer_for_cpu
 
@@ -48,6 +49,7 @@ __all__ = [
     "CxlLinkSpec",
     "CxlSupport",
     "EfficiencyPrior",
+    "StreamPrior",
     "LatencyPrior",
     "LinkSpec",
     "MemorySpec",

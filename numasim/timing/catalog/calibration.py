@@ -440,6 +440,8 @@ WRITE_TO_READ_SOURCE = (
 
 WRITE_ALLOCATE_FACTOR = 2.0
 """Line transfers per store miss on a write-back, write-allocate cache (read for ownership + write-back)."""
+STORE_MISS_LATENCY_FACTOR = 1.0
+"""A store miss's idle latency in read latencies: it waits for its read for ownership; the write-back is posted."""
 
 
 def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[float, str]:
@@ -627,8 +629,11 @@ def catalog_calibration(
         # writes it back, two line transfers where the program counts one (STREAM and likwid-bench count one).
         write_cost_factor=WRITE_ALLOCATE_FACTOR,
         write_allocate_evasion=platform.write_allocate.evasion if platform.write_allocate is not None else 0.0,
-        # The factor is a write's latency too. A posted write-back costing a read's latency is the better physics,
-        # but tried as a prior it made kerncraft's copy series worse out of sample (docs/design-rationale.md).
+        # A store miss holds its miss slot for its read for ownership, a read's round trip; its write-back is
+        # posted (docs/design-rationale.md, "One core's stream depth, and what a store miss waits for").
+        write_latency_factor=STORE_MISS_LATENCY_FACTOR,
+        prefetch_distance_lines=(platform.stream.prefetch_lines if platform.stream is not None
+                                 else CoreTiming().prefetch_distance_lines),
     )
     prior("core.max_outstanding_misses", core.max_outstanding_misses, "lines",
           f"{here}: L1D fill buffers [{platform.cite(platform.core.sources)}]" if fb is not None
@@ -642,7 +647,14 @@ def catalog_calibration(
               f"{chosen.threads} threads / {chosen.cores} cores with it on) [{platform.cite(chosen.sources)}]" if smt_off
               else f"{here}: {chosen.threads} threads / {chosen.cores} cores [{platform.cite(chosen.sources)}]")
     prior("core.core_clock_ghz", clock_ghz, "GHz", f"{here}: {clock_source}")
-    prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines", "numasim default (CoreTiming): no catalog figure")
+    prior("core.prefetch_distance_lines", core.prefetch_distance_lines, "lines",
+          f"{here}: {platform.stream.derivation}; {platform.stream.measured_on} [{platform.cite(platform.stream.sources)}]"
+          if platform.stream is not None
+          else "numasim default (CoreTiming): the catalog has no one-core streaming measurement of this platform")
+    prior("core.write_latency_factor", STORE_MISS_LATENCY_FACTOR, "",
+          "a store miss waits for its read for ownership (a read's latency); its write-back is posted (the core "
+          "does not wait for it); checked against kerncraft's likwid-bench copy and triad series "
+          "(experiments/validation)")
     prior("core.write_cost_factor", core.write_cost_factor, "",
           "write-allocate: a store miss moves the line twice (read for ownership, then write-back); x86 caches "
           "are write-back write-allocate (Intel SDM vol. 3A 11.3, AMD APM vol. 2 7.4); checked against "

@@ -26,6 +26,7 @@ __all__ = [
     "CoreDieLink",
     "LatencyPrior",
     "EfficiencyPrior",
+    "StreamPrior",
     "WriteAllocatePrior",
     "CxlSupport",
     "Sku",
@@ -157,6 +158,20 @@ class CoreLimits(_Sourced):
     note: str = ""
 
 
+class StreamPrior(_Sourced):
+    """How far one core's sequential read stream runs ahead of its loads: the lines its prefetchers keep in flight
+    beyond its fill buffers (numasim's ``CoreTiming.prefetch_distance_lines``).
+
+    No vendor publishes it as such (Intel's streamer "can run up to 20 lines ahead" bounds it, the L2 queue it
+    shares with demand misses bounds it too), so it is read off a measurement: the depth at which numasim's replay
+    of one core's streaming load matches the measured bandwidth."""
+
+    prefetch_lines: Annotated[int, Field(ge=0)]
+    measured_on: Annotated[str, Field(min_length=1)]
+    """The machine, benchmark and measured figure the depth was solved from."""
+    derivation: Annotated[str, Field(min_length=1)]
+
+
 class LatencyPrior(_Sourced):
     """Idle DRAM latency measured on a public machine of this platform (not a datasheet figure)."""
 
@@ -273,11 +288,13 @@ class Platform(_Sourced):
     latency: LatencyPrior | None = None
     """None: no public idle-latency measurement of this platform was found; say so, do not guess."""
     efficiency: EfficiencyPrior | None = None
+    stream: StreamPrior | None = None
+    """None: no one-core streaming measurement of this platform; numasim's default depth stands in, said so."""
     coherence: CoherencePrior | None = None
-    write_allocate: WriteAllocatePrior | None = None
-    """None: every store miss reads its line (no public evidence of write-allocate evasion on the platform)."""
     """None: no public cache-to-cache measurement of this platform was found (transfers are then timed as the
     cache level or memory access that serves them)."""
+    write_allocate: WriteAllocatePrior | None = None
+    """None: every store miss reads its line (no public evidence of write-allocate evasion on the platform)."""
     cxl: CxlSupport | None = None
     """None: the platform has no CXL memory support (a CXL node on it is an error naming the platform)."""
     model_patterns: list[str] = Field(default_factory=list)
