@@ -157,8 +157,8 @@ def timed_machines(draw: st.DrawFn, max_nodes: int = 3, max_levels: int = 3) -> 
 
 @st.composite
 def timed_calibrations(draw: st.DrawFn, machine: Machine):  # type: ignore[no-untyped-def]
-    """The machine's nominal calibration with random core parameters (MLP, prefetch distance, write cost, and
-    write-allocate evasion on a third of them)."""
+    """The machine's nominal calibration with random core parameters (MLP, prefetch distance, write cost and
+    latency, and write-allocate evasion on a third of them)."""
     from numasim.timing.model import Calibration, CoreTiming, nominal_calibration
 
     cal = nominal_calibration(machine)
@@ -166,6 +166,8 @@ def timed_calibrations(draw: st.DrawFn, machine: Machine):  # type: ignore[no-un
         max_outstanding_misses=draw(st.integers(1, 16)),
         prefetch_distance_lines=draw(st.integers(0, 32)),
         write_cost_factor=draw(st.floats(0.5, 2.0)),
+        # a store miss's latency: the write cost factor's, or a read's (the catalog's)
+        write_latency_factor=draw(st.sampled_from([None, 1.0])),
         write_allocate_evasion=draw(st.sampled_from([0.0, 0.0, 1.0])),
     )
     return Calibration.model_validate(cal.model_dump() | {"core": core.model_dump(), "id": ""})
