@@ -22,8 +22,9 @@ included, as a read's data); a device's write, and any write at ``w <= 1``, is `
 memory, at the write bandwidth. In idle latency a write costs ``core.write_latency`` times a read: the
 calibration's ``write_latency_factor`` (the catalog's 1.0: a store miss waits for its read for ownership), else
 ``w`` (one factor, as a calibration fits it from a hop table's write/read latency, AMD's for source 002, whose
-closed form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write that hits a line clean in its core's caches
-owes the write-back part of that, posted (``MemorySystem.path_wb_share``, per entry of its route).
+closed form predicts ``write(h) = factor x read(h)``; at 1.0, the default, writes cost what reads do). A write
+that hits a line clean in its core's caches owes the write-back part of that, posted
+(``MemorySystem.path_wb_share``, per entry of its route).
 Where the calibration grants write-allocate evasion (Intel's SpecI2M, Ice Lake-SP and later), a core's
 write of a whole line skips part of its read for ownership when lines queue at its controller: the engines
 scale its busy time (not its latency) at each entry by that entry's read-for-ownership share and
@@ -212,7 +213,12 @@ class MemorySystem:
         """Per resource, one line's busy time (the least over classes): what a request's own line adds to the
         utilisation it sees, left out so that a request does not queue behind itself."""
         out = np.full(len(self.resources), np.inf)
-        np.minimum.at(out, self.path_res, np.where(self.path_busy > 0, self.path_busy, np.inf))
+        busy = np.where(self.path_busy > 0, self.path_busy, np.inf)
+        if len(self.path_wb_share):
+            # a write's read-for-ownership entries on the route back carry ``w - 1`` lines, not one
+            rfo_only = (self.path_class() % 2 == 1) & (self.path_wb_share == 0.0)
+            busy = np.where(rfo_only, np.inf, busy)
+        np.minimum.at(out, self.path_res, busy)
         return np.where(np.isfinite(out), out, 0.0)
 
     def curve_delay_ns(self, utilisation: np.ndarray) -> np.ndarray:
@@ -460,7 +466,9 @@ def build_memory_system(
         path_busy = np.bincount(inverse, weights=path_busy)[inverse]
         wb_busy = np.bincount(inverse, weights=wb_busy)[inverse]
     # The write-back's share of a write's busy time at each entry (the rest is its read for ownership).
-    path_wb_share = np.where(is_write_entry, wb_busy / np.where(path_busy > 0, path_busy, 1.0), 0.0) if rfo else np.zeros(0)
+    path_wb_share = (
+        np.where(is_write_entry, wb_busy / np.where(path_busy > 0, path_busy, 1.0), 0.0) if rfo else np.zeros(0)
+    )
     return MemorySystem(
         machine=timed,
         calibration=calibration,

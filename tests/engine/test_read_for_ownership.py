@@ -67,6 +67,15 @@ def test_a_fraction_of_a_read_for_ownership_is_charged_as_such() -> None:
                                               0.5 * _link_ns(ms, "1->0")])
 
 
+def test_a_lines_own_busy_time_is_a_whole_line_whatever_the_read_for_ownership() -> None:
+    """What a request's own line adds to the utilisation it sees (and the unit a queue is counted in) stays one
+    line, not the ``w - 1`` of a line a fitted factor's read for ownership carries back."""
+    m = glueless(2)
+    ms = build_memory_system(m, _calibration(m, 1.25))
+    own = dict(zip([r.name for r in ms.resources], ms.own_line_busy_ns(), strict=True))
+    assert np.isclose(own["1->0"], _link_ns(ms, "1->0")) and np.isclose(own["mc1"], LINE_BYTES / READ_GB_S)
+
+
 def test_writes_that_cost_one_line_are_as_before() -> None:
     """``w <= 1``: a write is ``w`` lines to memory at the write bandwidth, no read for ownership, no write-back."""
     m = glueless(2)
