@@ -81,7 +81,10 @@ class EpochEngine:
         self.n_inflight = np.zeros(len(agents), dtype=np.int64)
         self.in_head = np.zeros(len(agents), dtype=np.int64)
         self.dep = np.array([a.dependent for a in agents], dtype=bool)
-        self.pff = np.array([prefetch_factor(int(m), prefetch_distance_lines) for m in mlp])
+        self.pff = np.array([
+            prefetch_factor(int(m), prefetch_distance_lines if a.prefetch_lines is None else a.prefetch_lines)
+            for m, a in zip(mlp, agents, strict=True)
+        ])
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
         # Route class paths as CSR: the resources a miss of each class crosses and its work at each.
         self.path_ptr, self.path_res, self.path_busy = ms.class_paths()

@@ -109,7 +109,10 @@ class ExactEngine:
         # --- agents -------------------------------------------------------------------------------------
         mlp = [1 if a.dependent else a.mlp for a in agents]
         self.mlp = np.array(mlp, dtype=np.int64)
-        self.pff = np.array([prefetch_factor(m, prefetch_distance_lines) for m in mlp], dtype=np.float64)
+        self.pff = np.array([
+            prefetch_factor(m, prefetch_distance_lines if a.prefetch_lines is None else a.prefetch_lines)
+            for m, a in zip(mlp, agents, strict=True)
+        ], dtype=np.float64)
         self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
         self.last_issue = np.array([a.start_ns for a in agents], dtype=np.float64)
         self.last_done = self.last_issue.copy()

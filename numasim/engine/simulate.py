@@ -18,7 +18,7 @@ from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
 from .caches import CacheLevelSpec, CacheToCache, cache_levels, instance_keys
-from .cores import thread_mlp
+from .cores import thread_mlp, thread_prefetch_lines
 from .epoch import EpochEngine
 from .exact import ExactEngine
 from .memsys import LINE_BYTES, MemorySystem, build_memory_system
@@ -56,8 +56,10 @@ def _agents(
     seen: set[int] = set()
     agents: list[Agent] = []
     known = [t.cpu for t in threads if t.cpu in cpu_node]
-    mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, [t.dependent for t in threads if t.cpu in cpu_node])
+    chasing = [t.dependent for t in threads if t.cpu in cpu_node]
+    mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, chasing)
     mlp_iter = iter(mlp_of)
+    ahead_iter = iter(thread_prefetch_lines(calibration.core, ms.machine.cpus, known, chasing, mlp_of))
     for t in threads:
         if t.id in seen:
             raise WorkloadError(f"ThreadSpec.id = {t.id}: two threads have this id")
@@ -74,6 +76,7 @@ def _agents(
                 float(t.start_ns),
                 thread_id=t.id,
                 cpu=t.cpu,
+                prefetch_lines=next(ahead_iter),
             )
         )
     for k, d in enumerate(devices):

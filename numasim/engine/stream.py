@@ -72,6 +72,9 @@ class Agent:
     thread_id: int | None = None
     cpu: int | None = None
     device: str | None = None
+    prefetch_lines: float | None = None
+    """How far ahead its sequential streams are prefetched (``cores.thread_prefetch_lines``); None: the
+    calibration's depth."""
 
 
 @dataclass

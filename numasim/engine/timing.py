@@ -34,6 +34,6 @@ UTILISATION_EMA_WEIGHT = 0.5
 fidelities): a one-epoch-late counter would otherwise make load and delay chase each other."""
 
 
-def prefetch_factor(mlp: int, prefetch_distance_lines: int) -> float:
+def prefetch_factor(mlp: int, prefetch_distance_lines: float) -> float:
     """Latency multiplier of a prefetched miss, ``M / (M + d)``."""
     return mlp / (mlp + prefetch_distance_lines)

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.engine.cores import core_of_cpus, thread_mlp
+from numasim.engine.cores import core_of_cpus, thread_mlp, thread_prefetch_lines
 from numasim.timing.model import CoreTiming
 
 
@@ -88,3 +88,84 @@ def test_a_core_shared_by_two_threads_streams_less_than_two_cores() -> None:
     apart = bandwidth([0, 1])                  # two cores
     together = bandwidth([0, n_cpus // 2])     # siblings: one core's 10 misses, 5 each
     assert together < 0.7 * apart
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    per_thread=st.integers(1, 32),
+    per_core=st.integers(1, 64),
+    depth=st.integers(0, 40),
+    tpc=st.integers(1, 4),
+    cores=st.integers(1, 8),
+    picks=st.lists(st.tuples(st.integers(0, 31), st.booleans()), min_size=1, max_size=16),
+)
+def test_busy_siblings_reach_no_further_than_one_thread_alone(
+    per_thread: int, per_core: int, depth: int, tpc: int, cores: int, picks: list[tuple[int, bool]]
+) -> None:
+    cpus = list(range(cores * tpc))
+    chosen = [(cpus[c % len(cpus)], dep) for c, dep in picks]
+    core = CoreTiming(max_outstanding_misses=per_thread, outstanding_misses_per_core=per_core, threads_per_core=tpc,
+                      prefetch_distance_lines=depth)
+    dep = [d for _, d in chosen]
+    mlp = thread_mlp(core, cpus, [c for c, _ in chosen], dep)
+    ahead = thread_prefetch_lines(core, cpus, [c for c, _ in chosen], dep, mlp)
+    assert all(0.0 <= a <= depth for a in ahead)
+    of = core_of_cpus(cpus, tpc)
+    reach = max(per_core, min(per_thread, per_core) + depth)
+    lines, busy = Counter(), Counter()
+    for m, a, (c, d) in zip(mlp, ahead, chosen, strict=True):
+        if not d:
+            lines[of[c]] += m + a
+            busy[of[c]] += 1
+    for k, n in lines.items():
+        # what its busy threads keep in flight, prefetched lines included: one thread's reach, unless their own
+        # demand slots (at least one each) already pass it
+        assert n <= max(reach, sum(m for m, (c, d) in zip(mlp, chosen, strict=True) if of[c] == k and not d)) + 1e-9
+        if busy[k] == 1:  # one busy thread is never cut
+            assert all(a == depth for a, (c, d) in zip(ahead, chosen, strict=True) if of[c] == k and not d)
+
+
+def test_without_a_per_core_figure_every_thread_keeps_the_depth() -> None:
+    core = CoreTiming(max_outstanding_misses=24, prefetch_distance_lines=16)
+    assert thread_prefetch_lines(core, range(4), [0, 2, 0], [False] * 3, [24, 24, 24]) == [16.0, 16.0, 16.0]
+
+
+def test_two_busy_siblings_stream_what_one_thread_of_the_core_streams() -> None:
+    """mlc's all-thread load keeps about 19 lines a core in flight on Skylake/Cascade Lake, prefetchers on or off,
+    and one core streaming alone about 18: a second hardware thread adds no prefetched lines of its own."""
+    import numpy as np
+
+    from numasim.engine.pagemap import PageMap
+    from numasim.engine.simulate import simulate
+    from numasim.engine.spec import ThreadSpec
+    from numasim.timing.resolve import resolve_calibration
+    from numasim.topology.io import load_machine
+    from numasim.workload.access import AccessChunk, concat_chunks
+
+    machine = load_machine("skylake-8180-2s")
+    base = resolve_calibration(machine)
+    cal = base.model_copy(update={"core": base.core.model_copy(update={
+        "max_outstanding_misses": 10, "outstanding_misses_per_core": 16, "threads_per_core": 2,
+        "prefetch_distance_lines": 11,
+    })})
+    lines = 20_000
+    n_cpus = len(machine.cpus)
+
+    def bandwidth(cpus: list[int]) -> float:
+        chunks = []
+        for k in range(len(cpus)):
+            # sequential lines: a stream the prefetcher runs ahead of
+            addr = (np.uint64(1 << 30) * np.uint64(k + 1)) + np.arange(lines, dtype=np.uint64) * np.uint64(64)
+            chunks.append(AccessChunk.build(addr, thread=k))
+        specs = [ThreadSpec(k, cpu=c) for k, c in enumerate(cpus)]
+        pages = PageMap(4096)
+        for k in range(len(cpus)):
+            pages.assign(int((1 << 30) * (k + 1)), np.zeros(lines * 64 // 4096 + 1, dtype=np.int64))
+        r = simulate(machine, cal, specs, [concat_chunks(chunks)], pages, seed=0, record_latencies=False)
+        return sum(t.accesses for t in r.threads) * 64 / max(t.finish_ns for t in r.threads)
+
+    alone = bandwidth([0])
+    siblings = bandwidth([0, n_cpus // 2])
+    apart = bandwidth([0, 1])
+    assert abs(siblings / alone - 1.0) < 0.1  # one core's reach, however many of its threads stream
+    assert apart > 1.6 * alone
