@@ -75,8 +75,8 @@ ANALYTIC_METHOD = "analytic (closed-form evaluation of the engine's latency/band
 
 ENGINE_METHOD = "engine: the virtual mlc (numasim.tools.mlc) run on a fresh simulated kernel, its output parsed"
 ENGINE_LL_METHOD = (
-    "engine: the virtual mlc --loaded_latency at the measured injection delays (numasim.tools.mlc), its printed "
-    "latency and bandwidth columns"
+    "engine: the virtual mlc --loaded_latency at the measured injection delays (numasim.tools.mlc; with -e where "
+    "the run says mlc could not turn the prefetchers off), its printed latency and bandwidth columns"
 )
 ENGINE_BW_METHOD = ENGINE_METHOD
 ENGINE_SCALING_METHOD = (
@@ -155,9 +155,12 @@ def _like(simulated: NodeMatrix | None, measured: NodeMatrix) -> NodeMatrix:
     return NodeMatrix(list(measured.rows), list(measured.cols), out, measured.unit)
 
 
-def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTable, engine: bool) -> list[CellResidual]:
+def _loaded_cells(
+    machine: Machine, calibration: Calibration, t: LoadedLatencyTable, engine: bool, prefetchers_on: bool = False
+) -> list[CellResidual]:
     """Loaded-latency cells, row = the injection delay. Engine: the virtual mlc at the measured delays, both
-    columns (``latency`` in ns, ``bandwidth`` in MB/s). Analytic: the latency at each row's measured bandwidth."""
+    columns (``latency`` in ns, ``bandwidth`` in MB/s), with ``-e`` where the run's prefetchers were on
+    (``prefetchers_on``: mlc could not turn them off). Analytic: the latency at each row's measured bandwidth."""
     from numasim.calibrate.replay import virtual_mlc
 
     rows = [f"{int(dl):05d}" for dl in t.inject_delay]
@@ -166,7 +169,8 @@ def _loaded_cells(machine: Machine, calibration: Calibration, t: LoadedLatencyTa
         pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s, saturated=saturated)
         return [CellResidual("loaded_latency", r, "latency", float(v), float(p), "ns")
                 for r, v, p in zip(rows, t.latency_ns, pred, strict=True)]
-    sim = virtual_mlc(machine, calibration, ["--loaded_latency"], delays=[int(x) for x in t.inject_delay]).loaded_latency
+    argv = ["--loaded_latency", *(["-e"] if prefetchers_on else [])]
+    sim = virtual_mlc(machine, calibration, argv, delays=[int(x) for x in t.inject_delay]).loaded_latency
     if not sim:
         raise CalibrationError("validate: the virtual mlc printed no loaded-latency table")
     s = sim[0]
@@ -376,7 +380,8 @@ def validate(
                                                   ENGINE_METHOD if use_engine else ANALYTIC_METHOD))
             if "loaded_latency" in wanted:
                 for t in d.loaded_latency:
-                    rep.tables.append(TableValidation("loaded_latency", src, _loaded_cells(machine, calibration, t, use_engine),
+                    cells = _loaded_cells(machine, calibration, t, use_engine, d.prefetchers_controlled is False)
+                    rep.tables.append(TableValidation("loaded_latency", src, cells,
                                                       ENGINE_LL_METHOD if use_engine else ANALYTIC_METHOD))
         if isinstance(d, StrideTableResult) and "stride_latency" in wanted:
             cells = []

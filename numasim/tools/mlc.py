@@ -10,13 +10,17 @@ What mlc does, and the simulated counterpart (buffers are allocated on a node wi
 * bandwidth matrix: every cpu of node *i* streams reads through its own buffer on node *j*; MB/s
   (10**6 bytes/s) summed over threads.
 * peak injection bandwidth: every allowed cpu reads (and writes, by the mix) memory of its own node; the
-  mixes ``ALL Reads``, ``3:1``, ``2:1``, ``1:1`` reads:writes and ``Stream-triad like`` (2 reads : 1 write).
+  mixes ``ALL Reads``, ``3:1``, ``2:1``, ``1:1`` and ``Stream-triad like`` as mlc defines them (:data:`MIXES`:
+  a store's read for ownership counts as a read, so 3:1 is two loads and a store; triad-like stores are
+  non-temporal).
 * loaded latency: one latency thread on the first cpu chases its node's memory while every other cpu runs mlc's
   load loop on its node's memory (read-only traffic, mlc's default): :mod:`numasim.tools.mlc_load` says how an
   injection delay in core cycles becomes a pace, and why nothing else limits the load but the cores' outstanding
   misses and the controllers' queues. The latency thread's mean latency and the system bandwidth (all threads)
   per delay. The clock the delays count is the calibration's ``core.core_clock_ghz``; without one an assumed
-  clock, and the output says so.
+  clock, and the output says so. mlc turns the hardware prefetchers off for it where it can (root, the msr
+  module, an Intel processor); with ``-e`` ("do not modify prefetchers") or where it cannot, they run, and the
+  load threads' streams are prefetched.
 
 Only a window of each thread's accesses is simulated (:data:`LATENCY_LOADS`, :data:`BANDWIDTH_LINES`); a
 deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as it writes it (tabs).
@@ -275,7 +279,8 @@ LOADED_CHASE_LOADS = 500
 
 
 def _load_threads(
-    ctx: ToolContext, cpus: Sequence[int], mems: Sequence[int], lines_of: Sequence[int], gaps_ns: Sequence[float]
+    ctx: ToolContext, cpus: Sequence[int], mems: Sequence[int], lines_of: Sequence[int], gaps_ns: Sequence[float],
+    prefetchers_on: bool = False,
 ) -> tuple[list[ThreadSpec], list[AccessChunk], list[_Buf]]:
     """mlc's load threads: thread ``k`` on ``cpus[k]`` reads ``lines_of[k]`` lines of its own buffer on
     ``mems[k]``, one every ``gaps_ns[k]`` while a miss slot is free (independent reads: up to the core's
@@ -283,14 +288,16 @@ def _load_threads(
 
     The lines are every other line of the buffer: a thread's misses, demand or prefetch, all sit in its core's
     fill buffers, so its outstanding misses are the whole of what it has in flight (Little's law on both real
-    tables: 16-17 lines per core at saturation). A sequential stream would take the engine's prefetch factor,
-    which lets one thread keep ``M + prefetch distance`` lines in flight, more than the core holds.
+    tables: 16-17 lines per core at saturation), as when mlc has turned the prefetchers off. With them on
+    (``prefetchers_on``: ``-e``, or a processor mlc cannot control), the lines are consecutive: a stream the
+    engine's prefetch rule runs ahead of, up to the core's reach (:func:`~numasim.engine.cores.thread_prefetch_lines`).
     """
     by_node: dict[int, list[int]] = {}
     for k, mem in enumerate(mems):
         by_node.setdefault(mem, []).append(k)
-    stride = np.uint64(2 * 64)
-    per_thread = max(lines_of) * 2 * 64
+    step = 64 if prefetchers_on else 2 * 64
+    stride = np.uint64(step)
+    per_thread = max(lines_of) * step
     bufs, start_of = [], {}
     for mem, ks in by_node.items():
         buf = _bound_buffer(ctx, per_thread * len(ks), mem)
@@ -318,7 +325,9 @@ def _threads_on_core(ctx: ToolContext, cal: Calibration, cpus: Sequence[int]) ->
     return {c: count[core_of.get(c, -1 - c)] for c in cpus}
 
 
-def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()) -> list[tuple[int, float, float]]:
+def _loaded(
+    ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace(), prefetchers_on: bool = False
+) -> list[tuple[int, float, float]]:
     """mlc's loaded-latency table: ``(delay, latency ns, bandwidth MB/s)`` per injection delay.
 
     The latency thread (first allowed cpu) chases dependent pointers through its node's memory while a load thread
@@ -361,8 +370,10 @@ def _loaded(ctx: ToolContext, delays: Sequence[int], pace: LoadPace = LoadPace()
             spec = ThreadSpec(lat_id, cpu=lat_cpu, dependent=True, start_ns=warmup_ns if load_cpus else 0.0)
             chunk = AccessChunk.build(chase, thread=lat_id)
             lines_of = [int(duration_ns / served_gap[n]) + 16 for n in load_mems]
-            specs, chunks, bufs = _load_threads(ctx, load_cpus, load_mems, lines_of, gaps_ns) if load_cpus else \
-                ([], [], [])
+            specs, chunks, bufs = (
+                _load_threads(ctx, load_cpus, load_mems, lines_of, gaps_ns, prefetchers_on) if load_cpus
+                else ([], [], [])
+            )
             r = simulate(ctx.machine, cal, [*specs, spec], [concat_chunks([*chunks, chunk])],
                          _pages([lat_buf, *bufs]), seed=ctx.seed, record_latencies=False)
             _free(ctx, bufs)
@@ -461,11 +472,17 @@ def mlc(
     [62, 115]
     """
     sections: list[str] = []
+    prefetchers_on = False
     for a in argv:
+        if a == "-e":  # "h/w prefetcher state will not be modified": they stay on
+            prefetchers_on = True
+            continue
         if a not in _SECTIONS:
-            raise MlcUsageError(f"Invalid Argument: {a} (numasim's mlc knows {', '.join(_SECTIONS)})")
+            raise MlcUsageError(f"Invalid Argument: {a} (numasim's mlc knows {', '.join(_SECTIONS)} and -e)")
         sections += _SECTIONS[a]
     default = not sections
+    if default and prefetchers_on:
+        raise MlcUsageError("Invalid Argument: -e alone (numasim's mlc takes it with a section, e.g. --loaded_latency -e)")
     if default:
         sections = ["latency_matrix", "peak_injection_bandwidth", "bandwidth_matrix", "loaded_latency"]
     m = ctx.machine
@@ -489,7 +506,7 @@ def mlc(
     if "peak_injection_bandwidth" in sections:
         res.peak_mb_s = _peak(ctx)
     if "loaded_latency" in sections:
-        res.loaded = _loaded(ctx, delays, pace)
+        res.loaded = _loaded(ctx, delays, pace, prefetchers_on)
         res.pace_sharing_assumed = ctx.calibration.core.threads_per_core is None
     if "c2c_latency" in sections:
         _c2c_section(ctx, res)

@@ -120,3 +120,18 @@ def test_truncated_real_file_fails_cleanly(tmp_path: Path) -> None:
     p.write_text(cut)
     with pytest.raises(FormatError, match="no matrix header"):
         parse_measurement(p)
+
+
+def test_the_prefetchers_state_is_read_off_what_mlc_says() -> None:
+    """mlc turns the prefetchers off where it can; where it says it could not, its load threads ran with them
+    on (the virtual mlc then replays with ``-e``)."""
+    public = DATA / "public_mlc"
+    assert parse_mlc(public / "cloudlab-2s-skylake-silver4114.md").prefetchers_controlled is False  # no msr module
+    assert parse_mlc(public / "dramhit-1s-genoa-epyc9354P-nps1.md").prefetchers_controlled is False  # AMD: random
+    assert parse_mlc(public / "cxl-2s-spr-silver4410Y.md").prefetchers_controlled is None  # random by its -r
+    assert parse_mlc(IVY).prefetchers_controlled is None
+    chosen = "Intel(R) Memory Latency Checker - v3.10\nCommand line parameters: --latency_matrix -r\n\n" \
+             "Measuring idle latencies for random access (in ns)...\n        Numa node\nNuma node    0\n    0  80.0\n"
+    assert parse_mlc_text(chosen).prefetchers_controlled is None
+    forced = chosen.replace(" -r\n", "\n")
+    assert parse_mlc_text(forced).prefetchers_controlled is False

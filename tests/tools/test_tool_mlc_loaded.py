@@ -180,3 +180,31 @@ def test_a_cores_threads_share_its_delay_loop() -> None:
     # a calibration that does not say how many threads a core runs keeps the pace as measured
     cal_unknown = cal_off.model_copy(update={"core": cal_off.core.model_copy(update={"threads_per_core": None})})
     assert set(_threads_on_core(ctx_off, cal_unknown, ctx_off.cpus()).values()) == {PACE_MEASURED_THREADS_PER_CORE}
+
+
+def test_with_the_prefetchers_on_the_load_threads_stream_ahead_as_far_as_their_cores_reach() -> None:
+    """``-e`` (mlc leaves the prefetchers as they are: on): the load threads' consecutive lines are prefetched.
+    By Little's law at the saturated plateau, a core then keeps what one of its threads reaches alone where its
+    threads share a queue (Silver 4114: 10 fill buffers + 11 lines of stream, against the 16-entry queue with
+    them off), and each thread its own misses plus the stream depth where they do not (EPYC 9354P: 2 x (24 +
+    16), near the 85 a core its real runs, prefetchers on, imply)."""
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+    from numasim.timing.catalog import catalog_calibration
+
+    for name, off_lines, on_lines in (("Silver 4114", 16, 21), ("9354P NPS1", 48, 80)):
+        case = next(c for c in PUBLIC_MLC_CASES if name in c.label)
+        m = public_machine(case)
+        cal = catalog_calibration(m, turbo=case.turbo)
+        cores = len(m.cpus) // (cal.core.threads_per_core or 2)
+        for argv, lines in ((["--loaded_latency"], off_lines), (["--loaded_latency", "-e"], on_lines)):
+            _, latency_ns, mb_s = mlc(tool_context(m, cal), argv, delays=(0,)).loaded[0]
+            per_core = mb_s * 1e-3 * latency_ns / 64 / cores
+            assert abs(per_core / lines - 1.0) < 0.1, (name, argv, per_core)
+
+
+def test_e_goes_with_a_section() -> None:
+    from numasim.tools.mlc import MlcUsageError
+
+    m = load_machine("seed-001-e5-2680v2")
+    with pytest.raises(MlcUsageError, match="-e alone"):
+        mlc(tool_context(m, resolve_calibration(m)), ["-e"])

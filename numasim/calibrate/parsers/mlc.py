@@ -79,6 +79,10 @@ class MlcResult:
     loaded_latency: list[LoadedLatencyTable] = field(default_factory=list)
     c2c_local_ns: dict[str, float] = field(default_factory=dict)
     c2c_remote_ns: dict[str, NodeMatrix] = field(default_factory=dict)
+    prefetchers_controlled: bool | None = None
+    """False where mlc says it could not turn the hardware prefetchers off ("Unable to modify prefetchers", or its
+    idle latencies "for random access" with no ``-r`` on any command line it printed): its load threads then
+    ran with them on. None: nothing says (mlc turns them off where it can)."""
 
     @property
     def latency_matrix(self) -> NodeMatrix | None:
@@ -315,7 +319,20 @@ def parse_mlc_text(text: str, source: str = "<text>") -> MlcResult:
             res.c2c_remote_ns[f"{kind} ({homed} homed)"] = r.matrix(ln, f"{kind} matrix", "ns")
     if not found:
         raise FormatError(source, "no Intel mlc output found (no 'Memory Latency Checker' line or mlc section)")
+    object.__setattr__(res, "prefetchers_controlled", _prefetcher_control(r.lines))
     return res
+
+
+def _prefetcher_control(lines: list[Line]) -> bool | None:
+    """False where the output says mlc could not turn the prefetchers off; None where nothing says (see
+    :attr:`MlcResult.prefetchers_controlled`)."""
+    texts = [ln.text.lower() for ln in lines]
+    if any("unable to modify prefetchers" in t for t in texts):
+        return False
+    random_by_choice = any(t.strip().startswith("command line parameters") and " -r" in f"{t} " for t in texts)
+    if any("idle latencies for random access" in t for t in texts) and not random_by_choice:
+        return False
+    return None
 
 
 def parse_mlc(path: str | Path) -> MlcResult:
