@@ -192,7 +192,8 @@ def run_epochs(
     of its whole line (empty: none), whose busy time write-allocate evasion scales as in exact mode
     (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``). ``owed``: each request is
     a write hit on a clean line (empty: none), whose write-back costs its share of its class's busy time at each
-    entry of the route (``path_wb_share``), posted (the core does not wait), counted per class in ``wb_count`` when the epoch commits."""
+    entry of the route (``path_wb_share``), posted (the core does not wait), counted per class in ``wb_count``
+    when the epoch commits."""
     has_evasion = len(full) > 0 and len(class_evadable) > 0
     has_wb = len(owed) > 0
     scaled = has_evasion or has_wb

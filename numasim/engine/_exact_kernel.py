@@ -209,11 +209,13 @@ def run_kernel(
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each; a write of
     its whole line (``full[p]``) on a calibration with write-allocate evasion (``class_evadable`` not empty) at
-    that times ``1 - class_evadable[c] * (1 - path_wb_share[k]) * ramp(q)`` at entry ``k``, ``q`` the lines queued at its controller ``class_ctrl[c]``
-    when it issues (``free`` ahead of it over ``line_busy``; ``timing.model.write_allocate_evaded``).
+    that times ``1 - class_evadable[c] * (1 - path_wb_share[k]) * ramp(q)`` at entry ``k``, ``q`` the lines
+    queued at its controller ``class_ctrl[c]`` when it issues (``free`` ahead of it over ``line_busy``;
+    ``timing.model.write_allocate_evaded``).
     A write that hits a line clean in all its core's caches makes it dirty: its eventual write-back is charged
     then, its share of its class's busy time at each entry of the route (``path_wb_share``: the write-back's
-    share of a write's cost, which a write miss pays in full; empty when no write-back is modelled), without the core waiting; ``wb_count[c]`` counts them per class.
+    share of a write's cost, which a write miss pays in full; empty when no write-back is modelled), without
+    the core waiting; ``wb_count[c]`` counts them per class.
     ``ring[k & (R-1)]``: busy time per resource of open bucket ``k`` (``ring_lo <= k < ring_lo + R``);
     ``touched`` marks the buckets that were charged.
     """
