@@ -10,15 +10,18 @@ from hypothesis import strategies as st
 from numasim.engine.cores import core_of_cpus, thread_mlp, thread_prefetch_lines
 from numasim.timing.model import CoreTiming
 
+LAYOUTS = {
+    "per_thread": st.integers(1, 32),
+    "per_core": st.integers(1, 64),
+    "tpc": st.integers(1, 4),
+    "cores": st.integers(1, 16),
+    "picks": st.lists(st.tuples(st.integers(0, 63), st.booleans()), min_size=1, max_size=24),
+}
+"""Cores: fill buffers per thread, queue per core, threads per core, cores, and threads on cpus (some chasing)."""
+
 
 @settings(max_examples=200, deadline=None)
-@given(
-    per_thread=st.integers(1, 32),
-    per_core=st.integers(1, 64),
-    tpc=st.integers(1, 4),
-    cores=st.integers(1, 16),
-    picks=st.lists(st.tuples(st.integers(0, 63), st.booleans()), min_size=1, max_size=24),
-)
+@given(**LAYOUTS)
 def test_no_core_beyond_its_queue_and_no_thread_beyond_its_buffers(
     per_thread: int, per_core: int, tpc: int, cores: int, picks: list[tuple[int, bool]]
 ) -> None:
@@ -53,7 +56,9 @@ def test_siblings_follow_linux_numbering_and_share_the_queue() -> None:
     assert thread_mlp(core, range(8), [0, 4, 1, 5], [False] * 4) == [8, 8, 8, 8]
 
 
-def test_a_core_shared_by_two_threads_streams_less_than_two_cores() -> None:
+def _stream_bandwidth(core: dict[str, object], cpus: list[int], stride_bytes: int) -> tuple[float, int]:
+    """Bytes per ns when a thread on each of ``cpus`` reads 20,000 lines ``stride_bytes`` apart from its own
+    buffer on node 0 (the 2x Platinum 8180's shipped calibration with ``core``'s fields), and the machine's cpus."""
     import numpy as np
 
     from numasim.engine.pagemap import PageMap
@@ -65,40 +70,32 @@ def test_a_core_shared_by_two_threads_streams_less_than_two_cores() -> None:
 
     machine = load_machine("skylake-8180-2s")
     base = resolve_calibration(machine)
-    cal = base.model_copy(update={"core": base.core.model_copy(update={
-        "max_outstanding_misses": 10, "outstanding_misses_per_core": 10, "threads_per_core": 2, "prefetch_distance_lines": 0,
-    })})
+    cal = base.model_copy(update={"core": base.core.model_copy(update=core)})
     lines = 20_000
-    n_cpus = len(machine.cpus)
+    chunks = []
+    for k in range(len(cpus)):
+        addr = (np.uint64(1 << 30) * np.uint64(k + 1)) + np.arange(lines, dtype=np.uint64) * np.uint64(stride_bytes)
+        chunks.append(AccessChunk.build(addr, thread=k))
+    specs = [ThreadSpec(k, cpu=c) for k, c in enumerate(cpus)]
+    pages = PageMap(4096)
+    for k in range(len(cpus)):
+        # each thread's buffer on node 0 (cpu 0, its sibling and cpu 1 are on node 0)
+        pages.assign(int((1 << 30) * (k + 1)), np.zeros(lines * stride_bytes // 4096 + 1, dtype=np.int64))
+    r = simulate(machine, cal, specs, [concat_chunks(chunks)], pages, seed=0, record_latencies=False)
+    return sum(t.accesses for t in r.threads) * 64 / max(t.finish_ns for t in r.threads), len(machine.cpus)
 
-    def bandwidth(cpus: list[int]) -> float:
-        chunks = []
-        for k in range(len(cpus)):
-            # every other line: no stream for the prefetcher, so only the misses in flight set the pace
-            addr = (np.uint64(1 << 30) * np.uint64(k + 1)) + np.arange(lines, dtype=np.uint64) * np.uint64(128)
-            chunks.append(AccessChunk.build(addr, thread=k))
-        specs = [ThreadSpec(k, cpu=c) for k, c in enumerate(cpus)]
-        pages = PageMap(4096)
-        for k in range(len(cpus)):
-            # each thread's buffer on its own socket's node (cpu 0 and its sibling are on node 0)
-            pages.assign(int((1 << 30) * (k + 1)), np.zeros(lines * 128 // 4096 + 1, dtype=np.int64))
-        r = simulate(machine, cal, specs, [concat_chunks(chunks)], pages, seed=0, record_latencies=False)
-        return sum(t.accesses for t in r.threads) * 64 / max(t.finish_ns for t in r.threads)
 
-    apart = bandwidth([0, 1])                  # two cores
-    together = bandwidth([0, n_cpus // 2])     # siblings: one core's 10 misses, 5 each
+def test_a_core_shared_by_two_threads_streams_less_than_two_cores() -> None:
+    core = {"max_outstanding_misses": 10, "outstanding_misses_per_core": 10, "threads_per_core": 2,
+            "prefetch_distance_lines": 0}
+    # every other line: no stream for the prefetcher, so only the misses in flight set the pace
+    apart, n_cpus = _stream_bandwidth(core, [0, 1], 128)              # two cores
+    together, _ = _stream_bandwidth(core, [0, n_cpus // 2], 128)      # siblings: one core's 10 misses, 5 each
     assert together < 0.7 * apart
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    per_thread=st.integers(1, 32),
-    per_core=st.integers(1, 64),
-    depth=st.integers(0, 40),
-    tpc=st.integers(1, 4),
-    cores=st.integers(1, 8),
-    picks=st.lists(st.tuples(st.integers(0, 31), st.booleans()), min_size=1, max_size=16),
-)
+@given(depth=st.integers(0, 40), **LAYOUTS)
 def test_busy_siblings_reach_no_further_than_one_thread_alone(
     per_thread: int, per_core: int, depth: int, tpc: int, cores: int, picks: list[tuple[int, bool]]
 ) -> None:
@@ -133,39 +130,11 @@ def test_without_a_per_core_figure_every_thread_keeps_the_depth() -> None:
 def test_two_busy_siblings_stream_what_one_thread_of_the_core_streams() -> None:
     """mlc's all-thread load keeps about 19 lines a core in flight on Skylake/Cascade Lake, prefetchers on or off,
     and one core streaming alone about 18: a second hardware thread adds no prefetched lines of its own."""
-    import numpy as np
-
-    from numasim.engine.pagemap import PageMap
-    from numasim.engine.simulate import simulate
-    from numasim.engine.spec import ThreadSpec
-    from numasim.timing.resolve import resolve_calibration
-    from numasim.topology.io import load_machine
-    from numasim.workload.access import AccessChunk, concat_chunks
-
-    machine = load_machine("skylake-8180-2s")
-    base = resolve_calibration(machine)
-    cal = base.model_copy(update={"core": base.core.model_copy(update={
-        "max_outstanding_misses": 10, "outstanding_misses_per_core": 16, "threads_per_core": 2,
-        "prefetch_distance_lines": 11,
-    })})
-    lines = 20_000
-    n_cpus = len(machine.cpus)
-
-    def bandwidth(cpus: list[int]) -> float:
-        chunks = []
-        for k in range(len(cpus)):
-            # sequential lines: a stream the prefetcher runs ahead of
-            addr = (np.uint64(1 << 30) * np.uint64(k + 1)) + np.arange(lines, dtype=np.uint64) * np.uint64(64)
-            chunks.append(AccessChunk.build(addr, thread=k))
-        specs = [ThreadSpec(k, cpu=c) for k, c in enumerate(cpus)]
-        pages = PageMap(4096)
-        for k in range(len(cpus)):
-            pages.assign(int((1 << 30) * (k + 1)), np.zeros(lines * 64 // 4096 + 1, dtype=np.int64))
-        r = simulate(machine, cal, specs, [concat_chunks(chunks)], pages, seed=0, record_latencies=False)
-        return sum(t.accesses for t in r.threads) * 64 / max(t.finish_ns for t in r.threads)
-
-    alone = bandwidth([0])
-    siblings = bandwidth([0, n_cpus // 2])
-    apart = bandwidth([0, 1])
+    core = {"max_outstanding_misses": 10, "outstanding_misses_per_core": 16, "threads_per_core": 2,
+            "prefetch_distance_lines": 11}
+    # consecutive lines: a stream the prefetcher runs ahead of
+    alone, n_cpus = _stream_bandwidth(core, [0], 64)
+    siblings, _ = _stream_bandwidth(core, [0, n_cpus // 2], 64)
+    apart, _ = _stream_bandwidth(core, [0, 1], 64)
     assert abs(siblings / alone - 1.0) < 0.1  # one core's reach, however many of its threads stream
     assert apart > 1.6 * alone
