@@ -16,7 +16,7 @@ import numpy as np
 
 from numasim.calibrate.fit import READ_FRACTION, mix_write_cost, peak_mix_gb_s
 from numasim.calibrate.parsers import NodeMatrix
-from numasim.engine.cores import thread_mlp
+from numasim.engine.cores import thread_mlp, thread_prefetch_lines
 from numasim.timing.model import Calibration, apply_calibration, default_curve
 from numasim.topology.model import Machine
 from numasim.topology.routing import latency_table_ns, routing
@@ -116,6 +116,7 @@ def predict_loaded_latency(
     node: int = 0,
     *,
     saturated: np.ndarray | None = None,
+    prefetchers_on: bool = False,
 ) -> np.ndarray:
     """Latency (ns) seen by a local reader on ``node`` while the system moves ``bandwidth_gb_s``: idle latency plus
     the controller's loaded-latency curve at the utilisation.
@@ -123,7 +124,9 @@ def predict_loaded_latency(
     ``saturated`` marks rows where mlc's load threads (one per other cpu) all have their misses in flight (its
     smallest injection delays): there the controller's queue holds them, and the latency is Little's law over
     them when that is more: ``(the misses in flight of the node's load threads + 1) x 64 B / the node's share
-    of the bandwidth``, what the engine's FIFO controllers give.
+    of the bandwidth``, what the engine's FIFO controllers give. ``prefetchers_on`` (mlc ``-e``, or a run whose
+    prefetchers mlc could not turn off): each load thread's prefetched lines are in flight too
+    (:func:`~numasim.engine.cores.thread_prefetch_lines`).
     """
     rd, _ = _system(machine, calibration)
     c = calibration.controller(node)
@@ -134,9 +137,13 @@ def predict_loaded_latency(
         # mlc's latency thread chases on the first cpu; a load thread on every other cpu, each with its share
         # of its core's misses (engine.cores.thread_mlp, as the engine gives them).
         cpus = machine.cpus
-        mlp = thread_mlp(calibration.core, cpus, cpus, [k == 0 for k in range(len(cpus))])
+        chasing = [k == 0 for k in range(len(cpus))]
+        mlp = thread_mlp(calibration.core, cpus, cpus, chasing)
+        ahead = (thread_prefetch_lines(calibration.core, cpus, cpus, chasing, mlp) if prefetchers_on
+                 else [0.0] * len(cpus))
         on_node = set(machine.node(node).cpus)
-        lines = sum(m for c, m in zip(cpus, mlp, strict=True) if c in on_node) * 64.0
+        lines = sum(m + (a if not dep else 0.0) for c, m, a, dep in zip(cpus, mlp, ahead, chasing, strict=True)
+                    if c in on_node) * 64.0
         little_ns = lines / np.maximum(bw * c.read_bandwidth_gb_s / rd, 1e-12)
         out = np.where(np.asarray(saturated, dtype=bool), np.maximum(out, little_ns), out)
     return out

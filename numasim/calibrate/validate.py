@@ -160,13 +160,15 @@ def _loaded_cells(
 ) -> list[CellResidual]:
     """Loaded-latency cells, row = the injection delay. Engine: the virtual mlc at the measured delays, both
     columns (``latency`` in ns, ``bandwidth`` in MB/s), with ``-e`` where the run's prefetchers were on
-    (``prefetchers_on``: mlc could not turn them off). Analytic: the latency at each row's measured bandwidth."""
+    (``prefetchers_on``: mlc could not turn them off). Analytic: the latency at each row's measured bandwidth,
+    the prefetched lines in flight too where they were on."""
     from numasim.calibrate.replay import virtual_mlc
 
     rows = [f"{int(dl):05d}" for dl in t.inject_delay]
     if not engine:
         saturated = t.bandwidth_mb_s >= SATURATED_ROW_SHARE * float(np.max(t.bandwidth_mb_s))
-        pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s, saturated=saturated)
+        pred = predict_loaded_latency(machine, calibration, t.bandwidth_gb_s, saturated=saturated,
+                                      prefetchers_on=prefetchers_on)
         return [CellResidual("loaded_latency", r, "latency", float(v), float(p), "ns")
                 for r, v, p in zip(rows, t.latency_ns, pred, strict=True)]
     argv = ["--loaded_latency", *(["-e"] if prefetchers_on else [])]
