@@ -208,3 +208,19 @@ def test_e_goes_with_a_section() -> None:
     m = load_machine("seed-001-e5-2680v2")
     with pytest.raises(MlcUsageError, match="-e alone"):
         mlc(tool_context(m, resolve_calibration(m)), ["-e"])
+
+
+def test_the_closed_form_counts_prefetched_lines_where_the_run_had_them() -> None:
+    """The closed form's saturated rows are Little's law over what the load threads keep in flight: with the
+    prefetchers on, their prefetched lines too, as the engine replay with ``-e`` has them."""
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+    from numasim.timing.catalog import catalog_calibration
+
+    case = next(c for c in PUBLIC_MLC_CASES if "9354P NPS1" in c.label)
+    m = public_machine(case)
+    cal = catalog_calibration(m, turbo=case.turbo)
+    bw = np.array([352.6])
+    off = predict_loaded_latency(m, cal, bw, saturated=np.array([True]))[0]
+    on = predict_loaded_latency(m, cal, bw, saturated=np.array([True]), prefetchers_on=True)[0]
+    # Zen 4 in the catalog: 24 misses and 16 prefetched lines a thread, no shared queue
+    assert np.isclose(on / off, 40 / 24, rtol=0.02)
