@@ -343,8 +343,8 @@ def _write_allocate_record(
     ms: MemorySystem, stats: Stats, kernel_lines_rc: np.ndarray | None, write_backs_rc: np.ndarray | None
 ) -> dict:
     """What write-allocate evasion skipped: per memory node, the reads for ownership its controller did not serve
-    (the busy time the writes would have cost with them, less what the engine charged, in lines at its write
-    bandwidth), and the calibration's figure."""
+    (the busy time the writes would have cost with them, less what the engine charged, over one read for
+    ownership's time there: ``w - 1`` lines at its read bandwidth), and the calibration's figure."""
     lines_rc = stats.memory_lines.reshape(-1).astype(float)
     if kernel_lines_rc is not None:
         lines_rc = lines_rc + kernel_lines_rc
@@ -356,8 +356,8 @@ def _write_allocate_record(
     for r, res in enumerate(ms.resources):
         if res.kind != "controller" or res.node is None:
             continue
-        write_line_ns = LINE_BYTES / ms.machine.node(res.node).controller.effective_write_bandwidth_gb_s  # type: ignore[union-attr]
-        per_node[res.node] = max(0, int(round((full[r] - charged[r]) / write_line_ns)))
+        rfo_ns = max(ms.write_cost_factor - 1.0, 0.0) * LINE_BYTES / res.capacity_bytes_per_ns
+        per_node[res.node] = max(0, int(round((full[r] - charged[r]) / rfo_ns))) if rfo_ns > 0 else 0
     return {
         "evasion": ms.write_allocate_evasion,
         "reads_for_ownership_skipped": per_node,
