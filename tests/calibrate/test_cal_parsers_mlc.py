@@ -135,3 +135,5 @@ def test_the_prefetchers_state_is_read_off_what_mlc_says() -> None:
     assert parse_mlc_text(chosen).prefetchers_controlled is None
     forced = chosen.replace(" -r\n", "\n")
     assert parse_mlc_text(forced).prefetchers_controlled is False
+    read_only = chosen.replace(" -r\n", " -R\n")  # -R is read-only traffic, not random access
+    assert parse_mlc_text(read_only).prefetchers_controlled is False

@@ -329,7 +329,9 @@ def _prefetcher_control(lines: list[Line]) -> bool | None:
     texts = [ln.text.lower() for ln in lines]
     if any("unable to modify prefetchers" in t for t in texts):
         return False
-    random_by_choice = any(t.strip().startswith("command line parameters") and " -r" in f"{t} " for t in texts)
+    # ``-r`` (random access by choice), not ``-R`` (read-only load): the case of the option matters
+    random_by_choice = any(ln.text.strip().lower().startswith("command line parameters")
+                           and "-r" in ln.text.split(":", 1)[-1].split() for ln in lines)
     if any("idle latencies for random access" in t for t in texts) and not random_by_choice:
         return False
     return None
