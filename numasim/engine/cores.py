@@ -43,6 +43,18 @@ def core_of_cpus(machine_cpus: Sequence[int], threads_per_core: int | None) -> d
     return {c: p % cores for p, c in enumerate(cpus)}
 
 
+def _threads_by_core(
+    core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]
+) -> tuple[list[int], Counter[int], Counter[int]]:
+    """Each thread's core (a key of its own where its cpu is unknown), and per core its busy (independent) threads
+    and its pointer chasers."""
+    core_of = core_of_cpus(machine_cpus, core.threads_per_core)
+    keys = [core_of.get(c, -1 - k) for k, c in enumerate(thread_cpus)]
+    busy = Counter(k for k, dep in zip(keys, dependent, strict=True) if not dep)
+    chasers = Counter(k for k, dep in zip(keys, dependent, strict=True) if dep)
+    return keys, busy, chasers
+
+
 def thread_mlp(
     core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]
 ) -> list[int]:
@@ -65,10 +77,7 @@ def thread_mlp(
     per_core = core.outstanding_misses_per_core
     if per_core is None:
         return [1 if dep else m for dep in dependent]
-    core_of = core_of_cpus(machine_cpus, core.threads_per_core)
-    keys = [core_of.get(c, -1 - k) for k, c in enumerate(thread_cpus)]
-    busy = Counter(k for k, dep in zip(keys, dependent, strict=True) if not dep)
-    chasers = Counter(k for k, dep in zip(keys, dependent, strict=True) if dep)
+    keys, busy, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
     out = []
     for key, dep in zip(keys, dependent, strict=True):
         if dep:
@@ -108,8 +117,6 @@ def thread_prefetch_lines(
     if per_core is None:
         return [d] * len(thread_cpus)
     reach = max(float(per_core), min(core.max_outstanding_misses, per_core) + d)
-    core_of = core_of_cpus(machine_cpus, core.threads_per_core)
-    keys = [core_of.get(c, -1 - k) for k, c in enumerate(thread_cpus)]
-    busy = Counter(k for k, dep in zip(keys, dependent, strict=True) if not dep)
+    keys, busy, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
     return [d if dep else max(0.0, min(d, reach / busy[key] - m))
             for key, dep, m in zip(keys, dependent, mlp, strict=True)]
