@@ -72,7 +72,6 @@ MIXES: tuple[tuple[str, int | None], ...] = (
     ("ALL Reads", None), ("3:1 Reads-Writes", 2), ("2:1 Reads-Writes", 1), ("1:1 Reads-Writes", 0),
     ("Stream-triad like", 2),
 )
-NON_TEMPORAL_MIXES = frozenset({"Stream-triad like"})
 """Label and loads per store (``None``: loads only).
 
 mlc names a mix by what reaches memory, a store's read for ownership counted as a read: its ``-W3`` ("3:1") loads
@@ -84,6 +83,8 @@ Its "Stream-triad like" mix (``-W10``, :data:`NON_TEMPORAL_MIXES`) loads two lin
 non-temporal store, which writes its line without reading it for ownership: the virtual mlc times that mix's
 stores as writes of one line at the controllers' write bandwidth (the calibration's ``write_cost_factor`` 1, no
 write-allocate evasion to apply) and counts them once, as mlc does."""
+NON_TEMPORAL_MIXES = frozenset({"Stream-triad like"})
+"""The mixes of :data:`MIXES` whose stores are non-temporal."""
 LATENCY_LOADS = 2000
 BANDWIDTH_LINES = 1024
 PARTIAL_STORE_BYTES = 32
@@ -481,8 +482,6 @@ def mlc(
             raise MlcUsageError(f"Invalid Argument: {a} (numasim's mlc knows {', '.join(_SECTIONS)} and -e)")
         sections += _SECTIONS[a]
     default = not sections
-    if default and prefetchers_on:
-        raise MlcUsageError("Invalid Argument: -e alone (numasim's mlc takes it with a section, e.g. --loaded_latency -e)")
     if default:
         sections = ["latency_matrix", "peak_injection_bandwidth", "bandwidth_matrix", "loaded_latency"]
     m = ctx.machine
@@ -510,8 +509,6 @@ def mlc(
         res.pace_sharing_assumed = ctx.calibration.core.threads_per_core is None
     if "c2c_latency" in sections:
         _c2c_section(ctx, res)
-    if default:
-        res.command_line = ""
     return res
 
 

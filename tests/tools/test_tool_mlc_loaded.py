@@ -202,12 +202,11 @@ def test_with_the_prefetchers_on_the_load_threads_stream_ahead_as_far_as_their_c
             assert abs(per_core / lines - 1.0) < 0.1, (name, argv, per_core)
 
 
-def test_e_goes_with_a_section() -> None:
-    from numasim.tools.mlc import MlcUsageError
-
+def test_e_alone_is_the_default_run_with_the_prefetchers_left_on() -> None:
     m = load_machine("seed-001-e5-2680v2")
-    with pytest.raises(MlcUsageError, match="-e alone"):
-        mlc(tool_context(m, resolve_calibration(m)), ["-e"])
+    r = mlc(tool_context(m, resolve_calibration(m)), ["-e"], delays=(0, 20000))
+    assert r.sections == ["latency_matrix", "peak_injection_bandwidth", "bandwidth_matrix", "loaded_latency"]
+    assert r.command_line == "-e" and len(r.loaded) == 2
 
 
 def test_the_closed_form_counts_prefetched_lines_where_the_run_had_them() -> None:
