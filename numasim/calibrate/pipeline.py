@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,6 +337,8 @@ def calibrate(
     # ---- bandwidth
     use_peak = "peak_bandwidth" in wanted and peaks
     use_mat = "bandwidth_matrix" in wanted and bw_mats
+    replay_peak: tuple[float, list[int]] | None = None
+    replay_cells: dict[int, float] = {}
     if use_peak or use_mat:
         merged_peak: dict[str, float] = {}
         for _, p in peaks if use_peak else []:
@@ -349,6 +352,13 @@ def calibrate(
             files = sorted({str(measurements[k].path) for k in ks})
             raise CalibrationError(f"{', '.join(files)}: {exc}") from None
         report.extend(bf.result)
+        if bf.core_die_read_gb_s is None:
+            # what set the controllers' capacity, for the replay below (not where the die ports took the figure)
+            all_reads = merged_peak.get("all_reads")
+            if all_reads is not None:
+                replay_peak = (float(all_reads), [n.id for n in machine.nodes if n.has_memory and n.has_cpus])
+            elif use_mat:
+                replay_cells = _local_cells([x for _, x in bw_mats])
         if bf.core_die_read_gb_s is not None and bf.core_die_write_gb_s is not None:
             core_dies = [d.model_copy(update={"read_bandwidth_gb_s": bf.core_die_read_gb_s,
                                               "write_bandwidth_gb_s": bf.core_die_write_gb_s}) for d in core_dies]
@@ -550,9 +560,63 @@ def calibrate(
         raise CalibrationError(
             f"nothing to fit: the measurements provide none of the tables asked for ({', '.join(wanted)})"
         )
+    if replay_peak is not None or replay_cells:
+        cal = _replay_consistent(nominal_machine, cal, priors, replay_peak, replay_cells, set(curves), report, seed)
     kept = unconstrained_priors(nominal_machine, cal, measurements, used, priors, report, assumed)
-    cal = cal.model_copy(update={"provenance": prov.model_copy(update={"priors": kept})})
+    cal = cal.model_copy(update={"provenance": cal.provenance.model_copy(update={"priors": kept})})
     return CalibrationReport(calibration=cal, result=report, tables_used=used)
+
+
+def _local_cells(matrices: list[NodeMatrix]) -> dict[int, float]:
+    """Each node's local bandwidth-matrix cell (MB/s; the mean over matrices that have it)."""
+    cells: dict[int, list[float]] = defaultdict(list)
+    for mat in matrices:
+        for j in mat.rows:
+            if j in mat.cols and np.isfinite(v := mat.cell(j, j)):
+                cells[j].append(float(v))
+    return {j: float(np.mean(v)) for j, v in cells.items()}
+
+
+def _replay_consistent(
+    machine: Machine,
+    cal: Calibration,
+    priors: Calibration,
+    peak: tuple[float, list[int]] | None,
+    cells: dict[int, float],
+    curve_nodes: set[int],
+    report: FitResult,
+    seed: int,
+) -> Calibration:
+    """``cal`` with the controllers the engine needs to replay the bandwidth figure that set them
+    (:mod:`numasim.calibrate.replay_fit`); the report says what changed. The provenance's notes were written
+    before: they gain its assumption and warnings here."""
+    from numasim.calibrate.replay import engine_available
+    from numasim.calibrate.replay_fit import replay_consistent_bandwidth
+
+    if not engine_available():
+        report.warnings.append("controllers' bandwidth not checked by replay: the engine is not available")
+        return cal
+    out, scale = replay_consistent_bandwidth(
+        machine, cal, prior_read_gb_s={c.node: c.read_bandwidth_gb_s for c in priors.controllers},
+        peak_all_reads_mb_s=peak[0] if peak else None, peak_nodes=peak[1] if peak else None,
+        local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, seed=seed,
+    )  # fmt: skip
+    report.assumptions += scale.assumptions
+    report.warnings += scale.warnings
+    for j, s in sorted(scale.factor.items()):
+        c = out.controller(j)
+        name = f"controllers[{j}].read_bandwidth_gb_s"
+        report.parameters = [p for p in report.parameters if p.name != name]
+        report.parameters.append(FittedParameter(
+            name, c.read_bandwidth_gb_s, "GB/s",
+            note=f"{DERIVED}the closed form's x{s:.3f}, so that the engine replays the measured figure",
+        ))  # fmt: skip
+    if not (scale.assumptions or scale.warnings):
+        return out
+    notes = out.provenance.notes + "".join(
+        [f"\nassumption: {a}" for a in scale.assumptions] + [f"\nwarning: {w}" for w in scale.warnings]
+    )
+    return out.model_copy(update={"provenance": out.provenance.model_copy(update={"notes": notes})})
 
 
 def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:

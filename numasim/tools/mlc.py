@@ -55,6 +55,8 @@ from numasim.workload.access import AccessChunk, concat_chunks
 __all__ = [
     "MlcResult",
     "mlc",
+    "peak_mix_mb_s",
+    "bandwidth_cell_mb_s",
     "format_mlc",
     "MLC_VERSION",
     "INJECT_DELAYS",
@@ -242,12 +244,27 @@ def _stream_threads(
     return total / span * 1e3  # bytes/ns = GB/s; x1000 = MB/s
 
 
+def bandwidth_cell_mb_s(ctx: ToolContext, node: int, mem: int) -> float:
+    """One cell of ``--bandwidth_matrix``: every cpu of ``node`` streams reads of memory on ``mem``; MB/s.
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing import resolve_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> round(bandwidth_cell_mb_s(tool_context(m, resolve_calibration(m)), 0, 0) / 1000)  # measured: 55.3
+    55
+    """
+    cpus = list(ctx.machine.node(node).cpus)
+    return _stream_threads(ctx, cpus, [mem] * len(cpus), None, BANDWIDTH_LINES)
+
+
 def _bandwidth_matrix(ctx: ToolContext, nodes: list[int], mems: list[int]) -> np.ndarray:
     out = np.full((len(nodes), len(mems)), np.nan)
     for i, node in enumerate(nodes):
-        cpus = list(ctx.machine.node(node).cpus)
         for j, mem in enumerate(mems):
-            out[i, j] = _stream_threads(ctx, cpus, [mem] * len(cpus), None, BANDWIDTH_LINES)
+            out[i, j] = bandwidth_cell_mb_s(ctx, node, mem)
     return out
 
 
@@ -258,14 +275,30 @@ def _local_mem(ctx: ToolContext, cpu: int) -> int:
     return min(n.id for n in ctx.machine.nodes if n.controller is not None)
 
 
-def _peak(ctx: ToolContext) -> dict[str, float]:
+def peak_mix_mb_s(ctx: ToolContext, label: str) -> float:
+    """One mix of ``--peak_injection_bandwidth`` (a label of :data:`MIXES`): every allowed cpu reads (and writes,
+    by the mix) memory of its own node; the system's MB/s as mlc counts it.
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing import resolve_calibration
+    >>> from numasim.tools.context import tool_context
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> round(peak_mix_mb_s(tool_context(m, resolve_calibration(m)), "ALL Reads") / 1000)  # measured: 110.4
+    111
+    """
+    loads = dict(MIXES).get(label, -1)
+    if loads == -1:
+        raise MlcUsageError(f"peak mix {label!r}: mlc's mixes are {', '.join(k for k, _ in MIXES)}")
     cpus = ctx.cpus()
     mems = [_local_mem(ctx, c) for c in cpus]
-    return {
-        label: _stream_threads(_non_temporal(ctx) if label in NON_TEMPORAL_MIXES else ctx, cpus, mems, loads,
-                               BANDWIDTH_LINES)
-        for label, loads in MIXES
-    }
+    return _stream_threads(_non_temporal(ctx) if label in NON_TEMPORAL_MIXES else ctx, cpus, mems, loads,
+                           BANDWIDTH_LINES)
+
+
+def _peak(ctx: ToolContext) -> dict[str, float]:
+    return {label: peak_mix_mb_s(ctx, label) for label, _ in MIXES}
 
 
 def _non_temporal(ctx: ToolContext) -> ToolContext:

@@ -1,0 +1,156 @@
+"""The controllers' read bandwidth at which the virtual mlc replays what was measured.
+
+The closed-form fit (:func:`numasim.calibrate.fit.fit_bandwidth`) takes mlc's all-reads figure, or a bandwidth
+matrix's local cell, for the controllers' capacity. That is right where the controllers alone bound it. But
+mlc's threads are a closed loop: each keeps no more than its core's misses in flight, so what they move is set by
+both what the cores issue (misses in flight x 64 B / latency) and what the controllers serve, and near the knee
+both bind. With the measured figure as their capacity, the engine's replay of the very measurement comes out
+below it: on a 2x Xeon Silver 4410Y (12 cores a socket) 216 against 286 GB/s, -24 %, and every prediction that
+rests on those controllers with it.
+
+So after the closed form, the fit replays the measurement in the engine (the very virtual mlc users run,
+:func:`numasim.tools.mlc.peak_mix_mb_s`, :func:`numasim.tools.mlc.bandwidth_cell_mb_s`) and solves for the
+factor on the controllers' bandwidth (read and write: the mixes' write figure came from the same closed form)
+at which the replay matches. The factor is at least 1 (the closed form's capacity is the least the measurement
+implies) and at most what brings the controllers to the priors' figure (the catalog's channels x transfer
+rate x efficiency): beyond it the measurement cannot tell a faster controller from faster cores, and the fit
+keeps the priors' and says that the cores bound the figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scipy.optimize import brentq
+
+from numasim.timing.model import Calibration, ControllerTiming
+from numasim.topology.model import Machine
+
+__all__ = ["ReplayScale", "replay_consistent_bandwidth", "REPLAY_TOLERANCE"]
+
+REPLAY_TOLERANCE = 0.005
+"""Relative gap between the replay and the measurement below which the closed form's capacity is kept."""
+
+
+@dataclass
+class ReplayScale:
+    """What the step did: the factor on each controller's bandwidth, and what it says of it."""
+
+    factor: dict[int, float] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _scaled(calibration: Calibration, factor: dict[int, float], curve_nodes: set[int]) -> Calibration:
+    """``calibration`` with each controller of ``factor`` that much faster; a fitted loaded-latency curve of
+    ``curve_nodes`` keeps its latency at each bandwidth (its utilisation axis shrinks by the same factor)."""
+    out: list[ControllerTiming] = []
+    for c in calibration.controllers:
+        s = factor.get(c.node, 1.0)
+        if s == 1.0:
+            out.append(c)
+            continue
+        update: dict[str, object] = {"read_bandwidth_gb_s": c.read_bandwidth_gb_s * s}
+        if c.node in curve_nodes and c.curve is not None:
+            update["curve"] = c.curve.model_copy(update={"utilisation": [u / s for u in c.curve.utilisation]})
+        out.append(c.model_copy(update=update))
+    return calibration.model_copy(update={"controllers": out})
+
+
+def _solve(
+    replay: Callable[[float], float], measured: float, upper: float, what: str, scale: ReplayScale
+) -> float:
+    """The factor in [1, ``upper``] at which ``replay(factor)`` (MB/s) equals ``measured``."""
+    gap = math.log(replay(1.0) / measured)
+    if abs(gap) <= REPLAY_TOLERANCE or gap > 0:
+        return 1.0
+    if upper <= 1.0 + 1e-9:
+        scale.warnings.append(
+            f"{what}: the engine replays {100 * math.expm1(gap):+.1f} % of the measured {measured / 1000:.1f} GB/s "
+            "at the fitted controllers, and the priors give no faster ones: the cores' misses in flight bound it "
+            "(check core.outstanding_misses_per_core and the idle latency)"
+        )
+        return 1.0
+    top = math.log(replay(upper) / measured)
+    if top < 0:
+        scale.warnings.append(
+            f"{what}: even at the priors' controller bandwidth (x{upper:.3f}) the engine replays "
+            f"{100 * math.expm1(top):+.1f} % of the measured {measured / 1000:.1f} GB/s: the cores' misses in flight "
+            "bound it; the controllers keep the priors' figure"
+        )
+        return upper
+    return float(brentq(lambda s: math.log(replay(s) / measured), 1.0, upper, xtol=1e-4, rtol=1e-4))
+
+
+def replay_consistent_bandwidth(
+    machine: Machine,
+    calibration: Calibration,
+    *,
+    prior_read_gb_s: dict[int, float],
+    peak_all_reads_mb_s: float | None = None,
+    peak_nodes: list[int] | None = None,
+    local_cells_mb_s: dict[int, float] | None = None,
+    curve_nodes: set[int] | None = None,
+    seed: int = 0,
+) -> tuple[Calibration, ReplayScale]:
+    """``calibration`` with its controllers' bandwidth scaled so the engine replays the measurement it was fitted on.
+
+    Parameters
+    ----------
+    prior_read_gb_s : dict
+        Each controller's read bandwidth in the priors: the most the factor may bring it to.
+    peak_all_reads_mb_s, peak_nodes : float, list of int
+        mlc's all-reads peak (system) and the nodes whose controllers it set: one common factor.
+    local_cells_mb_s : dict
+        Otherwise, each node's local bandwidth-matrix cell that set its controller: a factor each.
+    curve_nodes : set of int
+        Nodes whose loaded-latency curve was fitted: it keeps its latency at each bandwidth.
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing import resolve_calibration
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> cal = resolve_calibration(m)
+    >>> _, s = replay_consistent_bandwidth(m, cal, prior_read_gb_s={0: 80.0, 1: 80.0},
+    ...                                    peak_all_reads_mb_s=110395.9, peak_nodes=[0, 1])
+    >>> s.factor  # the shipped calibration replays its own peak: nothing to change
+    {}
+    """
+    from numasim.tools.context import tool_context
+    from numasim.tools.mlc import bandwidth_cell_mb_s, peak_mix_mb_s
+
+    scale = ReplayScale()
+    curves = curve_nodes or set()
+    fitted = {c.node: c.read_bandwidth_gb_s for c in calibration.controllers}
+
+    def upper(nodes: list[int]) -> float:
+        have = sum(fitted[j] for j in nodes)
+        return max(1.0, sum(prior_read_gb_s.get(j, 0.0) for j in nodes) / have) if have > 0 else 1.0
+
+    def replayer(nodes: list[int], run: Callable[..., float], *args: object) -> Callable[[float], float]:
+        def replay(s: float) -> float:
+            cal = _scaled(calibration, dict.fromkeys(nodes, s), curves)
+            return run(tool_context(machine, cal, comm="mlc", seed=seed), *args)
+        return replay
+
+    if peak_all_reads_mb_s is not None and peak_nodes:
+        s = _solve(replayer(peak_nodes, peak_mix_mb_s, "ALL Reads"), peak_all_reads_mb_s, upper(peak_nodes),
+                   "peak bandwidth, ALL Reads", scale)
+        if s != 1.0:
+            scale.factor.update(dict.fromkeys(peak_nodes, s))
+    for j, measured in sorted((local_cells_mb_s or {}).items()):
+        s = _solve(replayer([j], bandwidth_cell_mb_s, j, j), measured, upper([j]),
+                   f"bandwidth_matrix, local cell of node {j}", scale)
+        if s != 1.0:
+            scale.factor[j] = s
+    if scale.factor:
+        shown = ", ".join(f"node {j} x{s:.3f}" for j, s in sorted(scale.factor.items()))
+        scale.assumptions.append(
+            "controllers' bandwidth scaled so that the engine's virtual mlc replays the figure they were fitted on "
+            f"({shown}): with the figure itself as capacity, the cores' misses in flight and the controllers' queue "
+            "together moved less than measured (numasim.calibrate.replay_fit)"
+        )
+    return _scaled(calibration, scale.factor, curves), scale
