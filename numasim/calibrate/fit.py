@@ -684,16 +684,19 @@ def fit_bandwidth(
 
     # Links: each link-bound remote cell pins the minimum over its route; a link is pinned by the smallest
     # link-bound cell crossing it (every other cell crossing it is only a lower bound).
+    # A link that another cell shows carrying clearly more (by the same margin) is not the bottleneck of a
+    # link-bound cell that crosses it too: the on-die links of an SNC socket carry its clusters' 59 GB/s to each
+    # other, so a cross-socket cell's 50 GB/s pins the socket link, not them.
     pinned: dict[Edge, float] = {}
     lower: dict[Edge, float] = {}
-    for i, j, v in cells:
-        if i == j:
-            continue
-        edges = r.edges(j, i)  # read data flows from memory node j back to initiator i
+    remote = [(i, j, v, r.edges(j, i)) for i, j, v in cells if i != j]  # read data flows from memory j to i
+    for _, _, v, edges in remote:
         for e in edges:
             lower[e] = max(lower.get(e, 0.0), v)
+    for i, j, v, edges in remote:
         if v < link_bound_margin * min(fit.controller_read_gb_s[j], initiator_bound(i)):
-            for e in edges:
+            narrow = [e for e in edges if v >= link_bound_margin * lower[e]] or edges
+            for e in narrow:
                 pinned[e] = min(pinned.get(e, math.inf), v)
     for link in machine.links:
         for a_end, b_end in ((link.a, link.b), (link.b, link.a)):
@@ -706,14 +709,21 @@ def fit_bandwidth(
                     f"link {a_end}->{b_end}: no link-bound cell crosses this direction; bandwidth copied from "
                     f"{b_end}->{a_end}"
                 )
+    for e, lo in lower.items():
+        if e in fit.link_bandwidth_gb_s:
+            continue
+        if r._graph.edges[e]["bandwidth_gb_s"] < lo:
+            # a cell moved more across it than the machine file lets it carry: it carries at least that
+            fit.link_bandwidth_gb_s[e] = lo
+            res.assumptions.append(f"link {e[0]}->{e[1]}: no cell is bound by it; raised to the most a cell moved "
+                                   f"across it ({lo:.1f} GB/s), above the machine file's figure")  # fmt: skip
+        else:
+            res.warnings.append(
+                f"link {e[0]}->{e[1]}: every cell crossing it is bound elsewhere; only a lower bound "
+                f"{lo:.1f} GB/s is known (the machine file's figure kept)"
+            )
     for e, bw in fit.link_bandwidth_gb_s.items():
         res.parameters.append(FittedParameter(f"links[{e[0]}->{e[1]}].bandwidth_gb_s", bw, "GB/s"))
-    for e, lo in lower.items():
-        if e not in fit.link_bandwidth_gb_s:
-            res.warnings.append(
-                f"link {e[0]}->{e[1]}: every cell crossing it is controller-bound; only a lower bound "
-                f"{lo:.1f} GB/s is known (machine-file value kept unless lower)"
-            )
     for j in sorted(fit.controller_read_gb_s):
         if j in kept:
             continue

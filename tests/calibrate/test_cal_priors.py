@@ -72,13 +72,32 @@ def test_priors_supply_values_and_sources() -> None:
         calibrate(m, load_measurements([IVY]), priors=nominal_priors(glueless(3)))
 
 
-def test_a_link_that_moves_cells_but_no_fitter_estimates_is_listed() -> None:
+def test_a_link_slower_than_a_cell_moved_across_it_is_raised_to_that() -> None:
     # Remote cells equal to the local ones look controller-bound to the fitter, so it pins no link; the nominal
-    # 20 GB/s link then caps the predicted remote cells: the Jacobian sees the link, the fit did not estimate it.
+    # 20 GB/s link would then cap the predicted remote cells at half what was measured across it.
     m = glueless(2)
     bw = NodeMatrix([0, 1], [0, 1], np.array([[40000.0, 40000.0], [40000.0, 40000.0]]), "MB/s")
     meas = [Measurement(Path("bw.txt"), "mlc", MlcResult("bw.txt", bandwidth_matrices=[bw]), "0")]
-    kept = _priors(calibrate(m, meas, fit_on=["bandwidth_matrix"]).calibration)
+    rep = calibrate(m, meas, fit_on=["bandwidth_matrix"])
+    assert {lt.bandwidth_gb_s for lt in rep.calibration.links} == {40.0}
+    assert any(a.startswith("link 0->1: no cell is bound by it; raised") for a in rep.result.assumptions)
+    assert rep.result.mape_pct("bandwidth_matrix") < 1e-9
+
+
+def test_a_parameter_that_moves_cells_but_no_fitter_estimates_is_listed() -> None:
+    # The same fit, had no fitter touched the link: the nominal 20 GB/s caps the remote cells, the Jacobian sees
+    # it, and the listing says the tables moved it with nothing to estimate it.
+    from numasim.calibrate.pipeline import unconstrained_priors
+
+    m = glueless(2)
+    bw = NodeMatrix([0, 1], [0, 1], np.array([[40000.0, 40000.0], [40000.0, 40000.0]]), "MB/s")
+    meas = [Measurement(Path("bw.txt"), "mlc", MlcResult("bw.txt", bandwidth_matrices=[bw]), "0")]
+    rep = calibrate(m, meas, fit_on=["bandwidth_matrix"])
+    rep.result.parameters = [p for p in rep.result.parameters if not p.name.startswith("links[")]
+    cal = rep.calibration.model_copy(update={"links": [
+        lt.model_copy(update={"bandwidth_gb_s": 20.0}) for lt in rep.calibration.links]})
+    kept = {p.parameter: p for p in unconstrained_priors(m, cal, meas, ["bandwidth_matrix"], nominal_priors(m),
+                                                          rep.result, {})}
     assert kept["links[0->1].bandwidth_gb_s"].why.startswith("moves the bandwidth_matrix cells, but no fitter")
     assert "controllers[0].read_bandwidth_gb_s" not in kept
 
