@@ -37,6 +37,7 @@ from numasim.calibrate.parsers import (
     HmatResult,
     HopRatioResult,
     LatMemRdResult,
+    LoadedLatencyTable,
     MlcResult,
     NodeMatrix,
     PerftestResult,
@@ -339,8 +340,20 @@ def calibrate(
     use_mat = "bandwidth_matrix" in wanted and bw_mats
     replay_peak: tuple[float, list[int]] | None = None
     replay_cells: dict[int, float] = {}
-    if use_peak or use_mat:
-        merged_peak: dict[str, float] = {}
+    ll_peak: dict[str, float] = {}
+    ll_replay: tuple[LoadedLatencyTable, bool] | None = None  # a saturated loaded-latency table, prefetchers on
+    if "loaded_latency" in wanted and loaded and not (use_peak or use_mat):
+        # mlc's loaded latency at delay 0 is its all-reads peak (every cpu reading its own node's memory; the
+        # two agree within 0.3 % on the four runs that have both), so without a bandwidth table it sets the
+        # capacity the way the peak does
+        ll_peak = {"all_reads": float(np.max(loaded[0][1].loaded_latency[0].bandwidth_mb_s))}
+        report.assumptions.append(
+            f"no peak or bandwidth-matrix table: the loaded-latency table's top bandwidth "
+            f"({ll_peak['all_reads'] / 1000:.1f} GB/s, delay 0: mlc's all-reads traffic) sets the capacity, as "
+            "mlc's all-reads peak would"
+        )
+    if use_peak or use_mat or ll_peak:
+        merged_peak: dict[str, float] = dict(ll_peak)
         for _, p in peaks if use_peak else []:
             merged_peak.update(p)
         try:
@@ -349,6 +362,7 @@ def calibrate(
         except CalibrationError as exc:  # say which file's tables could not be fitted
             ks = [k for k, _ in peaks] if use_peak else []
             ks += [k for k, _ in bw_mats] if use_mat else []
+            ks += [loaded[0][0]] if ll_peak else []
             files = sorted({str(measurements[k].path) for k in ks})
             raise CalibrationError(f"{', '.join(files)}: {exc}") from None
         report.extend(bf.result)
@@ -402,6 +416,8 @@ def calibrate(
             for j in ctrl_lat
         ]
         # Little's law at saturation: lines in flight = bandwidth x latency / line size, shared by every cpu.
+        if not below.all():
+            ll_replay = (table, mlc.prefetchers_controlled is False)
         in_flight = float(np.max(table.bandwidth_mb_s * 1e6 * table.latency_ns * 1e-9 / LINE_BYTES))
         ncpu = max(len(machine.cpus), 1)
         tpc = core.threads_per_core
@@ -419,7 +435,12 @@ def calibrate(
                 "loads every hardware thread)"
             )
         else:
-            mlp = max(1, int(round(in_flight / ncpu)))
+            # Where mlc could not turn the prefetchers off, each load thread's stream is prefetched too: what it
+            # has in flight is its misses and the prefetch depth (numasim.engine.cores.thread_prefetch_lines,
+            # without a per-core queue), so the misses are the rest (EPYC 9354P: 42.5 lines a thread, 24 + 16 in
+            # the priors; fitted as 43 misses its replayed plateau was 25 % slow).
+            ahead = core.prefetch_distance_lines if mlc.prefetchers_controlled is False else 0
+            mlp = max(1, int(round(in_flight / ncpu - ahead)))
             core = core.model_copy(update={"max_outstanding_misses": mlp})
             report.parameters.append(
                 FittedParameter("core.max_outstanding_misses", float(mlp), "lines", note=DERIVED + "Little's law at saturation")
@@ -427,6 +448,8 @@ def calibrate(
             report.assumptions.append(
                 f"core.max_outstanding_misses = misses in flight at mlc's saturated point ({in_flight:.0f} lines, "
                 f"Little's law) / {ncpu} cpus (mlc loads every hardware thread)"
+                + (f", less the {ahead} lines each thread's stream is prefetched ahead (mlc could not turn the "
+                   "prefetchers off)" if ahead else "")
             )
         mark(k, "loaded_latency")
     # ---- the core clock (mlc's delays and "core clocks" count cycles of it)
@@ -562,6 +585,9 @@ def calibrate(
         )
     if replay_peak is not None or replay_cells:
         cal = _replay_consistent(nominal_machine, cal, priors, replay_peak, replay_cells, set(curves), report, seed)
+    if ll_replay is not None:
+        cal = _replay_consistent_misses(nominal_machine, cal, *ll_replay, report, seed)
+    cal = cal.model_copy(update={"id": cal.content_id()})  # the replays changed parameters after it was made
     kept = unconstrained_priors(nominal_machine, cal, measurements, used, priors, report, assumed)
     cal = cal.model_copy(update={"provenance": cal.provenance.model_copy(update={"priors": kept})})
     return CalibrationReport(calibration=cal, result=report, tables_used=used)
@@ -617,6 +643,29 @@ def _replay_consistent(
         [f"\nassumption: {a}" for a in scale.assumptions] + [f"\nwarning: {w}" for w in scale.warnings]
     )
     return out.model_copy(update={"provenance": out.provenance.model_copy(update={"notes": notes})})
+
+
+def _replay_consistent_misses(
+    machine: Machine, cal: Calibration, table: LoadedLatencyTable, prefetchers_on: bool, report: FitResult, seed: int
+) -> Calibration:
+    """``cal`` with the core's misses in flight the engine needs to replay the loaded-latency table's saturated
+    lines in flight (:func:`numasim.calibrate.replay_fit.replay_consistent_misses`); the report and the
+    provenance's notes say what changed."""
+    from numasim.calibrate.replay import engine_available
+    from numasim.calibrate.replay_fit import replay_consistent_misses
+
+    if not engine_available():
+        return cal
+    out, notes = replay_consistent_misses(machine, cal, table, prefetchers_on=prefetchers_on, seed=seed)
+    if not notes:
+        return out
+    report.assumptions += notes
+    name = "core.outstanding_misses_per_core" if out.core.outstanding_misses_per_core is not None else "core.max_outstanding_misses"
+    value = float(getattr(out.core, name.split(".", 1)[1]))
+    report.parameters = [p for p in report.parameters if p.name != name]
+    report.parameters.append(FittedParameter(name, value, "lines", note=DERIVED + "replayed Little's law at saturation"))
+    text = out.provenance.notes + "".join(f"\nassumption: {a}" for a in notes)
+    return out.model_copy(update={"provenance": out.provenance.model_copy(update={"notes": text})})
 
 
 def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:

@@ -23,12 +23,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from scipy.optimize import brentq
 
+from numasim.calibrate.parsers.mlc import LoadedLatencyTable
 from numasim.timing.model import Calibration, ControllerTiming
 from numasim.topology.model import Machine
 
-__all__ = ["ReplayScale", "replay_consistent_bandwidth", "REPLAY_TOLERANCE"]
+__all__ = ["ReplayScale", "replay_consistent_bandwidth", "replay_consistent_misses", "REPLAY_TOLERANCE"]
 
 REPLAY_TOLERANCE = 0.005
 """Relative gap between the replay and the measurement below which the closed form's capacity is kept."""
@@ -154,3 +156,72 @@ def replay_consistent_bandwidth(
             "together moved less than measured (numasim.calibrate.replay_fit)"
         )
     return _scaled(calibration, scale.factor, curves), scale
+
+
+def replay_consistent_misses(
+    machine: Machine,
+    calibration: Calibration,
+    table: LoadedLatencyTable,
+    *,
+    prefetchers_on: bool,
+    seed: int = 0,
+    rounds: int = 3,
+) -> tuple[Calibration, list[str]]:
+    """``calibration`` with the core's misses in flight set so that the engine's virtual mlc replays the lines
+    in flight (Little's law: bandwidth x latency / 64 B) of the loaded-latency table's most loaded row.
+
+    The closed form divides those lines among the cpus; what a replayed thread keeps in flight is more than its
+    misses where its stream is prefetched too (``prefetchers_on``: mlc could not turn them off), by an amount the
+    prefetch rule, the pace and the queue decide together. So the misses (per core where the calibration has a
+    per-core queue, per thread otherwise) are corrected by the replay's shortfall, a few rounds, keeping the
+    closest. Returns the calibration and what was done, for the report's assumptions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing import resolve_calibration
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> t = LoadedLatencyTable(np.array([0]), np.array([189.18]), np.array([110655.5]))
+    >>> shipped = resolve_calibration(m)  # its 8 misses a thread: Little's law at mlc's saturated row, 327 lines
+    >>> cal, notes = replay_consistent_misses(m, shipped, t, prefetchers_on=False)
+    >>> shipped.core.max_outstanding_misses, cal.core.max_outstanding_misses  # 9 replay 344 lines, 8 fewer
+    (8, 9)
+    """
+    from numasim.calibrate.replay import virtual_mlc
+
+    row = int(np.argmax(table.bandwidth_mb_s * table.latency_ns))
+    delay = int(table.inject_delay[row])
+    target = float(table.bandwidth_mb_s[row] * 1e6 * table.latency_ns[row] * 1e-9 / 64.0)
+    core = calibration.core
+    per_core = core.outstanding_misses_per_core is not None
+    field_name = "outstanding_misses_per_core" if per_core else "max_outstanding_misses"
+    tpc = core.threads_per_core or 1
+    units = max(1, len(machine.cpus) // tpc) if per_core else max(1, len(machine.cpus))
+    argv = ["--loaded_latency"] + (["-e"] if prefetchers_on else [])
+
+    def in_flight(value: int) -> float:
+        cal = calibration.model_copy(update={"core": core.model_copy(update={field_name: value})})
+        r = virtual_mlc(machine, cal, argv, delays=[delay], seed=seed).loaded_latency[0]
+        return float(r.bandwidth_mb_s[0] * 1e6 * r.latency_ns[0] * 1e-9 / 64.0)
+
+    start = int(getattr(core, field_name))
+    tried: dict[int, float] = {start: in_flight(start)}
+    value = start
+    for _ in range(rounds):
+        gap = target - tried[value]
+        step = int(round(gap / units))
+        if step == 0:
+            break
+        value = max(1, value + step)
+        if value in tried:
+            break
+        tried[value] = in_flight(value)
+    best = min(tried, key=lambda v: abs(tried[v] - target))
+    if best == start:
+        return calibration, []
+    note = (f"core.{field_name} = {best} (the closed form's {start}): the engine's virtual mlc then keeps "
+            f"{tried[best]:.0f} lines in flight at the loaded-latency table's most loaded row (delay {delay}) "
+            f"where the table shows {target:.0f}"
+            + (", its load threads' streams prefetched as mlc's were" if prefetchers_on else ""))
+    return calibration.model_copy(update={"core": core.model_copy(update={field_name: best})}), [note]

@@ -103,3 +103,35 @@ def test_a_fitted_curve_keeps_its_latency_at_each_bandwidth() -> None:
     assert np.allclose(after.curve.added_ns(bw / after.read_bandwidth_gb_s),  # type: ignore[union-attr]
                        before.curve.added_ns(bw / before.read_bandwidth_gb_s))  # type: ignore[union-attr]
     assert out.controller(1) == cal.controller(1)  # a node without a factor is untouched
+
+
+def test_a_loaded_latency_table_alone_sets_the_capacity_and_the_misses_it_replays() -> None:
+    """1x EPYC 9354P (NPS1): a latency matrix and a loaded-latency table, no bandwidth table, mlc unable to turn
+    the prefetchers off. Its delay-0 row (mlc's all-reads traffic) now sets the controllers, and the misses in
+    flight are what the replay needs with the load threads' streams prefetched: the saturated row replays within
+    2 % (its bandwidth was +21 % on the catalog's controllers, its latency +25 % with the closed form's misses)."""
+    machine, ms, priors = _case("NPS1")
+    rep = calibrate(machine, ms, priors=priors)
+    assert any("loaded-latency table's top bandwidth" in a for a in rep.result.assumptions)
+    assert any("streams prefetched as mlc's were" in a for a in rep.result.assumptions)
+    ll = validate(machine, rep.calibration, ms, ["loaded_latency"], method="engine").tables[0]
+    top = [c for c in ll.cells if c.row == "00000"]
+    assert {c.col for c in top} == {"latency", "bandwidth"}
+    assert all(abs(c.error_pct) < 2.0 for c in top), [(c.col, c.model, c.measured) for c in top]
+    p = rep.result.parameter("core.max_outstanding_misses")
+    assert p.value == rep.calibration.core.max_outstanding_misses and "replayed" in p.note
+
+
+def test_misses_that_cannot_move_the_replay_are_left_alone() -> None:
+    """Where the per-core queue does not bind (one thread a core, its own misses fewer), no value of it moves the
+    replay: the closed form's stays."""
+    from numasim.calibrate.parsers.mlc import LoadedLatencyTable
+    from numasim.calibrate.replay_fit import replay_consistent_misses
+
+    machine, ms, priors = _case("E5-2697 v4, HT off")
+    cal = calibrate(machine, ms, fit_on=["bandwidth_matrix"], priors=priors).calibration
+    core = cal.core.model_copy(update={"outstanding_misses_per_core": 30, "max_outstanding_misses": 10})
+    cal = cal.model_copy(update={"core": core})
+    table = LoadedLatencyTable(np.array([0]), np.array([219.8]), np.array([142400.0]))
+    out, notes = replay_consistent_misses(machine, cal, table, prefetchers_on=False)
+    assert out.core == cal.core and notes == []
