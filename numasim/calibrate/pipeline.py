@@ -31,7 +31,7 @@ from typing import ParamSpec
 import numpy as np
 
 from numasim.calibrate.curves import fit_cache_levels, fit_loaded_latency_curve
-from numasim.calibrate.fit import fit_bandwidth, fit_latency, slit_warnings
+from numasim.calibrate.fit import READ_FRACTION, fit_bandwidth, fit_latency, slit_warnings
 from numasim.calibrate.measurements import Measurement
 from numasim.calibrate.parsers import (
     HmatResult,
@@ -340,6 +340,7 @@ def calibrate(
     use_mat = "bandwidth_matrix" in wanted and bw_mats
     replay_peak: tuple[float, list[int]] | None = None
     replay_cells: dict[int, float] = {}
+    replay_mixes = False  # the write bandwidth was fitted to mlc's read/write mixes (else the priors' ratio)
     ll_peak: dict[str, float] = {}
     ll_replay: tuple[LoadedLatencyTable, bool] | None = None  # a saturated loaded-latency table, prefetchers on
     if "loaded_latency" in wanted and loaded and not (use_peak or use_mat):
@@ -369,6 +370,7 @@ def calibrate(
         if bf.core_die_read_gb_s is None:
             # what set the controllers' capacity, for the replay below (not where the die ports took the figure)
             all_reads = merged_peak.get("all_reads")
+            replay_mixes = any(k in READ_FRACTION and k != "all_reads" for k in merged_peak)
             if all_reads is not None:
                 replay_peak = (float(all_reads), [n.id for n in machine.nodes if n.has_memory and n.has_cpus])
             elif use_mat:
@@ -584,7 +586,8 @@ def calibrate(
             f"nothing to fit: the measurements provide none of the tables asked for ({', '.join(wanted)})"
         )
     if replay_peak is not None or replay_cells:
-        cal = _replay_consistent(nominal_machine, cal, priors, replay_peak, replay_cells, set(curves), report, seed)
+        cal = _replay_consistent(nominal_machine, cal, priors, replay_peak, replay_cells, set(curves),
+                                 replay_mixes, report, seed)
     if ll_replay is not None:
         cal = _replay_consistent_misses(nominal_machine, cal, *ll_replay, report, seed)
     cal = cal.model_copy(update={"id": cal.content_id()})  # the replays changed parameters after it was made
@@ -610,6 +613,7 @@ def _replay_consistent(
     peak: tuple[float, list[int]] | None,
     cells: dict[int, float],
     curve_nodes: set[int],
+    mixes: bool,
     report: FitResult,
     seed: int,
 ) -> Calibration:
@@ -625,7 +629,7 @@ def _replay_consistent(
     out, scale = replay_consistent_bandwidth(
         machine, cal, prior_read_gb_s={c.node: c.read_bandwidth_gb_s for c in priors.controllers},
         peak_all_reads_mb_s=peak[0] if peak else None, peak_nodes=peak[1] if peak else None,
-        local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, seed=seed,
+        local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, writes_follow=not mixes, seed=seed,
     )  # fmt: skip
     report.assumptions += scale.assumptions
     report.warnings += scale.warnings

@@ -45,9 +45,12 @@ class ReplayScale:
     warnings: list[str] = field(default_factory=list)
 
 
-def _scaled(calibration: Calibration, factor: dict[int, float], curve_nodes: set[int]) -> Calibration:
-    """``calibration`` with each controller of ``factor`` that much faster; a fitted loaded-latency curve of
-    ``curve_nodes`` keeps its latency at each bandwidth (its utilisation axis shrinks by the same factor)."""
+def _scaled(
+    calibration: Calibration, factor: dict[int, float], curve_nodes: set[int], writes_too: bool = False
+) -> Calibration:
+    """``calibration`` with each controller of ``factor`` that much faster to read (and to write, with
+    ``writes_too``); a fitted loaded-latency curve of ``curve_nodes`` keeps its latency at each bandwidth (its
+    utilisation axis shrinks by the same factor)."""
     out: list[ControllerTiming] = []
     for c in calibration.controllers:
         s = factor.get(c.node, 1.0)
@@ -55,6 +58,8 @@ def _scaled(calibration: Calibration, factor: dict[int, float], curve_nodes: set
             out.append(c)
             continue
         update: dict[str, object] = {"read_bandwidth_gb_s": c.read_bandwidth_gb_s * s}
+        if writes_too:
+            update["write_bandwidth_gb_s"] = c.write_bandwidth_gb_s * s
         if c.node in curve_nodes and c.curve is not None:
             update["curve"] = c.curve.model_copy(update={"utilisation": [u / s for u in c.curve.utilisation]})
         out.append(c.model_copy(update=update))
@@ -95,6 +100,7 @@ def replay_consistent_bandwidth(
     peak_nodes: list[int] | None = None,
     local_cells_mb_s: dict[int, float] | None = None,
     curve_nodes: set[int] | None = None,
+    writes_follow: bool = False,
     seed: int = 0,
 ) -> tuple[Calibration, ReplayScale]:
     """``calibration`` with its controllers' bandwidth scaled so the engine replays the measurement it was fitted on.
@@ -109,6 +115,9 @@ def replay_consistent_bandwidth(
         Otherwise, each node's local bandwidth-matrix cell that set its controller: a factor each.
     curve_nodes : set of int
         Nodes whose loaded-latency curve was fitted: it keeps its latency at each bandwidth.
+    writes_follow : bool
+        The write bandwidth was not measured but set from the read bandwidth at the priors' ratio: it follows
+        the factor (else it is what mlc's read/write mixes fitted, and stays).
 
     Examples
     --------
@@ -134,7 +143,7 @@ def replay_consistent_bandwidth(
 
     def replayer(nodes: list[int], run: Callable[..., float], *args: object) -> Callable[[float], float]:
         def replay(s: float) -> float:
-            cal = _scaled(calibration, dict.fromkeys(nodes, s), curves)
+            cal = _scaled(calibration, dict.fromkeys(nodes, s), curves, writes_follow)
             return run(tool_context(machine, cal, comm="mlc", seed=seed), *args)
         return replay
 
@@ -155,7 +164,7 @@ def replay_consistent_bandwidth(
             f"({shown}): with the figure itself as capacity, the cores' misses in flight and the controllers' queue "
             "together moved less than measured (numasim.calibrate.replay_fit)"
         )
-    return _scaled(calibration, scale.factor, curves), scale
+    return _scaled(calibration, scale.factor, curves, writes_follow), scale
 
 
 def replay_consistent_misses(

@@ -60,6 +60,11 @@ def test_local_cells_set_the_controllers_when_there_is_no_peak() -> None:
     rep = calibrate(machine, ms, fit_on=["bandwidth_matrix"], priors=priors)
     bw = validate(machine, rep.calibration, ms, ["bandwidth_matrix"], method="engine").tables[0]
     assert max(abs(c.error_pct) for c in bw.cells if c.row == c.col) < 6.0
+    # no mix measured the writes: the write bandwidth keeps the priors' ratio to the (scaled) read bandwidth
+    for c in rep.calibration.controllers:
+        p = priors.controller(c.node)
+        assert c.write_bandwidth_gb_s / c.read_bandwidth_gb_s == pytest.approx(
+            p.write_bandwidth_gb_s / p.read_bandwidth_gb_s)
 
 
 def test_a_calibration_that_replays_its_figure_is_left_alone() -> None:
