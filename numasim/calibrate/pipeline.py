@@ -46,7 +46,7 @@ from numasim.calibrate.parsers import (
 )
 from numasim.calibrate.priors import nominal_priors, prior_source, scaled_curve, timing_parameters
 from numasim.calibrate.result import FitResult, FittedParameter
-from numasim.errors import CalibrationError
+from numasim.errors import CalibrationError, NumasimError
 from numasim.timing.model import (
     Calibration,
     CoherenceTiming,
@@ -622,15 +622,20 @@ def _replay_consistent(
     before: they gain its assumption and warnings here."""
     from numasim.calibrate.replay import engine_available
     from numasim.calibrate.replay_fit import replay_consistent_bandwidth
+    from numasim.tools.mlc import MlcUsageError
 
     if not engine_available():
         report.warnings.append("controllers' bandwidth not checked by replay: the engine is not available")
         return cal
-    out, scale = replay_consistent_bandwidth(
-        machine, cal, prior_read_gb_s={c.node: c.read_bandwidth_gb_s for c in priors.controllers},
-        peak_all_reads_mb_s=peak[0] if peak else None, peak_nodes=peak[1] if peak else None,
-        local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, writes_follow=not mixes, seed=seed,
-    )  # fmt: skip
+    try:
+        out, scale = replay_consistent_bandwidth(
+            machine, cal, prior_read_gb_s={c.node: c.read_bandwidth_gb_s for c in priors.controllers},
+            peak_all_reads_mb_s=peak[0] if peak else None, peak_nodes=peak[1] if peak else None,
+            local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, writes_follow=not mixes, seed=seed,
+        )  # fmt: skip
+    except (NumasimError, MlcUsageError) as exc:  # the closed form stands; say why it was not checked
+        report.warnings.append(f"controllers' bandwidth not checked by replay: the virtual mlc cannot run it ({exc})")
+        return cal
     report.assumptions += scale.assumptions
     report.warnings += scale.warnings
     for j, s in sorted(scale.factor.items()):
@@ -657,10 +662,16 @@ def _replay_consistent_misses(
     provenance's notes say what changed."""
     from numasim.calibrate.replay import engine_available
     from numasim.calibrate.replay_fit import replay_consistent_misses
+    from numasim.tools.mlc import MlcUsageError
 
     if not engine_available():
+        report.warnings.append("misses in flight not checked by replay: the engine is not available")
         return cal
-    out, notes = replay_consistent_misses(machine, cal, table, prefetchers_on=prefetchers_on, seed=seed)
+    try:
+        out, notes = replay_consistent_misses(machine, cal, table, prefetchers_on=prefetchers_on, seed=seed)
+    except (NumasimError, MlcUsageError) as exc:
+        report.warnings.append(f"misses in flight not checked by replay: the virtual mlc cannot run it ({exc})")
+        return cal
     if not notes:
         return out
     report.assumptions += notes

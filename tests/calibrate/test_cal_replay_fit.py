@@ -143,3 +143,22 @@ def test_a_thread_s_misses_are_fitted_where_the_core_queue_cannot_move_the_repla
     assert out.core.outstanding_misses_per_core == 30
     assert 12 <= out.core.max_outstanding_misses <= 16
     assert len(notes) == 1 and notes[0].startswith("core.max_outstanding_misses = ")
+
+
+def test_a_replay_the_virtual_mlc_cannot_run_leaves_the_closed_form_and_says_why(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numasim.calibrate.replay_fit as rf
+    from numasim.errors import WorkloadError
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise WorkloadError("ThreadSpec.cpu = 99: no such cpu")
+
+    monkeypatch.setattr(rf, "replay_consistent_bandwidth", refuse)
+    monkeypatch.setattr(rf, "replay_consistent_misses", refuse)
+    machine, ms, priors = _case("4114")
+    rep = calibrate(machine, ms, priors=priors)
+    assert any(w.startswith("controllers' bandwidth not checked by replay") and "no such cpu" in w
+               for w in rep.result.warnings)
+    assert any(w.startswith("misses in flight not checked by replay") for w in rep.result.warnings)
+    # the closed form's capacity: the peak's all-reads figure split over the nodes
+    total = sum(c.read_bandwidth_gb_s for c in rep.calibration.controllers)
+    assert total == pytest.approx(97.5507, rel=1e-4)
