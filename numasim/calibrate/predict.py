@@ -2,9 +2,11 @@
 
 * idle latency(i, j) = controller j + links (and switches) on route(i, j) (:func:`latency_table_ns`);
 * bandwidth(i, j) = min(controller j read, links on the route j -> i, the direction read data flows, the read
-  ports of node i's core dies);
+  ports of node i's core dies, what node i's cores keep in flight over the latency they then see:
+  :func:`initiator_bound_gb_s`);
 * peak mixes: ``1 / bw(f) = f / R + (1 - f) / W`` over the controllers of nodes with cpus, and no more than the
-  core dies' ports carry (reads toward the dies, writes away from them, each direction its own bandwidth);
+  core dies' ports carry (reads toward the dies, writes away from them, each direction its own bandwidth); the
+  all-reads figure no more than the cores keep in flight either;
 * loaded latency at bandwidth B: idle + curve(B / R);
 * a stride-64 walk beyond the caches: per-access time = latency / outstanding misses (Little's law);
 * device DMA bandwidth from memory node m: min(controller m read, links on route(m, device node), attach).
@@ -30,6 +32,7 @@ __all__ = [
     "predict_stride_time_ns",
     "predict_lat_mem_rd",
     "predict_device_bandwidth_gb_s",
+    "initiator_bound_gb_s",
 ]
 
 
@@ -58,14 +61,80 @@ def predict_bandwidth_matrix(machine: Machine, calibration: Calibration, like: N
     m = calibrated(machine, calibration)
     r = routing(m)
     ids = m.node_ids
+    idle = latency_table_ns(m)
+    ports = _die_ports(m)[0]
     full = np.full((len(ids), len(ids)), np.nan)
     for b, j in enumerate(ids):
         ctrl = m.nodes[b].controller
         if ctrl is None:
             continue
         for a, i in enumerate(ids):
-            full[a, b] = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(j, i), _die_ports(m)[0].get(i, np.inf))
+            if i not in like.rows or j not in like.cols:
+                continue
+            top = min(ctrl.read_bandwidth_gb_s, r.path_bandwidth_gb_s(j, i), ports.get(i, np.inf))
+            cpus = list(m.nodes[a].cpus)
+            full[a, b] = initiator_bound_gb_s(m, calibration, cpus, j, float(idle[a, b]), top) if cpus else top
     return _table(m, full, like, "MB/s", 1000.0)
+
+
+def initiator_bound_gb_s(
+    machine: Machine,
+    calibration: Calibration,
+    cpus: list[int],
+    mem_node: int,
+    idle_ns: float,
+    ceiling_gb_s: float,
+    *,
+    read_fraction: float = 1.0,
+    write_cost: float = 1.0,
+) -> float:
+    """What ``cpus`` streaming through ``mem_node``'s memory move (GB/s, as mlc counts it), no more than
+    ``ceiling_gb_s``: each thread's misses and prefetched lines in flight (:func:`~numasim.engine.cores.thread_mlp`,
+    :func:`~numasim.engine.cores.thread_prefetch_lines`, as the engine gives them) over the latency they see,
+    the route's ``idle_ns`` plus the controller's loaded-latency curve at the utilisation they cause (Little's
+    law, solved for its fixed point). Where the cores' misses bind before the controller (a few cores, or a
+    controller faster than they can fill), mlc's figure is this, not the controller's.
+
+    ``read_fraction`` and ``write_cost``: a mix of loads and stores, as :func:`~numasim.calibrate.fit.peak_mix_gb_s`
+    takes them. Each operation holds one line in flight; a store's read for ownership and its write-back load the
+    controller at its read and write bandwidth, and mlc counts ``write_cost`` lines a store.
+
+    Examples
+    --------
+    >>> from numasim.topology.io import load_machine
+    >>> from numasim.timing import resolve_calibration
+    >>> m = load_machine("seed-001-e5-2680v2")
+    >>> round(initiator_bound_gb_s(m, resolve_calibration(m), list(m.node(0).cpus), 0, 61.7, 1000.0))
+    112
+    """
+    if not cpus or ceiling_gb_s <= 0:
+        return 0.0
+    core = calibration.core
+    streaming = [False] * len(cpus)
+    mlp = thread_mlp(core, machine.cpus, cpus, streaming)
+    ahead = thread_prefetch_lines(core, machine.cpus, cpus, streaming, mlp)
+    lines = float(sum(mlp) + sum(ahead))
+    ctrl = calibration.controller(mem_node)
+    curve = ctrl.curve if ctrl.curve is not None else default_curve(ctrl.latency_ns)
+    f, w = read_fraction, write_cost
+    counted = f + (1 - f) * w  # lines mlc counts an operation
+    # controller time an operation takes, per GB/s of operations: its read line(s) and its write-back
+    busy = (f + (1 - f) * max(w - 1.0, 0.0)) / ctrl.read_bandwidth_gb_s + (1 - f) * min(w, 1.0) / ctrl.write_bandwidth_gb_s
+
+    def moved(x: float) -> float:  # GB/s (counted) the lines in flight move at the latency a load of x gives
+        return counted * lines * 64.0 / (idle_ns + float(curve.added_ns(x / counted * busy)))
+
+    top = min(ceiling_gb_s, counted * lines * 64.0 / idle_ns)  # no more than at the idle latency
+    if moved(top) >= top:
+        return top
+    lo, hi = 0.0, top  # moved(x) - x falls as x rises: bisect its zero
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if moved(mid) >= mid:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _die_ports(timed: Machine) -> tuple[dict[int, float], dict[int, float]]:
@@ -98,6 +167,7 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
         f = float(READ_FRACTION[k])
         w = float(mix_write_cost([k], calibration.core.write_cost_factor)[0])
         bw = float(peak_mix_gb_s(np.array(f), rd, wr, w))
+        bw = min(bw, _cores_mix(machine, calibration, f, w))
         if port_rd:
             # Operations per ns the ports allow: loads and a store's read for ownership (w - 1 lines) fill the
             # read direction, its write-back the other (at w <= 1 a store is w lines of write).
@@ -107,6 +177,22 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
             bw = min(bw, (f + (1 - f) * w) * ops)
         out[k] = 1000.0 * bw
     return out
+
+
+def _cores_mix(machine: Machine, calibration: Calibration, read_fraction: float, write_cost: float) -> float:
+    """An mlc peak mix as the cores bound it: every node's cpus streaming through their own node's memory
+    (:func:`initiator_bound_gb_s`), summed (GB/s, as mlc counts it)."""
+    m = calibrated(machine, calibration)
+    ids = m.node_ids
+    idle = latency_table_ns(m)
+    total = 0.0
+    for a, node in enumerate(m.nodes):
+        if not node.cpus:
+            continue
+        mem = node.id if node.controller is not None else min(n.id for n in m.nodes if n.controller is not None)
+        total += initiator_bound_gb_s(m, calibration, list(node.cpus), mem, float(idle[a, ids.index(mem)]), np.inf,
+                                      read_fraction=read_fraction, write_cost=write_cost)
+    return total
 
 
 def predict_loaded_latency(
