@@ -374,7 +374,8 @@ def calibrate(
             if all_reads is not None:
                 replay_peak = (float(all_reads), [n.id for n in machine.nodes if n.has_memory and n.has_cpus])
             elif use_mat:
-                replay_cells = _local_cells([x for _, x in bw_mats])
+                # mlc's cells only: an HMAT bandwidth is the firmware's figure for the memory, not what cores moved
+                replay_cells = _local_cells([x for k, x in bw_mats if isinstance(measurements[k].data, MlcResult)])
         if bf.core_die_read_gb_s is not None and bf.core_die_write_gb_s is not None:
             core_dies = [d.model_copy(update={"read_bandwidth_gb_s": bf.core_die_read_gb_s,
                                               "write_bandwidth_gb_s": bf.core_die_write_gb_s}) for d in core_dies]

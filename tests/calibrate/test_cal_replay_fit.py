@@ -162,3 +162,23 @@ def test_a_replay_the_virtual_mlc_cannot_run_leaves_the_closed_form_and_says_why
     # the closed form's capacity: the peak's all-reads figure split over the nodes
     total = sum(c.read_bandwidth_gb_s for c in rep.calibration.controllers)
     assert total == pytest.approx(97.5507, rel=1e-4)
+
+
+def test_an_hmat_bandwidth_sets_the_controller_as_it_reads(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The firmware's HMAT bandwidth is the memory's figure, not what cores moved: it is not replayed."""
+    import numasim.calibrate.replay_fit as rf
+    from numasim.calibrate.measurements import load_measurements as load
+    from numasim.topology.io import load_machine
+
+    calls = []
+    monkeypatch.setattr(rf, "replay_consistent_bandwidth", lambda *a, **k: calls.append(k) or (a[1], rf.ReplayScale()))
+
+    for target, lat, bw in ((0, 62, 30000), (1, 115, 20000)):
+        init = tmp_path / f"node{target}" / "access0" / "initiators"
+        (init / "node0").mkdir(parents=True)
+        (init / "read_latency").write_text(f"{lat}\n")
+        (init / "read_bandwidth").write_text(f"{bw}\n")
+    m = load_machine("seed-001-e5-2680v2")
+    rep = calibrate(m, load([tmp_path]), fit_on=["bandwidth_matrix"], priors=catalog_calibration(m))
+    assert rep.calibration.controller(0).read_bandwidth_gb_s == pytest.approx(30.0)
+    assert calls == []
