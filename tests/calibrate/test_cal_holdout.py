@@ -54,7 +54,9 @@ def test_a_machine_file_built_from_the_run_is_flagged() -> None:
     rep = holdout(load_machine("seed-001-e5-2680v2"), load_measurements([IVY]), method="analytic")
     flagged = [n.split(" of ")[0] for n in rep.notes if "by construction" in n]
     assert flagged == ["the priors alone reproduce latency_matrix", "the priors alone reproduce bandwidth_matrix"]
-    assert rep.fold("latency_matrix").mape_pct < 0.01  # by construction, which is what the note says
+    # by construction, which is what the note says, but for the loaded-latency table's idle end, which the fold
+    # fits in its place: mlc 3.1a's latency thread read 64.1 ns at delay 20000 where the matrix has 61.2-61.7
+    assert 2.0 < rep.fold("latency_matrix").mape_pct < 4.0
 
 
 @pytest.mark.parametrize(
