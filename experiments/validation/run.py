@@ -36,17 +36,16 @@ def kerncraft_figure(path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-    from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
+    from numasim.calibrate.scaling import compare_scaling, kerncraft_calibration, kerncraft_machine
     from numasim.errors import NumasimError
     from numasim.fileio import save_figure
-    from numasim.timing.catalog import catalog_calibration
 
     series = []
     for f in sorted(KERNCRAFT.glob("*.yml")):
         try:
             r = parse_kerncraft(f)
             machine = kerncraft_machine(r)
-            cal = catalog_calibration(machine)
+            cal = kerncraft_calibration(r, machine)
         except NumasimError:
             continue
         scaling = r.scaling.get("MEM", {}).get("copy")

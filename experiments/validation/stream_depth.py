@@ -13,16 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-from numasim.calibrate.scaling import kerncraft_machine, solve_stream_depth
+from numasim.calibrate.scaling import kerncraft_calibration, solve_stream_depth
 from numasim.errors import NumasimError
-from numasim.timing.catalog import catalog_calibration
 
 KERNCRAFT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "kerncraft"
 
 for f in sorted(KERNCRAFT.glob("*.yml")):
     try:
         r = parse_kerncraft(f)
-        cal = catalog_calibration(kerncraft_machine(r))
+        cal = kerncraft_calibration(r)
         depth, measured, replayed = solve_stream_depth(r, cal)
     except NumasimError as exc:
         print(f"{f.name:36s} not solved: {exc}")

@@ -75,6 +75,18 @@ def kerncraft_machine(result: KerncraftResult, *, memory_bytes_per_node: int = 4
     return machine_from_kerncraft(result.layout, memory_bytes_per_node=memory_bytes_per_node)
 
 
+def kerncraft_calibration(result: KerncraftResult, machine: Machine | None = None) -> Calibration:
+    """The platform catalog's priors for a kerncraft file's machine, its cores at the file's fixed clock.
+
+    A kerncraft machine file records the clock its likwid-bench runs were made at (``clock:``, every file the
+    project holds at its SKU's base), and kerncraft benchmarks with the frequency fixed there, so the catalog's
+    all-core turbo (where it has one, as for the E5-2697 v4) does not apply: turbo off.
+    """
+    from numasim.timing.catalog import catalog_calibration
+
+    return catalog_calibration(machine if machine is not None else kerncraft_machine(result), turbo=False)
+
+
 def _socket0_cores(machine: Machine, threads_per_core: int) -> list[int]:
     """Socket 0's cores in fill order: node by node, the first hardware thread of each core. Linux numbers
     every core's first thread before any second one, so a node's lowest ``1 / threads_per_core`` of cpus."""

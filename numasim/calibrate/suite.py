@@ -313,9 +313,9 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
     measured count.
     """
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-    from numasim.calibrate.scaling import compare_scaling, kerncraft_machine
+    from numasim.calibrate.scaling import compare_scaling, kerncraft_calibration, kerncraft_machine
     from numasim.errors import NumasimError
-    from numasim.timing.catalog import catalog_calibration, get_platform
+    from numasim.timing.catalog import get_platform
 
     rows: list[SuiteRow] = []
     notes: list[str] = []
@@ -323,7 +323,7 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
         try:
             r = parse_kerncraft(f)
             machine = kerncraft_machine(r)
-            cal = catalog_calibration(machine)
+            cal = kerncraft_calibration(r, machine)
         except NumasimError as exc:
             notes.append(f"{f.name}: not predicted ({exc})")
             continue

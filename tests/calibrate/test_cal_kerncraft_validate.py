@@ -170,10 +170,10 @@ def test_a_stream_depth_needs_a_one_core_load_to_solve_on() -> None:
     from dataclasses import replace
 
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-    from numasim.calibrate.scaling import kerncraft_machine, solve_stream_depth
+    from numasim.calibrate.scaling import kerncraft_calibration, solve_stream_depth
 
     r = parse_kerncraft(KERNCRAFT / "HaswellEP_E5-2695v3_CoD.yml")
-    cal = catalog_calibration(kerncraft_machine(r))
+    cal = kerncraft_calibration(r)
     depth, measured, replayed = solve_stream_depth(r, cal)
     assert depth == cal.core.prefetch_distance_lines and abs(replayed / measured - 1) < 0.05
     without = replace(r, scaling={"MEM": {k: v for k, v in r.scaling["MEM"].items() if k != "load"}})

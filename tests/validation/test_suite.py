@@ -86,15 +86,15 @@ def test_the_catalogs_stream_depths_are_still_what_their_files_solve_to() -> Non
     """Each ``[stream]`` entry was solved on its kerncraft file's one-core load; an engine change that moves the
     solution shows here (experiments/validation/stream_depth.py prints the table)."""
     from numasim.calibrate.parsers.kerncraft import parse_kerncraft
-    from numasim.calibrate.scaling import kerncraft_machine, solve_stream_depth
-    from numasim.timing.catalog import catalog_calibration, get_platform
+    from numasim.calibrate.scaling import kerncraft_calibration, solve_stream_depth
+    from numasim.timing.catalog import get_platform
 
     solved = 0
     for f in sorted(KERNCRAFT.glob("*.yml")):
         r = parse_kerncraft(f)
         if not r.model_name:
             continue
-        cal = catalog_calibration(kerncraft_machine(r))
+        cal = kerncraft_calibration(r)
         stream = get_platform(str(cal.provenance.platform)).stream
         if stream is None or f.name not in stream.measured_on:
             continue
