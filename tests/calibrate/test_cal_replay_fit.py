@@ -190,7 +190,7 @@ def test_the_loaded_latency_idle_end_sets_the_local_latency_when_no_latency_tabl
 ) -> None:
     """mlc's latency thread at delay 20000 is an idle-latency measurement of its own node: fitted on the
     loaded-latency table alone, the held-out latency matrix comes within a few percent (EPYC 9354P NPS1 8.0 % ->
-    0.3, NPS4 7.6 -> 1.4, Silver 4114 11.0 -> 2.8 by leave-one-out; the catalog borrows Rome's and Skylake-SP's
+    0.3, NPS4 7.6 -> 1.4, Silver 4114 11.0 -> 2.7 by leave-one-out; the catalog borrows Rome's and Skylake-SP's
     Platinum figures)."""
     machine, ms, priors = _case(key)
     rep = calibrate(machine, ms, fit_on=["loaded_latency"], priors=priors)
