@@ -671,8 +671,9 @@ def _replay_consistent(
             local_cells_mb_s=None if peak else cells, curve_nodes=curve_nodes, writes_follow=not mixes, seed=seed,
         )  # fmt: skip
     except (NumasimError, MlcUsageError) as exc:  # the closed form stands; say why it was not checked
-        report.warnings.append(f"controllers' bandwidth not checked by replay: the virtual mlc cannot run it ({exc})")
-        return cal
+        why = f"controllers' bandwidth not checked by replay: the virtual mlc cannot run it ({exc})"
+        report.warnings.append(why)
+        return _noted(cal, [], [why])
     report.assumptions += scale.assumptions
     report.warnings += scale.warnings
     for j, s in sorted(scale.factor.items()):
@@ -683,12 +684,17 @@ def _replay_consistent(
             name, c.read_bandwidth_gb_s, "GB/s",
             note=f"{DERIVED}the closed form's x{s:.3f}, so that the engine replays the measured figure",
         ))  # fmt: skip
-    if not (scale.assumptions or scale.warnings):
-        return out
-    notes = out.provenance.notes + "".join(
-        [f"\nassumption: {a}" for a in scale.assumptions] + [f"\nwarning: {w}" for w in scale.warnings]
+    return _noted(out, scale.assumptions, scale.warnings)
+
+
+def _noted(cal: Calibration, assumptions: list[str], warnings: list[str]) -> Calibration:
+    """``cal`` whose provenance notes (written before the replays) also carry these assumptions and warnings."""
+    if not (assumptions or warnings):
+        return cal
+    notes = cal.provenance.notes + "".join(
+        [f"\nassumption: {a}" for a in assumptions] + [f"\nwarning: {w}" for w in warnings]
     )
-    return out.model_copy(update={"provenance": out.provenance.model_copy(update={"notes": notes})})
+    return cal.model_copy(update={"provenance": cal.provenance.model_copy(update={"notes": notes})})
 
 
 def _replay_consistent_misses(
@@ -707,17 +713,20 @@ def _replay_consistent_misses(
     try:
         out, notes = replay_consistent_misses(machine, cal, table, prefetchers_on=prefetchers_on, seed=seed)
     except (NumasimError, MlcUsageError) as exc:
-        report.warnings.append(f"misses in flight not checked by replay: the virtual mlc cannot run it ({exc})")
-        return cal
-    if not notes:
-        return out
+        why = f"misses in flight not checked by replay: the virtual mlc cannot run it ({exc})"
+        report.warnings.append(why)
+        return _noted(cal, [], [why])
     report.assumptions += notes
-    name = "core.outstanding_misses_per_core" if out.core.outstanding_misses_per_core is not None else "core.max_outstanding_misses"
-    value = float(getattr(out.core, name.split(".", 1)[1]))
-    report.parameters = [p for p in report.parameters if p.name != name]
-    report.parameters.append(FittedParameter(name, value, "lines", note=DERIVED + "replayed Little's law at saturation"))
-    text = out.provenance.notes + "".join(f"\nassumption: {a}" for a in notes)
-    return out.model_copy(update={"provenance": out.provenance.model_copy(update={"notes": text})})
+    for field_name in ("outstanding_misses_per_core", "max_outstanding_misses"):
+        value = getattr(out.core, field_name)
+        if value is None or value == getattr(cal.core, field_name):
+            continue
+        name = f"core.{field_name}"
+        report.parameters = [p for p in report.parameters if p.name != name]
+        report.parameters.append(
+            FittedParameter(name, float(value), "lines", note=DERIVED + "replayed Little's law at saturation")
+        )
+    return _noted(out, notes, [])
 
 
 def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:

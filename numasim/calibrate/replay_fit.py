@@ -1,4 +1,4 @@
-"""The controllers' read bandwidth at which the virtual mlc replays what was measured.
+"""Fitted numbers the engine needs to replay what was measured: the controllers' bandwidth, the cores' misses.
 
 The closed-form fit (:func:`numasim.calibrate.fit.fit_bandwidth`) takes mlc's all-reads figure, or a bandwidth
 matrix's local cell, for the controllers' capacity. That is right where the controllers alone bound it. But
@@ -10,11 +10,17 @@ rests on those controllers with it.
 
 So after the closed form, the fit replays the measurement in the engine (the very virtual mlc users run,
 :func:`numasim.tools.mlc.peak_mix_mb_s`, :func:`numasim.tools.mlc.bandwidth_cell_mb_s`) and solves for the
-factor on the controllers' bandwidth (read and write: the mixes' write figure came from the same closed form)
-at which the replay matches. The factor is at least 1 (the closed form's capacity is the least the measurement
-implies) and at most what brings the controllers to the priors' figure (the catalog's channels x transfer
-rate x efficiency): beyond it the measurement cannot tell a faster controller from faster cores, and the fit
-keeps the priors' and says that the cores bound the figure.
+factor on the controllers' read bandwidth at which the replay matches (:func:`replay_consistent_bandwidth`; a
+write bandwidth set from the read at the priors' ratio follows it, one fitted to mlc's mixes stays). The factor
+is at least 1 (the closed form's capacity is the least the measurement implies) and at most what brings the
+controllers to the priors' figure (the catalog's channels x transfer rate x efficiency): beyond it the
+measurement cannot tell a faster controller from faster cores, and the fit keeps the priors' and says that the
+cores bound the figure.
+
+Likewise the misses in flight that Little's law gives at mlc's saturated loaded-latency row are corrected until
+the replayed row keeps as many lines in flight (:func:`replay_consistent_misses`): where mlc could not turn the
+prefetchers off, a load thread's prefetched lines are in flight too, by an amount the engine's prefetch rule
+decides.
 """
 
 from __future__ import annotations

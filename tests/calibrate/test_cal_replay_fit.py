@@ -159,6 +159,7 @@ def test_a_replay_the_virtual_mlc_cannot_run_leaves_the_closed_form_and_says_why
     assert any(w.startswith("controllers' bandwidth not checked by replay") and "no such cpu" in w
                for w in rep.result.warnings)
     assert any(w.startswith("misses in flight not checked by replay") for w in rep.result.warnings)
+    assert "warning: controllers' bandwidth not checked by replay" in rep.calibration.provenance.notes
     # the closed form's capacity: the peak's all-reads figure split over the nodes
     total = sum(c.read_bandwidth_gb_s for c in rep.calibration.controllers)
     assert total == pytest.approx(97.5507, rel=1e-4)
@@ -201,3 +202,14 @@ def test_the_loaded_latency_idle_end_sets_the_local_latency_when_no_latency_tabl
     table = ms[0].data.loaded_latency[0]
     first = machine.cpu_to_node[machine.cpus[0]]
     assert rep.calibration.controller(first).latency_ns == pytest.approx(float(table.latency_ns[-1]))
+
+
+def test_the_thread_misses_a_calibrate_fits_are_reported_as_such() -> None:
+    """2x E5-2697 v4 with HT off: the per-core queue cannot move the plateau, so the fit moves a thread's misses
+    and reports that parameter (not the queue's)."""
+    machine, ms, priors = _case("E5-2697 v4, HT off")
+    rep = calibrate(machine, ms, priors=priors)
+    p = rep.result.parameter("core.max_outstanding_misses")
+    assert p.value == rep.calibration.core.max_outstanding_misses > priors.core.max_outstanding_misses
+    assert "replayed" in p.note
+    assert "core.max_outstanding_misses = " in rep.calibration.provenance.notes
