@@ -158,7 +158,9 @@ def _system(machine: Machine, calibration: Calibration) -> tuple[float, float]:
 def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]) -> dict[str, float]:
     """mlc peak-injection figures (MB/s) for the given mixes."""
     rd, wr = _system(machine, calibration)
-    port_rd, port_wr = _die_ports(calibrated(machine, calibration))
+    timed = calibrated(machine, calibration)
+    port_rd, port_wr = _die_ports(timed)
+    streams = _local_streams(timed)
     die_rd, die_wr = sum(port_rd.values()), sum(port_wr.values())
     out: dict[str, float] = {}
     for k in keys:
@@ -167,7 +169,8 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
         f = float(READ_FRACTION[k])
         w = float(mix_write_cost([k], calibration.core.write_cost_factor)[0])
         bw = float(peak_mix_gb_s(np.array(f), rd, wr, w))
-        bw = min(bw, _cores_mix(machine, calibration, f, w))
+        bw = min(bw, sum(initiator_bound_gb_s(timed, calibration, cpus, mem, idle_ns, np.inf, read_fraction=f,
+                                              write_cost=w) for cpus, mem, idle_ns in streams))
         if port_rd:
             # Operations per ns the ports allow: loads and a store's read for ownership (w - 1 lines) fill the
             # read direction, its write-back the other (at w <= 1 a store is w lines of write).
@@ -179,20 +182,18 @@ def predict_peak_mix(machine: Machine, calibration: Calibration, keys: list[str]
     return out
 
 
-def _cores_mix(machine: Machine, calibration: Calibration, read_fraction: float, write_cost: float) -> float:
-    """An mlc peak mix as the cores bound it: every node's cpus streaming through their own node's memory
-    (:func:`initiator_bound_gb_s`), summed (GB/s, as mlc counts it)."""
-    m = calibrated(machine, calibration)
-    ids = m.node_ids
-    idle = latency_table_ns(m)
-    total = 0.0
-    for a, node in enumerate(m.nodes):
+def _local_streams(timed: Machine) -> list[tuple[list[int], int, float]]:
+    """mlc's peak run, node by node: the node's cpus, the memory they read (their own node's, else the nearest
+    with a controller, as the virtual mlc picks it) and its idle route latency (ns)."""
+    ids = timed.node_ids
+    idle = latency_table_ns(timed)
+    out = []
+    for a, node in enumerate(timed.nodes):
         if not node.cpus:
             continue
-        mem = node.id if node.controller is not None else min(n.id for n in m.nodes if n.controller is not None)
-        total += initiator_bound_gb_s(m, calibration, list(node.cpus), mem, float(idle[a, ids.index(mem)]), np.inf,
-                                      read_fraction=read_fraction, write_cost=write_cost)
-    return total
+        mem = node.id if node.controller is not None else min(n.id for n in timed.nodes if n.controller is not None)
+        out.append((list(node.cpus), mem, float(idle[a, ids.index(mem)])))
+    return out
 
 
 def predict_loaded_latency(
