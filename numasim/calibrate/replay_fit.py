@@ -73,9 +73,16 @@ def _scaled(
 
 
 def _solve(
-    replay: Callable[[float], float], measured: float, upper: float, what: str, scale: ReplayScale
+    run: Callable[[float], float], measured: float, upper: float, what: str, scale: ReplayScale
 ) -> float:
-    """The factor in [1, ``upper``] at which ``replay(factor)`` (MB/s) equals ``measured``."""
+    """The factor in [1, ``upper``] at which ``run(factor)`` (the replayed MB/s) equals ``measured``."""
+    seen: dict[float, float] = {}
+
+    def replay(s: float) -> float:  # Brent's method asks again for the ends checked below: run each once
+        if s not in seen:
+            seen[s] = run(s)
+        return seen[s]
+
     gap = math.log(replay(1.0) / measured)
     if abs(gap) <= REPLAY_TOLERANCE or gap > 0:
         return 1.0
