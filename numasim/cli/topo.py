@@ -219,6 +219,13 @@ def import_cmd(
     if cxl_nodes:
         how += f"; CXL memory nodes {cxl_nodes}"
     typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus; {how}")
+    if src is not None and detect_format(src) == "hwloc":
+        from numasim.topology.io.hwloc import describe_memory_side_caches, memory_side_caches
+
+        kept = {n.id for n in machine.nodes}
+        caches = [c for c in memory_side_caches(src) if c.node in kept]
+        if caches:  # a timing the importer cannot give: say so where the user looks, not only in the file
+            typer.echo(f"warning: {describe_memory_side_caches(caches)}", err=True)
 
 
 @topo_app.command("draw")

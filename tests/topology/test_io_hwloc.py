@@ -9,7 +9,13 @@ import pytest
 from numasim.errors import FormatError
 from numasim.topology.distances import timing_distances
 from numasim.topology.infer import from_distance_matrix
-from numasim.topology.io.hwloc import memory_kind_of_subtype, read_hwloc_xml, write_hwloc_xml
+from numasim.topology.io.hwloc import (
+    MemorySideCache,
+    memory_kind_of_subtype,
+    memory_side_caches,
+    read_hwloc_xml,
+    write_hwloc_xml,
+)
 from numasim.topology.model import Machine, MemoryController, MemoryKind, Node
 from numasim.units import GiB
 
@@ -192,6 +198,36 @@ def test_missing_local_memory_gets_the_mean_and_is_noted() -> None:
         "node 1 size unknown" in m.description
         and "node 2 has neither cpus nor memory: dropped" in m.description
     )
+
+
+def test_memory_side_caches_are_listed_and_the_description_says_they_are_not_modelled() -> None:
+    # Intel Memory Mode (2LM): DRAM caches the node's memory, direct-mapped; hwloc puts a MemCache above the node
+    xml = """<?xml version="1.0"?><topology version="2.0">
+    <object type="Machine" os_index="0">
+      <object type="Package" os_index="0">
+        <object type="MemCache" cache_size="103079215104" depth="1" cache_linesize="64" cache_associativity="1">
+          <object type="NUMANode" os_index="0" local_memory="397816131584"/>
+        </object>
+        <object type="PU" os_index="0"/>
+      </object>
+      <object type="Package" os_index="1">
+        <object type="NUMANode" os_index="1" local_memory="2147483648"/>
+        <object type="PU" os_index="1"/>
+      </object>
+    </object></topology>"""
+    assert memory_side_caches(xml) == [MemorySideCache(0, 96 * GiB, 64, 1, 1)]
+    m = read_hwloc_xml(xml, name="2lm")
+    assert m.nodes[0].cpus == [0] and m.nodes[0].memory_bytes == 397816131584  # the memory, not the cache
+    assert "in front of node 0: 96.0 GiB, direct-mapped, 64 B lines" in m.description
+    assert "not modelled" in m.description and "too fast" in m.description
+    assert memory_side_caches(write_hwloc_xml(m)) == []  # our writer has nowhere to keep them: said on import only
+
+
+@needs_data
+def test_optane_memory_mode_box_lists_its_four_caches() -> None:
+    caches = memory_side_caches(HWLOC / "dell-r740-2s-gold6230-snc2-optane2lm.xml")
+    assert sorted(c.node for c in caches) == [0, 1, 2, 3]
+    assert {(c.size_bytes, c.associativity) for c in caches} == {(96 * GiB, 1)}
 
 
 @pytest.mark.parametrize(

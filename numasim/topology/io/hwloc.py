@@ -26,7 +26,11 @@ Decisions for what the model cannot hold:
   known non-zero size (1 GiB if none is), and the machine's description lists them;
 * a node with neither cpus nor memory (hwloc keeps empty nodes, e.g. restricted by a cgroup) is dropped with
   its row and column of the distance table, and the description lists it;
-* a distance matrix that does not cover every kept node is ignored (remote distance 20 assumed, noted).
+* a distance matrix that does not cover every kept node is ignored (remote distance 20 assumed, noted);
+* a memory-side cache in front of a node (``MemCache``: Intel's Memory Mode / 2LM, where DRAM caches Optane
+  memory; KNL's and Xeon Max's HBM cache modes) is not modelled: the node's accesses are timed as its memory
+  controller's, so a working set larger than the cache comes out too fast. The description says so, and
+  :func:`memory_side_caches` lists them (``numasim topo import`` prints a warning).
 """
 
 from __future__ import annotations
@@ -39,12 +43,20 @@ from numasim.errors import FormatError, TopologyError
 from numasim.fileio import atomic_write_text
 from numasim.topology.io.cpumodel import cpu_model_from_hwloc
 from numasim.topology.model import LOCAL_DISTANCE, Machine, MemoryController, MemoryKind, Node
-from numasim.units import GiB
+from numasim.units import GiB, format_size
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
-__all__ = ["read_hwloc_xml", "write_hwloc_xml", "save_machine_hwloc", "memory_kind_of_subtype"]
+__all__ = [
+    "MemorySideCache",
+    "describe_memory_side_caches",
+    "memory_kind_of_subtype",
+    "memory_side_caches",
+    "read_hwloc_xml",
+    "save_machine_hwloc",
+    "write_hwloc_xml",
+]
 
 _KIND_BY_SUBTYPE = {
     "mcdram": MemoryKind.HBM,
@@ -91,6 +103,25 @@ def _bitmap(text: str) -> set[int]:
     return {b for b in range(value.bit_length()) if value >> b & 1}
 
 
+@dataclass(frozen=True)
+class MemorySideCache:
+    """A memory-side cache hwloc found in front of a NUMA node (its ``MemCache`` object)."""
+
+    node: int
+    """The NUMA node (os index) whose memory it caches."""
+    size_bytes: int
+    line_bytes: int | None
+    associativity: int | None
+    """Ways; 1 is direct-mapped (Intel's Memory Mode), None when hwloc did not know."""
+    depth: int | None
+
+    def describe(self) -> str:
+        """e.g. ``"96 GiB, direct-mapped, 64 B lines"``."""
+        ways = {None: "associativity unknown", 1: "direct-mapped"}.get(self.associativity, f"{self.associativity}-way")
+        line = f", {self.line_bytes} B lines" if self.line_bytes else ""
+        return f"{format_size(self.size_bytes)}, {ways}{line}"
+
+
 @dataclass
 class _NumaObj:
     elem: ET.Element
@@ -127,6 +158,25 @@ class _Tree:
             return int(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise FormatError(self.source, f"{e.get('type')} object: bad {attr}={value!r}") from None
+
+    def memory_side_caches(self) -> list[MemorySideCache]:
+        """The ``MemCache`` objects between each NUMA node and the object it is attached to, nearest first."""
+        out = []
+        for n in self.numa:
+            e = n.elem
+            while e in self.parent and self.parent[e].get("type") == "MemCache":
+                e = self.parent[e]
+                size = e.get("cache_size")
+                if size is None:
+                    continue  # hwloc did not know its size: nothing to say about it
+                line, ways = e.get("cache_linesize"), e.get("cache_associativity")
+                out.append(MemorySideCache(
+                    n.os_index, self._int(e, "cache_size"),
+                    self._int(e, "cache_linesize") if line not in (None, "0") else None,
+                    self._int(e, "cache_associativity") if ways not in (None, "0") else None,
+                    self._int(e, "depth") if e.get("depth") is not None else None,
+                ))
+        return out
 
     def ancestors(self, e: ET.Element) -> list[ET.Element]:
         out = []
@@ -318,6 +368,39 @@ def _written_name(root: ET.Element) -> str | None:
     return None
 
 
+def memory_side_caches(path_or_text: str | Path) -> list[MemorySideCache]:
+    """The memory-side caches (hwloc ``MemCache`` objects) in front of the NUMA nodes of an hwloc XML topology.
+
+    numasim does not model them (see the module docstring); this says where they are, so that a tool can warn.
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> memory_side_caches(write_hwloc_xml(glueless(2)))
+    []
+    """
+    root, source, _ = _parse(path_or_text)
+    return _Tree(root, source).memory_side_caches()
+
+
+def describe_memory_side_caches(caches: list[MemorySideCache]) -> str:
+    """One sentence for a machine's description or a warning: which nodes, how large, what it means for timing.
+
+    Examples
+    --------
+    >>> describe_memory_side_caches([MemorySideCache(0, 96 * 2**30, 64, 1, 1)])[:60]
+    'memory-side caches (hwloc MemCache: Intel Memory Mode / 2LM '
+    """
+    by_kind: dict[str, list[int]] = {}
+    for c in caches:
+        by_kind.setdefault(c.describe(), []).append(c.node)
+    where = "; ".join(f"node{'s' if len(ns) > 1 else ''} {', '.join(map(str, sorted(ns)))}: {what}"
+                      for what, ns in by_kind.items())
+    return (f"memory-side caches (hwloc MemCache: Intel Memory Mode / 2LM or an HBM cache mode) in front of {where}; "
+            "not modelled: every access is timed as the node's memory controller, so working sets larger than the "
+            "cache come out too fast")
+
+
 def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine:
     """Read an hwloc XML topology (a path, or the XML text itself) into a :class:`Machine`.
 
@@ -393,6 +476,10 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
         if len(kept) > 1:
             notes.append("no node distances: remote distance 20 assumed")
         table = [[LOCAL_DISTANCE if a == b else 20 for b in kept] for a in kept]
+
+    caches = [c for c in tree.memory_side_caches() if c.node in kept]
+    if caches:
+        notes.append(describe_memory_side_caches(caches))
 
     perf = _memattrs(tree)
     latencies = [p["latency_ns"] for nid, p in perf.items() if "latency_ns" in p and nid in kept]
