@@ -51,6 +51,7 @@ from numasim.timing.model import (
     Calibration,
     CoherenceTiming,
     ControllerTiming,
+    CoreTiming,
     LinkTiming,
     LoadedLatencyCurve,
     PriorParameter,
@@ -59,6 +60,15 @@ from numasim.timing.model import (
     SourceFile,
     apply_calibration,
     default_curve,
+)
+from numasim.tools.mlc_load import (
+    FIT_MAX_LATENCY_RATIO,
+    FIT_MIN_DELAY,
+    LOAD_LINES_PER_DELAY,
+    LOAD_LOOP_CYCLES_PER_LINE,
+    ClockFit,
+    fit_core_clock,
+    threads_on_core,
 )
 from numasim.topology.builders import (
     DEFAULT_CONTROLLER_BANDWIDTH_GB_S,
@@ -171,6 +181,29 @@ def _naming_measurement_files(fit: Callable[_P, CalibrationReport]) -> Callable[
             raise CalibrationError(f"{shown}: {exc}") from None
 
     return wrapped
+
+
+CLOCK_ROW_SPREAD = 0.05
+"""A clock fitted from a loaded-latency table whose rows alone differ by more than this share of it is flagged."""
+CLOCK_PRIOR_GAP = 0.15
+"""... and one this far from the priors' clock (an all-core turbo or a base clock: 15 % spans the gap between
+them on most SKUs)."""
+
+
+def _clock_from_loaded_latency(
+    machine: Machine, core: CoreTiming, mlc: MlcResult
+) -> tuple[ClockFit, float | None] | None:
+    """The clock a loaded-latency table's lightly loaded rows imply for the virtual mlc's load threads (laid out
+    as it lays them: the latency thread on the first cpu, a load thread on each other), and the clock it replaces."""
+    table = mlc.loaded_latency[0]
+    cpus = sorted(machine.cpus)
+    if len(cpus) < 2:
+        return None
+    sharing = threads_on_core(cpus, core.threads_per_core, cpus)
+    fit = fit_core_clock(table.inject_delay, table.latency_ns, table.bandwidth_mb_s, [sharing[c] for c in cpus[1:]])
+    if fit is None:
+        return None
+    return fit, core.core_clock_ghz
 
 
 @_naming_measurement_files
@@ -472,10 +505,41 @@ def calibrate(
         )
         if "idle_latency" not in sections[k]:
             sections[k].append("idle_latency")  # a source of the calibration, not a fitted table
+    elif "loaded_latency" in wanted and loaded and (clock_fit := _clock_from_loaded_latency(machine, core, loaded[0][1])):
+        # mlc's delay loop counts core cycles: its lightly loaded rows say how fast the cores ran
+        fit, prior_ghz = clock_fit
+        ghz = round(fit.ghz, 4)
+        core = core.model_copy(update={"core_clock_ghz": ghz})
+        report.parameters.append(FittedParameter(
+            "core.core_clock_ghz", ghz, "GHz",
+            note=DERIVED + "the loaded-latency table's lightly loaded rows (mlc's delay loop counts core cycles)",
+        ))
+        report.assumptions.append(
+            f"core.core_clock_ghz = {ghz:.3f}: the clock at which the virtual mlc's load threads move what the "
+            f"loaded-latency table's {fit.rows} lightly loaded rows moved (delays >= {FIT_MIN_DELAY} cycles, latency "
+            f"within {FIT_MAX_LATENCY_RATIO:g}x of the least; each row alone: {fit.row_min_ghz:.3f}-"
+            f"{fit.row_max_ghz:.3f} GHz), with the pace model's {LOAD_LINES_PER_DELAY:g} lines a delay and "
+            f"{LOAD_LOOP_CYCLES_PER_LINE:g} loop cycles a line (numasim.tools.mlc_load)"
+            + (f"; the priors' clock was {prior_ghz:.3f} GHz" if prior_ghz is not None else "")
+        )
+        why = []
+        if prior_ghz is not None and abs(ghz / prior_ghz - 1.0) > CLOCK_PRIOR_GAP:
+            why.append(f"{100 * (ghz / prior_ghz - 1):+.0f} % from the priors' {prior_ghz:.3f} GHz")
+        if fit.spread > CLOCK_ROW_SPREAD:
+            why.append(f"its rows alone give {fit.row_min_ghz:.3f}-{fit.row_max_ghz:.3f} GHz")
+        if why:
+            report.warnings.append(
+                f"core.core_clock_ghz = {ghz:.3f} from the loaded-latency table: {'; '.join(why)}. This mlc's load "
+                f"loop may cost other than the pace model's {LOAD_LOOP_CYCLES_PER_LINE:g} cycles a line (mlc before "
+                "3.5 loops more slowly), so it is the clock that replays the table, not surely the one the cores ran at"
+            )
     else:
         report.assumptions.append(
-            "core.core_clock_ghz: unconstrained (no mlc --idle_latency line gives core clocks and ns); left unset, "
-            "so a virtual tool that counts core cycles (mlc's injection delay) assumes a clock and says so"
+            "core.core_clock_ghz: unconstrained (no mlc --idle_latency line gives core clocks and ns, no "
+            "loaded-latency table fitted); "
+            + (f"kept at the priors' {core.core_clock_ghz:.3f} GHz" if core.core_clock_ghz is not None else
+               "left unset, so a virtual tool that counts core cycles (mlc's injection delay) assumes a clock and "
+               "says so")
         )
     # ---- one core's streaming read (probe): the initiator-side limit, not the controller's
     if "bandwidth_matrix" in wanted and probes:

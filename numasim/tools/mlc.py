@@ -28,14 +28,12 @@ deterministic engine makes repeated samples pointless. Output layout: mlc 3.x as
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from numasim.engine import ThreadSpec, simulate
-from numasim.engine.cores import core_of_cpus
 from numasim.engine.pagemap import PageMap
 from numasim.errors import WorkloadError
 from numasim.kernel import mempolicy as mp
@@ -48,6 +46,7 @@ from numasim.tools.mlc_load import (
     LoadPace,
     core_clock,
     line_gap_ns,
+    threads_on_core,
 )
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk, concat_chunks
@@ -352,11 +351,7 @@ def _threads_on_core(ctx: ToolContext, cal: Calibration, cpus: Sequence[int]) ->
     """How many of ``cpus`` (the tool's threads) share each one's physical core: by the calibration's
     ``core.threads_per_core`` and Linux's numbering (:func:`~numasim.engine.cores.core_of_cpus`); without it,
     :data:`~numasim.tools.mlc_load.PACE_MEASURED_THREADS_PER_CORE` each (the pace as measured)."""
-    if cal.core.threads_per_core is None:
-        return dict.fromkeys(cpus, PACE_MEASURED_THREADS_PER_CORE)
-    core_of = core_of_cpus(ctx.machine.cpus, cal.core.threads_per_core)
-    count = Counter(core_of.get(c, -1 - c) for c in cpus)
-    return {c: count[core_of.get(c, -1 - c)] for c in cpus}
+    return threads_on_core(ctx.machine.cpus, cal.core.threads_per_core, cpus)
 
 
 def _loaded(

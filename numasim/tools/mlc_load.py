@@ -10,14 +10,20 @@ small delays the offered load is bounded by Little's law (threads x outstanding 
 controllers' FIFO queues, so the knee and the saturated plateau come from the machine's limits, not from a cap.
 
 The delay counts cycles of the cores' clock: :func:`core_clock` takes it from the calibration
-(``CoreTiming.core_clock_ghz``, which ``numasim calibrate`` reads off mlc's ``--idle_latency`` line) and, when the
+(``CoreTiming.core_clock_ghz``, which ``numasim calibrate`` reads off mlc's ``--idle_latency`` line, or without one
+fits to a loaded-latency table's lightly loaded rows: :func:`fit_core_clock`, the pace model inverted) and, when the
 calibration has none, assumes :data:`ASSUMED_CORE_CLOCK_GHZ` and says so.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from numasim.engine.cores import core_of_cpus
 from numasim.errors import WorkloadError
 from numasim.timing.model import Calibration
 
@@ -27,10 +33,13 @@ __all__ = [
     "LOAD_LOOP_CYCLES_PER_LINE",
     "PACE_MEASURED_THREADS_PER_CORE",
     "PACE_SHARING_SOURCES",
+    "ClockFit",
     "CoreClock",
     "LoadPace",
     "core_clock",
+    "fit_core_clock",
     "line_gap_ns",
+    "threads_on_core",
 ]
 
 ASSUMED_CORE_CLOCK_GHZ = 2.5
@@ -137,3 +146,94 @@ def line_gap_ns(
         raise WorkloadError(f"threads_on_core = {threads_on_core}: a load thread runs on its core")
     gap = (delay_cycles / pace.lines_per_delay + pace.loop_cycles_per_line) / clock.ghz
     return gap if threads_on_core == PACE_MEASURED_THREADS_PER_CORE else gap * threads_on_core / PACE_MEASURED_THREADS_PER_CORE
+
+
+def threads_on_core(machine_cpus: Sequence[int], threads_per_core: int | None, cpus: Sequence[int]) -> dict[int, int]:
+    """How many of ``cpus`` (a tool's threads) share each one's physical core: by ``threads_per_core`` and
+    Linux's numbering (:func:`~numasim.engine.cores.core_of_cpus`); without it, :data:`PACE_MEASURED_THREADS_PER_CORE`
+    each (the pace as measured).
+
+    Examples
+    --------
+    >>> threads_on_core(range(8), 2, [0, 1, 4])  # cpus 0 and 4 are one core's two threads
+    {0: 2, 1: 1, 4: 2}
+    """
+    if threads_per_core is None:
+        return dict.fromkeys(cpus, PACE_MEASURED_THREADS_PER_CORE)
+    core_of = core_of_cpus(machine_cpus, threads_per_core)
+    count = Counter(core_of.get(c, -1 - c) for c in cpus)
+    return {c: count[core_of.get(c, -1 - c)] for c in cpus}
+
+
+FIT_MIN_DELAY = 300
+"""The least injection delay (core cycles) whose row :func:`fit_core_clock` reads: below it a load thread's pace
+is comparable to the loop's own cost and the knee begins (on every real table the project holds)."""
+FIT_MAX_LATENCY_RATIO = 1.2
+"""A row is read only while its latency is within this factor of the table's least loaded one: the load threads
+then issue at their pace (nothing queues long enough to hold their misses back)."""
+
+
+@dataclass(frozen=True)
+class ClockFit:
+    """The clock a loaded-latency table's lightly loaded rows imply (:func:`fit_core_clock`)."""
+
+    ghz: float
+    rows: int
+    """How many rows it was read off."""
+    row_min_ghz: float
+    row_max_ghz: float
+    """The clock each row alone gives, lowest and highest: a wide spread says the pace model does not fit."""
+
+    @property
+    def spread(self) -> float:
+        """(highest - lowest) / the fit."""
+        return (self.row_max_ghz - self.row_min_ghz) / self.ghz
+
+
+def fit_core_clock(
+    delay_cycles: Sequence[float] | np.ndarray,
+    latency_ns: Sequence[float] | np.ndarray,
+    bandwidth_mb_s: Sequence[float] | np.ndarray,
+    load_threads_on_core: Sequence[int],
+    pace: LoadPace = LoadPace(),
+) -> ClockFit | None:
+    """The core clock under which the virtual mlc's load threads move what a measured ``--loaded_latency`` table's
+    lightly loaded rows moved; ``None`` when fewer than three rows qualify.
+
+    mlc's delay loop counts core cycles, so while its load threads run at their own pace a row's bandwidth is
+    ``clock x 64 B x sum over load threads of 1 / ((D / L + loop) x threads on its core / 2)`` (:func:`line_gap_ns`)
+    plus the latency thread's one line per latency. Rows with ``D >= FIT_MIN_DELAY`` and a latency within
+    ``FIT_MAX_LATENCY_RATIO`` of the table's least are fitted by least squares (through the origin: the bandwidth
+    is proportional to the clock). ``load_threads_on_core``: for each load thread, how many of mlc's threads share
+    its core (:func:`threads_on_core`).
+
+    Examples
+    --------
+    A table made by the pace model at 2.4 GHz, 39 load threads two a core, gives 2.4 back:
+
+    >>> d = [300, 500, 1000, 5000, 20000]
+    >>> lat = [100.0, 96.0, 94.0, 93.0, 92.5]
+    >>> bw = [(2.4 * 64 * 39 / (x / 2 + 8) + 64 / l) * 1000 for x, l in zip(d, lat)]
+    >>> fit = fit_core_clock(d, lat, bw, [2] * 39)
+    >>> round(fit.ghz, 3), fit.rows
+    (2.4, 5)
+    """
+    d = np.asarray(delay_cycles, dtype=float)
+    lat = np.asarray(latency_ns, dtype=float)
+    bw_gb_s = np.asarray(bandwidth_mb_s, dtype=float) / 1000.0
+    if not (len(d) == len(lat) == len(bw_gb_s)) or not len(load_threads_on_core) or len(d) == 0:
+        return None
+    per_ghz = sum(PACE_MEASURED_THREADS_PER_CORE / k for k in load_threads_on_core)  # threads, pace-weighted
+    ok = np.isfinite(lat) & np.isfinite(bw_gb_s) & (lat > 0)
+    if not ok.any():
+        return None
+    sel = ok & (d >= FIT_MIN_DELAY) & (lat <= FIT_MAX_LATENCY_RATIO * lat[ok].min())
+    if int(sel.sum()) < 3:
+        return None
+    x = 64.0 * per_ghz / (d[sel] / pace.lines_per_delay + pace.loop_cycles_per_line)  # GB/s per GHz
+    y = bw_gb_s[sel] - 64.0 / lat[sel]  # the load threads' share: the latency thread reads a line per latency
+    ghz = float(x @ y / (x @ x))
+    each = y / x
+    if not ghz > 0:
+        return None
+    return ClockFit(ghz, int(sel.sum()), float(each.min()), float(each.max()))

@@ -178,9 +178,34 @@ def test_the_core_clock_is_measured_where_mlc_printed_core_clocks_and_unset_else
     # "Each iteration took 202.0 core clocks ( 80.8 ns)"
     assert rep.calibration.core.core_clock_ghz == pytest.approx(202.0 / 80.8)
     assert "idle_latency" in rep.calibration.provenance.sources[0].sections
+    # mlc 3.1a printed no core clocks: the loaded-latency table's light rows give the clock that replays them,
+    # 2.6 GHz on a 3.1 GHz part (mlc 3.1a loops more slowly than the pace model's mlc 3.5), and a warning says so
     _, ivy = ivy_report
-    assert ivy.calibration.core.core_clock_ghz is None
-    assert "core.core_clock_ghz: unconstrained" in ivy.calibration.provenance.notes
+    assert ivy.calibration.core.core_clock_ghz == pytest.approx(2.60, abs=0.01)
+    assert "the loaded-latency table's 11 lightly loaded rows" in ivy.calibration.provenance.notes
+    warned = [w for w in ivy.result.warnings if w.startswith("core.core_clock_ghz = 2.599 from the loaded-latency")]
+    assert warned and "rows alone give 2.537-2.839 GHz" in warned[0] and "mlc before 3.5" in warned[0]
+    # without a loaded-latency table nothing gives it
+    lat = calibrate(load_machine("seed-001-e5-2680v2"), load_measurements([IVY]), fit_on=["latency"])
+    assert lat.calibration.core.core_clock_ghz is None
+    assert "core.core_clock_ghz: unconstrained" in lat.calibration.provenance.notes
+
+
+def test_a_loaded_latency_table_replaces_the_priors_clock_where_the_box_ran_faster() -> None:
+    # The Silver 4114 run (held out): the catalog has no all-core turbo for it, so its priors run it at its 2.2 GHz
+    # base; mlc's light rows say 2.40 GHz, within reach of its turbo: fitted, the prior named, no warning
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+    from numasim.timing.catalog import catalog_calibration
+
+    case = next(c for c in PUBLIC_MLC_CASES if c.file == "cloudlab-2s-skylake-silver4114.md")
+    m = public_machine(case)
+    priors = catalog_calibration(m)
+    assert priors.core.core_clock_ghz == pytest.approx(2.2)
+    path = Path(__file__).resolve().parents[1] / "data" / "measurements" / "public_mlc" / case.file
+    rep = calibrate(m, load_measurements([path]), fit_on=["loaded_latency"], priors=priors)
+    assert rep.calibration.core.core_clock_ghz == pytest.approx(2.40, abs=0.01)
+    assert "the priors' clock was 2.200 GHz" in rep.calibration.provenance.notes
+    assert not [w for w in rep.result.warnings if "core_clock" in w]
 
 
 def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> None:

@@ -18,7 +18,13 @@ from numasim.timing import resolve_calibration
 from numasim.timing.model import Calibration
 from numasim.tools.context import tool_context
 from numasim.tools.mlc import format_mlc, mlc
-from numasim.tools.mlc_load import ASSUMED_CORE_CLOCK_GHZ, LoadPace, line_gap_ns
+from numasim.tools.mlc_load import (
+    ASSUMED_CORE_CLOCK_GHZ,
+    LoadPace,
+    fit_core_clock,
+    line_gap_ns,
+    threads_on_core,
+)
 from numasim.topology.io import load_machine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc"
@@ -83,6 +89,28 @@ def test_the_delay_counts_cycles_of_the_calibrations_clock(e5_run) -> None:
     pace = LoadPace()
     expect = (len(m.cpus) - 1) * 64 / line_gap_ns(20000, sim.clock, pace) * 1e3
     assert load_mb_s[0] == pytest.approx(expect, rel=0.02)
+
+
+@pytest.mark.parametrize("threads_per_core", [None, 1, 2])
+def test_the_clock_fitted_off_the_tools_own_table_is_the_clock_it_ran_at(threads_per_core: int | None) -> None:
+    # the virtual mlc at a known clock, its light rows fitted back: the pace model inverted (HT on, off, unknown)
+    m = load_machine("seed-001-e5-2680v2")
+    cal = _core(resolve_calibration(m), core_clock_ghz=2.9, threads_per_core=threads_per_core)
+    delays = (0, 300, 500, 1000, 2500, 9000, 20000)
+    run = mlc(tool_context(m, cal), ["--loaded_latency"], delays=delays)
+    d, lat, bw = (np.array(col, dtype=float) for col in zip(*run.loaded, strict=True))
+    cpus = sorted(m.cpus)
+    sharing = threads_on_core(cpus, threads_per_core, cpus)
+    fit = fit_core_clock(d, lat, bw, [sharing[c] for c in cpus[1:]])
+    assert fit is not None and fit.rows >= 4  # delay 0 (saturated) is never read
+    assert fit.ghz == pytest.approx(2.9, rel=0.02) and fit.spread < 0.03
+
+
+def test_a_clock_fit_needs_three_lightly_loaded_rows() -> None:
+    # only the delays below 300 cycles, or rows far above the least latency: nothing to read the pace off
+    assert fit_core_clock([0, 50, 100, 200], [250.0, 240.0, 150.0, 110.0], [1e5, 1e5, 9e4, 6e4], [2] * 39) is None
+    assert fit_core_clock([300, 500, 1000], [200.0, 180.0, 90.0], [4e4, 3e4, 1.5e4], [2] * 39) is None
+    assert fit_core_clock([300, 500], [100.0, 99.0], [4e4, 3e4], [2] * 39) is None
 
 
 def test_load_falls_with_the_delay_and_never_exceeds_the_controllers(e5_run) -> None:
