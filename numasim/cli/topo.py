@@ -226,6 +226,10 @@ def import_cmd(
         caches = [c for c in memory_side_caches(src) if c.node in kept]
         if caches:  # a timing the importer cannot give: say so where the user looks, not only in the file
             typer.echo(f"warning: {describe_memory_side_caches(caches)}", err=True)
+    elif any(n.memory_side_cache_bytes is not None for n in machine.nodes):
+        behind = [n.id for n in machine.nodes if n.memory_side_cache_bytes is not None]
+        typer.echo(f"warning: nodes {behind} sit behind memory-side caches, which numasim records but does not "
+                   "time: working sets larger than the cache come out too fast", err=True)
 
 
 @topo_app.command("draw")

@@ -129,6 +129,11 @@ class Node(_Model):
     relay_latency_ns: Annotated[float, Field(ge=0)] = 0.0
     """Latency a request pays for passing *through* this node to another one (the socket's crossbar /
     northbridge on glueless machines: why Drepper's 2-hop Opteron read costs more than twice a 1-hop one)."""
+    memory_side_cache_bytes: Annotated[int, Field(gt=0)] | None = None
+    """A memory-side cache in front of this node's memory, as hwloc reports it (``MemCache``: Intel's Memory Mode /
+    2LM, where DRAM caches Optane; KNL's and Xeon Max's HBM cache modes). Recorded, not timed: every access is
+    timed as the node's controller, so a working set larger than the cache comes out too fast; ``numasim topo
+    show`` and ``topo import`` say so."""
 
     @field_validator("cpus", mode="before")
     @classmethod

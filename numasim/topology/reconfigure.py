@@ -292,6 +292,12 @@ def reconfigure(
         memory = sum(n.memory_bytes for n in members[s])
         frees = [n.free_bytes for n in members[s]]
         free = sum(f for f in frees if f is not None) if all(f is not None for f in frees) else None
+        # a memory-side cache caches its node's memory: the socket's caches go with its memory, merged or split
+        caches = [n.memory_side_cache_bytes for n in members[s]]
+        if any(c is not None for c in caches) and not all(c is not None for c in caches):
+            raise TopologyError(f"nodes[{members[s][0].id}].memory_side_cache_bytes", caches[0],
+                                f"only some of socket {s}'s nodes have a memory-side cache: it cannot be shared out")
+        cache = sum(c for c in caches if c is not None) if caches[0] is not None else None
         if k == 1:
             nid = new_id[(s, 0)]
             controller = MemoryController(
@@ -300,7 +306,8 @@ def reconfigure(
                 write_bandwidth_gb_s=write_bw[s] if write_given else None,
             )
             nodes.append(Node(id=nid, cpus=socket_cpus[s], memory_bytes=memory, free_bytes=free, socket=s,
-                              memory_kind=members[s][0].memory_kind, controller=controller))
+                              memory_kind=members[s][0].memory_kind, controller=controller,
+                              memory_side_cache_bytes=cache))
             parts[nid] = tuple(chan_w(s).items())
             continue
         assert die is not None
@@ -311,6 +318,7 @@ def reconfigure(
         groups = split_cpus(socket_cpus[s], k, interleaved=interleaved, threads_per_core=threads_per_core)
         mems = _even_split(memory, k)
         free_parts = _even_split(free, k) if free is not None else [None] * k
+        cache_parts = _even_split(cache, k) if cache is not None else [None] * k
         parent = members[s][0].id if len(members[s]) == 1 else None
         for j in range(k):
             nid = new_id[(s, j)]
@@ -320,7 +328,8 @@ def reconfigure(
                 write_bandwidth_gb_s=write_bw[s] / k if write_given else None,
             )
             nodes.append(Node(id=nid, cpus=groups[j], memory_bytes=mems[j], free_bytes=free_parts[j], socket=s,
-                              die=j, memory_kind=members[s][0].memory_kind, controller=controller))
+                              die=j, memory_kind=members[s][0].memory_kind, controller=controller,
+                              memory_side_cache_bytes=cache_parts[j]))
             # From a split source (SNC2 -> SNC4) the new node's channels come from the whole socket's.
             parts[nid] = ((parent, 1.0 / k),) if parent is not None else tuple((i, w / k) for i, w in chan_w(s).items())
     nodes.sort(key=lambda n: n.id)

@@ -1,7 +1,7 @@
 """A machine as text, the way ``lstopo --of console`` shows a real one: a tree, then the interconnect.
 
-The tree is Machine (total memory) / Package (socket) / Die / NUMANode (id, memory, free, kind, cpus as a
-kernel cpulist) with the devices attached to each node; nodes without a socket (CXL expanders, memory-only
+The tree is Machine (total memory) / Package (socket) / Die / NUMANode (id, memory, free, kind, a memory-side
+cache in front of it, cpus as a kernel cpulist) with the devices attached to each node; nodes without a socket (CXL expanders, memory-only
 nodes described without one) are listed under ``Package (none)``. After the tree come the cache levels, the
 links (each direction's latency and bandwidth) and the switches.
 """
@@ -22,6 +22,8 @@ def _node_line(node: Node) -> str:
     if node.free_bytes is not None:
         parts.append(f"free {format_size(node.free_bytes)}")
     parts.append(node.memory_kind.value)
+    if node.memory_side_cache_bytes is not None:
+        parts.append(f"behind a {format_size(node.memory_side_cache_bytes)} memory-side cache, not modelled")
     cpus = f"cpus {format_cpulist(node.cpus)}" if node.cpus else "no cpus"
     return f"NUMANode {node.id} ({', '.join(parts)})  {cpus}"
 

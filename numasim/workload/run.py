@@ -209,10 +209,14 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the engine's result plus provenance and the kernel's placement view (no wall time: the same
-        inputs and seed give the same dict)."""
+        inputs and seed give the same dict). A machine whose nodes sit behind memory-side caches, which the engine
+        does not time, says so under ``not_modelled``."""
+        behind = {str(n.id): n.memory_side_cache_bytes for n in self.machine.nodes
+                  if n.memory_side_cache_bytes is not None}
         return {
             "numasim_run": 1,
             "machine": self.machine.name,
+            **({"not_modelled": {"memory_side_cache_bytes": behind}} if behind else {}),
             "workload": self.workload,
             "policy": self.policy,
             "mode": self.mode,

@@ -152,3 +152,21 @@ def test_run_refuses_a_page_cache_the_machine_cannot_hold(workload: Path, value:
     assert main(["run", "-m", "seed-003-2node", "-w", str(workload), "--nominal", "--page-cache", value]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_a_memory_side_cache_is_said_not_timed(tmp_path: Path, workload: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Memory Mode: node 1's memory behind a DRAM cache the engine does not time; the run says so, on stderr and in
+    # the result, and times the node as before
+    m = glueless(2)
+    cached = m.model_copy(update={"nodes": [m.nodes[0], m.nodes[1].model_copy(update={"memory_side_cache_bytes": 2**30})]})
+    results = []
+    for name, machine in (("plain", m), ("cached", cached)):
+        save_machine_toml(machine, tmp_path / f"{name}.toml")
+        out = tmp_path / f"{name}.json"
+        assert main(["run", "-m", str(tmp_path / f"{name}.toml"), "-w", str(workload), "--nominal", "-o", str(out)]) == 0
+        err = capsys.readouterr().err
+        assert ("note: nodes [1] sit behind memory-side caches" in err) == (name == "cached")
+        results.append(json.loads(out.read_text()))
+    assert "not_modelled" not in results[0]
+    assert results[1]["not_modelled"] == {"memory_side_cache_bytes": {"1": 2**30}}
+    assert results[1]["result"] == results[0]["result"]

@@ -218,9 +218,16 @@ def test_memory_side_caches_are_listed_and_the_description_says_they_are_not_mod
     assert memory_side_caches(xml) == [MemorySideCache(0, 96 * GiB, 64, 1, 1)]
     m = read_hwloc_xml(xml, name="2lm")
     assert m.nodes[0].cpus == [0] and m.nodes[0].memory_bytes == 397816131584  # the memory, not the cache
+    assert m.nodes[0].memory_side_cache_bytes == 96 * GiB and m.nodes[1].memory_side_cache_bytes is None
     assert "in front of node 0: 96.0 GiB, direct-mapped, 64 B lines" in m.description
     assert "not modelled" in m.description and "too fast" in m.description
-    assert memory_side_caches(write_hwloc_xml(m)) == []  # our writer has nowhere to keep them: said on import only
+    # our writer keeps it (its size; the associativity it leaves unknown), and our TOML too
+    again = read_hwloc_xml(write_hwloc_xml(m))
+    assert [n.memory_side_cache_bytes for n in again.nodes] == [96 * GiB, None]
+    assert memory_side_caches(write_hwloc_xml(m)) == [MemorySideCache(0, 96 * GiB, 64, None, 1)]
+    from numasim.topology.io.toml_format import dumps_machine, loads_machine
+
+    assert loads_machine(dumps_machine(m)) == m
 
 
 @needs_data

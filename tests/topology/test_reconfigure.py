@@ -72,6 +72,21 @@ def test_round_trip_snc2_off_snc2_gives_back_the_machine() -> None:
     assert back.name == "multi-die-2s-snc2"
 
 
+def test_memory_side_caches_go_with_the_memory_they_cache() -> None:
+    # Memory Mode on an SNC2 box: each cluster's memory behind its share of the socket's DRAM cache
+    m = multi_die(2, "SNC2")
+    m = m.model_copy(update={"nodes": [n.model_copy(update={"memory_side_cache_bytes": 48 * GiB}) for n in m.nodes]})
+    off = reconfigure(m, ClusterMode("snc", 1)).machine
+    assert [n.memory_side_cache_bytes for n in off.nodes] == [96 * GiB, 96 * GiB]
+    back = reconfigure(off, ClusterMode("snc", 2), die_latency_ns=8.0, die_bandwidth_gb_s=100.0).machine
+    assert [n.memory_side_cache_bytes for n in back.nodes] == [48 * GiB] * 4
+    # only one cluster of a socket behind a cache: nothing says how to share it out
+    half = m.model_copy(update={"nodes": [m.nodes[0], *[n.model_copy(update={"memory_side_cache_bytes": None})
+                                                         for n in m.nodes[1:]]]})
+    with pytest.raises(TopologyError, match="memory_side_cache_bytes"):
+        reconfigure(half, ClusterMode("snc", 1))
+
+
 @pytest.mark.parametrize(
     ("file", "family"),
     [("dell-r740-2s-gold6230-snc2-optane2lm.xml", "snc"), ("cisco-b200m4-2s-E5-2683v3-CoD.v1.xml", "cod")],

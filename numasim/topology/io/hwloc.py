@@ -480,6 +480,12 @@ def read_hwloc_xml(path_or_text: str | Path, name: str | None = None) -> Machine
     caches = [c for c in tree.memory_side_caches() if c.node in kept]
     if caches:
         notes.append(describe_memory_side_caches(caches))
+        # the node records the largest (nearly always the only) one: what a working set has to fit in
+        cache_of: dict[int, int] = {}
+        for mc in caches:
+            cache_of[mc.node] = max(cache_of.get(mc.node, 0), mc.size_bytes)
+        nodes = [n.model_copy(update={"memory_side_cache_bytes": cache_of[n.id]}) if n.id in cache_of else n
+                 for n in nodes]
 
     perf = _memattrs(tree)
     latencies = [p["latency_ns"] for nid, p in perf.items() if "latency_ns" in p and nid in kept]
@@ -531,8 +537,9 @@ def write_hwloc_xml(machine: Machine) -> str:
 
     Levels are left out when the node has no socket/die. The SLIT goes into ``<distances2 name="NUMALatency">``,
     controllers into ``Latency``/``Bandwidth``/``WriteBandwidth`` memattrs (initiator: the node's own cpus, or
-    the cpus of the nearest node with cpus). Enough for :func:`read_hwloc_xml` and for hwloc itself to show
-    the nodes; caches and cores are not described.
+    the cpus of the nearest node with cpus), a node's memory-side cache into a ``MemCache`` above it (its size; the
+    associativity left unknown). Enough for :func:`read_hwloc_xml` and for hwloc itself to show the nodes; cpu
+    caches and cores are not described.
     """
     gp = iter(range(1, 1 << 30))
     numa_gp: dict[int, int] = {}
@@ -556,12 +563,20 @@ def write_hwloc_xml(machine: Machine) -> str:
         extra = f' local_memory="{node.memory_bytes}"'
         if node.memory_kind in _SUBTYPE_BY_KIND:
             extra += f' subtype="{_SUBTYPE_BY_KIND[node.memory_kind]}"'
+        inner = indent + 2
+        if node.memory_side_cache_bytes is not None:  # Memory Mode / an HBM cache mode: the node's memory behind it
+            out.append(obj("MemCache", None, node.cpus, f' nodeset="0x{1 << node.id:x}" cache_size='
+                           f'"{node.memory_side_cache_bytes}" depth="1" cache_linesize="64" cache_associativity="0" '
+                           'cache_type="0"', inner) + ">")
+            inner += 2
         line = (
-            obj("NUMANode", node.id, node.cpus, extra + f' nodeset="0x{1 << node.id:x}"', indent + 2) + "/>"
+            obj("NUMANode", node.id, node.cpus, extra + f' nodeset="0x{1 << node.id:x}"', inner) + "/>"
         )
         gp_index = int(line.split('gp_index="')[1].split('"')[0])
         numa_gp[node.id] = gp_index
         out.append(line)
+        if node.memory_side_cache_bytes is not None:
+            out.append(" " * (indent + 2) + "</object>")
         out.extend(obj("PU", c, [c], indent=indent + 2) + "/>" for c in node.cpus)
         out.append(" " * indent + "</object>")
         return out
