@@ -137,7 +137,7 @@ def test_missing_figures_are_borrowed_and_said_so() -> None:
     assert "borrowed from amd-epyc-rome" in sources["controllers[0].latency_ns"]
     # Genoa's efficiency is its own (Micron's STREAM figure); Skylake-SP has none and takes the catalog's median
     assert "efficiency 0.820" in sources["controllers[0].read_bandwidth_gb_s"]
-    assert "micron" in sources["controllers[0].read_bandwidth_gb_s"]
+    assert "Micron DDR5 Memory Now Available for 4th Gen AMD EPYC" in sources["controllers[0].read_bandwidth_gb_s"]
     skx = catalog_calibration(glueless(2), sku="Xeon Platinum 8180")
     skx_bw = {p.parameter: p.source for p in skx.provenance.priors}["controllers[0].read_bandwidth_gb_s"]
     assert "median of the catalog" in skx_bw
