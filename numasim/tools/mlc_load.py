@@ -221,7 +221,10 @@ def fit_core_clock(
     d = np.asarray(delay_cycles, dtype=float)
     lat = np.asarray(latency_ns, dtype=float)
     bw_gb_s = np.asarray(bandwidth_mb_s, dtype=float) / 1000.0
-    if not (len(d) == len(lat) == len(bw_gb_s)) or not len(load_threads_on_core) or len(d) == 0:
+    if not len(d) == len(lat) == len(bw_gb_s):
+        raise ValueError(f"a loaded-latency table's columns differ in length: {len(d)} delays, {len(lat)} latencies, "
+                         f"{len(bw_gb_s)} bandwidths")
+    if not len(load_threads_on_core) or len(d) == 0:
         return None
     per_ghz = sum(PACE_MEASURED_THREADS_PER_CORE / k for k in load_threads_on_core)  # threads, pace-weighted
     ok = np.isfinite(lat) & np.isfinite(bw_gb_s) & (lat > 0)

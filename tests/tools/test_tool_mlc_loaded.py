@@ -111,6 +111,8 @@ def test_a_clock_fit_needs_three_lightly_loaded_rows() -> None:
     assert fit_core_clock([0, 50, 100, 200], [250.0, 240.0, 150.0, 110.0], [1e5, 1e5, 9e4, 6e4], [2] * 39) is None
     assert fit_core_clock([300, 500, 1000], [200.0, 180.0, 90.0], [4e4, 3e4, 1.5e4], [2] * 39) is None
     assert fit_core_clock([300, 500], [100.0, 99.0], [4e4, 3e4], [2] * 39) is None
+    with pytest.raises(ValueError, match="3 delays, 2 latencies"):
+        fit_core_clock([300, 500, 1000], [100.0, 99.0], [4e4, 3e4, 2e4], [2] * 39)
 
 
 def test_load_falls_with_the_delay_and_never_exceeds_the_controllers(e5_run) -> None:

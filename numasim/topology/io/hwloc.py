@@ -29,7 +29,8 @@ Decisions for what the model cannot hold:
 * a distance matrix that does not cover every kept node is ignored (remote distance 20 assumed, noted);
 * a memory-side cache in front of a node (``MemCache``: Intel's Memory Mode / 2LM, where DRAM caches Optane
   memory; KNL's and Xeon Max's HBM cache modes) is not modelled: the node's accesses are timed as its memory
-  controller's, so a working set larger than the cache comes out too fast. The description says so, and
+  controller's, so a working set larger than the cache comes out too fast. The node records the cache's size
+  (``Node.memory_side_cache_bytes``, which our writer puts back as a ``MemCache``), the description says so, and
   :func:`memory_side_caches` lists them (``numasim topo import`` prints a warning).
 """
 
