@@ -262,6 +262,12 @@ def calibrate_cmd(
                           "(default on, the firmware's default) or at base: the clock mlc's delays and cache "
                           "latencies in cycles count.")
     ] = "on",
+    core_clock_ghz: Annotated[
+        float | None,
+        typer.Option("--core-clock-ghz", metavar="GHZ", help="The clock the box's busy cores run at, when you know "
+                     "it (turbostat's Bzy_MHz under load, /proc/cpuinfo): used instead of the catalog's all-core turbo "
+                     "or base (and of --turbo); mlc's delays and the cache latencies in cycles count it."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
 ) -> None:
     """Write a calibration made of catalog priors only (method "catalog"), for a machine never measured."""
@@ -274,7 +280,7 @@ def calibrate_cmd(
     if turbo not in ("on", "off"):
         raise typer.BadParameter(f"{turbo!r}: expected on or off", param_hint="'--turbo'")
     m = load_machine(machine)
-    cal = catalog_calibration(m, sku=sku, cxl_device=cxl_device, turbo=turbo == "on")
+    cal = catalog_calibration(m, sku=sku, cxl_device=cxl_device, turbo=turbo == "on", core_clock_ghz=core_clock_ghz)
     save_calibration(cal, output)
     p = cal.provenance
     typer.echo(f"catalog calibration {cal.id} of {m.name} from {p.platform} (priors only, no measurement)")

@@ -88,6 +88,18 @@ def test_calibrate_writes_a_catalog_calibration(tmp_path: Path, capsys: pytest.C
     assert load_calibration(out).provenance.platform == "intel-cascade-lake-sp"
 
 
+def test_calibrate_takes_the_clock_the_box_runs_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "6240.json"
+    assert main(["catalog", "calibrate", "skylake-8180-2s", "--sku", "Gold 6240", "--core-clock-ghz", "3.3",
+                 "-o", str(out)]) == 0
+    assert "core clock 3.3 GHz: given (3.3 GHz, --core-clock-ghz)" in capsys.readouterr().out
+    assert load_calibration(out).core.core_clock_ghz == pytest.approx(3.3)
+    # MHz by mistake: a one-line error, no file
+    bad = tmp_path / "bad.json"
+    assert main(["catalog", "calibrate", "skylake-8180-2s", "--core-clock-ghz", "3300", "-o", str(bad)]) == 2
+    assert "did you mean 3.3 GHz" in capsys.readouterr().err and not bad.exists()
+
+
 def test_calibrate_without_cpu_model_says_how(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "x.json"
     assert main(["catalog", "calibrate", "seed-003-2node", "-o", str(out)]) == 2

@@ -155,6 +155,22 @@ def test_cache_latency_is_cycles_at_the_base_clock() -> None:
     assert "socket-wide" in cal.provenance.notes
 
 
+def test_a_given_clock_replaces_the_running_clock_and_the_caches_follow_it() -> None:
+    # the catalog knows no all-core turbo for a Gold 6240 (its base 2.6 GHz is the prior); a user who measured
+    # the box (turbostat's Bzy_MHz under load) gives 3.3: the prior says so and the cycles count at it
+    base = catalog_calibration(glueless(2), sku="Gold 6240")
+    given = catalog_calibration(glueless(2), sku="Gold 6240", core_clock_ghz=3.3)
+    assert base.core.core_clock_ghz == pytest.approx(2.6) and given.core.core_clock_ghz == pytest.approx(3.3)
+    src = {p.parameter: p.source for p in given.provenance.priors}["core.core_clock_ghz"]
+    assert "given (3.3 GHz, --core-clock-ghz)" in src and "base: 2.6 GHz" in src
+    l2 = {c.name: c.latency_ns for c in base.caches}["L2"], {c.name: c.latency_ns for c in given.caches}["L2"]
+    assert l2[1] == pytest.approx(l2[0] * 2.6 / 3.3)
+    with pytest.raises(CalibrationError, match=r"core_clock_ghz = 3300: .*did you mean 3.3 GHz"):
+        catalog_calibration(glueless(2), sku="Gold 6240", core_clock_ghz=3300)
+    with pytest.raises(CalibrationError, match=r"core_clock_ghz = 0: a core clock in GHz"):
+        catalog_calibration(glueless(2), sku="Gold 6240", core_clock_ghz=0)
+
+
 def test_cxl_node_on_a_platform_without_cxl_is_an_error_naming_both() -> None:
     m = with_cxl_expander(glueless(2), 0, 64 * 2**30)
     with pytest.raises(CalibrationError, match=r"node 2 of .* is cxl memory, but .*intel-cascade-lake-sp has no CXL"):

@@ -444,6 +444,10 @@ STORE_MISS_LATENCY_FACTOR = 1.0
 """A store miss's idle latency in read latencies: it waits for its read for ownership; the write-back is posted."""
 
 
+MAX_CORE_CLOCK_GHZ = 10.0
+"""The highest core clock :func:`catalog_calibration` takes as given: above it the number is not GHz (3300 MHz)."""
+
+
 def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[float, str]:
     """The clock ``sku``'s cores run at with every core busy, and where it comes from.
 
@@ -483,7 +487,11 @@ def _coherence(platform: Platform) -> CoherenceTiming | None:
 
 
 def catalog_calibration(
-    machine: Machine, sku: str | None = None, cxl_device: str | Mapping[int, str] | None = None, turbo: bool = True
+    machine: Machine,
+    sku: str | None = None,
+    cxl_device: str | Mapping[int, str] | None = None,
+    turbo: bool = True,
+    core_clock_ghz: float | None = None,
 ) -> Calibration:
     """A complete calibration of ``machine`` from its processor's platform-catalog entry alone.
 
@@ -518,7 +526,8 @@ def catalog_calibration(
       ``threads_per_core`` from the SKU, where the catalog has the queue;
       ``core_clock_ghz`` = the clock the cores run at under an all-core load (:func:`running_clock`): the SKU's
       all-core turbo where the catalog has it and ``turbo`` (on: the firmware's default, an assumption said in the
-      prior), else its base clock; ``write_cost_factor`` =
+      prior), else its base clock, unless ``core_clock_ghz`` gives the clock the box is known to run at (a
+      prior labelled "given"; the cache latencies in cycles follow it); ``write_cost_factor`` =
       :data:`WRITE_ALLOCATE_FACTOR` (a store miss is a read for ownership and a write-back: without it a
       catalog machine's STREAM copy came out 30-86 % too fast against kerncraft's measurements, with it 12-28 %).
 
@@ -606,7 +615,18 @@ def catalog_calibration(
 
     links, link_priors = _links(machine, fig, socket_of, here, cxl, local_of)
     priors += link_priors
-    clock_ghz, clock_source = running_clock(platform, chosen, turbo)
+    if core_clock_ghz is not None:
+        if not 0.1 <= core_clock_ghz <= MAX_CORE_CLOCK_GHZ:
+            raise CalibrationError(
+                f"core_clock_ghz = {core_clock_ghz:g}: a core clock in GHz, between 0.1 and {MAX_CORE_CLOCK_GHZ:g}"
+                + (f" (did you mean {core_clock_ghz / 1000:g} GHz?)" if core_clock_ghz > 100 else "")
+            )
+        clock_ghz = float(core_clock_ghz)
+        clock_source = (f"given ({clock_ghz:g} GHz, --core-clock-ghz): the clock the box's busy cores run at, as its "
+                        f"user measured or knows it (the SKU's base: {chosen.base_ghz:g} GHz) "
+                        f"[{platform.cite(chosen.sources)}]")
+    else:
+        clock_ghz, clock_source = running_clock(platform, chosen, turbo)
     caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz)
     priors += cache_priors
     notes += cache_notes
