@@ -190,20 +190,15 @@ CLOCK_PRIOR_GAP = 0.15
 them on most SKUs)."""
 
 
-def _clock_from_loaded_latency(
-    machine: Machine, core: CoreTiming, mlc: MlcResult
-) -> tuple[ClockFit, float | None] | None:
+def _clock_from_loaded_latency(machine: Machine, core: CoreTiming, mlc: MlcResult) -> ClockFit | None:
     """The clock a loaded-latency table's lightly loaded rows imply for the virtual mlc's load threads (laid out
-    as it lays them: the latency thread on the first cpu, a load thread on each other), and the clock it replaces."""
+    as it lays them: the latency thread on the first cpu, a load thread on each other)."""
     table = mlc.loaded_latency[0]
     cpus = sorted(machine.cpus)
     if len(cpus) < 2:
         return None
     sharing = threads_on_core(cpus, core.threads_per_core, cpus)
-    fit = fit_core_clock(table.inject_delay, table.latency_ns, table.bandwidth_mb_s, [sharing[c] for c in cpus[1:]])
-    if fit is None:
-        return None
-    return fit, core.core_clock_ghz
+    return fit_core_clock(table.inject_delay, table.latency_ns, table.bandwidth_mb_s, [sharing[c] for c in cpus[1:]])
 
 
 @_naming_measurement_files
@@ -505,9 +500,9 @@ def calibrate(
         )
         if "idle_latency" not in sections[k]:
             sections[k].append("idle_latency")  # a source of the calibration, not a fitted table
-    elif "loaded_latency" in wanted and loaded and (clock_fit := _clock_from_loaded_latency(machine, core, loaded[0][1])):
+    elif "loaded_latency" in wanted and loaded and (fit := _clock_from_loaded_latency(machine, core, loaded[0][1])):
         # mlc's delay loop counts core cycles: its lightly loaded rows say how fast the cores ran
-        fit, prior_ghz = clock_fit
+        prior_ghz = core.core_clock_ghz
         ghz = round(fit.ghz, 4)
         core = core.model_copy(update={"core_clock_ghz": ghz})
         report.parameters.append(FittedParameter(

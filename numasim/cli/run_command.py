@@ -167,11 +167,10 @@ def run(
             "no measurement of this machine)",
             err=True,
         )
-    behind = [n.id for n in m.nodes if n.memory_side_cache_bytes is not None]
-    if behind:  # recorded by the machine file, not timed: say it where the result is read
-        typer.echo(f"note: nodes {behind} sit behind memory-side caches (Memory Mode / an HBM cache mode), which "
-                   "numasim does not time: accesses cost the cache's memory, so working sets larger than it come "
-                   "out too fast", err=True)
+    from numasim.topology.render import memory_side_cache_note
+
+    if note := memory_side_cache_note(m):  # recorded by the machine file, not timed: said where the result is read
+        typer.echo(f"note: {note}", err=True)
 
     if compare:
         if daemon or tlb:

@@ -219,17 +219,10 @@ def import_cmd(
     if cxl_nodes:
         how += f"; CXL memory nodes {cxl_nodes}"
     typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus; {how}")
-    if src is not None and detect_format(src) == "hwloc":
-        from numasim.topology.io.hwloc import describe_memory_side_caches, memory_side_caches
+    from numasim.topology.render import memory_side_cache_note
 
-        kept = {n.id for n in machine.nodes}
-        caches = [c for c in memory_side_caches(src) if c.node in kept]
-        if caches:  # a timing the importer cannot give: say so where the user looks, not only in the file
-            typer.echo(f"warning: {describe_memory_side_caches(caches)}", err=True)
-    elif any(n.memory_side_cache_bytes is not None for n in machine.nodes):
-        behind = [n.id for n in machine.nodes if n.memory_side_cache_bytes is not None]
-        typer.echo(f"warning: nodes {behind} sit behind memory-side caches, which numasim records but does not "
-                   "time: working sets larger than the cache come out too fast", err=True)
+    if note := memory_side_cache_note(machine):  # a timing the importer cannot give: said where the user looks
+        typer.echo(f"warning: {note}", err=True)
 
 
 @topo_app.command("draw")

@@ -12,7 +12,7 @@ from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import Link, Machine, Node
 from numasim.units import format_size
 
-__all__ = ["render_tree", "render_links"]
+__all__ = ["memory_side_cache_note", "render_tree", "render_links"]
 
 _INDENT = "  "
 
@@ -26,6 +26,29 @@ def _node_line(node: Node) -> str:
         parts.append(f"behind a {format_size(node.memory_side_cache_bytes)} memory-side cache, not modelled")
     cpus = f"cpus {format_cpulist(node.cpus)}" if node.cpus else "no cpus"
     return f"NUMANode {node.id} ({', '.join(parts)})  {cpus}"
+
+
+def memory_side_cache_note(machine: Machine) -> str | None:
+    """One sentence for the nodes that sit behind a memory-side cache (``Node.memory_side_cache_bytes``), which
+    numasim records but does not time; ``None`` when no node does.
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> m = glueless(2)
+    >>> memory_side_cache_note(m) is None
+    True
+    >>> m = m.model_copy(update={"nodes": [m.nodes[0], m.nodes[1].model_copy(update={"memory_side_cache_bytes": 2**30})]})
+    >>> memory_side_cache_note(m)[:60]
+    'nodes [1] sit behind memory-side caches (node 1: 1.0 GiB; Me'
+    """
+    behind = [n for n in machine.nodes if n.memory_side_cache_bytes is not None]
+    if not behind:
+        return None
+    sizes = ", ".join(f"node {n.id}: {format_size(n.memory_side_cache_bytes or 0)}" for n in behind)
+    return (f"nodes {[n.id for n in behind]} sit behind memory-side caches ({sizes}; Memory Mode / an HBM cache "
+            "mode), which numasim records but does not time: every access costs the node's controller, so working "
+            "sets larger than the cache come out too fast")
 
 
 def _ns(value: float) -> str:

@@ -193,8 +193,9 @@ def test_import_picks_the_cpu_from_hwloc(capsys: pytest.CaptureFixture[str], tmp
     assert code == 0 and "Gold 6230" in out and "platform catalog" in out
     # its memory is Optane behind 96 GiB DRAM caches (Memory Mode), which numasim does not model: a warning, and the
     # machine file records them, so that `topo show` and `run` say so too
-    assert "warning: memory-side caches" in err and "nodes 0, 1, 2, 3: 96.0 GiB, direct-mapped" in err
+    assert "warning: nodes [0, 1, 2, 3] sit behind memory-side caches (node 0: 96.0 GiB" in err and "not time" in err
     assert load_machine_toml(tmp_path / "r740.toml").nodes[0].memory_side_cache_bytes == 96 * 2**30
+    assert "nodes 0, 1, 2, 3: 96.0 GiB, direct-mapped" in load_machine_toml(tmp_path / "r740.toml").description
     code, out, _ = _run(capsys, "show", str(tmp_path / "r740.toml"))
     assert code == 0 and "NUMANode 0 (370.5 GiB, dram, behind a 96.0 GiB memory-side cache, not modelled)" in out
     m = load_machine_toml(tmp_path / "r740.toml")
