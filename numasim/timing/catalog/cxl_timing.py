@@ -75,7 +75,7 @@ def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str 
     >>> cat = load_cxl_catalog()
     >>> f = cxl_figures(cat.device("micron-cz120"), 100.0, "example host")
     >>> round(f.link_latency_ns), round(f.link_bandwidth_gb_s, 1), round(f.controller_read_gb_s, 1)
-    (100, 26.4, 70.4)
+    (100, 26.4, 70.0)
     """
     cat = load_cxl_catalog()
     link = cat.link(device.lanes)
