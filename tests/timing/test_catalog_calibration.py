@@ -386,3 +386,15 @@ def test_a_store_miss_costs_two_lines_and_waits_for_one() -> None:
     coupled = cal.model_copy(update={"core": cal.core.model_copy(update={"write_latency_factor": None})})
     assert coupled.core.write_latency == 2.0
     assert np.allclose(build_memory_system(m, coupled).class_base_latency_ns()[1::2], 2.0 * base[0::2])
+
+
+def test_k8_opteron_controllers_bear_amds_sustained_figure() -> None:
+    """AMD's ccNUMA guide (40555) takes 70 % of DDR-400's 6.4 GB/s as a K8 node's sustained bandwidth; the
+    catalog's K8 priors and Drepper's shipped Opteron (seed-002, which has no cpu model to look up) agree on it."""
+    cal = catalog_calibration(glueless(4), sku="Opteron 875")
+    src = {p.parameter: p.source for p in cal.provenance.priors}["controllers[0].read_bandwidth_gb_s"]
+    assert cal.controller(0).read_bandwidth_gb_s == pytest.approx(2 * 400 * 8 / 1000 * 0.70)
+    assert "efficiency 0.7" in src and "40555" in src
+    seed = load_calibration(Path(__file__).parents[2] / "topologies" / "seed-002-opteron-4s.cal.json")
+    for node in range(4):
+        assert seed.controller(node).read_bandwidth_gb_s == pytest.approx(cal.controller(0).read_bandwidth_gb_s)
