@@ -105,8 +105,11 @@ SPECS: dict[str, dict[str, object]] = {
         "read ratios exactly: 3 distinct values, 3 parameters, so the in-sample 0 % is by construction. Held "
         "out, the worst cell is Drepper's measured 1-hop read slowdown (0.80 of local bandwidth): the model "
         "predicts local / 1-hop latency (a single core is latency-bound, Little's law with a fixed number of "
-        "misses in flight), i.e. 0.92; Drepper himself notes his 20 % exceeds AMD's 9 %. Writes are predicted "
-        "as write_cost_factor (from the 0-hop write) x the read cost.",
+        "misses in flight), i.e. 0.92; Drepper himself notes his 20 % exceeds AMD's 9 %. (The engine's virtual "
+        "mlc, experiments/002-hop-ratios, streams from both cores and finds the HyperTransport link binding: "
+        "0.84.) Writes are predicted "
+        "as write_latency_factor (from the 0-hop write) x the read cost; what a store costs in bandwidth is two "
+        "lines, its read for ownership and its write-back (write_cost_factor 2).",
         "about": "Drepper's 4-socket Opteron (source article 002): AMD's hop-cost ratios and Drepper's measured "
         "1-hop read slowdown. Ratios only: the local read latency is ASSUMED to be 80 ns (numasim's nominal "
         "DRAM latency, numasim.topology.builders.DEFAULT_CONTROLLER_LATENCY_NS); every fitted latency scales "
@@ -226,7 +229,7 @@ def run(name: str) -> dict[str, object]:
     wanted = sorted({t for k in (spec["fit_on"] or fitted_tables) for t in fitted_tables.get(k, [])})  # type: ignore[union-attr]
     insample = validate(machine, cal, ms, wanted, method="auto")
     if spec["heldout"] == "hop":
-        # only the read ratios were fitted (write 0 only sets write_cost_factor)
+        # only the read ratios were fitted (write 0 only sets write_latency_factor)
         for t in insample.tables:
             t.cells = [c for c in t.cells if c.row == "read" or (c.row == "write" and c.col == "0 hops")]
     if spec["heldout"] == "stride":
@@ -382,7 +385,7 @@ def _readme(out: Path, spec: dict[str, object], s: dict[str, object], cal: Calib
         lines.append(f"| relay through node {rl.node} latency_ns | {rl.latency_ns:.4g} | {cal.uncertainty.get(f'relays[{rl.node}].latency_ns', float('nan')):.3g} |")
     for d in cal.devices:
         lines.append(f"| device {d.name} attach GB/s | {d.attach_bandwidth_gb_s:.4g} | |")
-    lines.append(f"| core max_outstanding_misses / write_cost_factor | {cal.core.max_outstanding_misses} / {cal.core.write_cost_factor:.4g} | |")
+    lines.append(f"| core max_outstanding_misses / write_cost_factor / write latency | {cal.core.max_outstanding_misses} / {cal.core.write_cost_factor:.4g} / {cal.core.write_latency:.4g} | |")
     lines += ["", "## Sources", ""] + [f"- `{x['path']}` ({x['tool']} {x['tool_version'] or ''}, sha256 `{x['sha256'][:16]}…`)" for x in s["sources"]]  # type: ignore[index, union-attr]
     lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in s["figures"]]  # type: ignore[union-attr]
     tmp = out / "README.md.tmp"

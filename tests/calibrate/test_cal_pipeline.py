@@ -138,7 +138,11 @@ def test_hop_ratios_need_and_name_an_assumed_scale() -> None:
     assert [c.latency_ns for c in cal.controllers] == pytest.approx([100.0] * 4, rel=1e-4)
     assert {round(lt.latency_ns, 3) for lt in cal.links} == {9.0}
     assert [r.latency_ns for r in cal.relays] == pytest.approx([12.0] * 4, rel=1e-4)
-    assert rep.calibration.core.write_cost_factor == pytest.approx(1.1288)
+    # the write/read ratio is a store miss's latency; its cost in bandwidth is two lines (write-allocate)
+    assert rep.calibration.core.write_latency_factor == pytest.approx(1.1288)
+    assert rep.calibration.core.write_latency == pytest.approx(1.1288)
+    assert rep.calibration.core.write_cost_factor == 2.0
+    assert any("core.write_cost_factor = 2" in a for a in rep.result.assumptions)
 
 
 def test_lat_mem_rd_fits_the_machines_cache_levels(tmp_path: Path) -> None:

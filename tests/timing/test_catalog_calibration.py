@@ -90,13 +90,16 @@ def test_socket_links_per_pair(sockets: int, sku: str, per_link_gb_s: float, eff
 
 
 def test_a_link_kind_without_measurement_keeps_its_packet_share() -> None:
-    """HyperTransport has no measured efficiency in the catalog: its data rate is used whole, and said so."""
+    """HyperTransport has no measured efficiency in the catalog: a line's data packet behind its 4-byte response
+    header is what its data rate carries, and said so."""
     from numasim.timing.catalog.calibration import catalog_figures
     from numasim.timing.catalog.loader import load_catalog
 
     k10 = next(p for p in load_catalog() if p.name == "amd-opteron-k10")
     fig = catalog_figures(k10, k10.skus[0])
-    assert fig.link_read_efficiency == 1.0 and "no measured hypertransport link" in fig.link_read_efficiency_source
+    assert fig.link_read_efficiency == pytest.approx(64 / 68)
+    assert "no measured hypertransport link" in fig.link_read_efficiency_source
+    assert "4-byte read-response control packet" in fig.link_read_efficiency_source
 
 
 def test_idle_latency_is_the_local_and_remote_prior() -> None:

@@ -423,6 +423,10 @@ LINE_PACKET_EFFICIENCY = {
     "qpi": (8 / 9, "a 64-byte line travels as a data packet of 1 header flit + 8 data flits (QPI's standard "
             "data-response format, 9 flits for 64 B): 8/9 of a link's flit rate carries data"),
     "upi": (8 / 9, "assumed as QPI's: header + 8 data flits per 64-byte line (no public UPI flit breakdown found)"),
+    "hypertransport": (64 / 68, "a 64-byte line travels as a 4-byte read-response control packet and its 64-byte "
+                       "data packet (HyperTransport's packets are multiples of 4 bytes; a response is one "
+                       "doubleword): 16/17 of a link's bytes carry data; its periodic CRC, probes and flow control "
+                       "are not counted"),
 }
 """Share of a socket link's data rate that carries cache-line payload, per link kind (others: 1)."""
 
