@@ -149,17 +149,38 @@ def _show_text(found: CatalogMatch) -> list[str]:
 def _latency_lines(p: Any) -> list[str]:
     """Whose latency figures a catalog calibration borrows where the entry has none, and what a sibling cluster
     adds where the (own or borrowed) source measured two modes (derived, said so)."""
-    from numasim.timing.catalog.calibration import latency_donors, sibling_route
+    from numasim.timing.catalog import load_catalog
+    from numasim.timing.catalog.calibration import latency_donors, remote_donor, sibling_route
 
     out = []
     local, remote = latency_donors(p)
     if local is not None and local.latency is not None:
         by_mode = "".join(f", {m} {v:g} ns" for m, v in local.latency.local_ns_by_mode.items())
         mode = f" ({local.latency.mode}{by_mode})" if local.latency.mode else ""
+        if local.latency.sockets is not None:
+            others = "".join(f", {k}: {v:g} ns" for k, v in sorted(local.latency.local_ns_by_sockets.items()))
+            mode += f" (on {local.latency.sockets} sockets{others})"
         out.append(f"  borrows: local {local.latency.local_ns:g} ns{mode} from {local.name}")
     if remote is not None and remote.latency is not None and remote.latency.remote_ns is not None:
         delta = remote.latency.remote_ns - remote.latency.local_ns
         out.append(f"  borrows: remote - local {delta:.1f} ns from {remote.name} ({remote.latency.measured_on})")
+    # a remote - local difference measured on one socket count holds on that count only: its own on other counts
+    # borrows, and another platform's lends to machines of that count alone
+    own = p.latency if p.latency is not None and p.latency.remote_ns is not None else None
+    if own is not None and own.sockets is not None and remote is None:
+        alt = remote_donor(p, None)
+        if alt is not None and alt.latency is not None and alt.latency.remote_ns is not None:
+            delta = alt.latency.remote_ns - alt.latency.local_ns
+            out.append(f"  on other than {own.sockets} sockets: remote - local {delta:.1f} ns borrowed from "
+                       f"{alt.name} ({alt.latency.measured_on})")
+    if own is None:
+        counts = sorted({q.latency.sockets for q in load_catalog()
+                         if q.latency is not None and q.latency.remote_ns is not None and q.latency.sockets})
+        for n in counts:
+            alt = remote_donor(p, n)
+            if alt is not None and alt is not remote and alt.latency is not None and alt.latency.remote_ns is not None:
+                delta = alt.latency.remote_ns - alt.latency.local_ns
+                out.append(f"  on {n} sockets: remote - local {delta:.1f} ns borrowed from {alt.name}")
     source = p.latency if p.latency is not None else (local.latency if local is not None else None)
     finest = max((m for m in p.numa_modes), key=lambda m: m.nodes_per_socket, default=None)
     found = None if finest is None or source is None else sibling_route(source, finest.name)

@@ -401,3 +401,32 @@ def test_k8_opteron_controllers_bear_amds_sustained_figure() -> None:
     seed = load_calibration(Path(__file__).parents[2] / "topologies" / "seed-002-opteron-4s.cal.json")
     for node in range(4):
         assert seed.controller(node).read_bandwidth_gb_s == pytest.approx(cal.controller(0).read_bandwidth_gb_s)
+
+
+def test_opteron_latency_follows_the_socket_count() -> None:
+    """A K8 Opteron's reads wait for every other chip's snoop answer: 60 ns local on 2 sockets, 95 on 4
+    (McCalpin), 8.5 % more one hop away on 4 (AMD 40555); that remote figure lends to 4-socket machines only."""
+    from numasim.timing.model import apply_calibration
+
+    four = catalog_calibration(glueless(4), sku="Opteron 875")
+    assert latency_table_ns(apply_calibration(glueless(4), four))[0] == pytest.approx([95.0, 103.1, 103.1, 103.1])
+    two = catalog_calibration(glueless(2), sku="Opteron 875")
+    src = {p.parameter: p.source for p in two.provenance.priors}
+    assert two.controller(0).latency_ns == pytest.approx(60.0)
+    assert "2-socket figure, this machine's socket count" in src["controllers[0].latency_ns"]
+    link = next(v for k, v in src.items() if k.startswith("links[") and k.endswith("latency_ns"))
+    assert "measured on 4 sockets and this machine has 2" in link and "amd-opteron-k8" not in link.split(":")[0]
+    # K10 (2-socket figure) borrows K8's one-hop difference on 4 sockets only; EPYC never does
+    k10 = {p.parameter: p.source for p in catalog_calibration(glueless(4), sku="Opteron 8384").provenance.priors}
+    assert any("borrowed from amd-opteron-k8" in v for k, v in k10.items() if k.startswith("links["))
+    rome = {p.parameter: p.source for p in catalog_calibration(glueless(2), sku="EPYC 7452").provenance.priors}
+    assert not any("amd-opteron-k8" in v for v in rome.values())
+
+
+def test_a_latency_by_socket_count_needs_the_measured_count() -> None:
+    from numasim.timing.catalog.model import LatencyPrior
+
+    with pytest.raises(ValueError, match="needs sockets"):
+        LatencyPrior(local_ns=95.0, measured_on="x", sources=["s"], local_ns_by_sockets={2: 60.0})
+    with pytest.raises(ValueError, match="must be >= 1 and differ"):
+        LatencyPrior(local_ns=95.0, measured_on="x", sources=["s"], sockets=4, local_ns_by_sockets={4: 60.0})

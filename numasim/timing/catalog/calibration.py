@@ -155,6 +155,40 @@ def _local_for_mode(latency: LatencyPrior, mode: str | None) -> tuple[float, str
     )
 
 
+def _local_for_sockets(latency: LatencyPrior, sockets: int | None) -> tuple[float, str] | None:
+    """The local latency for a machine of ``sockets`` sockets, and what to say about it, where the source's
+    figures depend on the socket count (None: they do not, or the machine's count is unknown, or it is the
+    measured one)."""
+    if latency.sockets is None or sockets is None or sockets == latency.sockets:
+        return None
+    if sockets in latency.local_ns_by_sockets:
+        return latency.local_ns_by_sockets[sockets], f" ({sockets}-socket figure, this machine's socket count)"
+    return latency.local_ns, (
+        f" (measured on {latency.sockets} sockets; this machine has {sockets}, for which the source has no figure)"
+    )
+
+
+def _carries(latency: LatencyPrior, sockets: int | None) -> bool:
+    """Whether a platform's own remote - local difference holds on a machine of ``sockets`` sockets (None:
+    unknown, taken as the measured count)."""
+    return latency.sockets is None or sockets is None or latency.sockets == sockets
+
+
+def _lends(latency: LatencyPrior, sockets: int | None) -> bool:
+    """Whether another platform may borrow this remote - local difference for a machine of ``sockets`` sockets:
+    a figure bound to a socket count lends only to a machine known to have that many."""
+    return latency.sockets is None or latency.sockets == sockets
+
+
+def remote_donor(platform: Platform, sockets: int | None) -> Platform | None:
+    """The platform whose remote - local difference a catalog calibration of a ``sockets``-socket machine of
+    ``platform`` borrows (None: socket count unknown): the nearest measured one whose figure holds on that many
+    sockets."""
+    candidates = [p for p in load_catalog() if p.latency is not None and p.latency.remote_ns is not None
+                  and _lends(p.latency, sockets)]  # fmt: skip
+    return _nearest(platform, candidates)
+
+
 def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None]:
     """The platforms whose measured local latency and (remote - local) a catalog calibration of ``platform``
     borrows (None where it has its own): the nearest measured platform, same vendor and DRAM generation first."""
@@ -162,7 +196,7 @@ def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None
     local = None if platform.latency is not None else _nearest(platform, [p for p in catalog if p.latency is not None])
     remote = None
     if platform.latency is None or platform.latency.remote_ns is None:
-        remote = _nearest(platform, [p for p in catalog if p.latency is not None and p.latency.remote_ns is not None])
+        remote = remote_donor(platform, None)
     return local, remote
 
 
@@ -196,11 +230,16 @@ def sibling_route(latency: LatencyPrior, mode: str | None) -> tuple[float, str] 
     return d, f"({m1} {l1:g} - {mk} {lk:g} ns) x {finest}/{finest - 1}: {latency.measured_on}"
 
 
-def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None = None) -> CatalogFigures:
+def catalog_figures(
+    platform: Platform, sku: Sku, nodes_per_socket: int | None = None, sockets: int | None = None
+) -> CatalogFigures:
     """Resolve the SKU's figures, falling back (and saying so) where the platform has no public figure.
 
     ``nodes_per_socket`` (the machine's clustering mode) picks the local latency measured in that mode when
-    the platform's source has one: Rome's 113 ns was measured in NPS4, its NPS1 figure is 122 ns.
+    the platform's source has one: Rome's 113 ns was measured in NPS4, its NPS1 figure is 122 ns. ``sockets``
+    (the machine's socket count) does the same where the figures depend on it: a 4-socket K8 Opteron's local
+    reads wait for three snoop answers (95 ns), a 2-socket one's for one (60 ns); a remote - local difference
+    measured on another socket count is then borrowed from a platform whose figure holds, and said so.
     """
     catalog = load_catalog()
     mode = _mode_label(platform, nodes_per_socket)
@@ -222,6 +261,9 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
         write_source = WRITE_TO_READ_SOURCE
     if platform.latency is not None:
         local, mode_note, measured_per_socket = _local_for_mode(platform.latency, mode)
+        by_sockets = _local_for_sockets(platform.latency, sockets)
+        if by_sockets is not None:
+            local, mode_note = by_sockets[0], mode_note + by_sockets[1]
         local_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]{mode_note}"
         sibling = sibling_route(platform.latency, mode)
         sibling_src = "" if sibling is None else f"{platform.name}: {sibling[1]} [{cite(platform.latency.sources)}]"
@@ -231,24 +273,30 @@ def catalog_figures(platform: Platform, sku: Sku, nodes_per_socket: int | None =
             raise CalibrationError(f"no platform in the catalog has an idle-latency measurement to borrow for {platform.name}")
         # the donor's figure for this machine's mode where it has one (Rome: NPS4 113 ns, NPS1 122 ns)
         local, mode_note, measured_per_socket = _local_for_mode(donor.latency, mode)
+        by_sockets = _local_for_sockets(donor.latency, sockets)
+        if by_sockets is not None:
+            local, mode_note = by_sockets[0], mode_note + by_sockets[1]
         local_src = (
             f"borrowed from {donor.name} ({donor.latency.measured_on}){mode_note}: {platform.name} has no public "
             "idle-latency measurement"
         )
         sibling = sibling_route(donor.latency, mode)
         sibling_src = "" if sibling is None else f"borrowed from {donor.name}: {sibling[1]}"
-    if platform.latency is not None and platform.latency.remote_ns is not None:
-        delta = platform.latency.remote_ns - platform.latency.local_ns
-        remote_src = f"{platform.name}: {platform.latency.measured_on} [{cite(platform.latency.sources)}]"
+    own = platform.latency
+    if own is not None and own.remote_ns is not None and _carries(own, sockets):
+        delta = own.remote_ns - own.local_ns
+        remote_src = f"{platform.name}: {own.measured_on} [{cite(own.sources)}]"
     else:
-        donor = latency_donors(platform)[1]
+        donor = remote_donor(platform, sockets)
         if donor is None or donor.latency is None or donor.latency.remote_ns is None:  # pragma: no cover
             raise CalibrationError(f"no platform in the catalog has a remote-latency measurement to borrow for {platform.name}")
         delta = donor.latency.remote_ns - donor.latency.local_ns
-        remote_src = (
-            f"remote - local borrowed from {donor.name} ({donor.latency.measured_on}): {platform.name} has no "
-            "public remote-latency measurement"
+        why = (
+            f"{platform.name}'s was measured on {own.sockets} sockets and this machine has {sockets}"
+            if own is not None and own.remote_ns is not None
+            else f"{platform.name} has no public remote-latency measurement"
         )
+        remote_src = f"remote - local borrowed from {donor.name} ({donor.latency.measured_on}): {why}"
     ic = platform.interconnect
     link_eff, link_eff_src = _link_read_efficiency(platform, catalog)
     links = sku.links or ic.links_per_socket
@@ -551,7 +599,10 @@ def catalog_calibration(
         socket_of[n.id] for n in machine.nodes
         if n.has_memory and n.memory_kind is MemoryKind.DRAM and n.id in socket_of
     )
-    fig = catalog_figures(found.platform, found.sku, max(per_socket.values()) if per_socket else None)
+    fig = catalog_figures(
+        found.platform, found.sku, max(per_socket.values()) if per_socket else None,
+        sockets=len(set(socket_of.values())) or None,
+    )
     platform, chosen = fig.platform, fig.sku
     here = f"catalog {platform.name} / {chosen.model}"
     priors: list[PriorParameter] = []

@@ -205,7 +205,7 @@ def _add_expanders(
         sockets = sorted({n.socket for n in timed.nodes if n.socket is not None})
         raise CalibrationError(f"cxl_socket = {socket}: no node with cpus on that socket (sockets: {sockets})")
     assert found.sku is not None
-    fig = catalog_figures(platform, found.sku)
+    fig = catalog_figures(platform, found.sku, sockets=len({n.socket for n in timed.nodes if n.socket is not None}) or None)
     device, why = choose_cxl_device(None, cxl_device, load_cxl_catalog())
     cf = cxl_figures(device, fig.local_ns, fig.local_source, why)
     for _ in range(count):

@@ -186,11 +186,23 @@ class LatencyPrior(_Sourced):
     channel of the socket, far ones included, so its local latency is higher than a cluster's."""
     local_ns_by_mode: dict[str, PositiveFloat] = Field(default_factory=dict)
     """Local latency measured in other modes by the same source, e.g. ``{"NPS1" = 122.0}``."""
+    sockets: PositiveInt | None = None
+    """How many sockets the measured machine had, where that changes the figures (None: it does not, or was not
+    recorded). Where every read waits for every other socket's answer to its snoop (broadcast coherence: Opteron
+    before its probe filter), local latency grows with the sockets, and a remote - local difference measured on
+    one socket count does not carry to another."""
+    local_ns_by_sockets: dict[int, PositiveFloat] = Field(default_factory=dict)
+    """Local latency measured on machines of other socket counts by the same source, e.g. ``{2 = 60.0}``."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.remote_ns is not None and self.remote_ns <= self.local_ns:
             raise ValueError(f"remote_ns = {self.remote_ns}: must exceed local_ns = {self.local_ns}")
+        if self.local_ns_by_sockets and self.sockets is None:
+            raise ValueError("local_ns_by_sockets: needs sockets, the socket count local_ns was measured on")
+        bad = [k for k in self.local_ns_by_sockets if k < 1 or k == self.sockets]
+        if bad:
+            raise ValueError(f"local_ns_by_sockets: socket counts {bad} must be >= 1 and differ from sockets = {self.sockets}")
         return self
 
 
