@@ -430,3 +430,25 @@ def test_a_latency_by_socket_count_needs_the_measured_count() -> None:
         LatencyPrior(local_ns=95.0, measured_on="x", sources=["s"], local_ns_by_sockets={2: 60.0})
     with pytest.raises(ValueError, match="must be >= 1 and differ"):
         LatencyPrior(local_ns=95.0, measured_on="x", sources=["s"], sockets=4, local_ns_by_sockets={4: 60.0})
+
+
+@pytest.mark.parametrize("sockets", [1, 2, 4])
+def test_every_platform_prices_memory_within_physical_bounds_on_any_socket_count(sockets: int) -> None:
+    """Whatever a platform's latency figures were measured on (a mode, a socket count) and whoever lends the
+    rest, its catalog calibration of a glueless machine keeps remote memory dearer than local, latencies in
+    tens to hundreds of ns, and each controller within its channels' peak."""
+    from numasim.timing.catalog import load_catalog
+    from numasim.timing.model import apply_calibration
+
+    m = glueless(sockets)
+    for platform in load_catalog():
+        sku = platform.skus[0]
+        cal = catalog_calibration(m, sku=sku.model)
+        table = latency_table_ns(apply_calibration(m, cal))
+        local = np.diag(table)
+        assert np.all((local > 30.0) & (local < 200.0)), (platform.name, local)
+        off = table[~np.eye(sockets, dtype=bool)]
+        assert np.all(off > local.max()), (platform.name, table)
+        fig = catalog_figures(platform, sku, sockets=sockets)
+        for c in cal.controllers:
+            assert 0.0 < c.read_bandwidth_gb_s <= fig.socket_peak_gb_s + 1e-9, platform.name
