@@ -174,10 +174,13 @@ def _carries(latency: LatencyPrior, sockets: int | None) -> bool:
     return latency.sockets is None or sockets is None or latency.sockets == sockets
 
 
-def _lends(latency: LatencyPrior, sockets: int | None) -> bool:
-    """Whether another platform may borrow this remote - local difference for a machine of ``sockets`` sockets:
-    a figure bound to a socket count lends only to a machine known to have that many."""
-    return latency.sockets is None or latency.sockets == sockets
+def _lends(lender: Platform, borrower: Platform, sockets: int | None) -> bool:
+    """Whether ``borrower`` may take ``lender``'s remote - local difference for a machine of ``sockets`` sockets:
+    a figure bound to a socket count (broadcast snoops) lends only to a machine known to have that many sockets
+    and joined by the same kind of link (the same coherence protocol)."""
+    lat = lender.latency
+    assert lat is not None
+    return lat.sockets is None or (lat.sockets == sockets and lender.interconnect.kind == borrower.interconnect.kind)
 
 
 def remote_donor(platform: Platform, sockets: int | None) -> Platform | None:
@@ -185,7 +188,7 @@ def remote_donor(platform: Platform, sockets: int | None) -> Platform | None:
     ``platform`` borrows (None: socket count unknown): the nearest measured one whose figure holds on that many
     sockets."""
     candidates = [p for p in load_catalog() if p.latency is not None and p.latency.remote_ns is not None
-                  and _lends(p.latency, sockets)]  # fmt: skip
+                  and _lends(p, platform, sockets)]  # fmt: skip
     return _nearest(platform, candidates)
 
 
