@@ -18,7 +18,10 @@ from numba import njit
 from ._evasion_rule import evaded_share
 from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
 
-__all__ = ["DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs"]
+__all__ = [
+    "DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "run_epochs",
+    "self_paced_curve_ns",
+]
 
 DONE = 0
 REFILL = 1
@@ -53,6 +56,30 @@ def curve_delay(u: float, n: int, xs: np.ndarray, ys: np.ndarray) -> float:  # p
     if x1 == x0:
         return ys[k]
     return ys[k - 1] + (ys[k] - ys[k - 1]) * (u - x0) / (x1 - x0)
+
+
+@njit(cache=True)
+def self_paced_curve_ns(
+    q0: int,
+    q1: int,
+    path_res: np.ndarray,
+    path_busy: np.ndarray,
+    u: np.ndarray,
+    curve_n: np.ndarray,
+    curve_x: np.ndarray,
+    curve_y: np.ndarray,
+    period_ns: float,
+) -> float:  # pragma: no cover - compiled
+    """The curve delays a dependent agent's miss adds along route entries ``q0 .. q1 - 1``: at each resource the
+    utilisation of the last epoch (``u``, smoothed) less the agent's own share, a line per ``period_ns`` (the
+    time since its last issue). A dependent chain has one miss in flight: its earlier misses had completed
+    before this one issued, so it never queues behind them (a lone pointer chase measures the idle latency)."""
+    total = 0.0
+    for q in range(q0, q1):
+        r = path_res[q]
+        seen = u[r] - path_busy[q] / period_ns
+        total += curve_delay(seen if seen > 0.0 else 0.0, curve_n[r], curve_x[r], curve_y[r])
+    return total
 
 
 @njit(cache=True)
@@ -403,6 +430,10 @@ def run_epochs(
                         log_bucket[n_log] = bucket_of[a]
                         log_hop[n_log] = q
                         n_log += 1
+                if dep[a] and istate[EMA_EPOCH] != -10 and ready > last_issue[a]:  # (-10: no roll yet)
+                    extra = self_paced_curve_ns(
+                        path_ptr[cls], q_end, path_res, path_busy, ema, curve_n, curve_x, curve_y, ready - last_issue[a]
+                    )
                 # memory request latency (issue to data, >= the idle route latency); the core waits less for a
                 # prefetched line
                 req = class_base[cls] + (t - ready) + extra

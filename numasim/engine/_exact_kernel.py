@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._epoch_kernel import self_paced_curve_ns
 from ._evasion_rule import evaded_share
 from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
 
@@ -187,6 +188,11 @@ def run_kernel(
     ring: np.ndarray,
     touched: np.ndarray,
     epoch_ns: float,
+    u_now: np.ndarray,
+    curve_n: np.ndarray,
+    curve_x: np.ndarray,
+    curve_y: np.ndarray,
+    u_rolled: np.ndarray,
 ) -> int:
     """Run until Python must act (see module docstring); returns the status.
 
@@ -442,7 +448,13 @@ def run_kernel(
                     break
                 # the memory request latency (issue to data): idle route + FIFO waits + curve delays, never
                 # below the idle route latency; what the core waits for is that, shortened by prefetching
-                req = class_base[c] + (tt - ready) + class_curve[c]
+                curve_ns = class_curve[c]
+                if dependent[a] and u_rolled[0] and ready > last_issue[a]:
+                    # a dependent chain never queues behind its own earlier misses (``self_paced_curve_ns``)
+                    curve_ns = self_paced_curve_ns(
+                        k0, k1, path_res, path_busy, u_now, curve_n, curve_x, curve_y, ready - last_issue[a]
+                    )
+                req = class_base[c] + (tt - ready) + curve_ns
                 lat = req
                 if prefetched[p]:
                     lat = prefetched_miss_ns(req, pff[a], (tt - ready) + b_last, level_lat, n_levels)

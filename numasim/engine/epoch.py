@@ -98,16 +98,7 @@ class EpochEngine:
         # Write-backs owed by write hits on clean lines (the feeder marks them): their share of a write's cost
         self.wb_count = np.zeros(len(self.class_base), dtype=np.int64)
         # Loaded-latency curves as padded tables.
-        width = max([len(r.curve.utilisation) for r in ms.resources if r.curve is not None] + [2])
-        self.curve_n = np.zeros(n_res, dtype=np.int64)
-        self.curve_x = np.zeros((n_res, width))
-        self.curve_y = np.zeros((n_res, width))
-        for r, res in enumerate(ms.resources):
-            if res.curve is not None:
-                k = len(res.curve.utilisation)
-                self.curve_n[r] = k
-                self.curve_x[r, :k] = res.curve.utilisation
-                self.curve_y[r, :k] = res.curve.added_latency_ns
+        self.curve_n, self.curve_x, self.curve_y = ms.curve_tables()
         self.own_busy = ms.own_line_busy_ns()
         # The queues' state, carried from window to window: when each resource is next free, and its busy time
         # per epoch bucket not yet recorded (a ring of buckets, grown when a line is served beyond it).

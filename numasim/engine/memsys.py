@@ -221,6 +221,22 @@ class MemorySystem:
         np.minimum.at(out, self.path_res, busy)
         return np.where(np.isfinite(out), out, 0.0)
 
+    def curve_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The resources' loaded-latency curves as padded tables for the compiled loops: per resource its point
+        count (0: no curve), utilisations and added delays (``_epoch_kernel.curve_delay`` reads them)."""
+        n_res = len(self.resources)
+        width = max([len(r.curve.utilisation) for r in self.resources if r.curve is not None] + [2])
+        n = np.zeros(n_res, dtype=np.int64)
+        x = np.zeros((n_res, width))
+        y = np.zeros((n_res, width))
+        for r, res in enumerate(self.resources):
+            if res.curve is not None:
+                k = len(res.curve.utilisation)
+                n[r] = k
+                x[r, :k] = res.curve.utilisation
+                y[r, :k] = res.curve.added_latency_ns
+        return n, x, y
+
     def curve_delay_ns(self, utilisation: np.ndarray) -> np.ndarray:
         """Loaded-latency added delay per resource; ``utilisation`` has the resources on the last axis."""
         u = np.asarray(utilisation, dtype=float)

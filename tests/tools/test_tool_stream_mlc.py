@@ -90,7 +90,7 @@ def test_mlc_c2c_latency_reports_what_the_calibration_makes_of_a_transfer(seed00
     assert p.c2c_local_ns["Local Socket L2->L2 HITM"] == pytest.approx(l3, rel=0.03)  # (a few loads look streamed)
     writer = p.c2c_remote_ns["Remote Socket L2->L2 HITM (writer homed)"]
     mem = build_memory_system(m, cal).base_latency_ns
-    assert writer.cell(0, 1) == pytest.approx(mem[1, 0], rel=0.02)  # node 1 reads node 0's memory
+    assert writer.cell(0, 1) == pytest.approx(mem[1, 0], rel=0.03)  # node 1 reads node 0's memory (as above)
     run = Path(__file__).resolve().parents[1] / "data" / "measurements" / "mlc" / "kuleuven-thinking-2s-ivybridge-E5-2680v2.md"
     fitted = calibrate(m, load_measurements([run]), created="2026-01-01").calibration
     p = parse_mlc_text(format_mlc(mlc(tool_context(m, fitted), ["--c2c_latency"])))
