@@ -192,7 +192,7 @@ def run_kernel(
     curve_n: np.ndarray,
     curve_x: np.ndarray,
     curve_y: np.ndarray,
-    u_rolled: np.ndarray,
+    u_rolled: bool,
 ) -> int:
     """Run until Python must act (see module docstring); returns the status.
 
@@ -449,7 +449,7 @@ def run_kernel(
                 # the memory request latency (issue to data): idle route + FIFO waits + curve delays, never
                 # below the idle route latency; what the core waits for is that, shortened by prefetching
                 curve_ns = class_curve[c]
-                if dependent[a] and u_rolled[0] and ready > last_issue[a]:
+                if dependent[a] and u_rolled and ready > last_issue[a]:
                     # a dependent chain never queues behind its own earlier misses (``self_paced_curve_ns``)
                     curve_ns = self_paced_curve_ns(
                         k0, k1, path_res, path_busy, u_now, curve_n, curve_x, curve_y, ready - last_issue[a]

@@ -87,11 +87,9 @@ class ExactEngine:
         self.own_busy = ms.own_line_busy_ns()
         self._ema = np.zeros(n_res)
         self._ema_bucket = -10
-        # What a dependent agent's miss reads (``_epoch_kernel.self_paced_curve_ns``): the last roll's smoothed
-        # utilisation, the curves as tables, and whether a roll has happened yet
-        self.u_now = np.zeros(n_res)
+        # the curves as tables, for a dependent agent's miss (``_epoch_kernel.self_paced_curve_ns`` reads them
+        # with ``_ema``, the last roll's smoothed utilisation)
         self.curve_n, self.curve_x, self.curve_y = ms.curve_tables()
-        self.rolled = np.zeros(1, dtype=np.int64)
         self.curve_now = np.zeros(n_res)
         self._curve_key = b""  # the utilisation ``curve_now`` was computed at
         groups: dict[tuple[tuple[float, ...], tuple[float, ...]], tuple[LoadedLatencyCurve, list[int]]] = {}
@@ -240,8 +238,6 @@ class ExactEngine:
         if b == self._ema_bucket + 1:
             u_seen = UTILISATION_EMA_WEIGHT * self._ema + (1.0 - UTILISATION_EMA_WEIGHT) * u_seen
         self._ema, self._ema_bucket = u_seen, b
-        self.u_now[:] = u_seen
-        self.rolled[0] = 1
         key = u_seen.tobytes()
         if key != self._curve_key:  # (often the same: an idle or steady machine)
             self._curve_key = key
@@ -397,7 +393,7 @@ class ExactEngine:
                 self.full, self.class_ctrl, self.class_evadable, self.evade_ramp, self.own_busy,
                 self.path_wb_share, self.wb_count,
                 self.ring, self.touched, self.E,
-                self.u_now, self.curve_n, self.curve_x, self.curve_y, self.rolled,
+                self._ema, self.curve_n, self.curve_x, self.curve_y, self._ema_bucket != -10,
             )
         )  # fmt: skip
 
