@@ -352,10 +352,18 @@ def fit_latency(
         sigma = max(math.sqrt(float(np.sum(((fitted - y_cells) / y_cells) ** 2)) / dof), floor)
     else:
         sigma = floor
-        result.warnings.append(
-            f"{table}: {n} cells for {rank} free parameters: exactly determined, so the residuals are zero by "
-            f"construction and the uncertainty reflects only the print resolution ({resolution_ns} ns)"
-        )
+        worst_ns = float(np.max(np.abs(fitted - y_cells))) if n else 0.0
+        if worst_ns <= 2 * resolution_ns:
+            result.warnings.append(
+                f"{table}: {n} cells for {rank} free parameters: exactly determined, so the residuals are zero by "
+                f"construction and the uncertainty reflects only the print resolution ({resolution_ns} ns)"
+            )
+        else:  # a latency held at its lower bound: the cells ask for a negative one
+            at_bound = [lab for lab, v in zip(labels, x, strict=True) if v <= 2e-3]
+            result.warnings.append(
+                f"{table}: {n} cells for {rank} free parameters, yet the fit misses a cell by {worst_ns:.3g} ns: "
+                f"the cells ask for a negative latency ({len(at_bound)} parameter(s) held at the 0.001 ns bound)"
+            )
     cov = sigma**2 * np.linalg.pinv(aw.T @ aw)
     stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     if bootstrap > 0:

@@ -137,3 +137,39 @@ def test_the_prefetchers_state_is_read_off_what_mlc_says() -> None:
     assert parse_mlc_text(forced).prefetchers_controlled is False
     read_only = chosen.replace(" -r\n", " -R\n")  # -R is read-only traffic, not random access
     assert parse_mlc_text(read_only).prefetchers_controlled is False
+
+
+
+@pytest.mark.parametrize(
+    ("whole", "cut", "message"),
+    [
+        # a latency matrix cut inside its second cell ("11" for "115.1"): fitted, it put the controllers at
+        # 12.6 ns (below the L3) and the link at the fit's 0.001 ns bound
+        ("\t  61.7\t 115.1", "\t  61.7\t 11", "node 0 -> 1 = 11 ns is less than half of node 0's local 61.7 ns"),
+        ("55263.8\t25501.2", "55263.8\t25", "node 0 -> 1 = 25 MB/s is below 1/100 of the row's largest"),
+        ("ALL Reads        :\t110395.9", "ALL Reads        :\t11", "all_reads = 11 MB/s against"),
+        (" 00200\t 85.10\t  54041.9", " 00200\t 8\t  54041.9", "delay 200: 8 ns is below half of the longer delay 300's"),
+        (" 00300\t 79.93\t  39605.1", " 00300\t 79.93\t  39", "delay 300: 39 MB/s is below half of the longer delay 400's"),
+    ],
+)
+def test_a_number_cut_off_in_the_middle_of_a_file_is_an_error(whole: str, cut: str, message: str) -> None:
+    """Every table of the real run, one at a time, with one number cut to its first digits (as a file truncated
+    or edited by hand leaves it): an error naming the cell, not a calibration timed by it."""
+    text = IVY.read_text()
+    assert whole in text
+    with pytest.raises(FormatError, match=message):
+        parse_mlc_text(text.replace(whole, cut, 1), "cut.md")
+
+
+def test_a_table_cut_between_rows_still_parses_the_rows_it_has() -> None:
+    """A loaded-latency table cut after its delay-200 row is real data, fewer rows: no plausibility rule fires
+    (the knee's steepest drop between two real rows, 468 -> 207 ns on an EPYC 9354P, is 0.44)."""
+    text = IVY.read_text()
+    cut = text[: text.index(" 00300\t 79.93")]
+    t = parse_mlc_text(cut, "cut.md").loaded_latency[0]
+    assert t.inject_delay.tolist()[-1] == 200 and t.latency_ns[-1] == 85.10
+    runs = [f for f in sorted((DATA / "public_mlc").glob("*.md")) + sorted((DATA / "mlc").glob("*.md"))
+            if f.name != "README.md"]
+    assert len(runs) >= 15
+    for f in runs:
+        parse_mlc(f)  # every real run the project holds passes the rules

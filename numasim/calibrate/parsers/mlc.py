@@ -151,6 +151,7 @@ class _Reader:
         """The next matrix after a section line: skip label lines, read the header and the rows."""
         header: list[int] | None = None
         rows: list[int] = []
+        row_lines: list[Line] = []
         values: list[list[float]] = []
         while self.pos < len(self.lines):
             ln = self.lines[self.pos]
@@ -182,13 +183,45 @@ class _Reader:
                 raise self.error(ln, f"{what}: node {node} has two rows")
             row = [np.nan if c == "-" else to_float(c, self.source, ln.number, f"{what} node {node}") for c in cells[1:]]
             rows.append(node)
+            row_lines.append(ln)
             values.append(row)
             self.pos += 1
         if header is None:
             raise self.error(start, f"{what}: section has no matrix header (truncated output?)")
         if not rows:
             raise self.error(start, f"{what}: matrix header {header} has no rows (truncated output?)")
-        return NodeMatrix(rows=rows, cols=header, values=np.array(values, dtype=float), unit=unit)
+        matrix = NodeMatrix(rows=rows, cols=header, values=np.array(values, dtype=float), unit=unit)
+        self._check_matrix(matrix, row_lines, what)
+        return matrix
+
+    def _check_matrix(self, matrix: NodeMatrix, row_lines: list[Line], what: str) -> None:
+        """Cells no machine can measure: a latency or bandwidth at or below zero; a route to another node that
+        takes less than half the local latency (a remote read crosses the local route's controller and a link
+        more); a bandwidth below 1/100 of its row's largest (the slowest memory the project knows, a CXL
+        expander, reads at a sixth of local DRAM). What such a cell usually is: a number cut off in a truncated
+        or hand-edited file (``11`` for ``115.1``); fitted, it would time memory faster than the caches."""
+        for i, (node, ln) in enumerate(zip(matrix.rows, row_lines, strict=True)):
+            row = matrix.values[i]
+            for j, col in enumerate(matrix.cols):
+                v = row[j]
+                if np.isfinite(v) and v <= 0:
+                    raise self.error(ln, f"{what}: node {node} -> {col} = {v:g} {matrix.unit}: not a {matrix.unit} figure")
+            if matrix.unit == "ns" and node in matrix.cols:
+                local = row[matrix.cols.index(node)]
+                for j, col in enumerate(matrix.cols):
+                    if np.isfinite(row[j]) and np.isfinite(local) and row[j] < local / 2:
+                        raise self.error(
+                            ln, f"{what}: node {node} -> {col} = {row[j]:g} ns is less than half of node {node}'s local "
+                            f"{local:g} ns, which no route to another node can be (a number cut off in a truncated file?)"
+                        )
+            if matrix.unit == "MB/s" and np.isfinite(row).any():
+                top = float(np.nanmax(row))
+                for j, col in enumerate(matrix.cols):
+                    if np.isfinite(row[j]) and row[j] < top / 100:
+                        raise self.error(
+                            ln, f"{what}: node {node} -> {col} = {row[j]:g} MB/s is below 1/100 of the row's largest "
+                            f"({top:g} MB/s): a number cut off in a truncated file?"
+                        )
 
     def ratios(self, start: Line, what: str) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -206,10 +239,43 @@ class _Reader:
             self.pos += 1
         if not out:
             raise self.error(start, f"{what}: no 'ALL Reads : <MB/s>' lines follow (truncated output?)")
+        # A mix moves at least a fifth of what all-reads moves (the real runs the project holds: 0.70-1.39);
+        # below 1/20 it is a number cut off (``39`` for ``398309.1``).
+        top = max(out.values())
+        for key, value in out.items():
+            if value <= 0 or value < top / 20:
+                raise self.error(
+                    start, f"{what}: {key} = {value:g} MB/s against {top:g} MB/s for another mix: a number cut off in "
+                    "a truncated file?"
+                )
         return out
+
+    def _check_loaded(self, arr: np.ndarray, row_lines: list[Line]) -> None:
+        """Rows no machine can measure: a latency or bandwidth at or below zero; a latency or a bandwidth below
+        half of the next row's, whose longer delay offers less load (less load never halves the latency the other
+        way round, nor doubles the bandwidth); the last row's latency below a quarter of the row before it (the
+        real tables the project holds drop at most to 0.44 between two rows, at the knee). What such a row
+        usually is: a number cut off in a truncated file."""
+        for k, ln in enumerate(row_lines):
+            delay, ns, mb_s = arr[k]
+            if ns <= 0 or mb_s <= 0:
+                raise self.error(ln, f"loaded latency: delay {delay:g}: {ns:g} ns, {mb_s:g} MB/s: not a latency and a bandwidth")
+            lighter = k + 1 < len(arr) and arr[k + 1, 0] > delay
+            for value, unit, column in ((ns, "ns", 1), (mb_s, "MB/s", 2)):
+                if lighter and value < arr[k + 1, column] / 2:
+                    raise self.error(
+                        ln, f"loaded latency: delay {delay:g}: {value:g} {unit} is below half of the longer delay "
+                        f"{arr[k + 1, 0]:g}'s {arr[k + 1, column]:g} {unit}: a number cut off in a truncated file?"
+                    )
+            if k == len(arr) - 1 and k > 0 and arr[k - 1, 0] < delay and ns < arr[k - 1, 1] / 4:
+                raise self.error(
+                    ln, f"loaded latency: delay {delay:g}: {ns:g} ns is below a quarter of delay {arr[k - 1, 0]:g}'s "
+                    f"{arr[k - 1, 1]:g} ns: a number cut off in a truncated file?"
+                )
 
     def loaded(self, start: Line, traffic: str) -> LoadedLatencyTable:
         rows: list[tuple[float, float, float]] = []
+        row_lines: list[Line] = []
         seen_rule = False
         while self.pos < len(self.lines):
             ln = self.lines[self.pos]
@@ -233,6 +299,7 @@ class _Reader:
             cells = text.split()
             if len(cells) != 3:
                 raise self.error(ln, f"loaded latency: expected 3 columns (delay, ns, MB/s), got {len(cells)}: {text!r}")
+            row_lines.append(ln)
             rows.append(
                 (
                     to_float(cells[0], self.source, ln.number, "loaded latency inject delay"),
@@ -244,6 +311,7 @@ class _Reader:
         if not rows:
             raise self.error(start, "loaded latency: no table rows follow (truncated output?)")
         arr = np.array(rows)
+        self._check_loaded(arr, row_lines)
         return LoadedLatencyTable(
             inject_delay=arr[:, 0].astype(np.int64), latency_ns=arr[:, 1], bandwidth_mb_s=arr[:, 2], traffic=traffic
         )
