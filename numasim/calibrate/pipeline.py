@@ -69,6 +69,7 @@ from numasim.tools.mlc_load import (
     LOAD_LOOP_CYCLES_PER_LINE,
     ClockFit,
     fit_core_clock,
+    pace_threads_per_core,
     threads_on_core,
 )
 from numasim.topology.builders import (
@@ -191,6 +192,13 @@ CLOCK_PRIOR_GAP = 0.15
 them on most SKUs)."""
 
 
+def _pace_sharing_words(machine: Machine, core: CoreTiming) -> str:
+    """How many threads a core the load threads' pace counted, and from where (a thread alone on its core loops
+    twice as fast: a clock fitted with the wrong count is off by that factor)."""
+    tpc, source = pace_threads_per_core(machine, core)
+    return source if tpc is None else f"{tpc} thread(s) a core ({source})"
+
+
 def _clock_from_loaded_latency(machine: Machine, core: CoreTiming, mlc: MlcResult) -> ClockFit | None:
     """The clock a loaded-latency table's lightly loaded rows imply for the virtual mlc's load threads (laid out
     as it lays them: the latency thread on the first cpu, a load thread on each other)."""
@@ -198,7 +206,7 @@ def _clock_from_loaded_latency(machine: Machine, core: CoreTiming, mlc: MlcResul
     cpus = sorted(machine.cpus)
     if len(cpus) < 2:
         return None
-    sharing = threads_on_core(cpus, core.threads_per_core, cpus)
+    sharing = threads_on_core(cpus, pace_threads_per_core(machine, core)[0], cpus)
     return fit_core_clock(table.inject_delay, table.latency_ns, table.bandwidth_mb_s, [sharing[c] for c in cpus[1:]])
 
 
@@ -527,7 +535,8 @@ def calibrate(
             f"loaded-latency table's {fit.rows} lightly loaded rows moved (delays >= {FIT_MIN_DELAY} cycles, latency "
             f"within {FIT_MAX_LATENCY_RATIO:g}x of the least; each row alone: {fit.row_min_ghz:.3f}-"
             f"{fit.row_max_ghz:.3f} GHz), with the pace model's {LOAD_LINES_PER_DELAY:g} lines a delay and "
-            f"{LOAD_LOOP_CYCLES_PER_LINE:g} loop cycles a line (numasim.tools.mlc_load)"
+            f"{LOAD_LOOP_CYCLES_PER_LINE:g} loop cycles a line (numasim.tools.mlc_load), paced by "
+            + _pace_sharing_words(machine, core)
             + (f"; the priors' clock was {prior_ghz:.3f} GHz" if prior_ghz is not None else "")
         )
         why = []

@@ -41,11 +41,11 @@ from numasim.timing.model import Calibration
 from numasim.tools.context import ToolContext
 from numasim.tools.mlc_load import (
     ASSUMED_CORE_CLOCK_GHZ,
-    PACE_MEASURED_THREADS_PER_CORE,
     CoreClock,
     LoadPace,
     core_clock,
     line_gap_ns,
+    pace_threads_per_core,
     threads_on_core,
 )
 from numasim.units import PAGE_SIZE_BYTES
@@ -117,9 +117,9 @@ class MlcResult:
     nan: the same node, or no memory there)."""
     clock: CoreClock | None = None
     """The core clock the injection delays and core clocks counted (``clock.assumed``: not the machine's own)."""
-    pace_sharing_assumed: bool = False
-    """``--loaded_latency`` without the calibration's ``threads_per_core``: each load thread was paced as sharing
-    its core with another of mlc's threads (:data:`~numasim.tools.mlc_load.PACE_MEASURED_THREADS_PER_CORE`)."""
+    pace_sharing_note: str = ""
+    """``--loaded_latency`` without the calibration's ``threads_per_core``: where the threads a core that pace
+    the load threads came from (the catalog's SKU, or ASSUMED: :func:`~numasim.tools.mlc_load.pace_threads_per_core`)."""
     command_line: str = ""
     calibration_id: str = ""
     seed: int = 0
@@ -348,10 +348,11 @@ def _load_threads(
 
 
 def _threads_on_core(ctx: ToolContext, cal: Calibration, cpus: Sequence[int]) -> dict[int, int]:
-    """How many of ``cpus`` (the tool's threads) share each one's physical core: by the calibration's
-    ``core.threads_per_core`` and Linux's numbering (:func:`~numasim.engine.cores.core_of_cpus`); without it,
+    """How many of ``cpus`` (the tool's threads) share each one's physical core: by the threads a core of
+    :func:`~numasim.tools.mlc_load.pace_threads_per_core` (the calibration's, else the catalog's for the machine's
+    cpu) and Linux's numbering (:func:`~numasim.engine.cores.core_of_cpus`); without either,
     :data:`~numasim.tools.mlc_load.PACE_MEASURED_THREADS_PER_CORE` each (the pace as measured)."""
-    return threads_on_core(ctx.machine.cpus, cal.core.threads_per_core, cpus)
+    return threads_on_core(ctx.machine.cpus, pace_threads_per_core(ctx.machine, cal.core)[0], cpus)
 
 
 def _loaded(
@@ -534,7 +535,9 @@ def mlc(
         res.peak_mb_s = _peak(ctx)
     if "loaded_latency" in sections:
         res.loaded = _loaded(ctx, delays, pace, prefetchers_on)
-        res.pace_sharing_assumed = ctx.calibration.core.threads_per_core is None
+        tpc, source = pace_threads_per_core(ctx.machine, ctx.calibration.core)
+        res.pace_sharing_note = "" if ctx.calibration.core.threads_per_core is not None else (
+            source if tpc is None else f"{tpc} thread(s) a core pace the load threads ({source})")
     if "c2c_latency" in sections:
         _c2c_section(ctx, res)
     return res
@@ -605,9 +608,8 @@ def format_mlc(result: MlcResult) -> str:
                 out += [f"Using buffer size of {_BW_BUFFER_MB:.3f}MB/thread for reads and an additional "
                         f"{_BW_BUFFER_MB:.3f}MB/thread for writes", ""]
             out += _clock_note(result)
-            if result.pace_sharing_assumed:
-                out.append(f"numasim: ASSUMED {PACE_MEASURED_THREADS_PER_CORE} of mlc's threads a core for the load "
-                           "threads' pace (the calibration has no threads_per_core)")
+            if result.pace_sharing_note:
+                out.append(f"numasim: {result.pace_sharing_note}")
             out += ["Measuring Loaded Latencies for the system", _BW_LINES[1], "Using Read-only traffic type",
                     "Inject\tLatency\tBandwidth", "Delay\t(ns)\tMB/sec", "=========================="]
             for d, lat, bw in result.loaded:

@@ -25,7 +25,8 @@ import numpy as np
 
 from numasim.engine.cores import core_of_cpus
 from numasim.errors import WorkloadError
-from numasim.timing.model import Calibration
+from numasim.timing.model import Calibration, CoreTiming
+from numasim.topology.model import Machine
 
 __all__ = [
     "ASSUMED_CORE_CLOCK_GHZ",
@@ -39,6 +40,7 @@ __all__ = [
     "core_clock",
     "fit_core_clock",
     "line_gap_ns",
+    "pace_threads_per_core",
     "threads_on_core",
 ]
 
@@ -146,6 +148,23 @@ def line_gap_ns(
         raise WorkloadError(f"threads_on_core = {threads_on_core}: a load thread runs on its core")
     gap = (delay_cycles / pace.lines_per_delay + pace.loop_cycles_per_line) / clock.ghz
     return gap if threads_on_core == PACE_MEASURED_THREADS_PER_CORE else gap * threads_on_core / PACE_MEASURED_THREADS_PER_CORE
+
+
+def pace_threads_per_core(machine: Machine, core: CoreTiming) -> tuple[int | None, str]:
+    """Hardware threads a core runs, for the load threads' pace, and where that comes from: the calibration's
+    ``threads_per_core``; else the platform catalog's for the machine's ``cpu_model`` (its SKU, or one a core
+    where the machine shows SMT off: :func:`~numasim.timing.catalog.calibration.machine_threads_per_core`); else
+    ``None`` (each load thread is then paced as sharing its core with another, as the pace was measured, and the
+    source says ASSUMED)."""
+    if core.threads_per_core is not None:
+        return core.threads_per_core, "the calibration's threads_per_core"
+    from numasim.timing.catalog.calibration import machine_threads_per_core  # (the catalog loads on demand)
+
+    found = machine_threads_per_core(machine)
+    if found is not None:
+        return found[0], f"the calibration has no threads_per_core; {found[1]}"
+    return None, (f"ASSUMED {PACE_MEASURED_THREADS_PER_CORE} of mlc's threads a core for the load threads' pace (the "
+                  "calibration has no threads_per_core and the machine names no cpu the catalog knows)")
 
 
 def threads_on_core(machine_cpus: Sequence[int], threads_per_core: int | None, cpus: Sequence[int]) -> dict[int, int]:

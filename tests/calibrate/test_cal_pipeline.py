@@ -212,6 +212,25 @@ def test_a_loaded_latency_table_replaces_the_priors_clock_where_the_box_ran_fast
     assert not [w for w in rep.result.warnings if "core_clock" in w]
 
 
+def test_a_box_with_hyper_threading_off_fits_its_clock_at_one_thread_a_core() -> None:
+    """The same box (2x E5-2697 v4, Intel's svr-info examples) with hyper-threading on and off, calibrated on the
+    machine file's nominal numbers (no threads_per_core there): the catalog's SKU says how many of mlc's threads
+    share a core. Before, the off run was paced at two a core and fitted 5.37 GHz, twice its clock."""
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+
+    public = Path(__file__).resolve().parents[1] / "data" / "measurements" / "public_mlc"
+    ghz = {}
+    for name in ("intel-2s-broadwell-E5-2697v4-ht.md", "intel-2s-broadwell-E5-2697v4-htoff.md"):
+        m = public_machine(next(c for c in PUBLIC_MLC_CASES if c.file == name))
+        rep = calibrate(m, load_measurements([public / name]), fit_on=["loaded_latency"])
+        ghz[name] = rep.calibration.core.core_clock_ghz
+        threads = "1 thread(s) a core" if "htoff" in name else "2 thread(s) a core"
+        assert threads in rep.calibration.provenance.notes
+    on, off = ghz.values()
+    assert on is not None and off is not None
+    assert 2.3 <= off <= 3.6 and abs(off / on - 1) < 0.05  # base 2.3, max turbo 3.6: one clock either way
+
+
 def test_a_directory_contributes_its_measurement_files_only(tmp_path: Path) -> None:
     import shutil
 

@@ -80,8 +80,12 @@ def test_the_delay_counts_cycles_of_the_calibrations_clock(e5_run) -> None:
     fast = mlc(tool_context(m, _core(cal, core_clock_ghz=2 * ASSUMED_CORE_CLOCK_GHZ)), ["--loaded_latency"],
                delays=(20000,))
     assert fast.clock is not None and not fast.clock.assumed and "ASSUMED core clock" not in format_mlc(fast)
-    # the shipped calibration does not say how many threads a core runs: the pace's sharing is an assumption, said
-    assert fast.pace_sharing_assumed and "numasim: ASSUMED 2 of mlc's threads a core" in format_mlc(fast)
+    # the shipped calibration does not say how many threads a core runs: the catalog's SKU does, and it is said
+    assert "numasim: 2 thread(s) a core pace the load threads (the calibration has no threads_per_core; Xeon " \
+           "E5-2680 v2: 20 threads / 10 cores (platform catalog))" in format_mlc(fast)
+    unnamed = m.model_copy(update={"cpu_model": None})  # a cpu the catalog cannot name: assumed, said so
+    anon = mlc(tool_context(unnamed, _core(cal, core_clock_ghz=2.5)), ["--loaded_latency"], delays=(20000,))
+    assert "numasim: ASSUMED 2 of mlc's threads a core" in format_mlc(anon)
     # at a large delay the load threads are paced by the delay alone: twice the clock, twice their lines
     chase_mb_s = 64 / np.array([sim.loaded[-1][1], fast.loaded[0][1]]) * 1e3
     load_mb_s = np.array([sim.loaded[-1][2], fast.loaded[0][2]]) - chase_mb_s

@@ -38,7 +38,10 @@ from numasim.timing.model import (
 from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
 from numasim.units import KiB, MiB
 
-__all__ = ["catalog_calibration", "CatalogFigures", "catalog_figures", "latency_donors", "running_clock", "sibling_route"]
+__all__ = [
+    "catalog_calibration", "CatalogFigures", "catalog_figures", "latency_donors", "machine_threads_per_core", "running_clock",
+    "sibling_route",
+]
 
 WHY = "catalog prior: no measurement"
 BYTES_PER_TRANSFER = 8
@@ -391,6 +394,43 @@ def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
     return found
 
 
+def _smt_off(machine: Machine, sku: Sku, socket_of: dict[int, int]) -> bool:
+    """Whether the machine shows one cpu a core of an SMT part (hyper-threading off in the firmware): its cpus
+    number the SKU's cores times its sockets."""
+    sockets_seen = {socket_of[n.id] for n in machine.nodes if n.cpus and n.id in socket_of}
+    return (sku.threads > sku.cores and len(sockets_seen) > 0
+            and sum(len(n.cpus) for n in machine.nodes) == len(sockets_seen) * sku.cores)
+
+
+def machine_threads_per_core(machine: Machine) -> tuple[int, str] | None:
+    """Hardware threads a core runs on ``machine``, and why: from the SKU its ``cpu_model`` names in the catalog
+    (its threads / cores, or 1 where the machine shows one cpu a core: SMT off); ``None`` when the machine names
+    no cpu the catalog knows the SKU of.
+
+    What counts threads a core where the calibration does not say (``CoreTiming.threads_per_core``): the virtual
+    mlc's load threads, whose delay loop shares its core's pipeline, and the core clock fitted to their pace.
+
+    Examples
+    --------
+    >>> from numasim.topology.builders import glueless
+    >>> m = glueless(2, cpus_per_node=28).model_copy(update={"cpu_model": "Intel(R) Xeon(R) Platinum 8180 CPU"})
+    >>> machine_threads_per_core(m)[0]  # 28 cpus a socket of a 28-core, 56-thread SKU: hyper-threading off
+    1
+    """
+    try:
+        found = _resolve(machine, None)
+    except CalibrationError:
+        return None
+    assert found.sku is not None
+    sku = found.sku
+    socket_of, _ = socket_layout(machine, sku)
+    if _smt_off(machine, sku, socket_of):
+        return 1, (f"the machine shows {sku.cores} cpus a socket of {sku.model}, one a core: hyper-threading off "
+                   f"({sku.threads} threads / {sku.cores} cores with it on)")
+    tpc = sku.threads // sku.cores
+    return tpc, f"{sku.model}: {sku.threads} threads / {sku.cores} cores (platform catalog)"
+
+
 def socket_layout(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]:
     """Socket of every node, and how it was found.
 
@@ -693,9 +733,7 @@ def catalog_calibration(
     sq = platform.core.l2_outstanding_misses
     tpc = chosen.threads // chosen.cores
     # A box with hyper-threading (SMT) off shows one cpu a core: its cpus then pair with no sibling.
-    sockets_seen = {socket_of[n.id] for n in machine.nodes if n.cpus and n.id in socket_of}
-    smt_off = (tpc > 1 and len(sockets_seen) > 0
-               and sum(len(n.cpus) for n in machine.nodes) == len(sockets_seen) * chosen.cores)
+    smt_off = _smt_off(machine, chosen, socket_of)
     if smt_off:
         tpc = 1
     core = CoreTiming(
