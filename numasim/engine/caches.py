@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numasim.errors import TopologyError
 from numasim.timing.model import Calibration
-from numasim.topology.model import CacheScope, Machine
+from numasim.topology.model import CacheScope, Machine, core_complexes
 
 from ._feed_kernel import (
     c2c_holders,
@@ -79,6 +80,7 @@ class CacheLevelSpec:
     scope: CacheScope
     line_bytes: int
     associativity: int
+    complexes_per_die: int = 1
 
     @property
     def lines(self) -> int:
@@ -128,7 +130,8 @@ def cache_levels(machine: Machine, calibration: Calibration) -> list[CacheLevelS
     assoc = {c.name: c.associativity for c in machine.caches}
     levels = [
         CacheLevelSpec(
-            c.name, c.size_bytes, c.latency_ns, CacheScope(c.scope), c.line_bytes, assoc.get(c.name, 8)
+            c.name, c.size_bytes, c.latency_ns, CacheScope(c.scope), c.line_bytes, assoc.get(c.name, 8),
+            c.complexes_per_die,
         )
         for c in calibration.caches
     ]
@@ -139,10 +142,20 @@ def instance_keys(machine: Machine, level: CacheLevelSpec, cpus: list[int]) -> l
     """The cache instance each cpu of ``cpus`` uses at ``level`` (cpus with equal keys share it)."""
     node_of = machine.cpu_to_node
     keys: list[tuple[object, ...]] = []
+    complex_of: dict[int, tuple[int, int]] = {}
+    if level.scope == CacheScope.CCX:
+        for k, die in enumerate(machine.core_dies):
+            for j, members in enumerate(core_complexes(die.cpus, level.complexes_per_die)):
+                complex_of.update(dict.fromkeys(members, (k, j)))
     for cpu in cpus:
         node = machine.node(node_of[cpu])
         if level.scope == CacheScope.CORE:
             keys.append(("cpu", cpu))
+        elif level.scope == CacheScope.CCX:
+            if cpu not in complex_of:
+                raise TopologyError(f"caches[{level.name}].scope", "ccx", f"cpu {cpu} is on no core die of machine "
+                                    f"{machine.name} (core_dies says which cores a complex is made of)")
+            keys.append(("ccx", *complex_of[cpu]))
         elif level.scope == CacheScope.DIE and node.die is not None:
             keys.append(("die", node.socket, node.die))
         elif level.scope in (CacheScope.DIE, CacheScope.SOCKET) and node.socket is not None:

@@ -238,6 +238,8 @@ class CacheTiming(_Model):
     latency_ns: PositiveFloat
     scope: CacheScope = CacheScope.CORE
     line_bytes: Annotated[int, Field(gt=0)] = 64
+    complexes_per_die: Annotated[int, Field(gt=0)] = 1
+    """``scope = "ccx"``: core complexes per core die (``CacheLevel.complexes_per_die``)."""
 
 
 class RelayTiming(_Model):
@@ -364,6 +366,9 @@ class Calibration(_Model):
         for dev in body.get("devices", []):
             if not dev.get("dma_read_bandwidth_gb_s"):
                 dev.pop("dma_read_bandwidth_gb_s", None)  # ids of calibrations from before it stay
+        for cache in body.get("caches", []):
+            if cache.get("complexes_per_die") == 1:
+                cache.pop("complexes_per_die")  # ids from before core complexes stay
         if not body.get("core", {}).get("write_allocate_evasion"):
             body.get("core", {}).pop("write_allocate_evasion", None)  # ids from before it stay
         for optional in ("core_clock_ghz", "outstanding_misses_per_core", "threads_per_core", "write_latency_factor"):
@@ -417,7 +422,8 @@ def nominal_calibration(machine: Machine, *, notes: str = "") -> Calibration:
         for src, dst, lat, bw in link.directed()
     ]
     caches = [
-        CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes)
+        CacheTiming(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes,
+                    complexes_per_die=c.complexes_per_die)
         for c in machine.caches
     ]
     devices, relays = machine_devices_and_relays(machine)
@@ -492,15 +498,17 @@ def apply_calibration(machine: Machine, calibration: Calibration) -> Machine:
     caches = [
         CacheLevel(
             name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope, line_bytes=c.line_bytes,
-            **({"associativity": ways[c.name]} if c.name in ways else {}),
+            complexes_per_die=c.complexes_per_die, **({"associativity": ways[c.name]} if c.name in ways else {}),
         )
         for c in calibration.caches
     ]
     dies = list(calibration.core_dies)
-    if dies:
-        # Checked as the machine checks its own: every die on one node, no cpu on two dies.
+    if dies or any(c.scope is CacheScope.CCX for c in caches):
+        # Checked as the machine checks its own: every die on one node, no cpu on two dies, a core-complex cache
+        # over dies that split into its complexes.
         try:
-            Machine.model_validate({**machine.model_dump(), "core_dies": [d.model_dump() for d in dies]})
+            Machine.model_validate({**machine.model_dump(), "core_dies": [d.model_dump() for d in dies],
+                                    "caches": [c.model_dump() for c in caches]})
         except ValidationError as exc:
             raise CalibrationError(f"calibration {calibration.id} does not fit {machine.name}: "
                                    f"{exc.errors()[0]['msg']}") from None

@@ -92,6 +92,9 @@ class CacheScope(StrEnum):
     DIE = "die"
     SOCKET = "socket"
     NODE = "node"
+    CCX = "ccx"
+    """An AMD core complex: the cores of one core die (``Machine.core_dies``) that share an L3, the whole die on
+    Zen 3 and later, half of it on Zen 1 and 2 (``complexes_per_die``)."""
 
 
 class _Model(BaseModel):
@@ -222,6 +225,15 @@ class CacheLevel(_Model):
     scope: CacheScope = CacheScope.CORE
     line_bytes: Annotated[int, Field(gt=0)] = 64
     associativity: Annotated[int, Field(gt=0)] = 8
+    complexes_per_die: Annotated[int, Field(gt=0)] = 1
+    """``scope = "ccx"`` only: core complexes per core die, each a run of the die's consecutive cores (with their
+    hardware threads) holding one instance."""
+
+    @model_validator(mode="after")
+    def _complexes_need_ccx(self) -> Self:
+        if self.complexes_per_die != 1 and self.scope is not CacheScope.CCX:
+            raise ValueError(f"complexes_per_die = {self.complexes_per_die}: only a ccx-scoped level splits a core die")
+        return self
 
 
 class CoreDie(_Model):
@@ -345,6 +357,17 @@ class Machine(_Model):
                 if c in on_die:
                     raise ValueError(f"core_dies[{k}].cpus: cpu {c} is already on core die {on_die[c]}")
                 on_die[c] = k
+        for cache in self.caches:
+            if cache.scope is CacheScope.CCX:
+                unplaced = sorted(c for c in seen if c not in on_die)
+                if unplaced:
+                    raise ValueError(f"caches[{cache.name}].scope = 'ccx': cpus {unplaced[:8]} are on no core die "
+                                     "(core_dies says which cores a complex is made of)")
+                for k, die in enumerate(self.core_dies):
+                    try:
+                        core_complexes(die.cpus, cache.complexes_per_die)
+                    except ValueError as exc:
+                        raise ValueError(f"caches[{cache.name}]: core_dies[{k}]: {exc}") from None
         if self.firmware_slit is not None:
             _check_slit(self.firmware_slit, len(ids))
         if len(ids) > 1:
@@ -388,6 +411,37 @@ class Machine(_Model):
         from numasim.topology.distances import slit
 
         return slit(self)
+
+
+def core_complexes(die_cpus: list[int], complexes: int) -> list[list[int]]:
+    """A core die's cpus split into ``complexes`` core complexes of consecutive cores, each with its hardware
+    threads.
+
+    Linux numbers every core's first thread before the second threads, so a die's cpus are runs of consecutive
+    ids of equal length, one run per thread (``0-7,128-135``); complex ``j`` is the ``j``-th part of every run.
+
+    Examples
+    --------
+    >>> core_complexes([0, 1, 2, 3, 4, 5, 6, 7, 128, 129, 130, 131, 132, 133, 134, 135], 2)
+    [[0, 1, 2, 3, 128, 129, 130, 131], [4, 5, 6, 7, 132, 133, 134, 135]]
+    >>> core_complexes([8, 9, 10, 11, 12, 13], 1)
+    [[8, 9, 10, 11, 12, 13]]
+    """
+    cpus = sorted(die_cpus)
+    if complexes == 1:
+        return [cpus]
+    runs: list[list[int]] = [[cpus[0]]]
+    for c in cpus[1:]:
+        if c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    length = len(runs[0])
+    if any(len(r) != length for r in runs) or length % complexes:
+        raise ValueError(f"cpus {cpus} are not runs of equal length divisible by {complexes} (one run a hardware "
+                         f"thread, consecutive cores): cannot split them into {complexes} core complexes")
+    part = length // complexes
+    return [sorted(c for r in runs for c in r[j * part : (j + 1) * part]) for j in range(complexes)]
 
 
 def _check_slit(table: list[list[int]], n: int) -> None:

@@ -35,7 +35,7 @@ from numasim.timing.model import (
     default_curve,
     machine_devices_and_relays,
 )
-from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex
+from numasim.topology.model import CacheScope, CoreDie, LinkKind, Machine, MemoryKind, Vertex, core_complexes
 from numasim.units import KiB, MiB
 
 __all__ = [
@@ -613,8 +613,9 @@ def catalog_calibration(
     * **links inside a socket** (mesh, I/O die, sibling dies) and anything the catalog cannot classify: the
       catalog's die-to-die bandwidth when it has one, otherwise the machine file's nominal numbers; latency
       always the machine file's. Relays and devices likewise come from the machine file.
-    * **caches**: the platform's levels; L1d/L2 per core, the L3 as one socket-wide cache of the SKU's L3
-      (on parts whose L3 is split among core complexes this is an assumption, said in the notes); latency =
+    * **caches**: the platform's levels; L1d/L2 per core, the L3 as one socket-wide cache of the SKU's L3,
+      or where the platform's L3 belongs to a core complex (AMD's CCX) one instance a complex of the core dies
+      below, the SKU's L3 split evenly among them (without core dies, socket-wide, said in the notes); latency =
       cycles / the running clock (below); a level without a cycle count keeps the machine file's latency.
     * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default);
       ``outstanding_misses_per_core`` = the L2 miss queue (superqueue) shared by a core's hardware threads, and
@@ -725,7 +726,8 @@ def catalog_calibration(
                         f"[{platform.cite(chosen.sources)}]")
     else:
         clock_ghz, clock_source = running_clock(platform, chosen, turbo)
-    caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz)
+    core_dies, die_priors, die_notes = _core_dies(machine, fig, socket_of, here)
+    caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz, core_dies)
     priors += cache_priors
     notes += cache_notes
 
@@ -783,7 +785,6 @@ def catalog_calibration(
               "numasim's (timing.model.EVASION_ONSET_QUEUE_LINES..EVASION_FULL_QUEUE_LINES, read off the "
               "Platinum 8360Y's likwid-bench series)")
 
-    core_dies, die_priors, die_notes = _core_dies(machine, fig, socket_of, here)
     priors += die_priors
     notes += die_notes
 
@@ -1071,8 +1072,18 @@ _SCOPES = {"core": CacheScope.CORE, "module": CacheScope.CORE, "ccx": CacheScope
            "socket": CacheScope.SOCKET}
 
 
+def _dies_split(core_dies: list[CoreDie], complexes: int) -> bool:
+    """Whether every core die's cpus split into ``complexes`` core complexes (:func:`core_complexes`)."""
+    try:
+        for die in core_dies:
+            core_complexes(die.cpus, complexes)
+    except ValueError:
+        return False
+    return True
+
+
 def _caches(
-    machine: Machine, fig: CatalogFigures, here: str, clock_ghz: float
+    machine: Machine, fig: CatalogFigures, here: str, clock_ghz: float, core_dies: list[CoreDie]
 ) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
     platform, sku = fig.platform, fig.sku
     nominal = {c.name.lower(): c for c in machine.caches}
@@ -1081,12 +1092,25 @@ def _caches(
     notes: list[str] = []
     for spec in platform.caches:
         src = f"{here} [{platform.cite(spec.sources)}]"
-        if spec.level == "L3" and sku.l3_mib is not None:
+        complexes = 1
+        if spec.level == "L3" and sku.l3_mib is not None and spec.scope == "ccx" and core_dies and sku.core_dies \
+                and _dies_split(core_dies, spec.complexes_per_die):
+            # one instance a core complex, laid over the core dies: the SKU's L3 split evenly among them (a part
+            # with fewer cores than its dies hold keeps every die's complexes, each with part of its L3 fused off)
+            complexes = spec.complexes_per_die
+            instances = sku.core_dies * complexes
+            size = round(sku.l3_mib * MiB / instances)
+            scope = CacheScope.CCX
+            size_src = (f"{here}: the SKU's L3 ({sku.l3_mib:g} MiB) over its {sku.core_dies} core dies x {complexes} "
+                        f"core complex(es) a die [{platform.cite(sku.sources + spec.sources)}]")
+        elif spec.level == "L3" and sku.l3_mib is not None:
             size = round(sku.l3_mib * MiB)
             scope = CacheScope.SOCKET
             size_src = f"{here}: the SKU's L3 [{platform.cite(sku.sources)}]"
             if spec.scope != "socket":
-                notes.append(f"the L3 is split per {spec.scope} on this platform; modelled as one socket-wide cache of the SKU's total (assumption)")
+                notes.append(f"the L3 is split per {spec.scope} on this platform; modelled as one socket-wide cache "
+                             "of the SKU's total (assumption: the catalog lays no core dies over this machine whose "
+                             "cores split into its complexes)")
         elif spec.size_kib is not None:
             size = round(spec.size_kib * KiB)
             scope = _SCOPES[spec.scope]
@@ -1106,7 +1130,7 @@ def _caches(
         else:
             notes.append(f"{spec.level}: neither the catalog nor the machine file gives a latency; level left out")
             continue
-        out.append(CacheTiming(name=name, size_bytes=size, latency_ns=latency, scope=scope))
+        out.append(CacheTiming(name=name, size_bytes=size, latency_ns=latency, scope=scope, complexes_per_die=complexes))
         priors.append(PriorParameter(parameter=f"caches[{name}].size_bytes", value=size, unit="bytes", source=size_src, why=WHY))
         priors.append(PriorParameter(parameter=f"caches[{name}].latency_ns", value=latency, unit="ns", source=lat_src, why=WHY))
     return out, priors, notes

@@ -84,7 +84,8 @@ def catalog_machine(
     ways = {spec.level.lower(): spec.associativity for spec in found.platform.caches}
     shaped = machine.model_copy(update={"caches": [
         CacheLevel(name=c.name, size_bytes=c.size_bytes, latency_ns=c.latency_ns, scope=c.scope,
-                   line_bytes=c.line_bytes, associativity=ways.get(c.name.lower()) or 8)
+                   line_bytes=c.line_bytes, associativity=ways.get(c.name.lower()) or 8,
+                   complexes_per_die=c.complexes_per_die)
         for c in cal.caches
     ]}) if cal.caches else machine
     timed = _socket_links_named(apply_calibration(shaped, cal), found)

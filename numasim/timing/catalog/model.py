@@ -69,6 +69,9 @@ class CacheSpec(_Sourced):
     scope: Literal["core", "module", "ccx", "die", "socket"]
     """Which cpus share one instance: a core (and its SMT threads), a Bulldozer module, an AMD core complex
     (CCX/CCD), a die of a multi-die package, or the whole socket."""
+    complexes_per_die: PositiveInt = 1
+    """``scope = "ccx"``: core complexes per core die (Zen 1 and 2: two of four cores each; Zen 3 and later: the
+    die is one complex)."""
 
 
 class MemorySpec(_Sourced):
