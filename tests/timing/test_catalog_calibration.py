@@ -455,3 +455,20 @@ def test_every_platform_prices_memory_within_physical_bounds_on_any_socket_count
         fig = catalog_figures(platform, sku, sockets=sockets)
         for c in cal.controllers:
             assert 0.0 < c.read_bandwidth_gb_s <= fig.socket_peak_gb_s + 1e-9, platform.name
+
+
+@pytest.mark.parametrize(("sku", "donor"), [("Xeon Platinum 8480+", "intel-cascade-lake-sp"),
+                                             ("E5-2680 v2", "intel-sandy-bridge-ep"), ("Opteron 875", "amd-opteron-k10")])
+def test_a_level_without_a_public_latency_borrows_a_neighbours_cycles(sku: str, donor: str) -> None:
+    """The catalog has the size of Sapphire Rapids' and Ivy Bridge-EP's L3 (and K8's L2) but no latency: the
+    level used to be left out on a machine file without one, so every working set between the level above and
+    memory ran at memory latency. Now it borrows the nearest same-vendor platform's cycles, at this clock, and
+    says so."""
+    cal = catalog_calibration(glueless(2), sku=sku)
+    level = "L2" if "Opteron" in sku else "L3"
+    names = [c.name for c in cal.caches]
+    assert level in names
+    src = {p.parameter: p.source for p in cal.provenance.priors}[f"caches[{level}].latency_ns"]
+    assert f"borrowed from {donor}" in src
+    lat = {c.name: c.latency_ns for c in cal.caches}
+    assert lat["L1d"] < lat["L2"] and (level == "L2" or lat["L2"] < lat["L3"])

@@ -1072,6 +1072,16 @@ _SCOPES = {"core": CacheScope.CORE, "module": CacheScope.CORE, "ccx": CacheScope
            "socket": CacheScope.SOCKET}
 
 
+def _cache_latency_donor(platform: Platform, level: str) -> Platform | None:
+    """The platform whose ``level`` latency in cycles a platform without one borrows: the same vendor's with the
+    nearest first year (on a tie the later: a shrink keeps its predecessor's uncore, Broadwell-EP Haswell-EP's)."""
+    have = [p for p in load_catalog() if p.name != platform.name and p.vendor == platform.vendor
+            and any(c.level == level and c.latency_cycles is not None for c in p.caches)]
+    if not have:
+        return None
+    return min(have, key=lambda p: (abs(p.years[0] - platform.years[0]), -p.years[0], p.name))
+
+
 def _dies_split(core_dies: list[CoreDie], complexes: int) -> bool:
     """Whether every core die's cpus split into ``complexes`` core complexes (:func:`core_complexes`)."""
     try:
@@ -1127,6 +1137,16 @@ def _caches(
         elif name.lower() in nominal or (name == "L1d" and "l1" in nominal):
             latency = nominal.get(name.lower(), nominal.get("l1")).latency_ns  # type: ignore[union-attr]
             lat_src = "machine file (nominal): the catalog has no cycle count for this level"
+        elif (donor := _cache_latency_donor(platform, spec.level)) is not None:
+            # A level left out would time every working set between the level above and the memory as memory:
+            # a neighbour's cycles, at this platform's clock, are nearer the truth (and said to be borrowed).
+            got = next(c for c in donor.caches if c.level == spec.level and c.latency_cycles is not None)
+            assert got.latency_cycles is not None
+            latency = got.latency_cycles / clock_ghz
+            lat_src = (f"{got.latency_cycles:g} cycles / {clock_ghz:g} GHz running clock, borrowed from {donor.name} "
+                       f"({donor.years[0]}) [{donor.cite(got.sources)}]: {platform.name} has no public {spec.level} "
+                       "latency in the catalog and the machine file gives none")
+            notes.append(f"{spec.level} latency: borrowed from {donor.name} ({got.latency_cycles:g} cycles)")
         else:
             notes.append(f"{spec.level}: neither the catalog nor the machine file gives a latency; level left out")
             continue
