@@ -147,5 +147,5 @@ def test_calibration_errors_name_the_measurement_file(tmp_path: Path, capsys: py
     path.write_text(text)
     code = main(["calibrate", str(path), "-m", "seed-001-e5-2680v2", "-o", str(tmp_path / "c.json")])
     assert code == 2
-    assert f"{path}: latency_matrix: cell (1, 0) = -114.6 is not positive" in _one_line(capsys)
+    assert f"{path}:6: idle latency matrix: node 1 -> 0 = -114.6 ns: not a ns figure" in _one_line(capsys)
     assert not (tmp_path / "c.json").exists()

@@ -98,7 +98,8 @@ def _show_text(found: CatalogMatch) -> list[str]:
 
     lines.append("caches:")
     for c in p.caches:
-        lines += [f"  {c.level}: {_fields(c, ('sources', 'level'))}", src(c.sources)]
+        one = ("complexes_per_die",) if c.complexes_per_die == 1 else ()  # (shown where a die holds several)
+        lines += [f"  {c.level}: {_fields(c, ('sources', 'level', *one))}", src(c.sources)]
     lines += ["memory:", f"  {_fields(p.memory)}", src(p.memory.sources)]
     if p.numa_modes:
         lines.append("NUMA modes:")
