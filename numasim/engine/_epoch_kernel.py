@@ -391,6 +391,7 @@ def run_epochs(
                     cr = class_ctrl[cls]
                     evaded = class_evadable[cls] * evaded_share(free[cr], ready, own_busy[cr], evade_ramp)
                 b = 0.0
+                served = 0.0  # when the slowest server of the route is done with the line
                 if evaded > 0.0:
                     # A full-line write that skips part of its read for ownership: each entry scaled by its own
                     # read-for-ownership share. A loop of its own: that per-entry load in the common loop cost
@@ -402,6 +403,7 @@ def run_epochs(
                         b = path_busy[np.uint64(q)] * scale
                         log_scale[n_log] = scale
                         free[r] = t + b
+                        served = max(served, t + b)
                         extra += curve_now[r]
                         if not (bucket_lo[a] <= t < bucket_hi[a]):
                             bk = int(t // epoch_ns)
@@ -419,6 +421,7 @@ def run_epochs(
                         if scaled:
                             log_scale[n_log] = 1.0
                         free[r] = t + b
+                        served = max(served, t + b)
                         extra += curve_now[r]
                         # busy time to the bucket the service starts in; as in exact mode, each agent keeps the
                         # bucket of its last charge and its bounds, and divides only when the time falls outside
@@ -440,7 +443,7 @@ def run_epochs(
                 req_out[pu] = req  # (read for memory requests only)
                 lat = req
                 if prefetched[pu]:
-                    lat = prefetched_miss_ns(req, pff[a], (t - ready) + b, level_lat, n_levels)
+                    lat = prefetched_miss_ns(req, pff[a], served - ready, level_lat, n_levels)
             done = ready + lat
             j = n_fly
             while j > 0 and inflight[a, (h + np.uint64(j - 1)) & fly_mask] > done:

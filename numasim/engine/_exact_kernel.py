@@ -414,22 +414,23 @@ def run_kernel(
                     lat = prefetched_hit_ns(lat, pff[a], level_lat, level)  # see _prefetch_rules
             else:
                 tt = ready
-                b_last = 0.0
                 evaded = 0.0
                 if len(class_evadable) > 0 and full[p] and class_evadable[c] > 0.0:
                     evaded = class_evadable[c] * evaded_share(free[class_ctrl[c]], ready,
                                                               line_busy[class_ctrl[c]], evade_ramp)
+                served = 0.0  # when the slowest server of the route is done with the line
                 for k in range(k0, k1):
                     r = path_res[k]
                     b = path_busy[k]
                     if evaded > 0.0:
                         # the read for ownership it skipped: the entry's share of the write that is not write-back
                         b *= 1.0 - evaded * (1.0 - path_wb_share[k])
-                    b_last = b
                     f = free[r]
                     if f > tt:
                         tt = f
                     free[r] = tt + b
+                    if tt + b > served:
+                        served = tt + b
                     if not (acc_lo[a] <= tt < acc_hi[a]):
                         bk = int(tt // epoch_ns)
                         if bk < ring_lo or bk >= ring_lo + n_ring:
@@ -457,7 +458,7 @@ def run_kernel(
                 req = class_base[c] + (tt - ready) + curve_ns
                 lat = req
                 if prefetched[p]:
-                    lat = prefetched_miss_ns(req, pff[a], (tt - ready) + b_last, level_lat, n_levels)
+                    lat = prefetched_miss_ns(req, pff[a], served - ready, level_lat, n_levels)
             done = ready + lat
             lo = infl_off[a]
             _push(infl, lo, infl_n[a], done)

@@ -2,8 +2,9 @@
 
 A prefetched request costs the core its latency times ``M / (M + d)`` (``factor``), but never less than what is
 physical: a hit is at best in the level the prefetcher fills (the second; the first for an L2 hit), so no level is
-faster than the one above it; a miss is not usable before the last server on its route has served it (prefetching
-hides latency, not bandwidth), nor before a hit in the level the prefetcher fills.
+faster than the one above it; a miss is not usable before every server on its route has served it (prefetching
+hides latency, not bandwidth: the slowest server's end, which on a route whose link is slower than its controller
+is the link's), nor before a hit in the level the prefetcher fills.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def prefetched_hit_ns(latency_ns: float, factor: float, level_lat: np.ndarray, l
 
 @njit(cache=True, inline="always")
 def prefetched_miss_ns(request_ns: float, factor: float, served_ns: float, level_lat: np.ndarray, n_levels: int) -> float:
-    """A prefetched miss: shortened, not before ``served_ns`` (its last server done), nor below a prefetched hit."""
+    """A prefetched miss: shortened, not before ``served_ns`` (every server of its route done), nor below a
+    prefetched hit."""
     lat = max(request_ns * factor, served_ns)
     if n_levels > 0 and lat < level_lat[min(n_levels - 1, 1)]:
         lat = level_lat[min(n_levels - 1, 1)]

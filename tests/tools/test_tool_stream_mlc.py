@@ -118,3 +118,21 @@ def test_mlc_writes_partial_lines_where_reads_for_ownership_may_be_skipped(seed0
     copy = {c.id: stream(tool_context(m, c, cpunodebind=[0]), threads=10, array_elements=2_000_000).best_rate_mb_s["Copy"]
             for c in (cal, evading)}
     assert copy[evading.id] > copy[cal.id]
+
+
+def test_no_bandwidth_matrix_cell_exceeds_its_routes_slowest_server() -> None:
+    """A prefetched line is not at the core before every server of its route has served it. With only the last
+    server (the controller) counted, a stream bound by a slower link finished a fraction of a line early: seed-000's
+    cross-socket cells read 40001.0 MB/s over its 40 GB/s UPI link."""
+    from numasim.timing import resolve_calibration
+    from numasim.timing.model import apply_calibration
+    from numasim.topology.io import load_machine
+    from numasim.topology.routing import bandwidth_table_gb_s
+
+    m = load_machine("seed-000-4node")
+    cal = resolve_calibration(m)
+    cap_mb_s = bandwidth_table_gb_s(apply_calibration(m, cal)) * 1000
+    got = mlc(tool_context(m, cal), ["--bandwidth_matrix"]).bandwidth_mb_s
+    assert got is not None
+    assert np.all(got <= cap_mb_s * (1 + 1e-9)), (got, cap_mb_s)
+    assert got[0, 2] > 0.99 * cap_mb_s[0, 2]  # the link-bound cells do reach the link's rate
