@@ -86,12 +86,14 @@ def _timed(spec: str, machine: Machine) -> tuple[Machine, str]:
     from numasim.timing.resolve import resolve_calibration
 
     if not machine.calibration:
-        from numasim.timing.catalog.machine import catalog_timed_by
+        from numasim.timing.catalog.machine import catalog_borrowed, catalog_timed_by
 
         entry = catalog_timed_by(machine)
         if entry is not None:
+            lent = catalog_borrowed(machine)
             return machine, (f"the machine file's numbers, the platform catalog's priors for {entry} (it names no "
-                             "calibration; nothing of this box measured)")
+                             "calibration; nothing of this box measured)"
+                             + (f"; borrowed from other platforms: {lent}" if lent else ""))
         return machine, "the machine file's nominal numbers (it names no calibration; not fitted to measurements)"
     cal = resolve_calibration(machine, machine_path=_source(spec))
     origin = f"calibration {cal.id} ({cal.provenance.method})"

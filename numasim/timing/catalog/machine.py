@@ -19,13 +19,41 @@ from numasim.timing.catalog.calibration import catalog_calibration, catalog_figu
 from numasim.timing.catalog.cxl import load_cxl_catalog
 from numasim.timing.catalog.cxl_timing import choose_cxl_device, cxl_figures
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
-from numasim.timing.model import apply_calibration
+from numasim.timing.model import Calibration, apply_calibration
 from numasim.topology.model import CacheLevel, Machine
 from numasim.units import GiB
 
-__all__ = ["catalog_machine", "catalog_timed_by"]
+__all__ = ["catalog_borrowed", "catalog_machine", "catalog_timed_by"]
 
 _PRIORS_NOTE = "Nominal timing numbers are the platform catalog's priors for "
+_BORROWED_NOTE = "Borrowed from other platforms (no public figure of this one's): "
+
+
+def _borrowed(cal: Calibration) -> str:
+    """Which of a catalog calibration's priors another platform lent, grouped by lender, e.g.
+    ``"controllers.latency_ns, links.latency_ns from intel-ivy-bridge-ep"`` ("" where none was)."""
+    by_donor: dict[str, list[str]] = {}
+    for p in cal.provenance.priors:
+        got = re.search(r"borrowed from ([a-z0-9-]+)", p.source)
+        if got is None:
+            continue
+        name = p.parameter if p.parameter.startswith("caches[") else re.sub(r"\[[^\]]*\]", "", p.parameter)
+        names = by_donor.setdefault(got.group(1), [])
+        if name not in names:
+            names.append(name)
+    return "; ".join(f"{', '.join(names)} from {donor}" for donor, names in by_donor.items())
+
+
+def catalog_borrowed(machine: Machine) -> str | None:
+    """What :func:`catalog_machine` wrote of the priors other platforms lent (None: none, or not a catalog
+    machine)."""
+    text = machine.description
+    at = text.find(_BORROWED_NOTE)
+    if at < 0:
+        return None
+    rest = text[at + len(_BORROWED_NOTE):]
+    end = rest.find(".\n") if ".\n" in rest else rest.find(". ")
+    return rest[:end] if end > 0 else rest.rstrip(".")
 
 
 def catalog_timed_by(machine: Machine) -> str | None:
@@ -93,6 +121,8 @@ def catalog_machine(
         f"{_PRIORS_NOTE}{found.label} "
         f"(numasim catalog show {found.platform.name!r}); nothing of this box was measured."
     )
+    if lent := _borrowed(cal):
+        note = f"{note} {_BORROWED_NOTE}{lent}."
     if structure_note:
         note = f"{note} {structure_note}"
     if cxl_expanders:
