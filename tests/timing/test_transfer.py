@@ -215,3 +215,15 @@ def test_cache_to_cache_figures_carry_across_modes() -> None:
     snc2 = transfer_calibration(m, cal, ClusterMode("snc", 2), die_latency_ns=8.0, die_bandwidth_gb_s=100.0,
                                 prior_source="nominal Skylake-SP mesh (numasim.topology.builders.MESH_LATENCY_NS)")
     assert snc2.calibration.coherence == cal.coherence
+
+
+def test_cluster_on_die_needs_a_sku_with_two_rings() -> None:
+    """Haswell-EP's Cluster-on-Die needs the dies with two rings (10 cores and more): a 6-core E5-2620 v3 was put
+    into CoD without a word; the catalog now says no, and why."""
+    from numasim.timing.catalog import mode_offer_for_cpu
+
+    small = mode_offer_for_cpu("Intel(R) Xeon(R) CPU E5-2620 v3 @ 2.40GHz")
+    big = mode_offer_for_cpu("Intel(R) Xeon(R) CPU E5-2695 v3 @ 2.30GHz")
+    assert small is not None and big is not None
+    assert small.per_socket == (1,) and "CoD needs 10 cores or more, Xeon E5-2620 v3 has 6" in small.source
+    assert big.per_socket == (1, 2) and "needs" not in big.source

@@ -95,6 +95,9 @@ class NumaMode(_Sourced):
     nodes_per_socket: PositiveInt
     channels_per_node: PositiveFloat
     note: str = ""
+    min_cores: PositiveInt | None = None
+    """The fewest cores a SKU needs to offer the mode (Cluster-on-Die needs the dies with two rings); None: every
+    SKU of the platform offers it."""
 
 
 class LinkEfficiency(_Sourced):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from numasim.errors import NumasimError
 from numasim.timing.catalog.match import match_cpu
-from numasim.timing.catalog.model import Platform
+from numasim.timing.catalog.model import Platform, Sku
 from numasim.topology.cluster_mode import Family, ModeOffer
 
 __all__ = ["mode_offer", "mode_offer_for_cpu"]
 
 
-def mode_offer(platform: Platform) -> ModeOffer:
+def mode_offer(platform: Platform, sku: Sku | None = None) -> ModeOffer:
     """The clustering modes ``platform`` offers.
 
     A mode named ``"die"`` in the catalog is the package's own die structure (no setting); a platform with no
@@ -38,7 +38,11 @@ def mode_offer(platform: Platform) -> ModeOffer:
     if not platform.numa_modes or all(n == "die" for n in names):
         per_socket = sorted({m.nodes_per_socket for m in platform.numa_modes} or {1})
         return ModeOffer(family, tuple(per_socket), True, source)
-    counts = {m.nodes_per_socket for m in platform.numa_modes if m.name.lower() != "die"}
+    # a mode only the larger SKUs offer (Cluster-on-Die needs two rings): not offered by a smaller one, said why
+    short = [m for m in platform.numa_modes if sku is not None and m.min_cores is not None and sku.cores < m.min_cores]
+    for m in short:
+        source += f"; {m.name} needs {m.min_cores} cores or more, {sku.model} has {sku.cores}"  # type: ignore[union-attr]
+    counts = {m.nodes_per_socket for m in platform.numa_modes if m.name.lower() != "die" and m not in short}
     if platform.vendor == "intel":
         counts.add(1)
     return ModeOffer(family, tuple(sorted(counts)), False, source)
@@ -50,6 +54,7 @@ def mode_offer_for_cpu(cpu_model: str | None) -> ModeOffer | None:
     if not cpu_model:
         return None
     try:
-        return mode_offer(match_cpu(cpu_model).platform)
+        found = match_cpu(cpu_model)
+        return mode_offer(found.platform, found.sku)
     except NumasimError:
         return None
