@@ -420,10 +420,23 @@ class ExactEngine:
 
     def _heap_push(self, a: int) -> None:
         """Put agent ``a`` back into the dispatch heap at its next request's ready time (between kernel calls, the
-        heap is consistent and no agent is being processed)."""
+        heap is consistent and no agent is being processed).
+
+        The ready time is the kernel's own (its ``P_NEXT`` step): after the previous issue (completion, when
+        dependent) and the request's compute time, and not before a miss slot is free. A kernel copy agent goes
+        idle with its slots still busy; woken without freeing one, its next issue was one more than its in-flight
+        heap holds, written past it (past the end of the buffer for the last agent)."""
         n = int(self.st_i[K.I_HEAP_N])
         p = int(self.pos[a])
-        t = float(self.last_issue[a]) + float(self.compute[p])
+        t = float(self.last_done[a] if self.dependent[a] else self.last_issue[a]) + float(self.compute[p])
+        lo, n_fly = int(self.infl_off[a]), int(self.infl_n[a])
+        if n_fly >= int(self.mlp[a]):  # every slot busy: the earliest completion frees one
+            t = max(t, float(K._pop_min(self.infl, lo, n_fly)))
+            n_fly -= 1
+        while n_fly > 0 and float(self.infl[lo]) <= t:  # what completed by then has left
+            K._pop_min(self.infl, lo, n_fly)
+            n_fly -= 1
+        self.infl_n[a] = n_fly
         order = int(self.st_i[K.I_ORDER])
         i = n
         while i > 0:
