@@ -593,10 +593,16 @@ def _collect(
     bytes_total = lines_total * LINE_BYTES
     # Posted write-backs can keep a resource busy after the program's last access: what it did during the run (its
     # busy time, utilisation, bandwidth) is its work less what was still queued at the end (nothing else outlasts
-    # the run; bytes count every line moved).
+    # the run; bytes count every line moved). That is at most the time it stayed busy past the end, and at most
+    # the work that started in or after the run's last series bucket: a link downstream of a backlog (a core
+    # die's port) gets its write-backs late but was idle meanwhile, and taking the whole tail off it read a
+    # negative busy time.
     in_run = busy_total
     if write_backs_rc is not None and write_backs_rc.any() and free_ns is not None:
-        in_run = busy_total - np.clip(free_ns - run_time, 0.0, None)
+        series = st.series
+        last = int(run_time // series.bucket_ns)
+        late = series.busy[last:].sum(axis=0) if last < len(series.busy) else np.zeros_like(busy_total)
+        in_run = np.clip(busy_total - np.minimum(np.clip(free_ns - run_time, 0.0, None), late), 0.0, None)
     util = st.series.utilisation(run_time)
     resources = []
     for r, res in enumerate(ms.resources):
