@@ -483,6 +483,7 @@ def _numactl_on(session: _Session, opts: dict[str, Any], argv: list[str], cpus: 
             "exit_code": run.exit_code,
             "stdout": run.stdout,
             "stderr": run.stderr,
+            "timed_by": run.timed_by or None,
             "pids": run.program_pids,
             "pages_per_node": {str(k): v for k, v in pages.items()},
             "page_runs": runs[:_MAX_RUNS],
@@ -517,6 +518,8 @@ def _numactl_on(session: _Session, opts: dict[str, Any], argv: list[str], cpus: 
     if pids and run.command and run.exit_code == 0 and not persistent:
         stat = run_numastat(["-p", *[str(p) for p in pids]], numastat_sources(kernel))
         echo(stat.stdout, nl=False)
+    if run.timed_by and not persistent:  # a measurement tool's numbers say what they rest on (not in its output:
+        echo(f"numasim: timed by {run.timed_by}", err=True)  # scripts parse that as the real tool's)
     raise SystemExit(run.exit_code)
 
 

@@ -286,6 +286,8 @@ class NumactlRun:
     """The program runs on when numactl returns (stress without ``-t``, ``sleep inf``)."""
     program_duration_s: float = 0.0
     """How long the program runs, simulated seconds (:attr:`numasim.tools.programs.ProgramRun.duration_s`)."""
+    timed_by: str = ""
+    """What the program's numbers rest on, where it is a measurement tool (:attr:`ProgramRun.timed_by`)."""
 
 
 @dataclass
@@ -999,6 +1001,7 @@ class KernelProcess:
         self.pages_per_node: dict[int, int] = {}
         self.running = False
         self.duration_s = 0.0
+        self.timed_by = ""
         """How long the exec'd program runs, simulated seconds (:attr:`ProgramRun.duration_s`)."""
         self.pids: list[int] = []
         """Processes the exec'd program reports on (stress: its workers)."""
@@ -1100,6 +1103,7 @@ class KernelProcess:
         self.pages_per_node = dict(run.pages_per_node)
         self.running = run.running
         self.duration_s = run.duration_s
+        self.timed_by = run.timed_by
         self.program_syscalls = list(run.syscalls)
         return run.outcome()
 
@@ -1139,6 +1143,7 @@ def run_numactl(
     )
     run.program_pages_per_node = dict(proc.pages_per_node)
     run.program_running, run.program_duration_s = proc.running, proc.duration_s
+    run.timed_by = proc.timed_by
     if spawned and not keep_alive and not proc.running and task.pid in kernel.tasks:
         kernel.exit(task)  # numactl exited (--show, an error) or its program finished
     run.task_pid = task.pid

@@ -92,6 +92,8 @@ class ProgramRun:
     that long, holding its memory, while the shell goes on (``memhog 1g &``)."""
     pages_per_node: dict[int, int] = field(default_factory=dict)
     """Present pages per node of :attr:`pids`, taken when the program finished (before it exited)."""
+    timed_by: str = ""
+    """A measurement tool's timing: the calibration its numbers rest on (``"calibration ID (method)"``)."""
 
     def outcome(self) -> ProgramOutcome:
         from numasim.tools.numactl import ProgramOutcome

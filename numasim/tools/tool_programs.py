@@ -52,7 +52,8 @@ class _TimedProgram:
             out, err, code = self.body(ToolContext(kernel, task, calibration), list(argv[1:]))
         except NumasimError as exc:
             return ProgramRun(stderr=f"{self.name}: numasim: {exc}\n", exit_code=1, pids=[task.pid])
-        return ProgramRun(stdout=out, stderr=err, exit_code=code, pids=[task.pid])
+        return ProgramRun(stdout=out, stderr=err, exit_code=code, pids=[task.pid],
+                          timed_by=f"calibration {calibration.id} ({calibration.provenance.method})")
 
 
 def _run(name: str, body: Callable[[ToolContext, Sequence[str]], tuple[str, str, int]]) -> _TimedProgram:

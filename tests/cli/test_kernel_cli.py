@@ -104,3 +104,19 @@ def test_numactl_help_and_bad_alloc_address(small: str, capsys: pytest.CaptureFi
     assert main(["numactl", "--machine", small, "alloc", "--pages", "2", "--addr", "0x123"]) == 1
     captured = capsys.readouterr()
     assert "= -1 EINVAL (Invalid argument)" in captured.out and "Traceback" not in captured.err
+
+
+def test_a_measurement_tool_says_which_calibration_timed_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """The tool's output stays the real tool's (scripts parse it); what its numbers rest on follows on stderr,
+    and in --json; a program that times nothing (memhog) says nothing of the kind."""
+    from numasim.timing import resolve_calibration
+    from numasim.topology.io import load_machine
+
+    cal = resolve_calibration(load_machine("seed-003-2node"))
+    assert main(["numactl", "--machine", "seed-003-2node", "--", "lat_mem_rd", "1", "64"]) == 0
+    out, err = capsys.readouterr()
+    assert "timed by" not in out and err.strip().endswith(f"numasim: timed by calibration {cal.id} (fit)")
+    assert main(["numactl", "--machine", "seed-003-2node", "--json", "--", "lat_mem_rd", "1", "64"]) == 0
+    assert json.loads(capsys.readouterr().out)["timed_by"] == f"calibration {cal.id} (fit)"
+    assert main(["numactl", "--machine", "seed-003-2node", "--", "memhog", "1m"]) == 0
+    assert "timed by" not in capsys.readouterr().err
