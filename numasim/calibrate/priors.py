@@ -182,8 +182,12 @@ def nominal_priors(machine: Machine) -> Calibration:
         ]
         machine = machine.model_copy(update={"nodes": nodes})
     base = nominal_calibration(machine, notes="priors: the machine file's nominal numbers")
+    from numasim.timing.catalog.machine import catalog_timed_by
     from numasim.timing.model import PriorParameter
 
+    # a machine file the catalog timed (topo import --cpu) holds the catalog's priors, not numasim's nominal numbers
+    entry = catalog_timed_by(machine)
+    file_source = NOMINAL_SOURCE if entry is None else f"machine file: the platform catalog's priors for {entry}"
     priors = []
     for key, (value, unit) in timing_parameters(base).items():
         group, item, attr = _split_key(key)
@@ -194,7 +198,7 @@ def nominal_priors(machine: Machine) -> Calibration:
         elif group == "core":
             source = "numasim default (CoreTiming)"
         else:
-            source = NOMINAL_SOURCE
+            source = file_source
         priors.append(PriorParameter(parameter=key, value=value, unit=unit, source=source, why="prior"))
     prov = base.provenance.model_copy(update={"priors": priors})
     return base.model_copy(update={"provenance": prov})

@@ -70,13 +70,18 @@ def list_cmd(
         return
     header = ("name", "vendor", "years", "SKUs", "channels", "DDR", "links")
     rows_t = [
-        (p.name, p.vendor, f"{p.years[0]}-{p.years[1]}" if p.years[0] != p.years[1] else str(p.years[0]),
+        (p.name, p.vendor, _years(p),
          str(len(p.skus)), str(p.memory.channels_per_socket), _memory(p), _links(p))
         for p in platforms
     ]
     widths = [max(len(r[i]) for r in [header, *rows_t]) for i in range(len(header))]
     for r in [header, *rows_t]:
         typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _years(p: Any) -> str:
+    """A platform's years on the market: ``2019-2020``, or one year (``2017``, not ``2017-2017``)."""
+    return f"{p.years[0]}-{p.years[1]}" if p.years[0] != p.years[1] else str(p.years[0])
 
 
 def _fields(obj: Any, skip: tuple[str, ...] = ("sources",)) -> str:
@@ -87,7 +92,7 @@ def _fields(obj: Any, skip: tuple[str, ...] = ("sources",)) -> str:
 def _show_text(found: CatalogMatch) -> list[str]:
     p = found.platform
     lines = [f"{p.name}: {p.title}", f"  vendor {p.vendor}, microarchitecture {p.microarchitecture}, "
-             f"{p.years[0]}-{p.years[1]}, up to {p.max_cores_per_socket} cores x {p.threads_per_core} threads per socket"]
+             f"{_years(p)}, up to {p.max_cores_per_socket} cores x {p.threads_per_core} threads per socket"]
     if found.sku is not None:
         lines.append(f"  matched {found.query!r} -> SKU {found.sku.model}")
     elif found.how == "pattern":

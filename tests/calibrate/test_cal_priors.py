@@ -140,3 +140,16 @@ def test_a_device_dma_read_limit_is_a_timing_parameter() -> None:
     moved = with_parameter(cal, key, value / 2)
     assert timing_parameters(moved)[key] == (value / 2, "GB/s")
     assert moved.devices[0].attach_bandwidth_gb_s == cal.devices[0].attach_bandwidth_gb_s
+
+
+def test_a_catalog_timed_machine_file_labels_its_priors_as_the_catalogs() -> None:
+    """`topo import --cpu` writes the catalog's numbers into the machine file; calibrating it on its default priors
+    said they were numasim's nominal numbers."""
+    from numasim.calibrate.priors import prior_source
+    from numasim.timing.catalog import catalog_machine
+    from numasim.topology.builders import glueless
+
+    cal = nominal_priors(catalog_machine(glueless(2), "Xeon Gold 6240"))
+    src = prior_source(cal, "links[0->1].bandwidth_gb_s")
+    assert src == "machine file: the platform catalog's priors for intel-cascade-lake-sp / Xeon Gold 6240"
+    assert prior_source(nominal_priors(glueless(2)), "links[0->1].bandwidth_gb_s") == NOMINAL_SOURCE

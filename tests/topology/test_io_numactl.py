@@ -204,3 +204,12 @@ def test_rows_glued_onto_one_line_under_an_intact_header() -> None:
     )
     hw = parse_numactl_hardware(text)
     assert hw.distances == [[10, 21], [21, 10]] and hw.style is None
+
+
+def test_more_free_than_size_is_an_error_naming_the_node() -> None:
+    """Free memory above the node's size was clamped to the size without a word."""
+    text = ("available: 1 nodes (0)\nnode 0 cpus: 0 1\nnode 0 size: 32756 MB\nnode 0 free: 99642 MB\n"
+            "node distances:\nnode   0\n  0:  10\n")
+    with pytest.raises(FormatError, match="node 0 free: 99642 MB is more than its size: 32756 MB"):
+        machine_from_numactl(text, "x", "box.txt")
+    assert machine_from_numactl(text.replace("99642", "32756"), "x").nodes[0].free_bytes == 32756 * 2**20

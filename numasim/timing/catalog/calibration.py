@@ -718,7 +718,7 @@ def catalog_calibration(
         if not 0.1 <= core_clock_ghz <= MAX_CORE_CLOCK_GHZ:
             raise CalibrationError(
                 f"core_clock_ghz = {core_clock_ghz:g}: a core clock in GHz, between 0.1 and {MAX_CORE_CLOCK_GHZ:g}"
-                + (f" (did you mean {core_clock_ghz / 1000:g} GHz?)" if core_clock_ghz > 100 else "")
+                + (f" (did you mean {core_clock_ghz / 1000:g} GHz?)" if 100 < core_clock_ghz < math.inf else "")
             )
         clock_ghz = float(core_clock_ghz)
         clock_source = (f"given ({clock_ghz:g} GHz, --core-clock-ghz): the clock the box's busy cores run at, as its "

@@ -374,6 +374,9 @@ def machine_from_numactl(text: str, name: str, source: str = "<text>") -> Machin
             notes.append(f"node {n.id} has neither cpus nor memory: dropped")
             continue
         memory = size_mb * MiB
+        if n.free_mb is not None and n.size_mb is not None and n.free_mb > n.size_mb:
+            raise FormatError(source, f"node {n.id} free: {n.free_mb} MB is more than its size: {n.size_mb} MB "
+                              "(a typo, or two numactl outputs pasted together?)")
         free = min(n.free_mb * MiB + MiB // 2, memory) if n.free_mb is not None else None
         nodes.append(Node(id=n.id, cpus=n.cpus, memory_bytes=memory, free_bytes=free))
         keep.append(k)
