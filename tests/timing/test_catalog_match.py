@@ -131,3 +131,14 @@ def test_os_style_variations_of_every_sku_resolve_to_it(pick, pad, case, vendor,
 def test_model_key_strips_only_noise() -> None:
     assert model_key("Quad-Core AMD Opteron(tm) Processor 8347 HE") == "OPTERON 8347 HE"
     assert model_key("Intel(R) Xeon(R) CPU E7- 4870  @ 2.40GHz") == "E7-4870"
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("intel-sky", "'intel-sky' is part of the platform name(s) intel-skylake-sp"),
+    ("rome", "part of the platform name(s) amd-epyc-rome"),
+    ("Xeon", "cpu 'Xeon' names no model (a brand alone)"),
+])
+def test_a_part_of_a_name_or_a_brand_alone_gets_an_error_that_says_what_to_give(text: str, says: str) -> None:
+    """They read "(model '-SKY') is not in the platform catalog" and "(model '')", which named nothing to try."""
+    with pytest.raises(CalibrationError, match=re.escape(says)):
+        match_cpu(text)

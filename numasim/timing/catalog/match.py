@@ -127,6 +127,15 @@ def match_cpu(text: str) -> CatalogMatch:
              and any(re.search(pat, key) for pat in p.model_patterns)]
     if len(found) == 1:
         return CatalogMatch(found[0], None, query, "pattern")
+    # a part of a platform's name ("intel-sky", "rome"): the platforms it names
+    part = text.strip().lower()
+    named = [n for n in by_name if part and part in n]
+    if named:
+        raise CalibrationError(f"{text!r} is part of the platform name(s) {', '.join(named)}; give a whole platform "
+                               "name or a processor model (`numasim catalog list`)")
+    if not tokens:
+        raise CalibrationError(f"cpu {text!r} names no model (a brand alone); give the model, e.g. 'Xeon Gold 6240' or "
+                               "'EPYC 7452', or a platform name (`numasim catalog list`)")
     known = [model_key(s.model) for p in catalog for s in p.skus] + list(by_name)
     close = difflib.get_close_matches(key or text.upper(), known, n=5, cutoff=0.6)
     hint = f"; closest: {', '.join(close)}" if close else ""
