@@ -128,8 +128,8 @@ def match_cpu(text: str) -> CatalogMatch:
     if len(found) == 1:
         return CatalogMatch(found[0], None, query, "pattern")
     # a part of a platform's name ("intel-sky", "rome"): the platforms it names
-    part = text.strip().lower()
-    named = [n for n in by_name if part and part in n]
+    wanted = text.strip().lower()
+    named = [n for n in by_name if wanted and wanted in n]
     if named:
         raise CalibrationError(f"{text!r} is part of the platform name(s) {', '.join(named)}; give a whole platform "
                                "name or a processor model (`numasim catalog list`)")
