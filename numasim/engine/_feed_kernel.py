@@ -337,10 +337,11 @@ def window_arrays(
 @njit(cache=True, nogil=True)
 def set_counts(
     lines: np.ndarray, instance: np.ndarray, n_inst: int, sets: int
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """Per instance, how many of ``lines`` it has (``instance``: each line's) and the sum over its sets of the
-    square of each set's count, as float64 (integers: any order of summing gives the same): one pass and a
-    table of int32 counts, where numpy builds, converts and squares a float64 table of every set."""
+    square of each set's count, as float64 (integers: any order of summing gives the same), and the table of
+    counts itself (``instance * sets + set``, int32): one pass, where numpy builds, converts and squares a
+    float64 table of every set."""
     per_set = np.zeros(n_inst * sets, dtype=np.int32)
     s = np.uint64(sets)
     for i in range(len(lines)):
@@ -356,7 +357,7 @@ def set_counts(
             q += c * c
         total[i] = t
         square[i] = q
-    return total, square
+    return total, square, per_set
 
 
 @njit(cache=True, nogil=True)
@@ -563,6 +564,44 @@ def level_hits(
             d = min(stack[k], bound[ic])
             stack[k] = d
             if d < cap[ic]:
+                level[np.uint64(cur[j])] = lv
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def level_hits_by_set(
+    stack: np.ndarray,
+    own: np.ndarray,
+    a_cur: np.ndarray,
+    cur: np.ndarray,
+    inst_of: np.ndarray,
+    bound: np.ndarray,
+    lines: np.ndarray,
+    per_set: np.ndarray,
+    totals: np.ndarray,
+    first_inst: int,
+    sets: int,
+    ways: int,
+    level: np.ndarray,
+    lv: int,
+) -> None:  # pragma: no cover - compiled
+    """:func:`level_hits` where every distinct line of the window was counted in its set (``per_set``, from
+    :func:`set_counts`; ``totals``: each instance's lines): a reuse of a line whose set holds ``n`` of its
+    instance's ``N`` lines, after ``d`` other distinct lines, saw about ``d (n - 1) / (N - 1)`` of them in its own
+    set, and LRU keeps it while fewer than ``ways`` did; ``d n / N < ways`` (which is that, up to the line
+    itself). A cyclic walk of the ``N`` lines (``d = N - 1``) then hits in exactly the sets holding at most
+    ``ways`` of them, as exact mode's sets do; an even spread of lines (``n = N / sets``) gives the level's
+    capacity, as before."""
+    k = 0
+    s = np.uint64(sets)
+    for j in range(len(own)):
+        if own[j]:
+            ic = np.uint64(inst_of[np.uint64(a_cur[j])])
+            d = min(stack[k], bound[ic])
+            stack[k] = d
+            p = np.uint64(ic - first_inst)
+            n = per_set[p * s + np.uint64(lines[np.uint64(cur[j])]) % s]
+            if n > 0 and d * n < ways * totals[p]:
                 level[np.uint64(cur[j])] = lv
             k += 1
 

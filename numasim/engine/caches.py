@@ -45,6 +45,7 @@ from ._feed_kernel import (
     c2c_holders,
     interpolate_distance,
     level_hits,
+    level_hits_by_set,
     merge_known,
     new_in_line_order,
     reuse_candidates,
@@ -258,7 +259,7 @@ def _stack_distance(
 
 def _set_limited_capacity(
     lines: np.ndarray, instance: np.ndarray, n_inst: int, sets: int, ways: int, rate: float = 1.0
-) -> np.ndarray:
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """Lines each instance can hold of the window's distinct ``lines`` (``instance``: the one that first touched
     each): ``ways`` x the effective number of sets they spread over, ``(sum n)^2 / sum n^2`` for ``n`` lines
     per set (all sets for an even spread; a quarter for a walk touching every fourth line). An LRU cache's
@@ -270,11 +271,13 @@ def _set_limited_capacity(
     ``rate``; ``rate`` 0 for draws with replacement), so the ratio stays unbiased."""
     full = float(sets * ways)
     if sets <= 1 or len(lines) == 0:
-        return np.full(n_inst, full)
-    total, square = set_counts(lines, instance, n_inst, sets)
+        return np.full(n_inst, full), None
+    total, square, per_set = set_counts(lines, instance, n_inst, sets)
+    # every distinct line counted (no sample): each line's own set's count is known too (level_hits_by_set)
+    table = (per_set, total.copy()) if rate == 1.0 else None
     square -= (1.0 - rate) * total
     effective = np.where(square > 0, total * total / np.maximum(square, 1e-12), sets)
-    return np.minimum(full, ways * effective)
+    return np.minimum(full, ways * effective), table
 
 
 def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, float]:
@@ -826,14 +829,22 @@ def estimate_levels(
             # on 1.25x their size hit 60-67 % where LRU hits ~80 %).
             bound = count - own_reuses
         cap = np.full(n_inst, float(capacity_lines[lv]))
+        table = None
         if sets is not None and distinct_lines is not None:
             lo = int(inst_of.min())
             n_sets = int(sets[lv])
-            cap[lo:] = _set_limited_capacity(
-                distinct_lines[0], partition[distinct_lines[1]], n_inst - lo, n_sets,
-                max(1, int(capacity_lines[lv]) // n_sets), distinct_lines[2],
+            ways = max(1, int(capacity_lines[lv]) // n_sets)
+            cap[lo:], table = _set_limited_capacity(
+                distinct_lines[0], partition[distinct_lines[1]], n_inst - lo, n_sets, ways, distinct_lines[2],
             )
-        level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf) if same else bound, cap, level, lv)
+        limit = np.full(n_inst, np.inf) if same else bound
+        if table is not None:
+            # each reuse against its own set's occupancy (a cyclic walk just over a level keeps the sets that
+            # hold no more than their ways, as LRU does), where every distinct line of the window was counted
+            level_hits_by_set(stack, own, a_cur, cur, inst_of, limit, all_lines, table[0], table[1], lo, n_sets, ways,
+                              level, lv)
+        else:
+            level_hits(stack, own, a_cur, cur, inst_of, limit, cap, level, lv)
         memo = (partition, own, stack, distinct_lines)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
                            capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,
