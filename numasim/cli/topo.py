@@ -206,7 +206,9 @@ def import_cmd(
         cpu = machine.cpu_model  # the user asked for catalog timing of CXL memory: an unusable cpu is an error
     how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
     if ours and cpu is None:
-        how = "timing numbers as in the file"  # a format conversion: our TOML already says what they are
+        # a format conversion: our TOML already says what its numbers are; a format without timing drops them
+        how = ("timing numbers as in the file" if output.suffix.lower() == ".toml" else
+               f"{output.suffix or 'this'} format holds no timing: the file's numbers are not in it")
     elif cpu is not None:
         machine = timed_by_catalog(cpu)  # the user asked: an unknown processor is an error
         how = f"timing from the platform catalog for {cpu!r}"

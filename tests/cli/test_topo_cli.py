@@ -262,3 +262,14 @@ def test_show_says_a_catalog_timed_file_holds_the_catalogs_priors(tmp_path: Path
             "6240 (it names no calibration; nothing of this box measured)") in out
     save_machine(glueless(2), path)
     assert "Timing: the machine file's nominal numbers" in _run(capsys, "show", str(path))[1]
+
+
+def test_converting_our_toml_to_numactl_text_says_the_timing_stays_behind(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """numactl's text holds no timing: converting a machine file to it used to say 'timing numbers as in the
+    file', and re-importing the text gave placeholder numbers."""
+    assert main(["topo", "import", "seed-001-e5-2680v2", "-o", str(tmp_path / "m.txt")]) == 0
+    assert ".txt format holds no timing" in capsys.readouterr().out
+    assert main(["topo", "import", "seed-001-e5-2680v2", "-o", str(tmp_path / "m.toml")]) == 0
+    assert "timing numbers as in the file" in capsys.readouterr().out
