@@ -554,54 +554,37 @@ def level_hits(
     cap: np.ndarray,
     level: np.ndarray,
     lv: int,
-) -> None:  # pragma: no cover - compiled
-    """Each own reuse's stack distance (``stack``, one per ``own`` reuse) capped at its instance's ``bound``
-    (in place), and the reuses below their instance's capacity ``cap`` set to level ``lv``."""
-    k = 0
-    for j in range(len(own)):
-        if own[j]:
-            ic = np.uint64(inst_of[np.uint64(a_cur[j])])
-            d = min(stack[k], bound[ic])
-            stack[k] = d
-            if d < cap[ic]:
-                level[np.uint64(cur[j])] = lv
-            k += 1
-
-
-@njit(cache=True, nogil=True)
-def level_hits_by_set(
-    stack: np.ndarray,
-    own: np.ndarray,
-    a_cur: np.ndarray,
-    cur: np.ndarray,
-    inst_of: np.ndarray,
-    bound: np.ndarray,
     lines: np.ndarray,
     per_set: np.ndarray,
     totals: np.ndarray,
     first_inst: int,
     sets: int,
     ways: int,
-    level: np.ndarray,
-    lv: int,
 ) -> None:  # pragma: no cover - compiled
-    """:func:`level_hits` where every distinct line of the window was counted in its set (``per_set``, from
-    :func:`set_counts`; ``totals``: each instance's lines): a reuse of a line whose set holds ``n`` of its
-    instance's ``N`` lines, after ``d`` other distinct lines, saw about ``d (n - 1) / (N - 1)`` of them in its own
-    set, and LRU keeps it while fewer than ``ways`` did; ``d n / N < ways`` (which is that, up to the line
-    itself). A cyclic walk of the ``N`` lines (``d = N - 1``) then hits in exactly the sets holding at most
-    ``ways`` of them, as exact mode's sets do; an even spread of lines (``n = N / sets``) gives the level's
-    capacity, as before."""
+    """Each own reuse's stack distance (``stack``, one per ``own`` reuse) capped at its instance's ``bound``
+    (in place), and the reuses that hit set to level ``lv``: below their instance's capacity ``cap``, or, where
+    every distinct line of the window was counted in its set (``per_set``, from :func:`set_counts`, not empty;
+    ``totals``: each instance's lines), against their own set's occupancy. A reuse of a line whose set holds
+    ``n`` of its instance's ``N`` lines, after ``d`` other distinct lines, saw about ``d (n - 1) / (N - 1)`` of
+    them in its own set, and LRU keeps it while fewer than ``ways`` did. A cyclic walk of the ``N`` lines
+    (``d = N - 1``) then hits in exactly the sets holding at most ``ways`` of them, as exact mode's sets do; a
+    working set whose sets hold at most their ways hits always (``d <= N - 1``), as LRU does; an even spread of
+    lines (``n = N / sets``) gives about the level's capacity. A line alone in its set stays."""
+    by_set = len(per_set) > 0
     k = 0
-    s = np.uint64(sets)
+    s = np.uint64(max(sets, 1))
     for j in range(len(own)):
         if own[j]:
             ic = np.uint64(inst_of[np.uint64(a_cur[j])])
             d = min(stack[k], bound[ic])
             stack[k] = d
-            p = np.uint64(ic - first_inst)
-            n = per_set[p * s + np.uint64(lines[np.uint64(cur[j])]) % s]
-            if n > 0 and d * n < ways * totals[p]:
+            if by_set:
+                p = np.uint64(ic - first_inst)
+                n = per_set[p * s + np.uint64(lines[np.uint64(cur[j])]) % s]
+                hit = n == 1 or (n > 1 and d * (n - 1) < ways * (totals[p] - 1.0))
+            else:
+                hit = d < cap[ic]
+            if hit:
                 level[np.uint64(cur[j])] = lv
             k += 1
 

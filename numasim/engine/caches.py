@@ -45,7 +45,6 @@ from ._feed_kernel import (
     c2c_holders,
     interpolate_distance,
     level_hits,
-    level_hits_by_set,
     merge_known,
     new_in_line_order,
     reuse_candidates,
@@ -273,7 +272,7 @@ def _set_limited_capacity(
     if sets <= 1 or len(lines) == 0:
         return np.full(n_inst, full), None
     total, square, per_set = set_counts(lines, instance, n_inst, sets)
-    # every distinct line counted (no sample): each line's own set's count is known too (level_hits_by_set)
+    # every distinct line counted (no sample): each line's own set's count is known too (level_hits)
     table = (per_set, total.copy()) if rate == 1.0 else None
     square -= (1.0 - rate) * total
     effective = np.where(square > 0, total * total / np.maximum(square, 1e-12), sets)
@@ -299,6 +298,8 @@ def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, fl
 
 _SET_SAMPLES = 1 << 16
 _NO_WRITES = np.zeros(0, dtype=np.bool_)
+_NO_COUNTS = np.zeros(0, dtype=np.int32)
+_NO_TOTALS = np.zeros(0, dtype=np.float64)
 
 
 def _kept_writes(all_write: np.ndarray, start: int) -> np.ndarray | None:
@@ -837,14 +838,12 @@ def estimate_levels(
             cap[lo:], table = _set_limited_capacity(
                 distinct_lines[0], partition[distinct_lines[1]], n_inst - lo, n_sets, ways, distinct_lines[2],
             )
-        limit = np.full(n_inst, np.inf) if same else bound
-        if table is not None:
-            # each reuse against its own set's occupancy (a cyclic walk just over a level keeps the sets that
-            # hold no more than their ways, as LRU does), where every distinct line of the window was counted
-            level_hits_by_set(stack, own, a_cur, cur, inst_of, limit, all_lines, table[0], table[1], lo, n_sets, ways,
-                              level, lv)
-        else:
-            level_hits(stack, own, a_cur, cur, inst_of, limit, cap, level, lv)
+        # each reuse against its own set's occupancy where every distinct line of the window was counted (a cyclic
+        # walk just over a level keeps the sets that hold no more than their ways, as LRU does), else the capacity
+        per_set, totals = table if table is not None else (_NO_COUNTS, _NO_TOTALS)
+        level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf) if same else bound, cap, level, lv,
+                   all_lines, per_set, totals, lo if table is not None else 0, n_sets if table is not None else 1,
+                   ways if table is not None else 1)
         memo = (partition, own, stack, distinct_lines)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
                            capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,

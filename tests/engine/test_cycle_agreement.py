@@ -6,7 +6,7 @@ a random order, 8.08 a set on average) the sets that got no more than 8 of them 
 hit the L2. The estimate used to see one reuse distance for every line, the whole cycle, above the level's
 capacity, and sent every reuse to the L3 (27 % slower than exact mode at 1.01x, 10 % at 1.04x). Each reuse is now
 held against its own set's occupancy where the window's distinct lines were all counted
-(``_feed_kernel.level_hits_by_set``).
+(``_feed_kernel.level_hits``).
 """
 
 from __future__ import annotations
