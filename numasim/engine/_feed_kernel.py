@@ -564,12 +564,15 @@ def level_hits(
     """Each own reuse's stack distance (``stack``, one per ``own`` reuse) capped at its instance's ``bound``
     (in place), and the reuses that hit set to level ``lv``: below their instance's capacity ``cap``, or, where
     every distinct line of the window was counted in its set (``per_set``, from :func:`set_counts`, not empty;
-    ``totals``: each instance's lines), against their own set's occupancy. A reuse of a line whose set holds
-    ``n`` of its instance's ``N`` lines, after ``d`` other distinct lines, saw about ``d (n - 1) / (N - 1)`` of
-    them in its own set, and LRU keeps it while fewer than ``ways`` did. A cyclic walk of the ``N`` lines
-    (``d = N - 1``) then hits in exactly the sets holding at most ``ways`` of them, as exact mode's sets do; a
-    working set whose sets hold at most their ways hits always (``d <= N - 1``), as LRU does; an even spread of
-    lines (``n = N / sets``) gives about the level's capacity. A line alone in its set stays."""
+    ``totals``: each instance's lines), against their own set's occupancy: a reuse of a line whose set holds
+    ``n`` of its instance's ``N`` lines, after ``d`` other distinct lines (at most ``N - 1``), hits while
+    ``d n / N < ways``, the set's share of the lines in between, its own line counted as the level-wide
+    estimate counts it (``(sum n)^2 / sum n^2`` sets: a line's set weighted by its lines). A cyclic walk of the
+    ``N`` lines (``d = N - 1``) then hits in exactly the sets holding at most ``ways`` of them, as exact mode's
+    sets do; a working set whose sets hold at most their ways hits always, as LRU does; an even spread of lines
+    (``n = N / sets``) gives the level's capacity. (``d (n - 1) / (N - 1)``, the expected count of its set's other
+    lines, hit random loads 3-11 % more often than LRU at 1.25x an L1 or L2: a threshold on the mean ignores the
+    count's spread, which counting the line itself offsets.)"""
     by_set = len(per_set) > 0
     k = 0
     s = np.uint64(max(sets, 1))
@@ -581,7 +584,7 @@ def level_hits(
             if by_set:
                 p = np.uint64(ic - first_inst)
                 n = per_set[p * s + np.uint64(lines[np.uint64(cur[j])]) % s]
-                hit = n == 1 or (n > 1 and d * (n - 1) < ways * (totals[p] - 1.0))
+                hit = n > 0 and min(d, totals[p] - 1.0) * n < ways * totals[p]
             else:
                 hit = d < cap[ic]
             if hit:

@@ -297,6 +297,11 @@ def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, fl
 
 
 _SET_SAMPLES = 1 << 16
+_NEAR_REUSES_MIN = 4096
+_NEAR_REUSES_SHARE = 0.25
+"""A sampled window counts all its distinct lines in their sets after all when at least this many of its reuses
+(and this share of its accesses) have a stack distance between half and twice the level's capacity: there the set a
+line falls in decides whether LRU kept it. A stream that misses the caches (distances far beyond) never pays."""
 _NO_WRITES = np.zeros(0, dtype=np.bool_)
 _NO_COUNTS = np.zeros(0, dtype=np.int32)
 _NO_TOTALS = np.zeros(0, dtype=np.float64)
@@ -838,6 +843,15 @@ def estimate_levels(
             cap[lo:], table = _set_limited_capacity(
                 distinct_lines[0], partition[distinct_lines[1]], n_inst - lo, n_sets, ways, distinct_lines[2],
             )
+        if table is None and sets is not None and distinct_lines is not None and len(stack):
+            # The lines were sampled (too many to count): where many reuses fall near the capacity, which is where a
+            # line's own set decides (a cyclic walk just over a core complex's L3), count them all after all
+            near = int(np.count_nonzero((stack >= 0.5 * cap[lo:].min()) & (stack < 2.0 * cap[lo:].max())))
+            if near >= max(_NEAR_REUSES_MIN, _NEAR_REUSES_SHARE * m):
+                mask = brings if brings is not None and len(own) and not own.all() else first
+                pos = np.flatnonzero(mask)
+                counted, _, per_set_all = set_counts(all_lines[pos], partition[all_agent[pos]], n_inst - lo, n_sets)
+                table = (per_set_all, counted)
         # each reuse against its own set's occupancy where every distinct line of the window was counted (a cyclic
         # walk just over a level keeps the sets that hold no more than their ways, as LRU does), else the capacity
         per_set, totals = table if table is not None else (_NO_COUNTS, _NO_TOTALS)

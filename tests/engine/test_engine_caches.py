@@ -250,7 +250,7 @@ def test_epoch_run_time_within_2_percent_of_exact_from_half_to_twice_the_l3(frac
 
 @settings(max_examples=20, deadline=None)
 @given(st.integers(min_value=16, max_value=4096), st.integers(min_value=1, max_value=3), st.integers(0, 2**32 - 1))
-@example(4095, 1, 0)  # the per-set hit rule's first form (d n / N < ways) missed two reuses here
+@example(4095, 1, 0)  # the per-set hit rule without its cap at N - 1 missed two reuses here
 def test_a_working_set_that_fits_by_set_misses_only_on_first_touch(lines: int, threads: int, seed: int) -> None:
     # A contiguous working set no larger than the L2 puts at most its ways in each set: LRU then misses only the
     # first touch of each line, and epoch mode's footprint rule must say exactly that, whatever the window sees.
