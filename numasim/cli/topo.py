@@ -206,9 +206,12 @@ def import_cmd(
         cpu = machine.cpu_model  # the user asked for catalog timing of CXL memory: an unusable cpu is an error
     how = "nominal placeholder timing (no processor named: pass --cpu for catalog priors)"
     if ours and cpu is None:
-        # a format conversion: our TOML already says what its numbers are; a format without timing drops them
-        how = ("timing numbers as in the file" if output.suffix.lower() == ".toml" else
-               f"{output.suffix or 'this'} format holds no timing: the file's numbers are not in it")
+        # a format conversion: our TOML already says what its numbers are; numactl's text has no place for them
+        # (hwloc XML keeps the controllers' as memattrs, a sysfs tree as HMAT attributes)
+        from numasim.topology.io.detect import format_for_suffix
+
+        how = ("numactl text holds no timing: the file's numbers are not in it"
+               if format_for_suffix(output) == "numactl" else "timing numbers as in the file")
     elif cpu is not None:
         machine = timed_by_catalog(cpu)  # the user asked: an unknown processor is an error
         how = f"timing from the platform catalog for {cpu!r}"
