@@ -230,6 +230,26 @@ def import_cmd(
 
     if note := memory_side_cache_note(machine):  # a timing the importer cannot give: said where the user looks
         typer.echo(f"warning: {note}", err=True)
+    if note := _larger_than_a_socket(machine):
+        typer.echo(f"warning: {note}", err=True)
+
+
+def _larger_than_a_socket(machine: Machine) -> str | None:
+    """A node with more cpus than a socket of the named processor has threads: a wrong ``--cpu`` (or a firmware
+    that interleaves sockets into one node, which the catalog's socket layout does not model)."""
+    from numasim.timing.catalog import match_cpu
+    from numasim.timing.catalog.machine import catalog_timed_by
+
+    if not machine.cpu_model or catalog_timed_by(machine) is None:
+        return None
+
+    sku = match_cpu(machine.cpu_model).sku
+    big = max(machine.nodes, key=lambda n: len(n.cpus))
+    if sku is None or len(big.cpus) <= sku.threads:
+        return None
+    return (f"node {big.id} has {len(big.cpus)} cpus, more than a socket of {sku.model} has threads ({sku.threads}): "
+            "is the processor right? (a node that spans sockets, as under a firmware's socket interleaving, is timed "
+            "as one socket)")
 
 
 @topo_app.command("draw")

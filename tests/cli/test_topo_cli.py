@@ -273,3 +273,17 @@ def test_converting_our_toml_to_numactl_text_says_the_timing_stays_behind(
     assert "numactl text holds no timing" in capsys.readouterr().out
     assert main(["topo", "import", "seed-001-e5-2680v2", "-o", str(tmp_path / "m.toml")]) == 0
     assert "timing numbers as in the file" in capsys.readouterr().out
+
+
+def test_a_processor_smaller_than_a_node_is_warned_of(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--cpu "Opteron 8218"` (2 cores a socket) on nodes of 12 cpus was accepted without a word."""
+    from numasim.topology.builders import glueless
+    from numasim.topology.io.numactl import numactl_hardware_for
+
+    text = tmp_path / "box.txt"
+    text.write_text(numactl_hardware_for(glueless(2, cpus_per_node=12)))
+    assert main(["topo", "import", str(text), "--cpu", "Opteron 8218", "-o", str(tmp_path / "o.toml")]) == 0
+    err = capsys.readouterr().err
+    assert "node 0 has 12 cpus, more than a socket of Opteron 8218 has threads (2): is the processor right?" in err
+    assert main(["topo", "import", str(text), "--cpu", "Xeon E5-2680 v2", "-o", str(tmp_path / "x.toml")]) == 0
+    assert "is the processor right?" not in capsys.readouterr().err
