@@ -85,6 +85,22 @@ def _pop_min(h: np.ndarray, lo: int, n: int) -> float:
 
 
 @njit(cache=True, inline="always")
+def free_slot(infl: np.ndarray, lo: int, n: int, mlp: int, ready: float) -> tuple[float, int]:
+    """An agent's next issue time and in-flight count (its heap ``infl[lo:lo+n]``): not before one of its ``mlp``
+    slots is free (the earliest completion leaves when all are busy), and what completed by then has left. The
+    kernel's next-request step and a woken agent's return to the dispatch heap (:mod:`exact`) both use it."""
+    if n >= mlp:
+        t_free = _pop_min(infl, lo, n)
+        n -= 1
+        if t_free > ready:
+            ready = t_free
+    while n > 0 and infl[lo] <= ready:
+        _pop_min(infl, lo, n)
+        n -= 1
+    return ready, n
+
+
+@njit(cache=True, inline="always")
 def _push(h: np.ndarray, lo: int, n: int, x: float) -> None:
     """Push ``x`` onto the binary min-heap ``h[lo:lo+n]`` (the caller increments its count)."""
     i = n
@@ -486,15 +502,7 @@ def run_kernel(
                 phase = P_DISPATCH
                 continue
             ready = (last_done[a] if dependent[a] else last_issue[a]) + compute[p]
-            lo = infl_off[a]
-            if infl_n[a] >= mlp[a]:
-                t_free = _pop_min(infl, lo, infl_n[a])
-                infl_n[a] -= 1
-                if t_free > ready:
-                    ready = t_free
-            while infl_n[a] > 0 and infl[lo] <= ready:
-                _pop_min(infl, lo, infl_n[a])
-                infl_n[a] -= 1
+            ready, infl_n[a] = free_slot(infl, infl_off[a], infl_n[a], mlp[a], ready)
             if ready > horizon or ready >= next_roll:
                 # another agent is due first (ties go to it) or the epoch ends: back to the heap, re-ordered
                 heap_t[0], heap_o[0], heap_a[0] = ready, order, a

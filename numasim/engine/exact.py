@@ -429,13 +429,7 @@ class ExactEngine:
         n = int(self.st_i[K.I_HEAP_N])
         p = int(self.pos[a])
         t = float(self.last_done[a] if self.dependent[a] else self.last_issue[a]) + float(self.compute[p])
-        lo, n_fly = int(self.infl_off[a]), int(self.infl_n[a])
-        if n_fly >= int(self.mlp[a]):  # every slot busy: the earliest completion frees one
-            t = max(t, float(K._pop_min(self.infl, lo, n_fly)))
-            n_fly -= 1
-        while n_fly > 0 and float(self.infl[lo]) <= t:  # what completed by then has left
-            K._pop_min(self.infl, lo, n_fly)
-            n_fly -= 1
+        t, n_fly = K.free_slot(self.infl, int(self.infl_off[a]), int(self.infl_n[a]), int(self.mlp[a]), t)
         self.infl_n[a] = n_fly
         order = int(self.st_i[K.I_ORDER])
         i = n
