@@ -125,7 +125,10 @@ def test_load_falls_with_the_delay_and_never_exceeds_the_controllers(e5_run) -> 
     lats = [lat for _, lat, _ in sim.loaded]
     assert bws == sorted(bws, reverse=True) and lats == sorted(lats, reverse=True)
     peak_mb_s = sum(c.read_bandwidth_gb_s for c in cal.controllers) * 1000.0
-    assert bws[0] <= peak_mb_s * 1.01
+    # the column is what the controllers served during the chase: at most their peak, to rounding. Summing each
+    # thread's own rate read 0.06 % over it at delay 0 (threads that end apart each read faster at their end)
+    assert bws[0] <= peak_mb_s * (1 + 1e-9)
+    assert bws[0] == pytest.approx(peak_mb_s, rel=0.01)
 
 
 def test_below_saturation_latency_is_the_curve_at_the_tools_own_bandwidth(e5_run) -> None:
