@@ -105,7 +105,7 @@ def initiator_bound_gb_s(
     >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-001-e5-2680v2")
     >>> round(initiator_bound_gb_s(m, resolve_calibration(m), list(m.node(0).cpus), 0, 61.7, 1000.0))
-    112
+    114
     """
     if not cpus or ceiling_gb_s <= 0:
         return 0.0

@@ -208,10 +208,12 @@ def replay_consistent_misses(
     >>> from numasim.timing import resolve_calibration
     >>> m = load_machine("seed-001-e5-2680v2")
     >>> t = LoadedLatencyTable(np.array([0]), np.array([189.18]), np.array([110655.5]))
-    >>> shipped = resolve_calibration(m)  # its 8 misses a thread: Little's law at mlc's saturated row, 327 lines
-    >>> cal, notes = replay_consistent_misses(m, shipped, t, prefetchers_on=False)
-    >>> shipped.core.max_outstanding_misses, cal.core.max_outstanding_misses  # 9 replay 344 lines, 8 fewer
-    (8, 9)
+    >>> shipped = resolve_calibration(m)
+    >>> # 8 misses a thread: Little's law at mlc's saturated row (327 lines in flight) over its 40 threads
+    >>> closed = shipped.model_copy(update={"core": shipped.core.model_copy(update={"max_outstanding_misses": 8})})
+    >>> cal, notes = replay_consistent_misses(m, closed, t, prefetchers_on=False)
+    >>> cal.core.max_outstanding_misses  # 9 replay 344 lines, 8 fewer (the shipped calibration's 9)
+    9
     """
     from numasim.calibrate.replay import virtual_mlc
 

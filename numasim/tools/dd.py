@@ -77,10 +77,10 @@ class DdCosts:
     numbers match; remote and interleaved runs are then predictions (experiments/001-dd-bandwidth).
     """
 
-    write_page_ns: float = 1318.7
+    write_page_ns: float = 1340.2
     """Per page written to tmpfs: shmem_write_begin (folio allocation, page-cache insert), copy loop; the wait
     for the page's ``struct page`` comes on top (:data:`STRUCT_PAGE_MISSES`)."""
-    read_page_ns: float = 576.3
+    read_page_ns: float = 588.5
     """Per page read from tmpfs: filemap lookup, copy_to_user loop (and the ``struct page`` wait on top)."""
 
 
