@@ -821,14 +821,16 @@ def c2c_holders(
 
 @njit(cache=True, nogil=True)
 def write_backs(
-    cur: np.ndarray, prv: np.ndarray, agent: np.ndarray, write: np.ndarray, level: np.ndarray, n_levels: int, head: int
+    cur: np.ndarray, prv: np.ndarray, owner: np.ndarray, write: np.ndarray, level: np.ndarray, n_levels: int, head: int
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """Which of the window's accesses from ``head`` on are writes that hit a line clean in their core's caches
-    (its write-back is then owed; a write miss pays for its own). A line is dirty in a core's caches after a
-    write of that core, until an access of it misses (it came back from memory: dirty only if that access
-    writes); an access whose previous access of the line (``prv`` of the reuse pair ending at it) was another
-    core's, or that has none in the window, finds it clean. ``level``: each window access's level
-    (``n_levels``: memory)."""
+    """Which of the window's accesses from ``head`` on are writes that hit a line clean in their caches (its
+    write-back is then owed; a write miss pays for its own). ``owner``: each window access's last-level cache
+    instance. A line is dirty in an instance's caches after a write of one of its cores (or threads), until an
+    access of it misses (it came back from memory: dirty only if that access writes); an access whose previous
+    access of the line (``prv`` of the reuse pair ending at it) was another instance's, or that has none in the
+    window, finds it clean. Accesses of the same instance keep it dirty: threads of one cpu share its caches, and
+    a core that reads a line another core of its last-level instance wrote leaves it dirty there (exact mode's
+    dirty ways do the same). ``level``: each window access's level (``n_levels``: memory)."""
     m = len(level)
     prev = np.full(m, -1, dtype=np.int64)
     for k in range(len(cur)):
@@ -841,7 +843,7 @@ def write_backs(
             dirty[i] = w
             continue
         p = prev[i]
-        was = p >= 0 and agent[p] == agent[i] and dirty[p]
+        was = p >= 0 and owner[p] == owner[i] and dirty[p]
         if w and not was and i >= head:
             owed[i - head] = True
         dirty[i] = was or w

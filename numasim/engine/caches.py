@@ -864,7 +864,10 @@ def estimate_levels(
                            fresh)
     owed = None
     if write_backs and len(all_write) == m and all_write[head:].any():
-        owed = write_back_flags(cur, prv, all_agent, all_write, level, n_levels, head)
+        # a written line stays dirty in the caches of its writer's last-level instance (threads of one cpu share
+        # all of them; another core of the instance that reads it leaves it dirty in their shared level), as exact
+        # mode's dirty ways have it: the chains follow last-level instances, not agents (threads)
+        owed = write_back_flags(cur, prv, agent_instance[-1][all_agent], all_write, level, n_levels, head)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.
     dropped = (per_agent_n - kept_counts).astype(np.int32)
