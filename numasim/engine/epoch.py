@@ -125,6 +125,9 @@ class EpochEngine:
         self.bridge = inp.bridge
         self.requests = RequestLatencies(len(agents), inp.request_accesses) if inp.request_accesses else None
         self._ns_per_request = 0.0  # with a run-time kernel: the last window's pace (its busiest program agent)
+        # ... and each agent's own (0: none yet), the kernel's time at its faults taken out: the order in which
+        # threads reach the pages they race for (a hinting fault's migration goes to the first) depends on it
+        self._agent_pace_ns = np.zeros(len(agents))
         self._min_take = 64  # ... and the fewest requests per agent a window takes (doubled while none commit)
         self._program = np.array([not (self.bridge is not None and self.bridge.is_kernel[a.index]) for a in agents])
         self._pool: ThreadPoolExecutor | None = None
@@ -185,6 +188,23 @@ class EpochEngine:
         if self._ns_per_request <= 0:
             return min(per_agent, 4096)  # a short first window measures the pace
         return int(min(per_agent, max(self._min_take, gap / self._ns_per_request)))
+
+    def _note_agent_pace(
+        self, ids: np.ndarray, seg_start: np.ndarray, n_commit: np.ndarray, issue: np.ndarray, rows: np.ndarray,
+        cost: np.ndarray,
+    ) -> None:
+        """Each agent's time between two requests in the window just timed, less the kernel's time at its faults."""
+        many = n_commit >= 2
+        if not many.any():
+            return
+        charged = np.zeros(len(issue) + 1)
+        np.add.at(charged, rows + 1, cost)
+        charged = np.cumsum(charged)  # charged[k]: the kernel time charged before row k
+        first = seg_start[many]
+        last = first + n_commit[many] - 1
+        pace = (issue[last] - issue[first] - (charged[last + 1] - charged[first + 1])) / (n_commit[many] - 1)
+        ok = pace > 0
+        self._agent_pace_ns[ids[many][ok]] = pace[ok]
 
     def _kernel_work(self, per_agent: int) -> None:
         """Apply what the run-time kernel did since the last window: delays owed by threads (fault handling)
@@ -273,10 +293,17 @@ class EpochEngine:
             # then every request routed to its page's node as the kernel left it
             page = np.concatenate([b.page for b in blocks])  # type: ignore[misc]
             t0 = self.now_ns()
-            rows, cost = bridge.faults_before_window(ids_arr, lens, page, rc, t0, self._ns_per_request or 100.0)
+            own = self._agent_pace_ns[ids_arr]
+            pace = np.where(own > 0, own, self._ns_per_request or 100.0)
+            rows, cost = bridge.faults_before_window(ids_arr, lens, page, rc, t0, pace,
+                                                     np.maximum(t0, self.last_issue[ids_arr]))
             if len(rows):
                 compute[rows] += cost
                 self._charge(blocks, rows, cost)
+            cut = bridge.window_limit < lens  # a fault the kernel left to a later window: commit only before it
+            if cut.any():
+                seg_end = seg_start + np.minimum(lens, bridge.window_limit)
+                truncated = truncated | cut
             rc = bridge.route_classes(ids_arr, lens, page, rc)
         pos = seg_start.copy()
         done_max = np.zeros(len(ids))
@@ -305,6 +332,7 @@ class EpochEngine:
             most = int(n_commit[self._program[ids_arr]].max(initial=0))
             if most and span > 0:
                 self._ns_per_request = span / most
+            self._note_agent_pace(ids_arr, seg_start, n_commit, issue, rows, cost)
         if not self.feeder.exhausted:
             self.stalled[ids_arr[~truncated & (pos == seg_end)]] = True
         if not n_commit.any():

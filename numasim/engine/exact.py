@@ -34,6 +34,7 @@ import simpy
 from numasim.timing.model import LoadedLatencyCurve
 
 from . import _exact_kernel as K
+from ._runtime_kernel import protected_rows
 from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
 from .runtime import bulk_class_tables, evasion_tables
@@ -187,6 +188,7 @@ class ExactEngine:
         self._slot = np.zeros(n_agents, dtype=np.int64)
         self._cap = np.zeros(n_agents, dtype=np.int64)
         self._blocks: list[Block | None] = [None] * n_agents
+        self._n_protected = 0  # protected pages when the blocks were last checked (_recheck_protected)
         self._used = 0  # request buffer entries given to slots
         self.line = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
@@ -283,14 +285,27 @@ class ExactEngine:
             self.feeder.buffered[a] += len(block) - _RUNTIME_BLOCK
             block = block.slice(0, _RUNTIME_BLOCK)
         assert block.page is not None
+        # a block holds at most one hinting fault, on its first request: the kernel handles it when the thread is
+        # about to issue that request, not up to a block of requests early (other threads race for the same pages)
+        prot = protected_rows(block.page, bridge.page_protected)
+        if len(prot):
+            first = int(prot[0])
+            other = prot[block.page[prot] != block.page[first]]
+            cut = first if first > 0 else (int(other[0]) if len(other) else len(block))
+            if cut < len(block):
+                self.feeder.buffers[a].insert(0, block.slice(cut, len(block)))
+                self.feeder.buffered[a] += len(block) - cut
+                block = block.slice(0, cut)
+        page = block.page
+        assert page is not None
         ids, lens = np.array([a]), np.array([len(block)])
         rc0 = (self.init_off[a] + block.target.astype(np.int64)) * 2 + block.is_write
-        rows, cost = bridge.faults_before_window(ids, lens, block.page, rc0, float(self.last_issue[a]), 100.0)
+        rows, cost = bridge.faults_before_window(ids, lens, page, rc0, float(self.last_issue[a]), 100.0)
         if len(rows):
             block.compute_ns = block.compute_ns.astype(np.float64)
             block.compute_ns[rows] += cost
-        prog = block.page >= 0
-        target = bridge.node_index[bridge.page_node[np.where(prog, block.page, 0)]]
+        prog = page >= 0
+        target = bridge.node_index[bridge.page_node[np.where(prog, page, 0)]]
         block.target = np.where(prog, target, block.target).astype(np.int16)
         return block
 
@@ -418,6 +433,44 @@ class ExactEngine:
                 self._next_block(a)
                 self._heap_push(a)
 
+    def _recheck_protected(self) -> None:
+        """The scanner protected pages since the agents' blocks were installed: each program agent's installed
+        requests end before its first request to a protected page, so that the fault is taken when it issues."""
+        bridge = self.bridge
+        assert bridge is not None
+        n_prot = int(np.count_nonzero(bridge.page_protected))
+        grew = n_prot > self._n_protected
+        self._n_protected = n_prot
+        if not grew:
+            return
+        for a, block in enumerate(self._blocks):
+            if block is None or bridge.is_kernel[a] or block.page is None or self.pos[a] >= self.end[a]:
+                continue
+            s = int(self._slot[a])
+            j = int(self.pos[a]) - s
+            rows = protected_rows(block.page[j:], bridge.page_protected)
+            if not len(rows):
+                continue
+            q = j + int(rows[0])
+            self.feeder.buffers[a].insert(0, block.slice(q, len(block)))
+            self.feeder.buffered[a] += len(block) - q
+            if q > j:  # the requests before it stay installed; the faulting one starts the next block
+                self._blocks[a] = block.slice(0, q)
+                self.end[a] = s + q
+                continue
+            # the very next request faults: count what the block issued, install the rest now (the fault is
+            # handled), and delay the agent's pending request by the kernel's time on it
+            if j:
+                self._blocks[a] = block.slice(0, j)
+                self._count_block(a)
+            old = float(block.compute_ns[j])
+            self._next_block(a)
+            new = self._blocks[a]
+            if new is not None and len(new):
+                extra = float(new.compute_ns[0]) - old
+                if extra > 0:
+                    self._heap_delay(a, extra)
+
     def _heap_push(self, a: int) -> None:
         """Put agent ``a`` back into the dispatch heap at its next request's ready time (between kernel calls, the
         heap is consistent and no agent is being processed).
@@ -472,6 +525,7 @@ class ExactEngine:
                 self._roll(t)
                 if self.bridge is not None:
                     self._runtime_step(t)
+                    self._recheck_protected()
             elif status == K.BLOCK_DONE:
                 a = int(self.st_i[K.I_AGENT])
                 self._count_block(a)

@@ -58,6 +58,10 @@ route for as many lines' busy time: the same bandwidth on the links and controll
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
 ACTIVITY_NS = 100_000.0
 """How often the kernel's activity over time is recorded (100 us of simulated time)."""
+FAULT_ROUND_NS = 50_000.0
+"""When a window's hinting faults come from several agents, the kernel handles them in rounds of at most this much
+estimated time, and the time each round charges a thread delays that thread's later requests before the next round
+is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would reach far later."""
 KERNEL_AGENT_MLP = 16 // COPY_LINES_PER_REQUEST
 """Copy requests a kernel agent keeps in flight: 16 lines, an L2 streamer's worth, as a core's own streaming
 loop does (a nominal value, not fitted)."""
@@ -301,6 +305,7 @@ class EngineBridge:
         self.series_pages: list[np.ndarray] = []
         self.late_ns_max = 0.0
         self._requests = np.zeros(len(self.agents), dtype=np.int64)
+        self.window_limit = np.zeros(0, dtype=np.int64)  # per segment of the last window: requests it may commit
         self._sampled_at_copies: tuple[int, int] = (-1, -1)
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
         self._runtime: KernelRuntime | None = None
@@ -463,21 +468,28 @@ class EngineBridge:
         return out
 
     def faults_before_window(
-        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float,
+        pace_ns: float | np.ndarray, start_ns: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Take the hinting faults of a window before it is timed: the first request to each protected page
-        (in the order the requests are estimated to issue: ``t0_ns`` plus their position times ``pace_ns``) faults,
+        (in the order the requests are estimated to issue: each segment's ``start_ns``, else ``t0_ns``, plus the
+        request's position times ``pace_ns``, one for all segments or one each) faults,
         the kernel handles it (it may move the page: the request then goes to the new node), and the kernel's
         time on the faulting thread is returned per faulting row, to be spent right before that request. Kernel
         time owed at a page's first access (:meth:`set_first_access_ns`) joins it, on the same rows. First-touch
-        faults (:attr:`page_absent`) come before all of these: a page must be present to be protected."""
+        faults (:attr:`page_absent`) come before all of these: a page must be present to be protected. With
+        several agents, :attr:`window_limit` says how many requests of each the window may commit: those before
+        its first fault left to a later window."""
+        self.window_limit = np.asarray(lens, dtype=np.int64).copy()
+        starts = np.full(len(lens), t0_ns) if start_ns is None else np.asarray(start_ns, dtype=float)
+        paces = np.broadcast_to(np.asarray(pace_ns, dtype=float), (len(lens),))
         rows, cost = _merge_rows(
-            self._first_touch_faults(ids, lens, page, rc, t0_ns, pace_ns),
-            self._hinting_faults(ids, lens, page, rc, t0_ns, pace_ns),
+            self._first_touch_faults(ids, lens, page, rc, t0_ns, starts, paces),
+            self._hinting_faults(ids, lens, page, rc, t0_ns, starts, paces),
         )
         if not self._first_access_left:
             return rows, cost
-        first = self._first_rows(lens, page, self._first_access_pending, t0_ns, pace_ns)[0]
+        first = self._first_rows(lens, page, self._first_access_pending, starts, paces)[0]
         if not len(first):
             return rows, cost
         pages = page[first]
@@ -488,12 +500,13 @@ class EngineBridge:
         return _merge_rows((rows, cost), (first, owed))
 
     def _first_touch_faults(
-        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, starts: np.ndarray,
+        paces: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         none = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self._runtime is None or not self._absent_left:
             return none
-        rows, times = self._first_rows(lens, page, self.page_absent, t0_ns, pace_ns)
+        rows, times = self._first_rows(lens, page, self.page_absent, starts, paces)
         if not len(rows):
             return none
         faulted = page[rows]
@@ -522,15 +535,15 @@ class EngineBridge:
 
     @staticmethod
     def _first_rows(
-        lens: np.ndarray, page: np.ndarray, flagged: np.ndarray, t0_ns: float, pace_ns: float
+        lens: np.ndarray, page: np.ndarray, flagged: np.ndarray, starts: np.ndarray, paces: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """The first row (in estimated issue order) to each flagged page, in that order, and its estimated time."""
         cand = protected_rows(page, flagged)
         if not len(cand):
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         ends = np.cumsum(lens)
-        start = (ends - lens)[np.searchsorted(ends, cand, side="right")]  # each candidate's segment start
-        est = t0_ns + (cand - start + 1) * pace_ns
+        seg = np.searchsorted(ends, cand, side="right")  # each candidate's segment
+        est = starts[seg] + (cand - (ends - lens)[seg] + 1) * paces[seg]
         pg = page[cand]
         order = np.lexsort((est, pg))
         first = np.r_[True, pg[order][1:] != pg[order][:-1]]
@@ -539,18 +552,91 @@ class EngineBridge:
         return cand[keep], est[keep]
 
     def _hinting_faults(
-        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, pace_ns: float
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, t_start: np.ndarray,
+        paces: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         none = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self._runtime is None:
             return none
-        rows, times = self._first_rows(lens, page, self.page_protected, t0_ns, pace_ns)
-        if not len(rows):
+        cand = protected_rows(page, self.page_protected)
+        if not len(cand):
             return none
+        self._moves = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), np.zeros(0, dtype=np.int16),
+                       np.zeros(0, dtype=np.int64))  # fmt: skip
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        seg = np.searchsorted(ends, cand, side="right")
+        self.sample(t0_ns)  # where pages were before this window's faults moved some
+        # Order the faults by estimated issue time, in rounds of FAULT_ROUND_NS: each thread's later requests are
+        # delayed by the kernel time its faults so far cost, and by its mean cost so far for each fault still
+        # ahead of them (threads race for the pages: one paying for migrations reaches its pages later). Faults
+        # estimated past the window's intended end are left to a later window: the segment may commit only the
+        # requests before its first one (self.window_limit).
+        base = t_start[seg] + (cand - starts[seg] + 1) * paces[seg]
+        program = ~self.is_kernel[ids]
+        horizon = float((t_start + lens * paces)[program].min()) if program.any() else np.inf
+        alive = np.ones(len(cand), dtype=bool)
+        done_rows: list[np.ndarray] = []
+        done_cost: list[np.ndarray] = []
+        h_rows, h_cum = np.zeros(0, dtype=np.int64), np.zeros(1)
+        seg_cost, seg_n = np.zeros(len(lens)), np.zeros(len(lens))
+        n_pages = len(self.page_protected)
+        first_round = True
+        while alive.any():
+            idx = np.flatnonzero(alive)
+            # the kernel time charged so far at rows before each candidate, within its segment
+            at = h_cum[np.searchsorted(h_rows, cand[idx], side="right")] - h_cum[
+                np.searchsorted(h_rows, starts[seg[idx]], side="left")]
+            # ... and the faults still ahead of it in its segment (a page's first request there), at the mean cost
+            _, own = np.unique(seg[idx] * n_pages + page[cand[idx]], return_index=True)
+            is_own = np.zeros(len(idx), dtype=bool)
+            is_own[own] = True
+            ahead = np.cumsum(is_own) - is_own
+            ahead -= (np.cumsum(is_own) - is_own)[np.searchsorted(seg[idx], seg[idx], side="left")]
+            mean = np.where(seg_n > 0, seg_cost / np.maximum(seg_n, 1), seg_cost.sum() / max(seg_n.sum(), 1))
+            est = base[idx] + at + ahead * mean[seg[idx]]
+            order = np.lexsort((est, page[cand[idx]]))
+            pg = page[cand[idx]][order]
+            firsts = order[np.r_[True, pg[1:] != pg[:-1]]]
+            t_first = float(est[firsts].min())
+            if t_first > horizon and not first_round:
+                break
+            take = firsts[est[firsts] <= t_first + FAULT_ROUND_NS]
+            if not first_round:
+                take = take[est[take] <= horizon]
+            take = take[np.argsort(est[take], kind="stable")]
+            first_round = False
+            rows, cost = self._fault_batch(ids, lens, page, rc, cand[idx[take]], est[take])
+            alive &= self.page_protected[page[cand]]  # (a huge page's fault unprotects its whole block)
+            np.add.at(seg_cost, seg[idx[take]], cost)
+            np.add.at(seg_n, seg[idx[take]], 1)
+            done_rows.append(rows)
+            done_cost.append(cost)
+            allr, allc = np.concatenate(done_rows), np.concatenate(done_cost)
+            o = np.argsort(allr, kind="stable")
+            h_rows, h_cum = allr[o], np.r_[0.0, np.cumsum(allc[o])]
+        self.window_limit = lens.copy()
+        if alive.any():
+            left = cand[alive]
+            s_left = seg[alive]
+            first_left = np.full(len(lens), np.iinfo(np.int64).max)
+            np.minimum.at(first_left, s_left, left - starts[s_left])
+            self.window_limit = np.minimum(lens, first_left)
+        rows, cost = np.concatenate(done_rows), np.concatenate(done_cost)
+        o = np.argsort(rows, kind="stable")
+        return rows[o], cost[o]
+
+    def _fault_batch(
+        self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, rows: np.ndarray, times: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel handles the hinting faults of ``rows`` (in that order, at ``times``): their pages' protection
+        is cleared, the kernel's time on each faulting row is returned."""
+        if not len(rows):
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        assert self._runtime is not None
         faulted = page[rows]
         self.page_protected[faulted] = False
         agent = np.repeat(ids, lens)[rows]
-        self.sample(t0_ns)  # where pages were before this window's faults moved some
         before = self.page_node[faulted].copy()
         huge_before = self.page_huge[faulted].copy()
         cost = self._runtime.on_faults(FaultBatch(
@@ -558,8 +644,10 @@ class EngineBridge:
         ))  # fmt: skip
         after = self.page_node[faulted]
         moved = np.flatnonzero(after != before)
-        self._moves = (rows[moved], before[moved], after[moved].copy(),
-                       self._pages_moved_with(faulted[moved], huge_before[moved], after[moved]))  # fmt: skip
+        prev = self._moves
+        new = (rows[moved], before[moved], after[moved].copy(),
+               self._pages_moved_with(faulted[moved], huge_before[moved], after[moved]))  # fmt: skip
+        self._moves = tuple(np.concatenate([a, b]) for a, b in zip(prev, new, strict=True))  # type: ignore[assignment]
         cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
         np.add.at(self.kernel_ns, agent, cost)
         return rows, cost
