@@ -644,6 +644,14 @@ class EngineBridge:
         ))  # fmt: skip
         after = self.page_node[faulted]
         moved = np.flatnonzero(after != before)
+        if huge_before[moved].any():
+            # a huge page faults once (the kernel skips its block's other rows of the batch), and its first row
+            # carries the whole block's move: the others moved with it, and counted again they took the
+            # pages-per-node series below zero (-16,384 on a node, found by fuzzing)
+            vpn = self.page_vpn()
+            key = np.where(huge_before[moved], (vpn[faulted[moved]] >> np.uint64(9)).astype(np.int64),
+                           -1 - np.arange(len(moved)))
+            moved = moved[np.sort(np.unique(key, return_index=True)[1])]
         prev = self._moves
         new = (rows[moved], before[moved], after[moved].copy(),
                self._pages_moved_with(faulted[moved], huge_before[moved], after[moved]))  # fmt: skip

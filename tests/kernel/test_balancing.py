@@ -404,3 +404,22 @@ def test_threads_racing_for_shared_pages_migrate_as_many_in_both_modes(machine, 
     moved = {mode: run_workload(machine, w, cal, sysctls=FAST, mode=mode).result.kernel["vmstat"]["numa_pages_migrated"]
              for mode in ("epoch", "exact")}  # fmt: skip
     assert moved["epoch"] == pytest.approx(815, rel=0.05) and moved["exact"] == pytest.approx(815, rel=0.05)
+
+
+def test_a_huge_pages_migration_moves_its_block_once_in_the_pages_per_node_series() -> None:
+    """Three threads race for 64 MiB of transparent huge pages on an 8-socket Opteron. A huge page faults once
+    (the kernel skips its block's other rows of a batch), but every row of the block showed its page moved, and
+    the pages-per-node series counted the block's move once a row: node 2 went to -16,384 (found by fuzzing)."""
+    m = load_machine("opteron-865-8s")
+    w = Workload.model_validate({
+        "name": "thp-race", "threads": [{"id": 0, "node": 0}, {"id": 1, "node": 0}, {"id": 2, "node": 2}],
+        "allocations": [{"name": "data", "size_bytes": "64M", "first_touch": 2}],
+        "phases": [{"pattern": "random", "allocation": "data", "threads": [0, 1, 2], "accesses": 40_495,
+                    "compute_ns": 350}],
+    })  # fmt: skip
+    sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 3),
+               ("/sys/kernel/mm/transparent_hugepage/enabled", "always")]  # fmt: skip
+    r = run_workload(m, w, resolve_calibration(m, nominal=True), sysctls=sysctls, seed=11).result
+    pages = np.array(r.kernel["pages_per_node_series"]["pages"])
+    assert r.kernel["vmstat"]["numa_pages_migrated"] > 0
+    assert pages.min() >= 0 and (pages.sum(axis=1) == 16384).all()
