@@ -128,6 +128,7 @@ class EpochEngine:
         # ... and each agent's own (0: none yet), the kernel's time at its faults taken out: the order in which
         # threads reach the pages they race for (a hinting fault's migration goes to the first) depends on it
         self._agent_pace_ns = np.zeros(len(agents))
+        self._agent_gross_pace_ns = np.zeros(len(agents))  # ... with the kernel's time in it (how fast it advances)
         self._min_take = 64  # ... and the fewest requests per agent a window takes (doubled while none commit)
         self._program = np.array([not (self.bridge is not None and self.bridge.is_kernel[a.index]) for a in agents])
         self._pool: ThreadPoolExecutor | None = None
@@ -143,12 +144,12 @@ class EpochEngine:
         try:
             while True:
                 self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
-                take = per_agent
+                take: int | np.ndarray = per_agent
                 if self.bridge is not None:
                     if self.feeder.exhausted and not self.feeder.buffered[self._program].any():
                         break  # the program is done: what the kernel still had to do is not part of the run
                     take = self._until_next_event(env, per_agent)
-                    self._kernel_work(take)
+                    self._kernel_work(int(np.max(take)))
                 progressed = self._window(take)
                 if progressed is None:
                     break
@@ -175,9 +176,9 @@ class EpochEngine:
         """The start of the epoch being dispatched: nothing the kernel adds may issue before it."""
         return float(self.istate[EPOCH]) * self.E
 
-    def _until_next_event(self, env: simpy.Environment, per_agent: int) -> int:
-        """Requests per agent that reach about the environment's next event (a kernel daemon's), at the pace of
-        the last window: so that the kernel acts at its time, not a whole window late."""
+    def _until_next_event(self, env: simpy.Environment, per_agent: int) -> int | np.ndarray:
+        """Requests of each agent that reach about the environment's next event (a kernel daemon's), at its own
+        pace in the last windows: so that the kernel acts at its time, not a whole window late."""
         assert self.bridge is not None
         # the delays the kernel owes threads come first: they use up part of the gap
         gap = env.peek() - self.now_ns() - float(self.bridge.pending_stall_ns.max(initial=0.0))
@@ -187,13 +188,18 @@ class EpochEngine:
             return per_agent
         if self._ns_per_request <= 0:
             return min(per_agent, 4096)  # a short first window measures the pace
-        return int(min(per_agent, max(self._min_take, gap / self._ns_per_request)))
+        # each agent at its own pace (the last window's busiest agent's where it has none yet): sized by one pace,
+        # a slow agent whose faster peers had finished ran its whole rest in one window, past the event (a scan it
+        # never saw: no hinting faults at all, found by fuzzing)
+        pace = np.where(self._agent_gross_pace_ns > 0, self._agent_gross_pace_ns, self._ns_per_request)
+        return np.minimum(per_agent, np.maximum(self._min_take, gap / pace)).astype(np.int64)
 
     def _note_agent_pace(
         self, ids: np.ndarray, seg_start: np.ndarray, n_commit: np.ndarray, issue: np.ndarray, rows: np.ndarray,
         cost: np.ndarray,
     ) -> None:
-        """Each agent's time between two requests in the window just timed, less the kernel's time at its faults."""
+        """Each agent's time between two requests in the window just timed, with and without the kernel's time at
+        its faults."""
         many = n_commit >= 2
         if not many.any():
             return
@@ -202,9 +208,11 @@ class EpochEngine:
         charged = np.cumsum(charged)  # charged[k]: the kernel time charged before row k
         first = seg_start[many]
         last = first + n_commit[many] - 1
-        pace = (issue[last] - issue[first] - (charged[last + 1] - charged[first + 1])) / (n_commit[many] - 1)
+        gross = (issue[last] - issue[first]) / (n_commit[many] - 1)
+        pace = gross - (charged[last + 1] - charged[first + 1]) / (n_commit[many] - 1)
         ok = pace > 0
         self._agent_pace_ns[ids[many][ok]] = pace[ok]
+        self._agent_gross_pace_ns[ids[many][ok]] = gross[ok]
 
     def _kernel_work(self, per_agent: int) -> None:
         """Apply what the run-time kernel did since the last window: delays owed by threads (fault handling)
@@ -246,14 +254,14 @@ class EpochEngine:
             self._pending.pop(0).result()  # raises what the job raised
 
     # --- one window ------------------------------------------------------------------------------------------
-    def _window(self, per_agent: int) -> bool | None:
+    def _window(self, per_agent: int | np.ndarray) -> bool | None:
         """Time one window; None when no agent has anything left, else whether any request was committed."""
         # Each agent's next requests as the slices of its buffered blocks they lie in (no joining: the window's
         # arrays below are the only copy).
         blocks, ids, counts = [], [], []
         for a in range(len(self.agents)):
             if self.feeder.buffered[a] > 0:
-                pieces = self.feeder.peek_pieces(a, per_agent)
+                pieces = self.feeder.peek_pieces(a, per_agent if isinstance(per_agent, int) else int(per_agent[a]))
                 blocks += pieces
                 ids.append(a)
                 counts.append(sum(len(b) for b in pieces))

@@ -58,7 +58,7 @@ route for as many lines' busy time: the same bandwidth on the links and controll
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
 ACTIVITY_NS = 100_000.0
 """How often the kernel's activity over time is recorded (100 us of simulated time)."""
-FAULT_ROUND_NS = 50_000.0
+FAULT_ROUND_NS = 10000.0
 """When a window's hinting faults come from several agents, the kernel handles them in rounds of at most this much
 estimated time, and the time each round charges a thread delays that thread's later requests before the next round
 is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would reach far later."""
