@@ -423,3 +423,20 @@ def test_a_huge_pages_migration_moves_its_block_once_in_the_pages_per_node_serie
     pages = np.array(r.kernel["pages_per_node_series"]["pages"])
     assert r.kernel["vmstat"]["numa_pages_migrated"] > 0
     assert pages.min() >= 0 and (pages.sum(axis=1) == 16384).all()
+
+
+def test_a_thread_outliving_a_faster_one_still_meets_the_scan(machine, cal) -> None:  # type: ignore[no-untyped-def]
+    """A fast thread ends before the first scan (5 ms); the slow one runs on to 45 ms on memory of the other node.
+    Epoch mode sized its windows by the last window's fastest agent: once that one had finished, the slow thread's
+    whole rest was one window, past the scan, and it took no hinting fault at all (exact mode: 4,848)."""
+    w = Workload.model_validate({
+        "name": "early", "threads": [{"id": 0, "node": 0}, {"id": 1, "node": 1}],
+        "allocations": [{"name": "data", "size_bytes": "16M", "first_touch": 1}],
+        "phases": [{"pattern": "random", "allocation": "data", "threads": [0], "accesses": 40_000, "compute_ns": 500},
+                   {"pattern": "random", "allocation": "data", "threads": [1], "accesses": 40_000, "compute_ns": 20}],
+    })  # fmt: skip
+    sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 5)]
+    runs = {mode: run_workload(machine, w, cal, sysctls=sysctls, mode=mode).result for mode in ("epoch", "exact")}
+    faults = {mode: r.kernel["vmstat"]["numa_hint_faults"] for mode, r in runs.items()}
+    assert faults["exact"] > 4000 and faults["epoch"] == pytest.approx(faults["exact"], rel=0.05)
+    assert runs["epoch"].run_time_ns == pytest.approx(runs["exact"].run_time_ns, rel=0.02)
