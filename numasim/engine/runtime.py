@@ -308,6 +308,9 @@ class EngineBridge:
         self.window_limit = np.zeros(0, dtype=np.int64)  # per segment of the last window: requests it may commit
         self._sampled_at_copies: tuple[int, int] = (-1, -1)
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
+        # each agent's hinting faults so far and the kernel's time on them: what a fault still ahead will cost
+        self._hint_ns = np.zeros(len(self.agents))
+        self._hints = np.zeros(len(self.agents))
         self._runtime: KernelRuntime | None = None
         self._absent_left = 0
         self._faulted_in = 0
@@ -593,7 +596,8 @@ class EngineBridge:
             is_own[own] = True
             ahead = np.cumsum(is_own) - is_own
             ahead -= (np.cumsum(is_own) - is_own)[np.searchsorted(seg[idx], seg[idx], side="left")]
-            mean = np.where(seg_n > 0, seg_cost / np.maximum(seg_n, 1), seg_cost.sum() / max(seg_n.sum(), 1))
+            known_n = seg_n + self._hints[ids]
+            mean = (seg_cost + self._hint_ns[ids]) / np.maximum(known_n, 1)
             est = base[idx] + at + ahead * mean[seg[idx]]
             order = np.lexsort((est, page[cand[idx]]))
             pg = page[cand[idx]][order]
@@ -605,6 +609,15 @@ class EngineBridge:
             if not first_round:
                 take = take[est[take] <= horizon]
             take = take[np.argsort(est[take], kind="stable")]
+            # an agent with no fault yet whose cost is known takes one: a fault may cost 1 us or, migrating a
+            # huge page, 90 us, and its next ones wait for it (all taken at once, one thread took 16 huge pages
+            # in 6 us and they ping-ponged between the nodes)
+            blind = known_n[seg[idx[take]]] == 0
+            if blind.any():
+                s_take = seg[idx[take]]
+                first_of = np.zeros(len(take), dtype=bool)
+                first_of[np.unique(s_take, return_index=True)[1]] = True
+                take = take[~blind | first_of]
             first_round = False
             rows, cost = self._fault_batch(ids, lens, page, rc, cand[idx[take]], est[take])
             alive &= self.page_protected[page[cand]]  # (a huge page's fault unprotects its whole block)
@@ -658,6 +671,8 @@ class EngineBridge:
         self._moves = tuple(np.concatenate([a, b]) for a, b in zip(prev, new, strict=True))  # type: ignore[assignment]
         cost = np.zeros(len(rows)) if cost is None else np.asarray(cost, dtype=float)
         np.add.at(self.kernel_ns, agent, cost)
+        np.add.at(self._hint_ns, agent, cost)
+        np.add.at(self._hints, agent, 1)
         return rows, cost
 
     def route_classes(self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray) -> np.ndarray:
