@@ -303,8 +303,10 @@ class EpochEngine:
             t0 = self.now_ns()
             own = self._agent_pace_ns[ids_arr]
             pace = np.where(own > 0, own, self._ns_per_request or 100.0)
+            gross = self._agent_gross_pace_ns[ids_arr]
+            expected_ns = lens * np.where(gross > 0, gross, np.maximum(pace, self._ns_per_request))
             rows, cost = bridge.faults_before_window(ids_arr, lens, page, rc, t0, pace,
-                                                     np.maximum(t0, self.last_issue[ids_arr]))
+                                                     np.maximum(t0, self.last_issue[ids_arr]), expected_ns)
             if len(rows):
                 compute[rows] += cost
                 self._charge(blocks, rows, cost)

@@ -472,11 +472,12 @@ class EngineBridge:
 
     def faults_before_window(
         self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float,
-        pace_ns: float | np.ndarray, start_ns: np.ndarray | None = None,
+        pace_ns: float | np.ndarray, start_ns: np.ndarray | None = None, span_ns: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Take the hinting faults of a window before it is timed: the first request to each protected page
         (in the order the requests are estimated to issue: each segment's ``start_ns``, else ``t0_ns``, plus the
-        request's position times ``pace_ns``, one for all segments or one each) faults,
+        request's position times ``pace_ns``, one for all segments or one each; ``span_ns``: how long each
+        segment is expected to take, the kernel's time included, else its length times its pace) faults,
         the kernel handles it (it may move the page: the request then goes to the new node), and the kernel's
         time on the faulting thread is returned per faulting row, to be spent right before that request. Kernel
         time owed at a page's first access (:meth:`set_first_access_ns`) joins it, on the same rows. First-touch
@@ -486,9 +487,10 @@ class EngineBridge:
         self.window_limit = np.asarray(lens, dtype=np.int64).copy()
         starts = np.full(len(lens), t0_ns) if start_ns is None else np.asarray(start_ns, dtype=float)
         paces = np.broadcast_to(np.asarray(pace_ns, dtype=float), (len(lens),))
+        spans = lens * paces if span_ns is None else np.asarray(span_ns, dtype=float)
         rows, cost = _merge_rows(
             self._first_touch_faults(ids, lens, page, rc, t0_ns, starts, paces),
-            self._hinting_faults(ids, lens, page, rc, t0_ns, starts, paces),
+            self._hinting_faults(ids, lens, page, rc, t0_ns, starts, paces, spans),
         )
         if not self._first_access_left:
             return rows, cost
@@ -556,7 +558,7 @@ class EngineBridge:
 
     def _hinting_faults(
         self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, t0_ns: float, t_start: np.ndarray,
-        paces: np.ndarray,
+        paces: np.ndarray, spans: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         none = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self._runtime is None:
@@ -577,7 +579,8 @@ class EngineBridge:
         # requests before its first one (self.window_limit).
         base = t_start[seg] + (cand - starts[seg] + 1) * paces[seg]
         program = ~self.is_kernel[ids]
-        horizon = float((t_start + lens * paces)[program].min()) if program.any() else np.inf
+        # (the window's end: its first program segment's, the kernel's time included, as the faults' estimates)
+        horizon = float((t_start + spans)[program].min()) if program.any() else np.inf
         alive = np.ones(len(cand), dtype=bool)
         done_rows: list[np.ndarray] = []
         done_cost: list[np.ndarray] = []
