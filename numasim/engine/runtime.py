@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .stream import Agent, Block
 
 __all__ = [
-    "FaultBatch", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
+    "FaultBatch", "huge_block_keys", "EngineControl", "KernelRuntime", "EngineBridge", "KERNEL_AGENT_MLP", "COPY_LINES_PER_REQUEST",
     "bulk_class_tables", "evasion_tables", "CompositeRuntime", "Daemon", "FirstTouchRuntime",
 ]
 
@@ -58,7 +58,7 @@ route for as many lines' busy time: the same bandwidth on the links and controll
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
 ACTIVITY_NS = 100_000.0
 """How often the kernel's activity over time is recorded (100 us of simulated time)."""
-FAULT_ROUND_NS = 10000.0
+FAULT_ROUND_NS = 10_000.0
 """When a window's hinting faults come from several agents, the kernel handles them in rounds of at most this much
 estimated time, and the time each round charges a thread delays that thread's later requests before the next round
 is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would reach far later."""
@@ -96,6 +96,21 @@ def evasion_tables(ms: MemorySystem, bulk: bool) -> tuple[np.ndarray, np.ndarray
     if bulk:
         class_ctrl, evadable = np.concatenate([class_ctrl, class_ctrl]), np.concatenate([evadable, evadable])
     return class_ctrl, evadable, ramp
+
+
+def huge_block_keys(huge: np.ndarray, vpn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each faulting row's 2 MiB block (its virtual page number over 512) where its page is part of a huge page,
+    else a key of its own; and which rows are their key's first. A huge page faults once
+    (``do_huge_pmd_numa_page`` restores the whole PMD): its block's later rows in a batch are no faults.
+
+    >>> keys, first = huge_block_keys(np.array([True, True, False]), np.array([512, 513, 7], dtype=np.uint64))
+    >>> keys.tolist(), first.tolist()
+    ([1, 1, -3], [True, False, True])
+    """
+    keys = np.where(huge, (vpn >> np.uint64(9)).astype(np.int64), -1 - np.arange(len(huge)))
+    first = np.zeros(len(huge), dtype=bool)
+    first[np.unique(keys, return_index=True)[1]] = True
+    return keys, first
 
 
 @dataclass(frozen=True)
@@ -588,7 +603,7 @@ class EngineBridge:
         seg_cost, seg_n = np.zeros(len(lens)), np.zeros(len(lens))
         n_pages = len(self.page_protected)
         # Without a page two threads fault on, the order across threads decides nothing: a round takes every
-        # fault up to the window's end, once each thread's fault cost is known (a round per 50 us made a lone
+        # fault up to the window's end, once each thread's fault cost is known (a round per 10 us made a lone
         # thread's window dozens of kernel calls)
         pairs = np.unique(seg * n_pages + page[cand])
         race = len(np.unique(pairs % n_pages)) < len(pairs)
@@ -618,7 +633,7 @@ class EngineBridge:
             if not first_round:
                 take = take[est[take] <= horizon]
             take = take[np.argsort(est[take], kind="stable")]
-            # an agent with no fault yet whose cost is known takes one: a fault may cost 1 us or, migrating a
+            # an agent none of whose faults has a known cost yet takes one: a fault may cost 1 us or, migrating a
             # huge page, 90 us, and its next ones wait for it (all taken at once, one thread took 16 huge pages
             # in 6 us and they ping-ponged between the nodes)
             blind = known_n[seg[idx[take]]] == 0
@@ -670,10 +685,7 @@ class EngineBridge:
             # a huge page faults once (the kernel skips its block's other rows of the batch), and its first row
             # carries the whole block's move: the others moved with it, and counted again they took the
             # pages-per-node series below zero (-16,384 on a node, found by fuzzing)
-            vpn = self.page_vpn()
-            key = np.where(huge_before[moved], (vpn[faulted[moved]] >> np.uint64(9)).astype(np.int64),
-                           -1 - np.arange(len(moved)))
-            moved = moved[np.sort(np.unique(key, return_index=True)[1])]
+            moved = moved[huge_block_keys(huge_before[moved], self.page_vpn()[faulted[moved]])[1]]
         prev = self._moves
         new = (rows[moved], before[moved], after[moved].copy(),
                self._pages_moved_with(faulted[moved], huge_before[moved], after[moved]))  # fmt: skip

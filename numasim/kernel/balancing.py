@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from numasim.engine.runtime import EngineControl, FaultBatch
+from numasim.engine.runtime import EngineControl, FaultBatch, huge_block_keys
 from numasim.kernel.allocator import AllocRequest
 from numasim.kernel.balancing_config import (
     NUMA_BALANCING_MEMORY_TIERING,
@@ -305,10 +305,7 @@ class NumaBalancing:
         huge = self.ctl.page_huge[faults.page]
         if not huge.any():
             return self._handle(faults)
-        key = np.where(huge, (self.flat_vpn[faults.page] >> np.uint64(9)).astype(np.int64), -1 - np.arange(len(faults)))
-        _, first = np.unique(key, return_index=True)
-        keep = np.zeros(len(faults), dtype=bool)
-        keep[first] = True
+        key, keep = huge_block_keys(huge, self.flat_vpn[faults.page])
         for k in np.unique(key[huge]).tolist():
             lo, hi = np.searchsorted(self.flat_vpn, [np.uint64(k << 9), np.uint64((k + 1) << 9)])
             self.ctl.page_protected[lo:hi] = False
