@@ -182,6 +182,9 @@ def run_kernel(
     inv_start: np.ndarray,
     inv_inst: np.ndarray,
     coherence: np.ndarray,
+    sh_off: np.ndarray,
+    shadow: np.ndarray,
+    sh_on: np.ndarray,
     dirty: np.ndarray,
     n_dirty: np.ndarray,
     inst_llc: np.ndarray,
@@ -221,8 +224,13 @@ def run_kernel(
     set is a few consecutive host cache lines).
     A write (``write[p]``) then takes its line from every other instance in use at each level
     (``inv_inst[inv_start[lv]:inv_start[lv + 1]]``): the caches are coherent, so another core's copy is invalid.
-    The way keeps the line with stamp -1 (empty, like 0) until it is used again, so that an access that then
-    misses its first level counts in ``coherence[a]`` (its line was taken by another core's write).
+    The way keeps the line with stamp -1 (empty, like 0) until it is used again: a miss of that line refills
+    its own way. ``coherence[a]`` counts the accesses that missed their first level and would have hit it had no
+    other core written: those a *shadow* of each first-level instance holds (``shadow``, laid out as
+    ``ways_data`` from ``sh_off[g]``, -1 for an instance of no first level), the same cache fed the same
+    accesses without invalidations. The two are one until the first invalidation, when the shadows are copied
+    from the caches (``sh_on[0]``: 0 before, 1 after, -1 where no two first-level instances are in use): a run
+    without one pays nothing for them.
     ``dirty[w]``: way ``w`` holds its line modified by its instance's core (``n_dirty[0]`` such ways in all). An
     access that misses its first level while another instance holds its line modified is a cache-to-cache
     transfer, counted in ``transfers[2 a]`` (from a core of its own last-level instance, ``inst_llc`` of each
@@ -317,6 +325,23 @@ def run_kernel(
                 break
             ln = line[p]
             level = n_levels
+            shadow_hit = False
+            if sh_on[0] == 1 and n_cache[a] > 0 and sh_off[instance[a, 0]] >= 0:
+                # the first level as it would be without invalidations: LRU over the same accesses
+                g = instance[a, 0]
+                ways = c_ways[g]
+                base = sh_off[g] + (ln % c_sets[g]) * ways
+                lru = base
+                for w in range(base, base + ways):
+                    if shadow[2 * w + 1] > 0 and shadow[2 * w] == ln:
+                        shadow_hit = True
+                        lru = w
+                        break
+                    if shadow[2 * w + 1] < shadow[2 * lru + 1]:
+                        lru = w
+                clock += 1
+                shadow[2 * lru] = ln
+                shadow[2 * lru + 1] = clock
             for lv in range(n_cache[a]):
                 g = instance[a, lv]
                 ways = c_ways[g]
@@ -346,7 +371,7 @@ def run_kernel(
                 if hit:
                     level = lv
                     break
-                if lost >= 0 and lv == 0:
+                if shadow_hit and lv == 0:
                     coherence[a] += 1
                 # a miss fills this level: the way its line was taken from, an empty way, else the least recently
                 # used one
@@ -384,6 +409,18 @@ def run_kernel(
                         level = n_levels - 1  # served from a cache, at the transfer's latency
             was_dirty = False
             if write[p]:
+                if sh_on[0] == 0:
+                    for lv in range(n_cache[a]):
+                        mine = instance[a, lv]
+                        for k in range(inv_start[lv], inv_start[lv + 1]):
+                            g = inv_inst[k]
+                            if g != mine and _way_of(ways_data, c_off, c_sets, c_ways, g, ln) >= 0:
+                                sh_on[0] = 1  # the first invalidation: from here the shadows differ
+                    if sh_on[0] == 1:
+                        for g in range(len(sh_off)):
+                            if sh_off[g] >= 0:
+                                n_w = c_sets[g] * c_ways[g]
+                                shadow[2 * sh_off[g] : 2 * (sh_off[g] + n_w)] = ways_data[2 * c_off[g] : 2 * (c_off[g] + n_w)]
                 for lv in range(n_cache[a]):
                     mine = instance[a, lv]
                     for k in range(inv_start[lv], inv_start[lv + 1]):

@@ -382,7 +382,8 @@ def reuse_times(
     head: int,
     long_from: int,
 ) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+    np.ndarray, np.ndarray, np.ndarray,
 ]:  # pragma: no cover
     """One cache level's reuse times (see :func:`~numasim.engine.caches.estimate_levels`), in one pass over the
     reuses: which find their line in their own instance (``own``), their reuse times in the instance's own
@@ -390,7 +391,8 @@ def reuse_times(
     gap times the instance's ``share``) and instances, the instances' own reuses; the reuse-time sample (a picked
     access's own reuse time, else the censored ``rank x ratio`` since the window began), its censored flags and
     instances; the window positions of the accesses whose line another instance's write invalidated, and for each
-    whether the instance had the line in the window (the write *took* it; else it is its first access); those of
+    whether the instance had the line in the window (the write *took* it; else it is its first access), and for
+    those taken the reuse time and instance they would have had without the write; those of
     the chunk's (from ``head``) own reuses whose own previous access is before ``long_from`` while the line's
     previous access is not (a long reuse the caller's count by the line's previous access misses).
 
@@ -414,6 +416,8 @@ def reuse_times(
     long_cur = np.empty(n, dtype=np.int64)
     n_long = 0
     taken = np.empty(n, dtype=np.bool_)
+    taken_gap = np.zeros(n)
+    taken_inst = np.zeros(n, dtype=np.int64)
     has_write = len(write) > 0
     # per-instance state of the current line, valid where ``run_of[i] == run`` (no clearing between lines)
     run_of = np.full(n_inst, -1, dtype=np.int64)
@@ -482,6 +486,18 @@ def reuse_times(
             if not o and foreign >= 0:
                 invalid[n_invalid] = c
                 taken[n_invalid] = run_of[ic] == run  # it had the line in the window: the write took it
+                if taken[n_invalid]:  # the reuse time it would have had, had the write not taken the line
+                    pi = last_pos[ic]
+                    if np.uint64(last_agent[ic]) == ac:
+                        y = np.float64(np.int64(rank[c]) - np.int64(rank[pi])) * ratio[ac]
+                    else:
+                        y = np.float64(c - pi) * share[np.uint64(ic)]
+                    taken_gap[n_invalid] = max(y, 1.0)
+                    taken_inst[n_invalid] = ic
+                    if cur_picked[j]:  # the line's distance in the instance's stack is as long as if it were there
+                        sl = np.uint64(cur_slot[j])
+                        sample[sl] = max(y, 1.0)
+                        censored[sl] = False
                 n_invalid += 1
             own[j] = o
             run_of[ic] = run
@@ -509,8 +525,9 @@ def reuse_times(
         sample_inst[i] = inst_of[a]
         if censored[i]:
             sample[i] = pick_rank[i] * ratio[a]
+    t = taken[:n_invalid].copy()
     return (own, g[:k].copy(), inst[:k].copy(), own_reuses, sample, censored, sample_inst, invalid[:n_invalid].copy(),
-            taken[:n_invalid].copy(), long_cur[:n_long].copy())
+            t, taken_gap[:n_invalid][t], taken_inst[:n_invalid][t], long_cur[:n_long].copy())
 
 
 @njit(cache=True, nogil=True)

@@ -27,7 +27,9 @@ figures where it has them (else as the level or memory access that serves it). E
 does: where threads run at their own pace (no compute between accesses, one slowed by misses falls behind), a
 write-shared line's invalidations differ between them; with reads only, or threads paced by their compute, they
 agree (tests/engine/test_coherence.py). The accesses that missed their first level because another core's write
-took the line, and the transfers, are counted per thread (the result's ``coherence`` section).
+took the line and would have hit it otherwise (coherence misses: exact mode keeps a shadow of each first level fed
+the same accesses without invalidations; epoch mode counts the taken reuses whose stack distance without the
+write fits the level), and the transfers, are counted per thread (the result's ``coherence`` section).
 """
 
 from __future__ import annotations
@@ -775,6 +777,7 @@ def estimate_levels(
     fresh: dict[int, np.ndarray] = {}  # per level, for the footprint rule (see _footprint_hits)
     long_shared = _EMPTY_POS  # long reuses of shared lines the count below cannot see (see reuse_times)
     taken_at: dict[int, np.ndarray] = {}  # per level, the window positions whose line another core's write took
+    taken_stack: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ... their stack distances without it, instances
     track = any(tracked.values())
     for lv in range(n_levels - 1, -1, -1):
         inst_of = agent_instance[lv]
@@ -787,6 +790,7 @@ def estimate_levels(
             invalid[lv] = invalid[lv + 1]
             if lv + 1 in taken_at:
                 taken_at[lv] = taken_at[lv + 1]
+                taken_stack[lv] = taken_stack[lv + 1]
             if lv + 1 in fresh:
                 fresh[lv] = fresh[lv + 1]
         else:
@@ -800,14 +804,20 @@ def estimate_levels(
             # instances, and the sample: reuse times of own reuses, censored times since the window began for
             # the others.
             ratio = count[inst_of] / np.maximum(per_agent, 1.0)  # per agent
-            own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv], taken, long_cur = reuse_times(
+            (own, g, i_own, own_reuses, sample, censored, sample_inst, invalid[lv], taken, taken_gap, taken_inst,
+             long_cur) = reuse_times(
                 a_cur, a_prv, gap, own_gap, inst_of, ratio, count / max(m, 1), cur_slot, cur_picked, pick_rank,
                 pick_agent, n_inst, cur, prv, cont, rank, pass_write, head, head - CARRY_ACCESSES,
             )
             if lv == n_levels - 1:
                 long_shared = long_cur
-            if len(taken):
+            if len(taken_gap):
                 taken_at[lv] = invalid[lv][taken]
+                # how far back in the instance's LRU stack each would have found its line, had the write not taken
+                # it (no further than the distinct lines the instance touched in the window, as for its own reuses)
+                t_stack = _stack_distance(taken_gap, taken_inst, sample, sample_inst, n_inst, censored)
+                taken_stack[lv] = (np.minimum(t_stack, (count - own_reuses)[taken_inst]),
+                                   taken_inst - inst_of.min())  # (instances as the partition numbers them)
             stack = _stack_distance(g, i_own, sample, sample_inst, n_inst, censored)
             if track and len(own) and not own.all():
                 # first asks by an instance for a line another touched first (not those a write took back)
@@ -858,6 +868,11 @@ def estimate_levels(
         level_hits(stack, own, a_cur, cur, inst_of, np.full(n_inst, np.inf) if same else bound, cap, level, lv,
                    all_lines, per_set, totals, lo if table is not None else 0, n_sets if table is not None else 1,
                    ways if table is not None else 1)
+        if lv == 0 and 0 in taken_at:
+            # a coherence miss is one that would have hit the first level had no other core written the line (exact
+            # mode's shadow of that level without invalidations): the taken reuses whose own stack distance fits it
+            t_stack, t_part = taken_stack[0]
+            taken_at[0] = taken_at[0][t_stack < cap[t_part + inst_of.min()]]
         memo = (partition, own, stack, distinct_lines)
     seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
                            capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,

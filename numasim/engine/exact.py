@@ -157,7 +157,16 @@ class ExactEngine:
         self.inv_start = np.r_[0, np.cumsum([len(x) for x in in_use], dtype=np.int64)].astype(np.int64)
         self.inv_inst = np.array([g for x in in_use for g in x], dtype=np.int64)
         self.coherence_misses = np.zeros(n_agents, dtype=np.int64)
-        """Per agent, the accesses that missed their first level because another core's write took the line."""
+        """Per agent, the accesses that missed their first level and would have hit it had no other core written
+        the line (the first level's shadow without invalidations held it)."""
+        first = sorted({int(self.instance[a, 0]) for a in range(n_agents) if self.n_cache[a] > 0})
+        self.sh_off = np.full(len(objects), -1, dtype=np.int64)
+        off = 0
+        for g in first:
+            self.sh_off[g] = off
+            off += int(size[g])
+        self.shadow = np.zeros(2 * off, dtype=np.int64)
+        self.sh_on = np.array([0 if len(first) > 1 else -1], dtype=np.int64)
         self.dirty = np.zeros(len(self.ways_data) // 2, dtype=np.bool_)
         self.n_dirty = np.zeros(1, dtype=np.int64)
         # each instance's last-level instance (the reader's and the holder's tell a local transfer from a remote one)
@@ -401,7 +410,7 @@ class ExactEngine:
                 self.acc_bk, self.acc_lo, self.acc_hi,
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
-                self.write, self.inv_start, self.inv_inst, self.coherence_misses,
+                self.write, self.inv_start, self.inv_inst, self.coherence_misses, self.sh_off, self.shadow, self.sh_on,
                 self.dirty, self.n_dirty, self.inst_llc, 0.0 if self.c2c is None else self.c2c.local_ns,
                 self.c2c_far, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,

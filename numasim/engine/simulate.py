@@ -371,7 +371,9 @@ def _coherence_record(
     agents: list[Agent], lost: np.ndarray, transfers: np.ndarray, calibration: Calibration, mode: EngineMode
 ) -> dict | None:
     """What the caches' coherence did (None when nothing: no thread wrote a line another core held): the accesses
-    that missed their first cache level because another core's write took the line, and the cache-to-cache
+    that missed their first cache level and would have hit it had no other core written the line (coherence
+    misses: exact mode keeps a shadow of each first level without invalidations, epoch mode takes the lines'
+    stack distances without them), and the cache-to-cache
     transfers (an access to a line another core held modified; from a core of the same last-level cache, or from
     another), in all and per thread, and what each was charged."""
     rows = {

@@ -181,9 +181,10 @@ def format_run_report(outcome: RunOutcome) -> str:
         coh = r.coherence
         per = ", ".join(f"{k} {v['misses']}/{v['transfers_local'] + v['transfers_remote']}"
                         for k, v in coh["threads"].items() if v["misses"] or v["transfers_local"] or v["transfers_remote"])
-        lines += ["", f"coherence: {coh['misses']} accesses found their line taken by another core's write, "
+        lines += ["", f"coherence: {coh['misses']} accesses missed their first-level cache because another core's write took "
+                  f"the line (they would have hit it otherwise), "
                   f"{coh['transfers_local']} + {coh['transfers_remote']} cache-to-cache transfers (same last-level "
-                  f"cache + another; per thread taken/transfers: {per})", f"  {coh['cost']}"]
+                  f"cache + another; per thread coherence misses/transfers: {per})", f"  {coh['cost']}"]
         if "order" in coh:
             lines.append(f"  {coh['order']}")
     if r.write_allocate is not None:
