@@ -197,7 +197,7 @@ class ExactEngine:
         self._slot = np.zeros(n_agents, dtype=np.int64)
         self._cap = np.zeros(n_agents, dtype=np.int64)
         self._blocks: list[Block | None] = [None] * n_agents
-        self._n_protected = 0  # protected pages when the blocks were last checked (_recheck_protected)
+        self._seen_protected: np.ndarray | None = None  # the pages protected at the last check (_recheck_protected)
         self._used = 0  # request buffer entries given to slots
         self.line = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
@@ -447,10 +447,14 @@ class ExactEngine:
         requests end before its first request to a protected page, so that the fault is taken when it issues."""
         bridge = self.bridge
         assert bridge is not None
-        n_prot = int(np.count_nonzero(bridge.page_protected))
-        grew = n_prot > self._n_protected
-        self._n_protected = n_prot
-        if not grew:
+        # any page protected since the last check (a scan that protected fewer pages than faults unprotected in
+        # between still has new ones)
+        prot = bridge.page_protected
+        if self._seen_protected is None or len(self._seen_protected) != len(prot):
+            self._seen_protected = np.zeros(len(prot), dtype=bool)
+        fresh = bool((prot & ~self._seen_protected).any())
+        np.copyto(self._seen_protected, prot)
+        if not fresh:
             return
         for a, block in enumerate(self._blocks):
             if block is None or bridge.is_kernel[a] or block.page is None or self.pos[a] >= self.end[a]:
