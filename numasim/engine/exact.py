@@ -198,6 +198,7 @@ class ExactEngine:
         self._cap = np.zeros(n_agents, dtype=np.int64)
         self._blocks: list[Block | None] = [None] * n_agents
         self._seen_protected: np.ndarray | None = None  # the pages protected at the last check (_recheck_protected)
+        self._deferred: set[int] = set()  # agents whose next request faults, due after the next epoch boundary
         self._used = 0  # request buffer entries given to slots
         self.line = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
@@ -444,7 +445,11 @@ class ExactEngine:
 
     def _recheck_protected(self) -> None:
         """The scanner protected pages since the agents' blocks were installed: each program agent's installed
-        requests end before its first request to a protected page, so that the fault is taken when it issues."""
+        requests end before its first request to a protected page, so that the fault is taken when it issues.
+
+        A fault on the very next request is handled at the last epoch boundary before the thread issues it, not
+        earlier: a thread the kernel held back (the scan's own PTE updates, a migration) reaches the page later,
+        and the other threads, which race for the same pages, may fault it first (``_deferred``)."""
         bridge = self.bridge
         assert bridge is not None
         # any page protected since the last check (a scan that protected fewer pages than faults unprotected in
@@ -454,35 +459,57 @@ class ExactEngine:
             self._seen_protected = np.zeros(len(prot), dtype=bool)
         fresh = bool((prot & ~self._seen_protected).any())
         np.copyto(self._seen_protected, prot)
-        if not fresh:
+        if not fresh and not self._deferred:
             return
-        for a, block in enumerate(self._blocks):
-            if block is None or bridge.is_kernel[a] or block.page is None or self.pos[a] >= self.end[a]:
-                continue
-            s = int(self._slot[a])
-            j = int(self.pos[a]) - s
-            rows = protected_rows(block.page[j:], bridge.page_protected)
-            if not len(rows):
-                continue
-            q = j + int(rows[0])
-            self.feeder.buffers[a].insert(0, block.slice(q, len(block)))
-            self.feeder.buffered[a] += len(block) - q
-            if q > j:  # the requests before it stay installed; the faulting one starts the next block
-                self._blocks[a] = block.slice(0, q)
-                self.end[a] = s + q
-                continue
-            # the very next request faults: count what the block issued, install the rest now (the fault is
-            # handled), and delay the agent's pending request by the kernel's time on it
-            if j:
-                self._blocks[a] = block.slice(0, j)
-                self._count_block(a)
-            old = float(block.compute_ns[j])
-            self._next_block(a)
-            new = self._blocks[a]
-            if new is not None and len(new):
-                extra = float(new.compute_ns[0]) - old
-                if extra > 0:
-                    self._heap_delay(a, extra)
+        agents = range(len(self._blocks)) if fresh else sorted(self._deferred)
+        for a in agents:
+            if self._cut_at_protected(a):
+                self._deferred.add(a)
+            else:
+                self._deferred.discard(a)
+
+    def _due_ns(self, a: int) -> float:
+        """When agent ``a``'s next request is due (its dispatch heap key; inf when it is not in the heap)."""
+        n = int(self.st_i[K.I_HEAP_N])
+        where = np.flatnonzero(self.heap_a[:n] == a)
+        return float(self.heap_t[int(where[0])]) if len(where) else np.inf
+
+    def _cut_at_protected(self, a: int) -> bool:
+        """End agent ``a``'s installed requests before its first one to a protected page (see
+        :meth:`_recheck_protected`); True when that is its very next request, due after the next epoch boundary
+        (left for a later boundary)."""
+        bridge = self.bridge
+        assert bridge is not None
+        block = self._blocks[a]
+        if block is None or bridge.is_kernel[a] or block.page is None or self.pos[a] >= self.end[a]:
+            return False
+        s = int(self._slot[a])
+        j = int(self.pos[a]) - s
+        rows = protected_rows(block.page[j:], bridge.page_protected)
+        if not len(rows):
+            return False
+        q = j + int(rows[0])
+        if q == j and self._due_ns(a) >= self.next_roll:
+            return True
+        self.feeder.buffers[a].insert(0, block.slice(q, len(block)))
+        self.feeder.buffered[a] += len(block) - q
+        if q > j:  # the requests before it stay installed; the faulting one starts the next block
+            self._blocks[a] = block.slice(0, q)
+            self.end[a] = s + q
+            return False
+        # the very next request faults: count what the block issued, install the rest now (the fault is
+        # handled), and delay the agent's pending request by the kernel's time on it
+        if j:
+            self._blocks[a] = block.slice(0, j)
+            self._count_block(a)
+        old = float(block.compute_ns[j])
+        self._next_block(a)
+        new = self._blocks[a]
+        if new is not None and len(new):
+            extra = float(new.compute_ns[0]) - old
+            if extra > 0:
+                self._heap_delay(a, extra)
+        return False
 
     def _heap_push(self, a: int) -> None:
         """Put agent ``a`` back into the dispatch heap at its next request's ready time (between kernel calls, the
