@@ -58,10 +58,14 @@ route for as many lines' busy time: the same bandwidth on the links and controll
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
 ACTIVITY_NS = 100_000.0
 """How often the kernel's activity over time is recorded (100 us of simulated time)."""
-FAULT_ROUND_NS = 10_000.0
-"""When a window's hinting faults come from several agents, the kernel handles them in rounds of at most this much
-estimated time, and the time each round charges a thread delays that thread's later requests before the next round
-is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would reach far later."""
+FAULT_ROUND_NS = 2_000.0
+"""When two agents of a window fault on one page, the kernel handles the window's hinting faults in rounds of at
+most this much estimated time, and the time each round charges a thread delays that thread's later requests before
+the next round is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would
+reach far later. A round no longer than one fault (1 us nominal) and the next request leaves a thread at most one
+fault whose cost its estimates do not know yet; 10 us rounds let the thread ahead of two sweeping the same pages
+take a round's worth of them at its mean cost, and keep the lead it would have lost (tests/kernel/test_balancing.py,
+threads sweeping in step)."""
 KERNEL_AGENT_MLP = 16 // COPY_LINES_PER_REQUEST
 """Copy requests a kernel agent keeps in flight: 16 lines, an L2 streamer's worth, as a core's own streaming
 loop does (a nominal value, not fitted)."""
@@ -611,6 +615,14 @@ class EngineBridge:
         first_round = True
         while alive.any():
             idx = np.flatnonzero(alive)
+            if round_ns < np.inf:
+                # Only candidates estimated no later than base allows can be in this round: none whose base (its
+                # estimate before any kernel time) is past the earliest segment's next fault plus a round. Each
+                # round then orders a short prefix of the window's faults, not all that are left.
+                heads = idx[np.r_[True, seg[idx][1:] != seg[idx][:-1]]]
+                at_head = h_cum[np.searchsorted(h_rows, cand[heads], side="right")] - h_cum[
+                    np.searchsorted(h_rows, starts[seg[heads]], side="left")]
+                idx = idx[base[idx] <= float((base[heads] + at_head).min()) + round_ns]
             # the kernel time charged so far at rows before each candidate, within its segment
             at = h_cum[np.searchsorted(h_rows, cand[idx], side="right")] - h_cum[
                 np.searchsorted(h_rows, starts[seg[idx]], side="left")]
