@@ -89,12 +89,18 @@ class BalancingCosts:
         15 GB/s plus the same fixed costs.
     pte_update_ns : float
         Per PTE made PROT_NONE by ``change_prot_numa``, on the thread running the scan (task work).
+    kswapd_wake_ns : float
+        Tiering: how long after a promotion found the fast node full (``numamigrate_isolate_folio`` wakes kswapd
+        and fails) kswapd has demoted pages and promotions succeed again: its wake-up on another cpu and its first
+        batch. kswapd runs beside the program, so this is a time on the faulting threads' clock, the same in both
+        engine modes (it was the engine's batch: up to a 1 ms window in epoch mode, a 1 us epoch in exact mode).
     """
 
     hint_fault_ns: float = 1_000.0
     migrate_page_ns: float = 5_000.0
     migrate_huge_page_ns: float = 150_000.0
     pte_update_ns: float = 15.0
+    kswapd_wake_ns: float = 10_000.0
 
 
 def task_nr_scan_windows(rss_pages: int, scan_size_mb: int) -> int:
@@ -267,6 +273,9 @@ class NumaBalancing:
         }  # fmt: skip
         self.page_scan_ns = np.full(n_flat, -np.inf)
         self._kswapd_wake: dict[int, simpy.Event] = {}
+        # per top-tier node with kswapd woken and not run yet: [due on the faults' clock, due on the environment's
+        # clock, promotions refused meanwhile]
+        self._kswapd_pending: dict[int, list[float]] = {}
         if self.tiering:
             for n in self.demote_to:
                 self._kswapd_wake[n] = env.event()
@@ -463,13 +472,8 @@ class NumaBalancing:
         migrated = np.zeros(len(f), dtype=bool)
         pages_moved = np.ones(len(f), dtype=np.int64)  # a huge page moves HPAGE_PMD_NR at once
         want = np.flatnonzero(target != NUMA_NO_NODE)
-        for dst in np.unique(target[want]).tolist():
-            rows = want[target[want] == dst]
-            room = self._balanced_room(int(dst))
-            go, no = rows[:room], rows[room:]
+        for dst, go, no in self._admit(target, want, f.time_ns):
             failed[no] = True
-            if len(no) and self.tiering and int(dst) in self._kswapd_wake:
-                self._wake_kswapd(int(dst), len(no))  # promotion found the fast tier full: demote to make room
             huge_go = go[self.ctl.page_huge[f.page[go]]]
             if len(huge_go):
                 ok_huge = self._migrate_huge(f.page[huge_go], int(dst))
@@ -549,24 +553,66 @@ class NumaBalancing:
             ok[hot] = th.allow(now_ms[hot])
         return ok
 
-    def _wake_kswapd(self, nid: int, wanted_pages: int) -> None:
-        self._kswapd_want = getattr(self, "_kswapd_want", {})
-        self._kswapd_want[nid] = self._kswapd_want.get(nid, 0) + wanted_pages
-        ev = self._kswapd_wake[nid]
-        if not ev.triggered:
-            ev.succeed()
+    def _admit(self, target: np.ndarray, want: np.ndarray, t_ns: np.ndarray):  # type: ignore[no-untyped-def]
+        """``migrate_balanced_pgdat`` for the rows ``want`` (in time order) by target node: yields (node, rows to
+        migrate, rows refused). Each part is migrated before the next is admitted. In tiering mode a refusal wakes
+        the node's kswapd (``numamigrate_isolate_folio``), which demotes ``kswapd_wake_ns`` later on the faults'
+        clock: the batch's faults from then on find the room it made (a whole window's faults failed, in epoch
+        mode, while kswapd waited for the window's end)."""
+        for dst in np.unique(target[want]).tolist():
+            rows = want[target[want] == dst]
+            kswapd = self.tiering and int(dst) in self._kswapd_wake
+            while len(rows):
+                if kswapd:
+                    self._kswapd_catch_up(int(dst), float(t_ns[rows[0]]))
+                room = self._balanced_room(int(dst))
+                go, no = rows[:room], rows[room:]
+                rows = no[:0]
+                if len(no) and kswapd:  # promotion found the fast tier full: kswapd demotes to make room
+                    due = self._wake_kswapd(int(dst), float(t_ns[no[0]]))
+                    later = max(1, int(np.searchsorted(t_ns[no], due, side="left")))  # (the waking fault fails)
+                    no, rows = no[:later], no[later:]
+                    self._kswapd_pending[int(dst)][2] += len(no)
+                yield dst, go, no
+
+    def _wake_kswapd(self, nid: int, t_ns: float) -> float:
+        """``wakeup_kswapd`` at a fault at ``t_ns`` (a no-op while it is awake): when it will have run, on the
+        faults' clock."""
+        if nid not in self._kswapd_pending:
+            assert self._env is not None
+            wake = self.costs.kswapd_wake_ns
+            self._kswapd_pending[nid] = [t_ns + wake, float(self._env.now) + wake, 0]
+            ev = self._kswapd_wake[nid]
+            if not ev.triggered:
+                ev.succeed()
+        return self._kswapd_pending[nid][0]
+
+    def _kswapd_catch_up(self, nid: int, t_ns: float) -> None:
+        """A fault at ``t_ns`` comes after the woken kswapd's time: it has run (the engine's clock may not have
+        reached it yet: in epoch mode the environment stands at the window's start while its faults are handled)."""
+        p = self._kswapd_pending.get(nid)
+        if p is not None and t_ns >= p[0]:
+            self._kswapd_run(nid)
+
+    def _kswapd_run(self, nid: int) -> None:
+        p = self._kswapd_pending.pop(nid, None)
+        if p is None:
+            return
+        need = pages_to_promo_wmark(self.kernel.pm, nid, int(p[2]))
+        if need > 0:
+            self._demote(nid, self.demote_to[nid], need)
 
     def _kswapd(self, env: simpy.Environment, nid: int):  # type: ignore[no-untyped-def]
         """kswapd of a top-tier node in tiering mode: woken when a promotion found the node full, it demotes the
         process's least recently used pages on the node to the demotion target until the node is above its
-        promotion watermark with room for the promotions that were refused."""
+        promotion watermark with room for the promotions that were refused, ``kswapd_wake_ns`` after its wake-up
+        (or earlier, on the faults' clock: :meth:`_kswapd_catch_up`)."""
         while True:
             yield self._kswapd_wake[nid]
             self._kswapd_wake[nid] = env.event()
-            want = getattr(self, "_kswapd_want", {}).pop(nid, 0)
-            need = pages_to_promo_wmark(self.kernel.pm, nid, want)
-            if need > 0:
-                self._demote(nid, self.demote_to[nid], need)
+            while nid in self._kswapd_pending and env.now < self._kswapd_pending[nid][1]:
+                yield env.timeout(self._kswapd_pending[nid][1] - env.now)
+            self._kswapd_run(nid)
 
     def _demote(self, nid: int, target: int, count: int) -> None:
         """``demote_folio_list``: the ``count`` least recently accessed pages of the process on ``nid`` move to
