@@ -58,14 +58,18 @@ route for as many lines' busy time: the same bandwidth on the links and controll
 eighth of the requests to time (the queues see copies in 512-byte grains)."""
 ACTIVITY_NS = 100_000.0
 """How often the kernel's activity over time is recorded (100 us of simulated time)."""
-FAULT_ROUND_NS = 2_000.0
+FAULT_ROUND_NS = 10_000.0
 """When two agents of a window fault on one page, the kernel handles the window's hinting faults in rounds of at
 most this much estimated time, and the time each round charges a thread delays that thread's later requests before
 the next round is ordered: a thread paying for migrations (5 us each) does not win the race to a page it would
-reach far later. A round no longer than one fault (1 us nominal) and the next request leaves a thread at most one
-fault whose cost its estimates do not know yet; 10 us rounds let the thread ahead of two sweeping the same pages
-take a round's worth of them at its mean cost, and keep the lead it would have lost (tests/kernel/test_balancing.py,
-threads sweeping in step)."""
+reach far later. Where a round would decide a page two threads reach within a round of each other, it is
+:data:`FAULT_ROUND_CLOSE_NS` long: no longer than one fault (1 us nominal) and the next request, so that a thread
+has at most one fault whose cost its estimates do not know yet. (10 us rounds throughout let the thread ahead of
+two sweeping the same pages take a round's worth of them at its mean cost, and keep the lead it would have lost:
+tests/kernel/test_balancing.py, threads sweeping in step; 2 us rounds throughout doubled the database
+experiment's time for the same result.)"""
+FAULT_ROUND_CLOSE_NS = 2_000.0
+"""The round where two threads are estimated to reach a page within :data:`FAULT_ROUND_NS` of each other."""
 KERNEL_AGENT_MLP = 16 // COPY_LINES_PER_REQUEST
 """Copy requests a kernel agent keeps in flight: 16 lines, an L2 streamer's worth, as a core's own streaming
 loop does (a nominal value, not fitted)."""
@@ -622,7 +626,8 @@ class EngineBridge:
                 heads = idx[np.r_[True, seg[idx][1:] != seg[idx][:-1]]]
                 at_head = h_cum[np.searchsorted(h_rows, cand[heads], side="right")] - h_cum[
                     np.searchsorted(h_rows, starts[seg[heads]], side="left")]
-                idx = idx[base[idx] <= float((base[heads] + at_head).min()) + round_ns]
+                # (two rounds: the faults a round would decide, and any page's next contender after them)
+                idx = idx[base[idx] <= float((base[heads] + at_head).min()) + 2.0 * round_ns]
             # the kernel time charged so far at rows before each candidate, within its segment
             at = h_cum[np.searchsorted(h_rows, cand[idx], side="right")] - h_cum[
                 np.searchsorted(h_rows, starts[seg[idx]], side="left")]
@@ -641,7 +646,18 @@ class EngineBridge:
             t_first = float(est[firsts].min())
             if t_first > horizon and not first_round:
                 break
-            take = firsts[est[firsts] <= t_first + round_ns]
+            now_ns = round_ns
+            if race:
+                # A page two threads reach within a round of each other is decided by costs the round does not
+                # know yet (the earlier faults of the same round, each 1 us or, migrating, 6 us): such a round
+                # is short, one fault and the next request long (threads sweeping the same pages in step)
+                nxt = np.r_[order[1:], order[-1]]
+                second = np.r_[pg[1:] == pg[:-1], False][np.r_[True, pg[1:] != pg[:-1]]]
+                runner_up = np.where(second, est[nxt[np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])]], np.inf)
+                soon = est[firsts] <= t_first + round_ns
+                if (runner_up[soon] - est[firsts][soon] < round_ns).any():
+                    now_ns = FAULT_ROUND_CLOSE_NS
+            take = firsts[est[firsts] <= t_first + now_ns]
             # never past the window's end (the first round takes at least its first fault: progress). Without a
             # race the one round is unbounded, and a thread whose window was sized by a stale pace took every fault
             # of its part ahead of the others (2,855 promotions in one window, 17 ms of kernel time, on 4 threads

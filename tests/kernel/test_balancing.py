@@ -482,8 +482,8 @@ def test_threads_sweeping_shared_pages_in_step_race_fault_by_fault() -> None:
     and a page migrates when one node leads on it in two scans running. Epoch mode ordered the faults in rounds
     of 10 us of estimated time: the leader took a round's worth of pages at its mean cost, its migrations (6 us
     each) unaccounted until the round ended, so node 1 kept the lead: 2,524 pages migrated and 23.7 ms where exact
-    mode migrates 600 in 13.0 ms. Rounds of 2 us (no longer than a fault and the next request) give 463 in
-    12.9 ms."""
+    mode migrates 600 in 13.0 ms. A round that decides a page the two reach within 10 us of each other is now
+    2 us long (no longer than a fault and the next request): 463 in 12.9 ms."""
     m = load_machine("xeon-2s-cxl")
     w = Workload.model_validate({
         "name": "in-step", "threads": [{"id": 0, "node": 0}, {"id": 1, "node": 1}],
