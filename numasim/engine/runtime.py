@@ -620,9 +620,9 @@ class EngineBridge:
         while alive.any():
             idx = np.flatnonzero(alive)
             if round_ns < np.inf:
-                # Only candidates estimated no later than base allows can be in this round: none whose base (its
-                # estimate before any kernel time) is past the earliest segment's next fault plus a round. Each
-                # round then orders a short prefix of the window's faults, not all that are left.
+                # A candidate's estimate is at least its base (the estimate without kernel time), so one whose base
+                # lies past the earliest segment's next fault plus a round cannot be in this round: each round
+                # orders a short prefix of the window's faults, not all that are left.
                 heads = idx[np.r_[True, seg[idx][1:] != seg[idx][:-1]]]
                 at_head = h_cum[np.searchsorted(h_rows, cand[heads], side="right")] - h_cum[
                     np.searchsorted(h_rows, starts[seg[heads]], side="left")]
@@ -642,7 +642,8 @@ class EngineBridge:
             est = base[idx] + at + ahead * mean[seg[idx]]
             order = np.lexsort((est, page[cand[idx]]))
             pg = page[cand[idx]][order]
-            firsts = order[np.r_[True, pg[1:] != pg[:-1]]]
+            head = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])  # each page's first candidate in ``order``
+            firsts = order[head]
             t_first = float(est[firsts].min())
             if t_first > horizon and not first_round:
                 break
@@ -651,9 +652,8 @@ class EngineBridge:
                 # A page two threads reach within a round of each other is decided by costs the round does not
                 # know yet (the earlier faults of the same round, each 1 us or, migrating, 6 us): such a round
                 # is short, one fault and the next request long (threads sweeping the same pages in step)
-                nxt = np.r_[order[1:], order[-1]]
-                second = np.r_[pg[1:] == pg[:-1], False][np.r_[True, pg[1:] != pg[:-1]]]
-                runner_up = np.where(second, est[nxt[np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])]], np.inf)
+                second = np.r_[pg[1:] == pg[:-1], False][head]  # the page has a runner-up
+                runner_up = np.where(second, est[order[np.minimum(head + 1, len(order) - 1)]], np.inf)
                 soon = est[firsts] <= t_first + round_ns
                 if (runner_up[soon] - est[firsts][soon] < round_ns).any():
                     now_ns = FAULT_ROUND_CLOSE_NS
