@@ -171,6 +171,7 @@ def run_epochs(
     compute: np.ndarray,
     c2c: np.ndarray,
     dep: np.ndarray,
+    stretch: np.ndarray,
     mlp: np.ndarray,
     pff: np.ndarray,
     level_lat: np.ndarray,
@@ -444,7 +445,7 @@ def run_epochs(
                 lat = req
                 if prefetched[pu]:
                     lat = prefetched_miss_ns(req, pff[a], served - ready, level_lat, n_levels)
-            done = ready + lat
+            done = ready + lat * stretch[a]  # (a thread taking turns on its cpu holds the slot k times as long)
             j = n_fly
             while j > 0 and inflight[a, (h + np.uint64(j - 1)) & fly_mask] > done:
                 inflight[a, (h + np.uint64(j)) & fly_mask] = inflight[a, (h + np.uint64(j - 1)) & fly_mask]

@@ -155,6 +155,7 @@ def run_kernel(
     last_issue: np.ndarray,
     last_done: np.ndarray,
     dependent: np.ndarray,
+    stretch: np.ndarray,
     mlp: np.ndarray,
     pff: np.ndarray,
     n_cache: np.ndarray,
@@ -512,7 +513,7 @@ def run_kernel(
                 lat = req
                 if prefetched[p]:
                     lat = prefetched_miss_ns(req, pff[a], served - ready, level_lat, n_levels)
-            done = ready + lat
+            done = ready + lat * stretch[a]  # (a thread taking turns on its cpu holds the slot k times as long)
             lo = infl_off[a]
             _push(infl, lo, infl_n[a], done)
             infl_n[a] += 1

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from numasim.timing.model import CoreTiming
 
-__all__ = ["core_of_cpus", "thread_mlp", "thread_prefetch_lines"]
+__all__ = ["core_of_cpus", "cpu_sharers", "thread_mlp", "thread_prefetch_lines"]
 
 
 def core_of_cpus(machine_cpus: Sequence[int], threads_per_core: int | None) -> dict[int, int]:
@@ -41,6 +41,26 @@ def core_of_cpus(machine_cpus: Sequence[int], threads_per_core: int | None) -> d
         return {c: p for p, c in enumerate(cpus)}
     cores = len(cpus) // tpc
     return {c: p % cores for p, c in enumerate(cpus)}
+
+
+def cpu_sharers(thread_cpus: Sequence[int]) -> list[int]:
+    """How many of the threads run on each thread's cpu (1: it has the cpu to itself).
+
+    A cpu runs one thread at a time: threads pinned to one cpu take turns on it (the scheduler's time slices),
+    and over a run each progresses at ``1 / k`` of the pace it would have alone. The engines take that fluid
+    share: each of the ``k`` threads keeps the misses one thread of the cpu keeps in flight, but its compute time
+    counts ``k`` times and each of its steps waits ``k`` times its miss before the slot is free again (the
+    ``stretch`` of both timing loops), so that the cpu as a whole issues no faster than one thread; on a core's
+    shared queue they count as one busy thread between them (:func:`thread_mlp`, :func:`thread_prefetch_lines`).
+    The misses each keeps are not divided: an integer share (10 misses over 3 threads) would make them finish
+    apart. (A thread's share stays ``1 / k`` after its co-runners finish; Linux's load balancer moving threads to
+    idle cpus of their affinity is not modelled: threads stay where they start.)
+
+    >>> cpu_sharers([0, 1, 1, 1, 2])
+    [1, 3, 3, 3, 1]
+    """
+    count = Counter(thread_cpus)
+    return [count[c] for c in thread_cpus]
 
 
 def _threads_by_core(
@@ -77,15 +97,19 @@ def thread_mlp(
     per_core = core.outstanding_misses_per_core
     if per_core is None:
         return [1 if dep else m for dep in dependent]
-    keys, busy, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
-    out = []
-    for key, dep in zip(keys, dependent, strict=True):
-        if dep:
-            out.append(1)
-            continue
-        share = max(1, (per_core - chasers[key]) // busy[key])
-        out.append(min(m, share))
-    return out
+    keys, _, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
+    busy = _busy_by_core(keys, thread_cpus, dependent)
+    return [1 if dep else int(min(m, max(1.0, (per_core - chasers[key]) / busy[key])))
+            for key, dep in zip(keys, dependent, strict=True)]
+
+
+def _busy_by_core(keys: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]) -> dict[int, float]:
+    """Each core's busy (independent) threads, threads taking turns on one cpu counting as one between them."""
+    busy: dict[int, float] = {}
+    for key, dep, k in zip(keys, dependent, cpu_sharers(thread_cpus), strict=True):
+        if not dep:
+            busy[key] = busy.get(key, 0.0) + 1.0 / k
+    return busy
 
 
 def thread_prefetch_lines(
@@ -117,6 +141,7 @@ def thread_prefetch_lines(
     if per_core is None:
         return [d] * len(thread_cpus)
     reach = max(float(per_core), min(core.max_outstanding_misses, per_core) + d)
-    keys, busy, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
+    keys, _, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
+    busy = _busy_by_core(keys, thread_cpus, dependent)
     return [d if dep else max(0.0, min(d, reach / busy[key] - m))
             for key, dep, m in zip(keys, dependent, mlp, strict=True)]

@@ -118,6 +118,8 @@ class ExactEngine:
             for m, a in zip(mlp, agents, strict=True)
         ], dtype=np.float64)
         self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
+        # a thread taking turns on its cpu holds each miss slot k times the miss (see EpochEngine.stretch)
+        self.stretch = np.array([float(a.cpu_share) for a in agents])
         self.last_issue = np.array([a.start_ns for a in agents], dtype=np.float64)
         self.last_done = self.last_issue.copy()
         self.infl_off = np.r_[0, np.cumsum(self.mlp)[:-1]].astype(np.int64) if n_agents else np.zeros(0, np.int64)
@@ -406,7 +408,8 @@ class ExactEngine:
         return int(
             K.run_kernel(
                 self.st_i, self.st_f, self.heap_t, self.heap_o, self.heap_a,
-                self.pos, self.end, self.last_issue, self.last_done, self.dependent, self.mlp, self.pff,
+                self.pos, self.end, self.last_issue, self.last_done, self.dependent, self.stretch, self.mlp,
+                self.pff,
                 self.n_cache, self.instance, self.infl, self.infl_off, self.infl_n,
                 self.acc_bk, self.acc_lo, self.acc_hi,
                 self.line, self.cls, self.compute, self.prefetched, self.lat_out, self.req_out, self.lvl_out,

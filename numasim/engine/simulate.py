@@ -18,7 +18,7 @@ from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
 from .caches import CacheLevelSpec, CacheToCache, cache_levels, instance_keys
-from .cores import thread_mlp, thread_prefetch_lines
+from .cores import cpu_sharers, thread_mlp, thread_prefetch_lines
 from .epoch import EpochEngine
 from .exact import ExactEngine
 from .memsys import LINE_BYTES, MemorySystem, build_memory_system
@@ -60,6 +60,7 @@ def _agents(
     mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, chasing)
     mlp_iter = iter(mlp_of)
     ahead_iter = iter(thread_prefetch_lines(calibration.core, ms.machine.cpus, known, chasing, mlp_of))
+    share_iter = iter(cpu_sharers(known))
     for t in threads:
         if t.id in seen:
             raise WorkloadError(f"ThreadSpec.id = {t.id}: two threads have this id")
@@ -77,6 +78,7 @@ def _agents(
                 thread_id=t.id,
                 cpu=t.cpu,
                 prefetch_lines=next(ahead_iter),
+                cpu_share=next(share_iter),
             )
         )
     for k, d in enumerate(devices):

@@ -75,6 +75,8 @@ class Agent:
     prefetch_lines: float | None = None
     """How far ahead its sequential streams are prefetched (``cores.thread_prefetch_lines``); None: the
     calibration's depth."""
+    cpu_share: int = 1
+    """Threads taking turns on its cpu (``cores.cpu_sharers``): its compute time counts this many times."""
 
 
 @dataclass
@@ -211,6 +213,9 @@ class Feeder:
             self._dense[self._tid_sorted] = self._tid_agent
         # Each agent's compute time so far, from its start: the clock must stay below MAX_RUN_NS.
         self._compute_total_ns = np.array([a.start_ns for a in agents], dtype=np.float64)
+        # threads taking turns on one cpu: each one's compute time counts as many times (None: every cpu has one)
+        share = np.array([a.cpu_share for a in agents], dtype=np.float64)
+        self._cpu_share: np.ndarray | None = share if (share > 1).any() else None
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
         # Per agent, its last PREFETCH_STREAMS lines (oldest first) and how many it has requested.
@@ -405,6 +410,8 @@ class Feeder:
         compute = np.asarray(chunk.compute_ns)
         if compute.dtype != np.float32:
             compute = compute.astype(np.float64, copy=False)
+        if self._cpu_share is not None:
+            compute = compute * self._cpu_share[agent]
         self._check_compute(compute, agent)
         is_write = np.asarray(chunk.is_write, dtype=bool)
         page = self._lookup_pages(addr) if self.track_pages else None

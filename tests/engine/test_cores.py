@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.engine.cores import core_of_cpus, thread_mlp, thread_prefetch_lines
+from numasim.engine.cores import core_of_cpus, cpu_sharers, thread_mlp, thread_prefetch_lines
 from numasim.timing.model import CoreTiming
 
 LAYOUTS = {
@@ -32,14 +32,16 @@ def test_no_core_beyond_its_queue_and_no_thread_beyond_its_buffers(
     assert all(m == 1 for m, (_, dep) in zip(mlp, chosen, strict=True) if dep)
     assert all(1 <= m <= per_thread for m in mlp)
     of = core_of_cpus(cpus, tpc)
-    load = Counter()
-    busy = Counter()
-    for m, (c, _) in zip(mlp, chosen, strict=True):
-        load[of[c]] += m
-        busy[of[c]] += 1
+    load: Counter[int] = Counter()
+    busy: Counter[int] = Counter()
+    # threads taking turns on one cpu hold their slots k times as long as they use them (engine.cores.cpu_sharers):
+    # a k-th of their misses each is in flight on average, and they count as one thread between them
+    for m, (c, _), k in zip(mlp, chosen, cpu_sharers([c for c, _ in chosen]), strict=True):
+        load[of[c]] += m / k
+        busy[of[c]] += 1 / k
     for k, lines in load.items():
         # A core never exceeds its queue, unless it has more threads than entries (each keeps one).
-        assert lines <= max(per_core, busy[k])
+        assert lines <= max(per_core, busy[k]) + 1e-9
 
 
 def test_without_a_per_core_figure_every_thread_keeps_its_own() -> None:
@@ -109,16 +111,19 @@ def test_busy_siblings_reach_no_further_than_one_thread_alone(
     assert all(0.0 <= a <= depth for a in ahead)
     of = core_of_cpus(cpus, tpc)
     reach = max(per_core, min(per_thread, per_core) + depth)
-    lines, busy = Counter(), Counter()
-    for m, a, (c, d) in zip(mlp, ahead, chosen, strict=True):
+    lines: Counter[int] = Counter()
+    busy: Counter[int] = Counter()
+    share = [1 / k for k in cpu_sharers([c for c, _ in chosen])]  # (threads taking turns on a cpu: see above)
+    for m, a, (c, d), w in zip(mlp, ahead, chosen, share, strict=True):
         if not d:
-            lines[of[c]] += m + a
-            busy[of[c]] += 1
+            lines[of[c]] += (m + a) * w
+            busy[of[c]] += w
     for k, n in lines.items():
         # what its busy threads keep in flight, prefetched lines included: one thread's reach, unless their own
         # demand slots (at least one each) already pass it
-        assert n <= max(reach, sum(m for m, (c, d) in zip(mlp, chosen, strict=True) if of[c] == k and not d)) + 1e-9
-        if busy[k] == 1:  # one busy thread is never cut
+        own = sum(m * w for m, (c, d), w in zip(mlp, chosen, share, strict=True) if of[c] == k and not d)
+        assert n <= max(reach, own) + 1e-9
+        if busy[k] == 1:  # one busy thread (or several taking turns on one cpu) is never cut
             assert all(a == depth for a, (c, d) in zip(ahead, chosen, strict=True) if of[c] == k and not d)
 
 
