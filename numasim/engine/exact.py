@@ -214,6 +214,8 @@ class ExactEngine:
         self.lvl_out = np.zeros(0, dtype=np.int64)
         self._copies: dict[int, list[Block]] = {}  # kernel agent -> copy blocks not installed yet
         self._idle: set[int] = set()  # kernel agents out of the heap for want of copies
+        if self.bridge is not None:  # a scheduler tick sees a thread run as it issues, not when its block completes
+            self.bridge.issued_in_blocks = self._issued_in_blocks
 
     # --- epochs -------------------------------------------------------------------------------------------
     def _close(self, below: int) -> np.ndarray:
@@ -277,6 +279,14 @@ class ExactEngine:
     def flush(self) -> None:
         lo = int(self.st_i[K.I_RING_LO])
         self._close(lo + len(self.ring))
+
+    def _issued_in_blocks(self) -> np.ndarray:
+        """Per agent: requests issued from its installed block (counted by the bridge when the block completes)."""
+        out = np.zeros(len(self._blocks), dtype=np.int64)
+        for a, block in enumerate(self._blocks):
+            if block is not None:
+                out[a] = max(0, min(int(self.pos[a]), int(self.end[a])) - int(self._slot[a]))
+        return out
 
     # --- blocks -------------------------------------------------------------------------------------------
     def _take(self, a: int) -> Block | None:

@@ -328,6 +328,9 @@ class EngineBridge:
         self.series_pages: list[np.ndarray] = []
         self.late_ns_max = 0.0
         self._requests = np.zeros(len(self.agents), dtype=np.int64)
+        # exact mode: requests issued from the blocks installed now, counted only when a block completes (a block
+        # of 2,048 requests can outlast a scan period)
+        self.issued_in_blocks: Callable[[], np.ndarray] | None = None
         self.window_limit = np.zeros(0, dtype=np.int64)  # per segment of the last window: requests it may commit
         self._sampled_at_copies: tuple[int, int] = (-1, -1)
         self.kernel_ns = np.zeros(len(self.agents))  # the kernel's time charged to each agent at its faults
@@ -377,6 +380,8 @@ class EngineBridge:
         return self._tid.copy()
 
     def agent_requests(self) -> np.ndarray:
+        if self.issued_in_blocks is not None:
+            return self._requests + self.issued_in_blocks()
         return self._requests.copy()
 
     def kernel_agent(self, node: int) -> int:

@@ -351,7 +351,9 @@ class NumaBalancing:
             runner = min(running, key=lambda t: (t.scan_period_ms, t.agent), default=None)
             if runner is not None:
                 self._scan(runner)
-            period = runner.scan_period_ms if runner is not None else self.cfg.scan_period_min_ms
+            # task_numa_work moves mm->numa_next_scan on only when it runs: with no thread running, the first that
+            # runs again scans at its next tick (a jiffy here), not a scan_period_min (1 s) later
+            period = runner.scan_period_ms if runner is not None else 1
             self._next_scan_ns = env.now + max(period, 1) * 1e6  # a 0 ms period is a jiffy, not a spin
             while env.now < self._next_scan_ns:
                 yield env.timeout(self._next_scan_ns - env.now)
