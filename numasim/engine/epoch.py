@@ -192,7 +192,8 @@ class EpochEngine:
         if self._ns_per_request <= 0:
             # a short first window measures the pace: short enough not to run past a scan at scan_delay (4,096
             # requests at 500 ns each ran 2 ms, past a 1 ms scan whose pages then faulted a window late)
-            return min(per_agent, 256)
+            # (more where a window of them made no progress: _min_take doubles then)
+            return min(per_agent, max(256, self._min_take))
         # each agent at its own pace (the last window's busiest agent's where it has none yet): sized by one pace,
         # a slow agent whose faster peers had finished ran its whole rest in one window, past the event (a scan it
         # never saw: no hinting faults at all, found by fuzzing)
