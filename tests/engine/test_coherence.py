@@ -265,19 +265,10 @@ def test_both_engines_see_the_same_coherence_when_threads_keep_the_streams_pace(
     # Any sharing (one socket or two), any write share: with compute between accesses longer than any latency and
     # staggered starts, simulated time keeps the stream's round-robin order, so both engines see the same invalidations and the
     # same cache-to-cache transfers (timed at the calibration's figures) and serve the same accesses from memory.
-    rng = np.random.default_rng(seed)
     n = 6000
-    tid = (np.arange(n) % len(cpus)).astype(np.int32)
-    address = rng.integers(0, lines, n, dtype=np.uint64) * np.uint64(64)
-    chunk = AccessChunk.build(address, thread=tid, size_bytes=8, is_write=rng.random(n) < write_fraction,
-                              compute_ns=np.full(n, 1000.0))  # fmt: skip
-    pm = PageMap(4096)
-    pm.assign(0, np.zeros((lines * 64 + 4095) // 4096, dtype=np.int16))
-    # staggered starts: no two threads ever issue at the same time (a tie's order is the scheduler's, not the stream's)
-    specs = [ThreadSpec(t, cpu=c, start_ns=100.0 * t) for t, c in enumerate(cpus)]
     got = {}
     for mode in ("exact", "epoch"):
-        r = simulate(_machine(), _c2c_calibration(), specs, [chunk], pm, mode=mode, record_latencies=False)  # type: ignore[arg-type]
+        r = _in_step(mode, cpus, lines, n, write_fraction, np.random.default_rng(seed))
         c = r.coherence or {"misses": 0, "transfers_local": 0, "transfers_remote": 0}
         mem = sum(t.memory_accesses for t in r.threads)
         got[mode] = (c["misses"], c["transfers_local"], c["transfers_remote"], mem, r.run_time_ns)
@@ -286,6 +277,21 @@ def test_both_engines_see_the_same_coherence_when_threads_keep_the_streams_pace(
     for e, p in zip(got["exact"][:4], got["epoch"][:4], strict=True):
         assert p == pytest.approx(e, rel=0.02, abs=3)
     assert got["epoch"][4] == pytest.approx(got["exact"][4], rel=0.01)
+
+
+def _in_step(mode: str, cpus: list[int], lines: int, n: int, write_fraction: float,
+             rng: np.random.Generator) -> SimulationResult:
+    """Threads on ``cpus`` taking turns access by access over ``lines`` shared lines, a ``write_fraction`` of them
+    writes, 1 us of compute between accesses (longer than any latency) and staggered starts: simulated time keeps
+    the stream's round-robin order (no two threads ever issue at the same time; a tie's order is the scheduler's)."""
+    tid = (np.arange(n) % len(cpus)).astype(np.int32)
+    address = rng.integers(0, lines, n, dtype=np.uint64) * np.uint64(64)
+    chunk = AccessChunk.build(address, thread=tid, size_bytes=8, is_write=rng.random(n) < write_fraction,
+                              compute_ns=np.full(n, 1000.0))  # fmt: skip
+    pm = PageMap(4096)
+    pm.assign(0, np.zeros((lines * 64 + 4095) // 4096, dtype=np.int16))
+    specs = [ThreadSpec(t, cpu=c, start_ns=100.0 * t) for t, c in enumerate(cpus)]
+    return simulate(_machine(), _c2c_calibration(), specs, [chunk], pm, mode=mode, record_latencies=False)  # type: ignore[arg-type]
 
 
 def test_a_generated_workload_writing_shared_lines_needs_short_blocks_in_epoch_mode() -> None:
@@ -332,19 +338,11 @@ def test_coherence_misses_are_those_that_would_have_hit_and_both_modes_count_the
     # from the stack distances. The count falls from every taken reuse (the table fits: 5,341 of 60,000) to none
     # (far beyond it, a line the other core wrote would have been evicted anyway). They used to mean other
     # things in the two modes: 63 and 239,949 on one such set.
-    rng = np.random.default_rng(1)
     n = 60_000
     for cpus in ([0, 1], [0, 4]):
-        tid = (np.arange(n) % 2).astype(np.int32)
-        address = rng.integers(0, lines, n, dtype=np.uint64) * np.uint64(64)
-        chunk = AccessChunk.build(address, thread=tid, size_bytes=8, is_write=rng.random(n) < 0.1,
-                                  compute_ns=np.full(n, 1000.0))  # fmt: skip
-        pm = PageMap(4096)
-        pm.assign(0, np.zeros((lines * 64 + 4095) // 4096, dtype=np.int16))
-        specs = [ThreadSpec(t, cpu=c, start_ns=100.0 * t) for t, c in enumerate(cpus)]
         got = {}
         for mode in ("exact", "epoch"):
-            r = simulate(_machine(), _c2c_calibration(), specs, [chunk], pm, mode=mode, record_latencies=False)  # type: ignore[arg-type]
+            r = _in_step(mode, cpus, lines, n, 0.1, np.random.default_rng(1 + cpus[1]))
             assert r.coherence is not None
             levels = _levels(r)
             got[mode] = r.coherence["misses"]

@@ -432,10 +432,9 @@ def test_threads_racing_for_shared_pages_migrate_as_many_in_both_modes(machine, 
     assert moved["epoch"] == pytest.approx(815, rel=0.05) and moved["exact"] == pytest.approx(815, rel=0.05)
 
 
-def test_a_huge_pages_migration_moves_its_block_once_in_the_pages_per_node_series() -> None:
-    """Three threads race for 64 MiB of transparent huge pages on an 8-socket Opteron. A huge page faults once
-    (the kernel skips its block's other rows of a batch), but every row of the block showed its page moved, and
-    the pages-per-node series counted the block's move once a row: node 2 went to -16,384 (found by fuzzing)."""
+def _thp_race() -> tuple:  # type: ignore[type-arg]
+    """Three threads (two on node 0, one on node 2) racing for 64 MiB of node 2's transparent huge pages on an
+    8-socket Opteron, with the first scan at 3 ms: the machine, the workload and the sysctls."""
     m = load_machine("opteron-865-8s")
     w = Workload.model_validate({
         "name": "thp-race", "threads": [{"id": 0, "node": 0}, {"id": 1, "node": 0}, {"id": 2, "node": 2}],
@@ -445,6 +444,14 @@ def test_a_huge_pages_migration_moves_its_block_once_in_the_pages_per_node_serie
     })  # fmt: skip
     sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 3),
                ("/sys/kernel/mm/transparent_hugepage/enabled", "always")]  # fmt: skip
+    return m, w, sysctls
+
+
+def test_a_huge_pages_migration_moves_its_block_once_in_the_pages_per_node_series() -> None:
+    """Three threads race for 64 MiB of transparent huge pages on an 8-socket Opteron. A huge page faults once
+    (the kernel skips its block's other rows of a batch), but every row of the block showed its page moved, and
+    the pages-per-node series counted the block's move once a row: node 2 went to -16,384 (found by fuzzing)."""
+    m, w, sysctls = _thp_race()
     r = run_workload(m, w, resolve_calibration(m, nominal=True), sysctls=sysctls, seed=11).result
     pages = np.array(r.kernel["pages_per_node_series"]["pages"])
     assert r.kernel["vmstat"]["numa_pages_migrated"] > 0
@@ -459,15 +466,7 @@ def test_a_thread_held_back_by_the_scan_reaches_the_pages_after_the_others() -> 
     took a page from the race it would have lost, its period grew to 1 s, and exact mode scanned twice and
     migrated 4,096 pages where epoch mode migrated 10,752 (found by fuzzing). Now 11,776 against 11,264, and
     both take 128 hinting faults."""
-    m = load_machine("opteron-865-8s")
-    w = Workload.model_validate({
-        "name": "thp-race", "threads": [{"id": 0, "node": 0}, {"id": 1, "node": 0}, {"id": 2, "node": 2}],
-        "allocations": [{"name": "data", "size_bytes": "64M", "first_touch": 2}],
-        "phases": [{"pattern": "random", "allocation": "data", "threads": [0, 1, 2], "accesses": 40_495,
-                    "compute_ns": 350}],
-    })  # fmt: skip
-    sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 3),
-               ("/sys/kernel/mm/transparent_hugepage/enabled", "always")]  # fmt: skip
+    m, w, sysctls = _thp_race()
     cal = resolve_calibration(m, nominal=True)
     vm = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=11, mode=mode).result.kernel["vmstat"]
           for mode in ("epoch", "exact")}  # fmt: skip
