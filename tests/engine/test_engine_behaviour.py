@@ -63,7 +63,10 @@ def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, n
     One target alone may get a little faster: with FIFO controllers and links, an added thread can shift
     where the threads queue (which requests meet in a burst), so the queues on one route grow while another's
     shrink. Over this whole space (1-15 threads, both patterns, all three page placements) the largest such
-    drop is 3.4 %, so each target is held within 5 %, and the mean over all of node 0's accesses exactly.
+    drop is 3.4 %, so each target is held within 5 %, and the mean over all of node 0's accesses exactly while
+    every thread has a cpu of its own. Beyond 8 threads they take turns on node 0's 8 cpus (engine.cores.
+    cpu_sharers): the added threads add no cpu, only the turn-taking's burst of first misses, which moved the mean
+    down 0.4 % (7 -> 10 threads, sequential, node 0's pages): held within 1 % there.
     """
     m = two_node()
     cal = calibration(m)
@@ -79,7 +82,7 @@ def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, n
 
     (few, few_mean), (many, many_mean) = latency_by_target(threads), latency_by_target(threads + extra)
     assert few.keys() == many.keys()
-    assert many_mean >= few_mean - 1e-6
+    assert many_mean >= few_mean * (0.99 if threads + extra > 8 else 1.0) - 1e-6
     for node, latency in few.items():
         assert many[node] >= 0.95 * latency
 
