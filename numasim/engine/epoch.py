@@ -150,7 +150,11 @@ class EpochEngine:
                 take: int | np.ndarray = per_agent
                 if self.bridge is not None:
                     if self.feeder.exhausted and not self.feeder.buffered[self._program].any():
-                        break  # the program is done: what the kernel still had to do is not part of the run
+                        # the program is done: what the kernel still had to do is not part of the run, but a thread
+                        # charged kernel time while it still ran (a scan's PTE updates in the last window, which ran
+                        # past the scan) pays it before its last requests, as in exact mode
+                        self._settle_last_stalls()
+                        break
                     take = self._until_next_event(env, per_agent)
                     self._kernel_work(int(np.max(take)))
                 progressed = self._window(take)
@@ -219,6 +223,18 @@ class EpochEngine:
         ok = pace > 0
         self._agent_pace_ns[ids[many][ok]] = pace[ok]
         self._agent_gross_pace_ns[ids[many][ok]] = gross[ok]
+
+    def _settle_last_stalls(self) -> None:
+        """At the program's end: each thread's kernel time still owed, charged while the thread had requests
+        left (its last one completed after the charge), delays its finish."""
+        bridge = self.bridge
+        assert bridge is not None
+        since = bridge.pending_stall_since_ns.copy()
+        stall = bridge.take_stalls()
+        finish = self.stats.agent_finish_ns
+        for a in np.flatnonzero((stall > 0) & self._program).tolist():
+            if finish[a] > since[a]:
+                self.stats.finish(a, float(finish[a] + stall[a]))
 
     def _kernel_work(self, per_agent: int) -> None:
         """Apply what the run-time kernel did since the last window: delays owed by threads (fault handling)

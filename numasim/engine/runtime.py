@@ -318,6 +318,8 @@ class EngineBridge:
         self._tid = np.array([-1 if a.thread_id is None else a.thread_id for a in self.agents], dtype=np.int64)
         # what the engine applies at the next window
         self.pending_stall_ns = np.zeros(len(self.agents))
+        self.pending_stall_since_ns = np.full(len(self.agents), np.inf)  # when each pending stall was first charged
+        self._env: simpy.Environment | None = None
         self._copies: dict[int, list[np.ndarray]] = {}  # kernel agent -> [(2, k) src/dst node ids]
         self._copy_line = 0  # copy requests get line numbers of their own (never a program's, never reused)
         # what the engine reports
@@ -394,7 +396,10 @@ class EngineBridge:
         return self._kernel_of_node[best]
 
     def stall(self, agent: np.ndarray, duration_ns: np.ndarray) -> None:
-        np.add.at(self.pending_stall_ns, np.asarray(agent, dtype=np.int64), np.asarray(duration_ns, dtype=float))
+        agent = np.asarray(agent, dtype=np.int64)
+        np.add.at(self.pending_stall_ns, agent, np.asarray(duration_ns, dtype=float))
+        if self._env is not None:
+            np.minimum.at(self.pending_stall_since_ns, agent, float(self._env.now))
 
     def copy_pages(self, agent: int, src_node: np.ndarray, dst_node: np.ndarray) -> None:
         pair = np.vstack([np.asarray(src_node, dtype=np.int16), np.asarray(dst_node, dtype=np.int16)])
@@ -426,6 +431,7 @@ class EngineBridge:
     # --- the engine's side -----------------------------------------------------------------------------------
     def attach(self, runtime: KernelRuntime, env: simpy.Environment) -> None:
         self._runtime = runtime
+        self._env = env
         runtime.attach(env, self)
         if self.page_absent.any():
             self.page_node[self.page_absent] = -1
@@ -816,6 +822,7 @@ class EngineBridge:
     def take_stalls(self) -> np.ndarray:
         out = self.pending_stall_ns.copy()
         self.pending_stall_ns[:] = 0.0
+        self.pending_stall_since_ns[:] = np.inf
         return out
 
     def counters(self) -> dict[str, int]:
