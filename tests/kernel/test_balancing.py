@@ -186,6 +186,19 @@ def _cxl_box():  # type: ignore[no-untyped-def]
     return m.model_copy(update={"nodes": nodes})
 
 
+def _hot_on_cxl(name: str, threads: int, size: str, pattern: str, accesses: int) -> Workload:
+    """1 GiB of cold data fills node 0's free memory (``_cxl_box``), then ``size`` of data lands on the CXL node;
+    ``threads`` threads on node 0 walk it (``pattern``, ``accesses`` in all, 50 ns of compute before each).
+    ``bind:0,2:balancing`` keeps the data off node 1 and lets the scanner in."""
+    return Workload.model_validate({
+        "name": name, "threads": [{"id": i, "node": 0} for i in range(threads)],
+        "allocations": [{"name": "cold", "size_bytes": "1G", "policy": "bind:0,2:balancing"},
+                        {"name": "data", "size_bytes": size, "policy": "bind:0,2:balancing"}],
+        "phases": [{"pattern": pattern, "allocation": "data", "threads": list(range(threads)), "accesses": accesses,
+                    "compute_ns": 50}],
+    })  # fmt: skip
+
+
 def _tiered(accesses: int = 2_000_000) -> Workload:
     """1 GiB of cold data fills node 0's free memory and spills to CXL; then 64 MiB of hot data lands on CXL.
     ``bind:0,2:balancing`` keeps the data off node 1 and lets the scanner in (MPOL_F_NUMA_BALANCING)."""
@@ -239,13 +252,7 @@ def test_kswapd_makes_room_for_promotions_as_soon_in_both_modes() -> None:
     pace took 2,855 promotions (17 ms of kernel time) in one window, and epoch mode ran 71 ms against 58."""
     m = _cxl_box()
     cal = resolve_calibration(m, nominal=True)
-    w = Workload.model_validate({
-        "name": "tiering-4", "threads": [{"id": i, "node": 0} for i in range(4)],
-        "allocations": [{"name": "cold", "size_bytes": "1G", "policy": "bind:0,2:balancing"},
-                        {"name": "hot", "size_bytes": "16M", "policy": "bind:0,2:balancing"}],
-        "phases": [{"pattern": "random", "allocation": "hot", "threads": [0, 1, 2, 3], "accesses": 600_000,
-                    "compute_ns": 50}],
-    })  # fmt: skip
+    w = _hot_on_cxl("tiering-4", 4, "16M", "random", 600_000)
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 10)]
     runs = {mode: run_workload(m, w, cal, sysctls=sysctls, mode=mode).result for mode in ("epoch", "exact")}
     vm = {mode: r.kernel["vmstat"] for mode, r in runs.items()}
@@ -506,13 +513,7 @@ def test_a_scan_is_due_when_a_thread_runs_again_not_a_period_later() -> None:
     epoch mode 4,086 pages (found by fuzzing). The scheduler now sees a thread run as it issues, and a check that
     finds none running looks again a jiffy (1 ms) later, as task_tick_numa does at the next tick."""
     m = _cxl_box()
-    w = Workload.model_validate({
-        "name": "tier-1", "threads": [{"id": 0, "node": 0}],
-        "allocations": [{"name": "cold", "size_bytes": "1G", "policy": "bind:0,2:balancing"},
-                        {"name": "data", "size_bytes": "16M", "policy": "bind:0,2:balancing"}],
-        "phases": [{"pattern": "random", "allocation": "data", "threads": [0], "accesses": 100_000,
-                    "compute_ns": 50}],
-    })  # fmt: skip
+    w = _hot_on_cxl("tier-1", 1, "16M", "random", 100_000)
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 1)]
     cal = resolve_calibration(m, nominal=True)
     runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=68, mode=mode).result for mode in ("epoch", "exact")}
@@ -547,13 +548,7 @@ def test_a_scan_in_the_last_window_still_delays_its_thread() -> None:
     next request (the run ends at 1.977 ms); epoch mode's last window had already run past the scan, and the
     owed time was dropped at the program's end (1.000 ms; found by fuzzing). It now delays that thread's finish."""
     m = _cxl_box()
-    w = Workload.model_validate({
-        "name": "late-scan", "threads": [{"id": i, "node": 0} for i in range(4)],
-        "allocations": [{"name": "cold", "size_bytes": "1G", "policy": "bind:0,2:balancing"},
-                        {"name": "data", "size_bytes": "4M", "policy": "bind:0,2:balancing"}],
-        "phases": [{"pattern": "sequential", "allocation": "data", "threads": [0, 1, 2, 3], "accesses": 20_000,
-                    "compute_ns": 50}],
-    })  # fmt: skip
+    w = _hot_on_cxl("late-scan", 4, "4M", "sequential", 20_000)
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 1)]
     cal = resolve_calibration(m, nominal=True)
     runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=87, mode=mode).result for mode in ("epoch", "exact")}
