@@ -65,12 +65,15 @@ def cpu_sharers(thread_cpus: Sequence[int]) -> list[int]:
 
 def _threads_by_core(
     core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]
-) -> tuple[list[int], Counter[int], Counter[int]]:
-    """Each thread's core (a key of its own where its cpu is unknown), and per core its busy (independent) threads
-    and its pointer chasers."""
+) -> tuple[list[int], dict[int, float], Counter[int]]:
+    """Each thread's core (a key of its own where its cpu is unknown), and per core its busy (independent) threads,
+    threads taking turns on one cpu counting as one between them (:func:`cpu_sharers`), and its pointer chasers."""
     core_of = core_of_cpus(machine_cpus, core.threads_per_core)
     keys = [core_of.get(c, -1 - k) for k, c in enumerate(thread_cpus)]
-    busy = Counter(k for k, dep in zip(keys, dependent, strict=True) if not dep)
+    busy: dict[int, float] = {}
+    for key, dep, k in zip(keys, dependent, cpu_sharers(thread_cpus), strict=True):
+        if not dep:
+            busy[key] = busy.get(key, 0.0) + 1.0 / k
     chasers = Counter(k for k, dep in zip(keys, dependent, strict=True) if dep)
     return keys, busy, chasers
 
@@ -97,19 +100,9 @@ def thread_mlp(
     per_core = core.outstanding_misses_per_core
     if per_core is None:
         return [1 if dep else m for dep in dependent]
-    keys, _, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
-    busy = _busy_by_core(keys, thread_cpus, dependent)
+    keys, busy, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
     return [1 if dep else int(min(m, max(1.0, (per_core - chasers[key]) / busy[key])))
             for key, dep in zip(keys, dependent, strict=True)]
-
-
-def _busy_by_core(keys: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]) -> dict[int, float]:
-    """Each core's busy (independent) threads, threads taking turns on one cpu counting as one between them."""
-    busy: dict[int, float] = {}
-    for key, dep, k in zip(keys, dependent, cpu_sharers(thread_cpus), strict=True):
-        if not dep:
-            busy[key] = busy.get(key, 0.0) + 1.0 / k
-    return busy
 
 
 def thread_prefetch_lines(
@@ -141,7 +134,6 @@ def thread_prefetch_lines(
     if per_core is None:
         return [d] * len(thread_cpus)
     reach = max(float(per_core), min(core.max_outstanding_misses, per_core) + d)
-    keys, _, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
-    busy = _busy_by_core(keys, thread_cpus, dependent)
+    keys, busy, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
     return [d if dep else max(0.0, min(d, reach / busy[key] - m))
             for key, dep, m in zip(keys, dependent, mlp, strict=True)]

@@ -282,11 +282,8 @@ class ExactEngine:
 
     def _issued_in_blocks(self) -> np.ndarray:
         """Per agent: requests issued from its installed block (counted by the bridge when the block completes)."""
-        out = np.zeros(len(self._blocks), dtype=np.int64)
-        for a, block in enumerate(self._blocks):
-            if block is not None:
-                out[a] = max(0, min(int(self.pos[a]), int(self.end[a])) - int(self._slot[a]))
-        return out
+        installed = np.array([b is not None for b in self._blocks], dtype=bool)
+        return np.where(installed, np.maximum(0, np.minimum(self.pos, self.end) - self._slot), 0)
 
     # --- blocks -------------------------------------------------------------------------------------------
     def _take(self, a: int) -> Block | None:

@@ -616,9 +616,8 @@ class EngineBridge:
         # (the window's end: its first program segment's, the kernel's time included, as the faults' estimates)
         horizon = float((t_start + spans)[program].min()) if program.any() else np.inf
         alive = np.ones(len(cand), dtype=bool)
-        done_rows: list[np.ndarray] = []
-        done_cost: list[np.ndarray] = []
-        h_rows, h_cum = np.zeros(0, dtype=np.int64), np.zeros(1)
+        # the faults handled so far, by row, their kernel time and its running sum
+        h_rows, h_cost, h_cum = np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(1)
         seg_cost, seg_n = np.zeros(len(lens)), np.zeros(len(lens))
         n_pages = len(self.page_protected)
         # Without a page two threads fault on, the order across threads decides nothing: a round takes every
@@ -689,11 +688,10 @@ class EngineBridge:
             alive &= self.page_protected[page[cand]]  # (a huge page's fault unprotects its whole block)
             np.add.at(seg_cost, seg[idx[take]], cost)
             np.add.at(seg_n, seg[idx[take]], 1)
-            done_rows.append(rows)
-            done_cost.append(cost)
-            allr, allc = np.concatenate(done_rows), np.concatenate(done_cost)
-            o = np.argsort(allr, kind="stable")
-            h_rows, h_cum = allr[o], np.r_[0.0, np.cumsum(allc[o])]
+            o = np.argsort(rows)  # (a row faults once: rows are distinct, in the batch and across rounds)
+            at_pos = np.searchsorted(h_rows, rows[o])
+            h_rows, h_cost = np.insert(h_rows, at_pos, rows[o]), np.insert(h_cost, at_pos, cost[o])
+            h_cum = np.r_[0.0, np.cumsum(h_cost)]
         self.window_limit = lens.copy()
         if alive.any():
             left = cand[alive]
@@ -701,9 +699,7 @@ class EngineBridge:
             first_left = np.full(len(lens), np.iinfo(np.int64).max)
             np.minimum.at(first_left, s_left, left - starts[s_left])
             self.window_limit = np.minimum(lens, first_left)
-        rows, cost = np.concatenate(done_rows), np.concatenate(done_cost)
-        o = np.argsort(rows, kind="stable")
-        return rows[o], cost[o]
+        return h_rows, h_cost
 
     def _fault_batch(
         self, ids: np.ndarray, lens: np.ndarray, page: np.ndarray, rc: np.ndarray, rows: np.ndarray, times: np.ndarray
