@@ -43,48 +43,133 @@ def core_of_cpus(machine_cpus: Sequence[int], threads_per_core: int | None) -> d
     return {c: p % cores for p, c in enumerate(cpus)}
 
 
-def cpu_sharers(thread_cpus: Sequence[int]) -> list[int]:
-    """How many of the threads run on each thread's cpu (1: it has the cpu to itself).
+def _densest(groups: dict[frozenset[int], list[int]], free: set[int]) -> tuple[int, int, list[frozenset[int]]]:
+    """The most crowded set of threads: (threads, cpus, their affinity groups) maximising threads per cpu among
+    the groups (``groups``: each affinity, its free cpus only, and its threads), a set being crowded when its
+    threads may run on no cpu outside it. Dinkelbach's iteration over minimum cuts: a flow from the groups to
+    classes of interchangeable cpus, each class taking ``threads / cpus`` a cpu, leaves a group unserved exactly when
+    a set of groups around it is denser (Hall's theorem); integer capacities (the ratio's terms)."""
+    import networkx as nx
 
-    A cpu runs one thread at a time: threads pinned to one cpu take turns on it (the scheduler's time slices),
-    and over a run each progresses at ``1 / k`` of the pace it would have alone. The engines take that fluid
-    share: each of the ``k`` threads keeps the misses one thread of the cpu keeps in flight, but its compute time
-    counts ``k`` times and each of its steps waits ``k`` times its miss before the slot is free again (the
-    ``stretch`` of both timing loops), so that the cpu as a whole issues no faster than one thread; on a core's
-    shared queue they count as one busy thread between them (:func:`thread_mlp`, :func:`thread_prefetch_lines`).
-    The misses each keeps are not divided: an integer share (10 misses over 3 threads) would make them finish
-    apart. (A thread's share stays ``1 / k`` after its co-runners finish; Linux's load balancer moving threads to
-    idle cpus of their affinity is not modelled: threads stay where they start.)
+    classes: dict[frozenset[frozenset[int]], int] = Counter(
+        frozenset(g for g in groups if c in g) for c in free
+    )
+    threads, cpus = sum(len(t) for t in groups.values()), len(free)
+    chosen = list(groups)
+    while True:
+        net = nx.DiGraph()
+        for g, members in groups.items():
+            net.add_edge("s", ("g", g), capacity=len(members) * cpus)
+        for cls, size in classes.items():
+            net.add_edge(("c", cls), "t", capacity=threads * size)
+            for g in cls:
+                net.add_edge(("g", g), ("c", cls))  # no capacity: unbounded
+        cut, (near, _) = nx.minimum_cut(net, "s", "t")
+        if cut >= sum(len(m) for m in groups.values()) * cpus:
+            return threads, cpus, chosen  # every group served: none is denser than ``threads / cpus``
+        chosen = [node[1] for node in near if node != "s" and node[0] == "g"]
+        threads = sum(len(groups[g]) for g in chosen)
+        cpus = len(frozenset().union(*chosen))
+
+
+def _fair_groups(
+    thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | None] | None
+) -> tuple[list[float], list[tuple[int, ...]]]:
+    """Each thread's cpu sharers (:func:`cpu_sharers`) and the cpus its time is spread over: the cpus of its
+    group where it shares them, else its own."""
+    n = len(thread_cpus)
+    masks = [frozenset(allowed[k] or (c,)) if allowed is not None else frozenset((c,)) for k, c in enumerate(thread_cpus)]
+    sharers = [1.0] * n
+    spread: list[tuple[int, ...]] = [(c,) for c in thread_cpus]
+    left = set(range(n))
+    free: set[int] = set().union(*masks) if masks else set()
+    while left:
+        groups: dict[frozenset[int], list[int]] = {}
+        for t in sorted(left):
+            groups.setdefault(masks[t] & free, []).append(t)
+        if len(left) <= len(free) and all(len(members) <= len(g) for g, members in groups.items()) and all(
+            len(g) == 1 for g in groups
+        ):
+            break  # (the common case, each thread alone on its cpu: no flow needed)
+        threads, cpus, chosen = _densest(groups, free)
+        if threads <= cpus:
+            break  # every thread left finds a cpu of its own
+        # each connected part of the set is as crowded as the whole (none can be denser), and its threads' time is
+        # on its own cpus only (two cpus each crowded by its pinned threads stay apart)
+        parts: list[list[frozenset[int]]] = []
+        for g in chosen:
+            touching = [p for p in parts if any(g & h for h in p)]
+            parts = [p for p in parts if not any(g & h for h in p)] + [[g, *(h for p in touching for h in p)]]
+        for part in parts:
+            on = tuple(sorted(frozenset().union(*part)))
+            for g in part:
+                for t in groups[g]:
+                    sharers[t] = threads / cpus
+                    spread[t] = on
+                    left.discard(t)
+            free -= set(on)
+    return sharers, spread
+
+
+def cpu_sharers(thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | None] | None = None) -> list[float]:
+    """How many threads share each thread's cpu time: ``k`` for a thread that gets ``1 / k`` of a cpu (1: a cpu
+    to itself).
+
+    A cpu runs one thread at a time. Threads pinned to one cpu take turns on it (the scheduler's time slices),
+    and over a run each progresses at ``1 / k`` of the pace it would have alone. Threads that may run on several
+    cpus (``allowed``: each thread's affinity, None or empty for pinned to ``thread_cpus``) are spread over them by
+    the scheduler's load balancing: over a run their cpus are shared max-min fairly, the most crowded group of
+    threads first (``T`` threads whose cpus lie within ``C`` cpus, ``T > C``, each get ``C / T`` of a cpu; the
+    cpus they use are then taken). Candidate groups are each distinct affinity and each connected union of
+    overlapping ones: exact where affinities nest or are disjoint (pinned threads, nodes, the whole machine).
+
+    The engines take that fluid share: each thread keeps the misses one thread of its cpu keeps in flight, but its
+    compute time counts ``k`` times and each of its steps waits ``k`` times its miss before the slot is free again
+    (the ``stretch`` of both timing loops), so that a cpu as a whole issues no faster than one thread; on a core's
+    shared queue a group counts as one busy thread per cpu it shares (:func:`thread_mlp`,
+    :func:`thread_prefetch_lines`). The misses each keeps are not divided: an integer share (10 misses over 3
+    threads) would make them finish apart. (A thread's share stays what it was at the start after other threads
+    finish; a thread's caches and node stay those of the cpu it starts on.)
 
     >>> cpu_sharers([0, 1, 1, 1, 2])
-    [1, 3, 3, 3, 1]
+    [1.0, 3.0, 3.0, 3.0, 1.0]
+    >>> cpu_sharers([0, 1, 2, 0], allowed=[(0, 1, 2)] * 4)   # 4 threads balanced over 3 cpus
+    [1.3333333333333333, 1.3333333333333333, 1.3333333333333333, 1.3333333333333333]
     """
-    count = Counter(thread_cpus)
-    return [count[c] for c in thread_cpus]
+    return _fair_groups(thread_cpus, allowed)[0]
 
 
 def _threads_by_core(
-    core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]
+    core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool],
+    allowed: Sequence[Sequence[int] | None] | None = None,
 ) -> tuple[list[int], dict[int, float], Counter[int]]:
     """Each thread's core (a key of its own where its cpu is unknown), and per core its busy (independent) threads,
-    threads taking turns on one cpu counting as one between them (:func:`cpu_sharers`), and its pointer chasers."""
+    threads sharing cpus counting as one per cpu between them (:func:`cpu_sharers`), and its pointer chasers."""
     core_of = core_of_cpus(machine_cpus, core.threads_per_core)
-    keys = [core_of.get(c, -1 - k) for k, c in enumerate(thread_cpus)]
+    sharers, spread = _fair_groups(thread_cpus, allowed)
+    # a thread's core: its start cpu's, or, where the scheduler keeps it off that cpu (others crowd it), its group's
+    keys = [core_of.get(c if c in spread[k] else spread[k][0], -1 - k) for k, c in enumerate(thread_cpus)]
     busy: dict[int, float] = {}
-    for key, dep, k in zip(keys, dependent, cpu_sharers(thread_cpus), strict=True):
+    for k, (key, dep) in enumerate(zip(keys, dependent, strict=True)):
         if not dep:
-            busy[key] = busy.get(key, 0.0) + 1.0 / k
+            # its time, on each cpu it runs on alike (a balanced group's: whichever cpu each thread starts on)
+            cpus = spread[k]
+            for c in cpus:
+                at = core_of.get(c, key)
+                busy[at] = busy.get(at, 0.0) + 1.0 / sharers[k] / len(cpus)
     chasers = Counter(k for k, dep in zip(keys, dependent, strict=True) if dep)
     return keys, busy, chasers
 
 
 def thread_mlp(
-    core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool]
+    core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool],
+    allowed: Sequence[Sequence[int] | None] | None = None,
 ) -> list[int]:
     """Misses each thread may keep in flight: ``min(max_outstanding_misses, its share of its core's)``.
 
     A dependent thread (pointer chase) has one miss in flight; the independent threads on a core split what is
-    left of ``outstanding_misses_per_core`` evenly (at least one each). Without a per-core limit every thread
+    left of ``outstanding_misses_per_core`` evenly (at least one each). ``allowed``: each thread's affinity, as
+    :func:`cpu_sharers` takes it. Without a per-core limit every thread
     keeps ``max_outstanding_misses``. Siblings are found by :func:`core_of_cpus` (Linux's numbering, assumed).
 
     Examples
@@ -100,14 +185,14 @@ def thread_mlp(
     per_core = core.outstanding_misses_per_core
     if per_core is None:
         return [1 if dep else m for dep in dependent]
-    keys, busy, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
+    keys, busy, chasers = _threads_by_core(core, machine_cpus, thread_cpus, dependent, allowed)
     return [1 if dep else int(min(m, max(1.0, (per_core - chasers[key]) / busy[key])))
             for key, dep in zip(keys, dependent, strict=True)]
 
 
 def thread_prefetch_lines(
     core: CoreTiming, machine_cpus: Sequence[int], thread_cpus: Sequence[int], dependent: Sequence[bool],
-    mlp: Sequence[int],
+    mlp: Sequence[int], allowed: Sequence[Sequence[int] | None] | None = None,
 ) -> list[float]:
     """How far ahead each thread's sequential stream is prefetched: the calibration's depth, cut down where busy
     sibling threads would together keep more lines in flight than one thread of the core reaches alone.
@@ -134,6 +219,6 @@ def thread_prefetch_lines(
     if per_core is None:
         return [d] * len(thread_cpus)
     reach = max(float(per_core), min(core.max_outstanding_misses, per_core) + d)
-    keys, busy, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent)
+    keys, busy, _ = _threads_by_core(core, machine_cpus, thread_cpus, dependent, allowed)
     return [d if dep else max(0.0, min(d, reach / busy[key] - m))
             for key, dep, m in zip(keys, dependent, mlp, strict=True)]

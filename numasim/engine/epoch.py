@@ -81,8 +81,9 @@ class EpochEngine:
         self.n_inflight = np.zeros(len(agents), dtype=np.int64)
         self.in_head = np.zeros(len(agents), dtype=np.int64)
         self.dep = np.array([a.dependent for a in agents], dtype=bool)
-        # A thread taking turns on its cpu with k - 1 others (cores.cpu_sharers) holds each miss slot k times the
-        # miss, as its compute counts k times (the feeder): it issues at 1/k of its pace alone. 1.0 for all others.
+        # A thread with 1/k of a cpu (taking turns on it, or balanced with others over several: cores.cpu_sharers)
+        # holds each miss slot k times the miss, as its compute counts k times (the feeder): it issues at 1/k of its
+        # pace alone. 1.0 for all others.
         self.stretch = np.array([float(a.cpu_share) for a in agents])
         self.pff = np.array([
             prefetch_factor(int(m), prefetch_distance_lines if a.prefetch_lines is None else a.prefetch_lines)

@@ -118,7 +118,7 @@ class ExactEngine:
             for m, a in zip(mlp, agents, strict=True)
         ], dtype=np.float64)
         self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
-        # a thread taking turns on its cpu holds each miss slot k times the miss (see EpochEngine.stretch)
+        # a thread with 1/k of a cpu holds each miss slot k times the miss (see EpochEngine.stretch)
         self.stretch = np.array([float(a.cpu_share) for a in agents])
         self.last_issue = np.array([a.start_ns for a in agents], dtype=np.float64)
         self.last_done = self.last_issue.copy()

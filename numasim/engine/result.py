@@ -116,7 +116,9 @@ class ThreadRecord:
     """One thread (or device transfer) of the run.
 
     ``stall_ns`` is the time it was not computing (finish - start - compute): the load-to-use latency that
-    memory-level parallelism did not overlap.
+    memory-level parallelism did not overlap. ``cpu_share``: the share of a cpu it had (1: a cpu to itself; less
+    where threads outnumber the cpus they may run on, :func:`~numasim.engine.cores.cpu_sharers`); its
+    ``compute_ns`` then counts the time it waited for its turn on the cpu too.
     """
 
     agent: str
@@ -131,6 +133,7 @@ class ThreadRecord:
     load_to_use_mean_ns: float
     memory_accesses: int
     memory_latency_mean_ns: float
+    cpu_share: float = 1.0
 
 
 @dataclass(frozen=True)

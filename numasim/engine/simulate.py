@@ -55,12 +55,19 @@ def _agents(
     cpu_node = ms.machine.cpu_to_node
     seen: set[int] = set()
     agents: list[Agent] = []
+    for t in threads:
+        bad = [c for c in t.cpus or () if c not in cpu_node]
+        if bad:
+            raise WorkloadError(f"ThreadSpec(id={t.id}).cpus: {ms.machine.name} has no cpu {bad[0]}")
+        if t.cpus and t.cpu not in t.cpus:
+            raise WorkloadError(f"ThreadSpec(id={t.id}).cpu = {t.cpu}: not among its cpus {list(t.cpus)}")
     known = [t.cpu for t in threads if t.cpu in cpu_node]
     chasing = [t.dependent for t in threads if t.cpu in cpu_node]
-    mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, chasing)
+    allowed = [t.cpus for t in threads if t.cpu in cpu_node]
+    mlp_of = thread_mlp(calibration.core, ms.machine.cpus, known, chasing, allowed)
     mlp_iter = iter(mlp_of)
-    ahead_iter = iter(thread_prefetch_lines(calibration.core, ms.machine.cpus, known, chasing, mlp_of))
-    share_iter = iter(cpu_sharers(known))
+    ahead_iter = iter(thread_prefetch_lines(calibration.core, ms.machine.cpus, known, chasing, mlp_of, allowed))
+    share_iter = iter(cpu_sharers(known, allowed))
     for t in threads:
         if t.id in seen:
             raise WorkloadError(f"ThreadSpec.id = {t.id}: two threads have this id")
@@ -644,6 +651,7 @@ def _collect(
                 load_to_use_mean_ns=_mean(float(st.agent_load_to_use_ns[k]), n),
                 memory_accesses=int(st.agent_memory_lines[k]),
                 memory_latency_mean_ns=_mean(float(st.agent_memory_latency_ns[k]), int(st.agent_memory_lines[k])),
+                cpu_share=1.0 / a.cpu_share,
             )
         )
     n_threads = len(agents) - len(devices)

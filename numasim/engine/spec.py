@@ -26,26 +26,32 @@ class EngineMode(StrEnum):
 
 @dataclass(frozen=True)
 class ThreadSpec:
-    """A thread pinned to one cpu; the cpu's node is the thread's initiator node.
+    """A thread on a cpu; the cpu's node is the thread's initiator node.
 
     Attributes
     ----------
     id : int
         The thread id used in :attr:`AccessChunk.thread`.
     cpu : int
-        The cpu the thread runs on.
+        The cpu the thread runs on (with ``cpus``: starts on; its caches and node stay this cpu's).
     dependent : bool
         Every access depends on the previous one (a pointer chase): memory-level parallelism 1, so the thread
         pays the full latency of each access. Otherwise accesses are independent up to the core's
         ``max_outstanding_misses``.
     start_ns : float
         When the thread starts issuing.
+    cpus : tuple of int, optional
+        The cpus the scheduler may run it on (its affinity: a node's cpus, a cpuset, the whole machine), ``cpu``
+        among them. Threads that outnumber their cpus share them evenly (the scheduler's load balancing:
+        :func:`~numasim.engine.cores.cpu_sharers`). None: pinned to ``cpu``, sharing it only with threads pinned
+        there too.
     """
 
     id: int
     cpu: int
     dependent: bool = False
     start_ns: float = 0.0
+    cpus: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ class Agent:
     prefetch_lines: float | None = None
     """How far ahead its sequential streams are prefetched (``cores.thread_prefetch_lines``); None: the
     calibration's depth."""
-    cpu_share: int = 1
-    """Threads taking turns on its cpu (``cores.cpu_sharers``): its compute time counts this many times."""
+    cpu_share: float = 1.0
+    """Threads sharing its cpu time (``cores.cpu_sharers``: ``k`` for ``1 / k`` of a cpu): its compute time counts
+    this many times."""
 
 
 @dataclass

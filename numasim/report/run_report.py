@@ -117,6 +117,23 @@ def thread_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     ]
 
 
+def cpu_sharing_lines(outcome: RunOutcome) -> list[str]:
+    """A line per share of a cpu below one that threads had (none when every thread had a cpu to itself)."""
+    by_share: dict[float, list[str]] = {}
+    for t in outcome.result.threads:
+        if t.cpu_share < 1.0:
+            by_share.setdefault(t.cpu_share, []).append(t.agent)
+    return [
+        f"cpu sharing: {len(names)} thread{'s' if len(names) > 1 else ''} ({_names(names)}) had {100 * share:.1f} % of "
+        "a cpu each (more threads than the cpus they may run on; their stall_us leaves out the wait for a turn)"
+        for share, names in sorted(by_share.items())
+    ]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
+
+
 def numastat_view(outcome: RunOutcome) -> str:
     """What ``numastat`` (no arguments) would print on the simulated kernel after placement."""
     from numasim.tools.numastat import numastat_sources, run_numastat
@@ -155,6 +172,7 @@ def format_run_report(outcome: RunOutcome) -> str:
     if link_rows:
         lines += ["", "links", format_table(link_rows)]
     lines += ["", "threads", format_table(thread_rows(outcome))]
+    lines += cpu_sharing_lines(outcome)
     if outcome.placement.pages_by_allocation:
         alloc_rows = [
             {"allocation": name, **{f"N{k}": v for k, v in sorted(d.items())}}

@@ -221,9 +221,30 @@ def thread_cpus(machine: Machine, workload: Workload) -> list[int]:
     return out
 
 
+def thread_affinity(machine: Machine, workload: Workload) -> list[tuple[int, ...] | None]:
+    """The cpus the scheduler may run each workload thread on: its ``node``'s, its ``cpus``, the whole machine's
+    when it is not pinned; None for a thread pinned to one ``cpu``."""
+    nodes = {n.id: n for n in machine.nodes}
+    every = tuple(sorted(machine.cpu_to_node))
+    out: list[tuple[int, ...] | None] = []
+    for t in workload.threads:
+        if t.cpu is not None:
+            out.append(None)
+        elif t.node is not None:
+            out.append(tuple(nodes[t.node].cpus))
+        elif t.cpus is not None:
+            out.append(tuple(t.cpus))
+        else:
+            out.append(every)
+    return out
+
+
 def thread_specs(machine: Machine, workload: Workload) -> list[ThreadSpec]:
-    """The engine's threads: pinned cpus, and ``dependent`` when most of a thread's accesses are a pointer chase."""
+    """The engine's threads: the cpu each starts on and the cpus it may run on (threads outnumbering their cpus
+    share them: ``engine.cores.cpu_sharers``), and ``dependent`` when most of a thread's accesses are a pointer
+    chase."""
     cpus = thread_cpus(machine, workload)
+    allowed = thread_affinity(machine, workload)
     regions = layout(workload)
     chase = np.zeros(len(workload.threads))
     total = np.zeros(len(workload.threads))
@@ -233,7 +254,8 @@ def thread_specs(machine: Machine, workload: Workload) -> list[ThreadSpec]:
             if isinstance(phase, PointerChasePhase):
                 chase[tid] += n
     return [
-        ThreadSpec(id=t.id, cpu=cpus[t.id], dependent=bool(total[t.id] and chase[t.id] > total[t.id] / 2))
+        ThreadSpec(id=t.id, cpu=cpus[t.id], dependent=bool(total[t.id] and chase[t.id] > total[t.id] / 2),
+                   cpus=allowed[t.id])
         for t in workload.threads
     ]
 

@@ -35,7 +35,7 @@ from numasim.timing.resolve import resolve_calibration
 from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 from numasim.workload.generate import generate, total_accesses
-from numasim.workload.placement import Placement, place_trace, place_workload, thread_specs
+from numasim.workload.placement import Placement, place_trace, place_workload, thread_affinity, thread_specs
 from numasim.workload.spec import Workload
 from numasim.workload.trace import read_trace, trace_format
 from numasim.workload.trace.npz import read_npz_header
@@ -140,17 +140,9 @@ def load_daemon(spec: str, kernel: Kernel, task: Any) -> KernelRuntime:
 def workload_allowed_cpus(machine: Machine, workload: Workload) -> dict[int, frozenset[int]]:
     """Per thread id, the cpus the scheduler may move it to: its ``cpu``, its ``node``'s cpus, its ``cpus``, or
     (unpinned) every cpu."""
-    every = frozenset(machine.cpus)
     out: dict[int, frozenset[int]] = {}
-    for t in workload.threads:
-        if t.cpu is not None:
-            out[t.id] = frozenset({t.cpu})
-        elif t.node is not None:
-            out[t.id] = frozenset(machine.node(t.node).cpus)
-        elif t.cpus is not None:
-            out[t.id] = frozenset(t.cpus)
-        else:
-            out[t.id] = every
+    for t, cpus in zip(workload.threads, thread_affinity(machine, workload), strict=True):
+        out[t.id] = frozenset(cpus) if cpus is not None else frozenset({t.cpu} if t.cpu is not None else ())
     return out
 
 
@@ -365,7 +357,10 @@ def run_trace(
     else:
         cpu_of = trace_threads(machine, max(1, len(ids)), cpus)
         cpu_source = "--cpus" if cpus else "the machine's cpus in order (the trace records none; --cpus chooses)"
-    threads = [ThreadSpec(id=tid, cpu=cpu) for tid, cpu in zip(ids or [0], cpu_of, strict=True)]
+    # --cpus pins each thread to its cpu (the kernel's view below too); else a thread may run on any cpu, as the
+    # scheduler balances it (a trace records where a thread ran, not its affinity)
+    pool = None if cpus else tuple(sorted(machine.cpu_to_node))
+    threads = [ThreadSpec(id=tid, cpu=cpu, cpus=pool) for tid, cpu in zip(ids or [0], cpu_of, strict=True)]
     try:
         placement = place_trace(machine, read_trace(path, format, **reader_options),
                                 {t.id: t.cpu for t in threads}, policy=policy,

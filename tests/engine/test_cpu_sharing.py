@@ -1,4 +1,5 @@
-"""Threads pinned to one cpu take turns on it: the cpu issues no faster than one thread (engine.cores.cpu_sharers).
+"""Threads pinned to one cpu take turns on it: the cpu issues no faster than one thread; threads outnumbering the
+cpus they may run on share them evenly (engine.cores.cpu_sharers).
 
 Before, each of k threads on one cpu ran at a lone thread's pace, compute and misses in flight alike: 16 threads
 on a node of 12 cpus finished in the time of one, and three pointer chases on one cpu overlapped their misses.
@@ -6,7 +7,10 @@ on a node of 12 cpus finished in the time of one, and three pointer chases on on
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numasim.engine.cores import cpu_sharers, thread_mlp, thread_prefetch_lines
 from numasim.timing.model import CoreTiming
@@ -41,21 +45,77 @@ def test_k_threads_on_one_cpu_take_k_times_as_long(mode: str, pattern: str, comp
     assert _run([0, 1], pattern, compute_ns, mode) < 1.2 * alone
 
 
-def test_a_node_with_more_threads_than_cpus_takes_turns() -> None:
-    # 16 threads on node 0's 12 cpus: four cpus run two threads each, which take twice as long (threads stay
-    # where they start: Linux's load balancer would spread them, about 16/12 of the time)
+def _node_run(n: int, mode: str, affinity: dict) -> float:
+    m = load_machine("seed-003-2node")
+    w = Workload.model_validate({
+        "name": "over", "threads": [{"id": i, **affinity} for i in range(n)],
+        "allocations": [{"name": "d", "size_bytes": "64M", "first_touch": 0}],
+        "phases": [{"pattern": "random", "allocation": "d", "threads": list(range(n)), "accesses": 10_000,
+                    "compute_ns": 500}],
+    })  # fmt: skip
+    return run_workload(m, w, resolve_calibration(m, nominal=True), mode=mode).result.run_time_ns
+
+
+@pytest.mark.parametrize("mode", ["epoch", "exact"])
+def test_threads_outnumbering_their_cpus_share_them_evenly(mode: str) -> None:
+    # 16 threads on node 0's 12 cpus: the scheduler's load balancing gives each 12/16 of a cpu, so they take 16/12
+    # as long as 12 (before: four cpus ran two threads each, which took twice as long); 24 take twice as long.
+    # The same for a cpuset (``cpus``) of the node's 12 cpus.
+    base = _node_run(12, mode, {"node": 0})
+    assert _node_run(16, mode, {"node": 0}) == pytest.approx(16 / 12 * base, rel=0.01)
+    assert _node_run(24, mode, {"node": 0}) == pytest.approx(2 * base, rel=0.01)
+    node0 = load_machine("seed-003-2node").node(0).cpus
+    assert _node_run(16, mode, {"cpus": list(node0)}) == pytest.approx(16 / 12 * base, rel=0.01)
+
+
+def test_fair_shares_serve_the_most_crowded_cpus_first() -> None:
+    # 4 threads balanced over 3 cpus: 3/4 of a cpu each
+    assert cpu_sharers([0, 1, 2, 0], [(0, 1, 2)] * 4) == pytest.approx([4 / 3] * 4)
+    # two pinned to cpu 0 take turns there; the node's other threads keep off it and have a cpu each
+    assert cpu_sharers([0, 0, 1, 2], [None, None, (0, 1, 2, 3), (0, 1, 2, 3)]) == [2, 2, 1, 1]
+    # three pinned to cpu 0 and three to cpu 1, and one that may run on either: 7 threads on 2 cpus, 2/7 each
+    assert cpu_sharers([0] * 3 + [1] * 3 + [0], [None] * 6 + [(0, 1)]) == pytest.approx([3.5] * 7)
+    # overlapping affinities {0, 1} and {1, 2}: 6 threads on 3 cpus, half a cpu each
+    assert cpu_sharers([0, 0, 0, 2, 2, 2], [(0, 1)] * 3 + [(1, 2)] * 3) == pytest.approx([2.0] * 6)
+    # fewer threads than cpus: a cpu each, whichever cpu each starts on
+    assert cpu_sharers([0, 0], [(0, 1, 2)] * 2) == [1, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sets(st.integers(0, 5), max_size=4)), min_size=1, max_size=12))
+def test_fair_shares_never_give_a_set_of_cpus_more_than_they_have(threads: list) -> None:
+    # Whatever the affinities: no thread gets more than a cpu, and the threads confined to any set of cpus get no
+    # more than that many cpus between them (checked on every union of affinities)
+    start = [c for c, _ in threads]
+    allowed = [tuple(sorted(mask | {c})) if mask else None for c, mask in threads]
+    sharers = cpu_sharers(start, allowed)
+    assert all(k >= 1.0 for k in sharers)
+    masks = [frozenset(a or (c,)) for c, a in zip(start, allowed, strict=True)]
+    unions = {frozenset().union(*(masks[i] for i in range(len(masks)) if (pick >> i) & 1))
+              for pick in range(1, 1 << min(len(masks), 10))}  # fmt: skip
+    for cpus in unions:
+        inside = [1 / k for k, mk in zip(sharers, masks, strict=True) if mk <= cpus]
+        assert sum(inside) <= len(cpus) + 1e-9
+    # a thread the others do not crowd has its cpu to itself
+    for i, mk in enumerate(masks):
+        if sum(1 for other in masks if other & mk) <= len(mk):
+            assert sharers[i] == 1.0
+
+
+def test_a_thread_spec_starts_on_one_of_its_cpus() -> None:
+    from numasim.engine import PageMap, ThreadSpec, simulate
+    from numasim.errors import WorkloadError
+    from numasim.workload.access import AccessChunk
+
     m = load_machine("seed-003-2node")
     cal = resolve_calibration(m, nominal=True)
-    times = {}
-    for n in (12, 16):
-        w = Workload.model_validate({
-            "name": "over", "threads": [{"id": i, "node": 0} for i in range(n)],
-            "allocations": [{"name": "d", "size_bytes": "64M", "first_touch": 0}],
-            "phases": [{"pattern": "random", "allocation": "d", "threads": list(range(n)), "accesses": 10_000,
-                        "compute_ns": 500}],
-        })  # fmt: skip
-        times[n] = run_workload(m, w, cal).result.run_time_ns
-    assert times[16] == pytest.approx(2 * times[12], rel=0.02)
+    chunk = [AccessChunk.build(np.array([0], dtype=np.uint64))]
+    pm = PageMap()
+    pm.assign(0, np.zeros(1, dtype=np.int16))
+    with pytest.raises(WorkloadError, match=r"ThreadSpec\(id=0\).cpu = 0: not among its cpus \[1, 2\]"):
+        simulate(m, cal, [ThreadSpec(0, cpu=0, cpus=(1, 2))], chunk, pm)
+    with pytest.raises(WorkloadError, match=r"ThreadSpec\(id=0\).cpus: .* has no cpu 9999"):
+        simulate(m, cal, [ThreadSpec(0, cpu=0, cpus=(0, 9999))], chunk, pm)
 
 
 def test_threads_taking_turns_on_a_cpu_count_as_one_busy_thread_of_its_core() -> None:
@@ -68,3 +128,23 @@ def test_threads_taking_turns_on_a_cpu_count_as_one_busy_thread_of_its_core() ->
     assert thread_mlp(per_core, range(8), [0, 1, 2, 4], [False] * 4) == [8, 10, 10, 8]
     mlp = [8, 8, 8, 8]
     assert thread_prefetch_lines(per_core, range(8), [0, 0, 0, 4], [False] * 4, mlp) == [2.5, 2.5, 2.5, 2.5]
+
+
+def test_the_run_report_says_which_threads_shared_cpus() -> None:
+    from numasim.report.run_report import format_run_report
+
+    m = load_machine("seed-003-2node")
+    cal = resolve_calibration(m, nominal=True)
+
+    def report(n: int) -> str:
+        w = Workload.model_validate({
+            "name": "over", "threads": [{"count": n, "node": 0}],
+            "allocations": [{"name": "d", "size_bytes": "16M", "first_touch": 0}],
+            "phases": [{"pattern": "random", "allocation": "d", "threads": "all", "accesses": 2_000, "compute_ns": 100}],
+        })  # fmt: skip
+        outcome = run_workload(m, w, cal)
+        assert [t.cpu_share for t in outcome.result.threads] == pytest.approx([min(1.0, 12 / n)] * n)
+        return format_run_report(outcome)
+
+    assert "cpu sharing: 16 threads (thread0, thread1, ..., thread15) had 75.0 % of a cpu each" in report(16)
+    assert "cpu sharing" not in report(12)

@@ -63,10 +63,11 @@ def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, n
     One target alone may get a little faster: with FIFO controllers and links, an added thread can shift
     where the threads queue (which requests meet in a burst), so the queues on one route grow while another's
     shrink. Over this whole space (1-15 threads, both patterns, all three page placements) the largest such
-    drop is 3.4 %, so each target is held within 5 %, and the mean over all of node 0's accesses exactly while
-    every thread has a cpu of its own. Beyond 8 threads they take turns on node 0's 8 cpus (engine.cores.
-    cpu_sharers): the added threads add no cpu, only the turn-taking's burst of first misses, which moved the mean
-    down 0.4 % (7 -> 10 threads, sequential, node 0's pages): held within 1 % there.
+    drop is 3.4 %, so each target is held within 5 %, and the mean over all of node 0's accesses exactly. The
+    threads may run on any of node 0's 8 cpus: beyond 8 they share them evenly (engine.cores.cpu_sharers) and add
+    no load. (Pinned two to a cpu instead, the others finish first and the pinned pairs run on alone at half the
+    load, which lowers the mean: 11 threads on 8 cpus, sequential loads of node 1, 255.6 -> 212.3 ns, as on a real
+    machine; an example hypothesis found, 7 -> 10 threads, 2.7 % lower.)
     """
     m = two_node()
     cal = calibration(m)
@@ -74,7 +75,7 @@ def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, n
     per_thread = 3000
 
     def latency_by_target(k: int) -> tuple[dict[int, float], float]:
-        specs = [ThreadSpec(t, cpu=t % 8) for t in range(k)]  # node 0's cpus (shared beyond 8 threads)
+        specs = [ThreadSpec(t, cpu=t % 8, cpus=tuple(range(8))) for t in range(k)]  # node 0's cpus
         r = simulate(m, cal, specs, stream(kind, per_thread * k, k, (1 << 12) * PAGE), pm)
         cells = [p for p in r.matrix if p.initiator == "node0" and p.accesses]
         mean = sum(p.load_to_use_mean_ns * p.accesses for p in cells) / sum(p.accesses for p in cells)
@@ -82,7 +83,7 @@ def test_more_threads_never_lower_latency(threads: int, extra: int, kind: str, n
 
     (few, few_mean), (many, many_mean) = latency_by_target(threads), latency_by_target(threads + extra)
     assert few.keys() == many.keys()
-    assert many_mean >= few_mean * (0.99 if threads + extra > 8 else 1.0) - 1e-6
+    assert many_mean >= few_mean - 1e-6
     for node, latency in few.items():
         assert many[node] >= 0.95 * latency
 
