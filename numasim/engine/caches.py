@@ -428,9 +428,10 @@ _FILTER_MIN = 1 << 14
 """Windows shorter than this sort all their accesses (the filter's bitmaps cost more than it saves)."""
 _FILTER_BITS = 4
 """Buckets of the reuse filter per access of the window (at least; rounded up to a power of two), of two bits each.
-Fewer buckets make a smaller bitmap and more candidates to sort: 4 was the fastest on two hosts (the engine
-benchmark's estimate, 16 M accesses: 21.7 ns an access against 22.5 at 8 and 23.4 at 2 on one, 43 against 48 at 8
-on the other, whose 2 MiB second-level cache a million-access window's 8-bucket bitmap overflows)."""
+Fewer buckets make a smaller bitmap and more candidates to sort: 4 was the fastest of 2, 4, 8 and 16 on one host
+(the engine benchmark's estimate, 16 M accesses: 21.7 ns an access against 22.5 at 8 and 23.4 at 2) and near the
+fastest on another, whose 2 MiB second-level cache a million-access window's 8-bucket bitmap overflows (8 M
+accesses, the engine on one thread: 42.7-45.9 ns against 47.1-48.7 at 8 and 40.6-43.0 at 2)."""
 
 
 def _sets_hold(lines: np.ndarray, n_sets: int, ways: int) -> bool:
