@@ -217,7 +217,8 @@ class RunOutcome:
                 "id": self.calibration.id,
                 "method": self.calibration.provenance.method,
             },
-            "threads": [{"id": t.id, "cpu": t.cpu, "dependent": t.dependent} for t in self.threads],
+            "threads": [{"id": t.id, "cpu": t.cpu, "dependent": t.dependent,
+                         **({"cpus": list(t.cpus)} if t.cpus is not None else {})} for t in self.threads],
             "placement": {
                 "pages_per_node": {str(k): v for k, v in self.placement.pages_per_node().items()},
                 "pages_by_allocation": {
