@@ -87,10 +87,8 @@ def _fair_groups(
         groups: dict[frozenset[int], list[int]] = {}
         for t in sorted(left):
             groups.setdefault(masks[t] & free, []).append(t)
-        if len(left) <= len(free) and all(len(members) <= len(g) for g, members in groups.items()) and all(
-            len(g) == 1 for g in groups
-        ):
-            break  # (the common case, each thread alone on its cpu: no flow needed)
+        if all(len(g) == 1 and len(members) == 1 for g, members in groups.items()):
+            break  # (the common case, each thread pinned alone on its cpu: no flow needed)
         threads, cpus, chosen = _densest(groups, free)
         if threads <= cpus:
             break  # every thread left finds a cpu of its own
@@ -120,8 +118,7 @@ def cpu_sharers(thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | No
     cpus (``allowed``: each thread's affinity, None or empty for pinned to ``thread_cpus``) are spread over them by
     the scheduler's load balancing: over a run their cpus are shared max-min fairly, the most crowded group of
     threads first (``T`` threads whose cpus lie within ``C`` cpus, ``T > C``, each get ``C / T`` of a cpu; the
-    cpus they use are then taken). Candidate groups are each distinct affinity and each connected union of
-    overlapping ones: exact where affinities nest or are disjoint (pinned threads, nodes, the whole machine).
+    cpus they use are then taken), whatever the affinities: nested, disjoint or overlapping (:func:`_densest`).
 
     The engines take that fluid share: each thread keeps the misses one thread of its cpu keeps in flight, but its
     compute time counts ``k`` times and each of its steps waits ``k`` times its miss before the slot is free again
