@@ -148,3 +148,27 @@ def test_the_run_report_says_which_threads_shared_cpus() -> None:
 
     assert "cpu sharing: 16 threads (thread0, thread1, ..., thread15) had 75.0 % of a cpu each" in report(16)
     assert "cpu sharing" not in report(12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 7), st.sampled_from([{"node": 0}, {"cpus": [0, 1, 2]}, "pinned"]), st.sampled_from([50.0, 400.0]),
+       st.sampled_from(["epoch", "exact"]))
+def test_threads_never_finish_their_compute_faster_than_their_cpus_allow(
+    n: int, affinity: dict | str, compute_ns: float, mode: str
+) -> None:
+    # Physical bound: threads confined to C cpus need at least their total compute / C, and each at least its own
+    m = load_machine("seed-002-opteron-4s")
+    threads = ([{"id": i, "cpu": i % 2} for i in range(n)] if affinity == "pinned"
+               else [{"id": i, **affinity} for i in range(n)])  # type: ignore[dict-item]
+    cpus = 2 if affinity == "pinned" or affinity == {"node": 0} else 3
+    accesses = 1_500
+    w = Workload.model_validate({
+        "name": "bound", "threads": threads,
+        "allocations": [{"name": "d", "size_bytes": "16M", "first_touch": 0}],
+        "phases": [{"pattern": "random", "allocation": "d", "threads": "all", "accesses": accesses,
+                    "compute_ns": compute_ns}],
+    })  # fmt: skip
+    r = run_workload(m, w, resolve_calibration(m, nominal=True), mode=mode).result
+    per_cpu = max(n, cpus) / cpus if affinity != "pinned" else (n + 1) // 2  # the busiest cpu's threads
+    assert r.run_time_ns >= accesses * compute_ns * max(1.0, per_cpu) * (1 - 1e-9)
+    assert all(t.finish_ns - t.start_ns >= accesses * compute_ns * (1 - 1e-9) for t in r.threads)
