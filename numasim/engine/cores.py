@@ -17,6 +17,7 @@ in :func:`thread_mlp`'s docstring.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 
@@ -77,6 +78,15 @@ def _fair_groups(
 ) -> tuple[list[float], list[tuple[int, ...]]]:
     """Each thread's cpu sharers (:func:`cpu_sharers`) and the cpus its time is spread over: the cpus of its
     group where it shares them, else its own."""
+    key = tuple(thread_cpus), None if allowed is None else tuple(tuple(a) if a else None for a in allowed)
+    sharers, spread = _fair_groups_of(*key)  # (one engine input asks three times: shares, misses, prefetching)
+    return list(sharers), list(spread)
+
+
+@functools.lru_cache(maxsize=8)
+def _fair_groups_of(
+    thread_cpus: tuple[int, ...], allowed: tuple[tuple[int, ...] | None, ...] | None
+) -> tuple[tuple[float, ...], tuple[tuple[int, ...], ...]]:
     n = len(thread_cpus)
     masks = [frozenset(allowed[k] or (c,)) if allowed is not None else frozenset((c,)) for k, c in enumerate(thread_cpus)]
     sharers = [1.0] * n
@@ -106,7 +116,7 @@ def _fair_groups(
                     spread[t] = on
                     left.discard(t)
             free -= set(on)
-    return sharers, spread
+    return tuple(sharers), tuple(spread)
 
 
 def cpu_sharers(thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | None] | None = None) -> list[float]:
