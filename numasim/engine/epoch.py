@@ -203,7 +203,16 @@ class EpochEngine:
         # a slow agent whose faster peers had finished ran its whole rest in one window, past the event (a scan it
         # never saw: no hinting faults at all, found by fuzzing)
         pace = np.where(self._agent_gross_pace_ns > 0, self._agent_gross_pace_ns, self._ns_per_request)
-        return np.minimum(per_agent, np.maximum(self._min_take, gap / pace)).astype(np.int64)
+        take = np.minimum(per_agent, np.maximum(self._min_take, gap / pace)).astype(np.int64)
+        # A kernel agent with no pace of its own yet (its first copies) takes a full part, not the program's pace:
+        # it issues a copy request every few ns where the faulting threads took 1.1 us a request, so its part ran
+        # out after 7 us and ended the window (its stream went on); the threads committed 7 us of the 1 ms whose
+        # hinting faults the kernel had already handled, and the next window raced for the other pages with
+        # estimates blind to the fault time charged to the requests it carried over (three threads sweeping
+        # pages in step: 643 pages migrated against exact mode's 520; found by fuzzing). Its copies race for no
+        # page: a longer part leaves the window's end to the program's threads.
+        take[~self._program & (self._agent_gross_pace_ns <= 0)] = per_agent
+        return take
 
     def _note_agent_pace(
         self, ids: np.ndarray, seg_start: np.ndarray, n_commit: np.ndarray, issue: np.ndarray, rows: np.ndarray,
