@@ -34,7 +34,7 @@ from .result import (
     SimulationResult,
     ThreadRecord,
 )
-from .runtime import KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
+from .runtime import COPY_LINES_PER_REQUEST, KERNEL_AGENT_MLP, EngineBridge, KernelRuntime
 from .spec import DeviceTransfer, EngineMode, ThreadSpec
 from .stats import Stats, hist_edges_ns, percentile_from_hist
 from .stream import Agent, Feeder
@@ -212,7 +212,12 @@ def simulate(
         for k, node in enumerate(ms.machine.nodes):
             if node.cpus:
                 kernel_agents[node.id] = len(agents)
-                agents.append(Agent(len(agents), f"kworker/{node.id}", k, KERNEL_AGENT_MLP, False, 0.0))
+                # Its requests are COPY_LINES_PER_REQUEST lines each: the prefetcher's reach, in lines, is in its
+                # own requests that many times shorter, so that its prefetch factor M / (M + d) counts lines on both
+                # sides (counted in requests against lines, 2 / (2 + d) cut a copy's latency to a sixth and one
+                # kworker copied 60 GB/s, beyond what its 16 lines in flight and the prefetcher's reach can carry)
+                agents.append(Agent(len(agents), f"kworker/{node.id}", k, KERNEL_AGENT_MLP, False, 0.0,
+                                    prefetch_lines=calibration.core.prefetch_distance_lines / COPY_LINES_PER_REQUEST))
     levels = cache_levels(ms.machine, calibration)
     n_levels = len(levels)
     top = max(ms.node_ids) + 1

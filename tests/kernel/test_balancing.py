@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -621,3 +623,39 @@ def test_a_kernel_agents_first_copies_do_not_end_the_window_early() -> None:
     assert 450 < migrated["exact"] < 600
     assert migrated["epoch"] == pytest.approx(migrated["exact"], rel=0.1)
     assert runs["epoch"].run_time_ns == pytest.approx(runs["exact"].run_time_ns, rel=0.01)
+
+
+def test_a_kernel_copy_agent_carries_no_more_than_its_lines_in_flight_allow(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Little's law for the kworker that copies migrated pages: KERNEL_AGENT_MLP requests of
+    COPY_LINES_PER_REQUEST lines in flight, plus the prefetcher's reach (the calibration's depth, in lines), over
+    the idle latency of its routes. Its prefetch factor took its requests against the prefetcher's lines (2 / (2 +
+    16) on seed-003-2node, where 16 / (16 + 16) is right): a copy request's latency fell to 29 ns, and one kworker
+    moved 35 GB/s of copy traffic; now 59 ns and 17 GB/s."""
+    from numasim.engine import epoch as epoch_mod
+    from numasim.engine.runtime import COPY_LINES_PER_REQUEST, KERNEL_AGENT_MLP
+    from numasim.workload.spec import load_workload
+
+    spans: list[tuple[float, int]] = []
+    run = epoch_mod.EpochEngine._run
+
+    def timed(self, window, pos, done_max, lat, req, issue, full, owed):  # type: ignore[no-untyped-def]
+        start = pos.copy()
+        status = run(self, window, pos, done_max, lat, req, issue, full, owed)
+        for k, a in enumerate(window[0].tolist()):
+            if not self._program[a] and pos[k] > start[k] + 50:  # a burst of the kworker's copies
+                rows = issue[start[k]:pos[k]]
+                spans.append((float(rows.max() - rows.min()), int(pos[k] - start[k])))
+        return status
+
+    monkeypatch.setattr(epoch_mod.EpochEngine, "_run", timed)
+    m = load_machine("seed-003-2node")
+    cal = resolve_calibration(m)
+    w = load_workload(Path(__file__).resolve().parents[2] / "docs" / "examples" / "wrong-node.toml")
+    out = run_workload(m, w, cal, sysctls={"kernel.numa_balancing": 1, "kernel.numa_balancing_scan_delay_ms": 10})
+    assert out.result.kernel["vmstat"]["numa_pages_migrated"] == 16384
+    copied_bytes = sum(n for _, n in spans) * 64 * COPY_LINES_PER_REQUEST
+    rate_gb_s = copied_bytes / sum(t for t, _ in spans)
+    lines = KERNEL_AGENT_MLP * COPY_LINES_PER_REQUEST + cal.core.prefetch_distance_lines
+    idle_ns = min(n.memory_idle_latency_ns for n in out.result.nodes if n.memory_accesses)  # the fastest route
+    assert rate_gb_s <= lines * 64 / idle_ns * 1.02
+    assert rate_gb_s > 0.5 * lines * 64 / idle_ns  # (a copy is a stream: it does reach most of it)
