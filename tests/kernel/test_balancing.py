@@ -181,6 +181,12 @@ def test_exact_mode_agrees_with_epoch_mode(machine, cal) -> None:  # type: ignor
 
 
 # --- memory tiering (kernel.numa_balancing = 2) --------------------------------------------------------------------
+def _both_modes(m, w, sysctls, seed: int) -> dict:  # type: ignore[no-untyped-def]
+    """The run's result in epoch and exact mode (nominal timing)."""
+    cal = resolve_calibration(m, nominal=True)
+    return {mode: run_workload(m, w, cal, sysctls=sysctls, seed=seed, mode=mode).result for mode in ("epoch", "exact")}
+
+
 def _cxl_box():  # type: ignore[no-untyped-def]
     """xeon-2s-cxl with 1 GiB free on node 0 (the rest of its DRAM used by others)."""
     m = load_machine("xeon-2s-cxl")
@@ -500,8 +506,7 @@ def test_threads_sweeping_shared_pages_in_step_race_fault_by_fault() -> None:
                     "accesses": 40_000, "compute_ns": 200}],
     })  # fmt: skip
     sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 3)]
-    cal = resolve_calibration(m, nominal=True)
-    runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=3, mode=mode).result for mode in ("epoch", "exact")}
+    runs = _both_modes(m, w, sysctls, seed=3)
     vm = {mode: r.kernel["vmstat"] for mode, r in runs.items()}
     assert runs["epoch"].run_time_ns == pytest.approx(runs["exact"].run_time_ns, rel=0.03)
     assert vm["epoch"]["numa_hint_faults"] == pytest.approx(vm["exact"]["numa_hint_faults"], rel=0.05)
@@ -517,8 +522,7 @@ def test_a_scan_is_due_when_a_thread_runs_again_not_a_period_later() -> None:
     m = _cxl_box()
     w = _hot_on_cxl("tier-1", 1, "16M", "random", 100_000)
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 1)]
-    cal = resolve_calibration(m, nominal=True)
-    runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=68, mode=mode).result for mode in ("epoch", "exact")}
+    runs = _both_modes(m, w, sysctls, seed=68)
     vm = {mode: r.kernel["vmstat"] for mode, r in runs.items()}
     assert vm["exact"]["pgpromote_success"] > 4000
     assert vm["epoch"]["pgpromote_success"] == vm["exact"]["pgpromote_success"]
@@ -542,8 +546,7 @@ def test_a_thread_held_in_its_scan_runs_again_before_the_next_tick_in_both_modes
                     "accesses": 75_000, "compute_ns": 500}],
     })  # fmt: skip
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 1)]
-    cal = resolve_calibration(m, nominal=True)
-    runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=12, mode=mode).result for mode in ("epoch", "exact")}
+    runs = _both_modes(m, w, sysctls, seed=12)
     vm = {mode: r.kernel["vmstat"] for mode, r in runs.items()}
     assert vm["exact"]["pgpromote_success"] > 850
     assert vm["epoch"]["pgpromote_success"] == pytest.approx(vm["exact"]["pgpromote_success"], rel=0.1)
@@ -577,8 +580,7 @@ def test_a_scan_in_the_last_window_still_delays_its_thread() -> None:
     m = _cxl_box()
     w = _hot_on_cxl("late-scan", 4, "4M", "sequential", 20_000)
     sysctls = [("kernel.numa_balancing", 2), ("kernel.numa_balancing_scan_delay_ms", 1)]
-    cal = resolve_calibration(m, nominal=True)
-    runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=87, mode=mode).result for mode in ("epoch", "exact")}
+    runs = _both_modes(m, w, sysctls, seed=87)
     assert runs["exact"].run_time_ns > 1.9e6
     assert runs["epoch"].run_time_ns == pytest.approx(runs["exact"].run_time_ns, rel=0.01)
 
@@ -617,8 +619,7 @@ def test_a_kernel_agents_first_copies_do_not_end_the_window_early() -> None:
                     "accesses": 40_000, "compute_ns": 350}],
     })  # fmt: skip
     sysctls = [("kernel.numa_balancing", 1), ("kernel.numa_balancing_scan_delay_ms", 3)]
-    cal = resolve_calibration(m, nominal=True)
-    runs = {mode: run_workload(m, w, cal, sysctls=sysctls, seed=97, mode=mode).result for mode in ("epoch", "exact")}
+    runs = _both_modes(m, w, sysctls, seed=97)
     migrated = {mode: r.kernel["vmstat"]["numa_pages_migrated"] for mode, r in runs.items()}
     assert 450 < migrated["exact"] < 600
     assert migrated["epoch"] == pytest.approx(migrated["exact"], rel=0.1)
