@@ -41,7 +41,7 @@ from .protocol import EngineInput, grow_bucket_ring
 from .requests import RequestLatencies
 from .runtime import bulk_class_tables, evasion_tables
 from .stats import bin_table
-from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
+from .timing import UTILISATION_EMA_WEIGHT
 
 __all__ = ["EpochEngine"]
 
@@ -85,10 +85,8 @@ class EpochEngine:
         # holds each miss slot k times the miss, as its compute counts k times (the feeder): it issues at 1/k of its
         # pace alone. 1.0 for all others.
         self.stretch = np.array([float(a.cpu_share) for a in agents])
-        self.pff = np.array([
-            prefetch_factor(int(m), prefetch_distance_lines if a.prefetch_lines is None else a.prefetch_lines)
-            for m, a in zip(mlp, agents, strict=True)
-        ])
+        self.pff = np.array([a.prefetch_factor(int(m), prefetch_distance_lines)
+                             for m, a in zip(mlp, agents, strict=True)])
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
         # Route class paths as CSR: the resources a miss of each class crosses and its work at each.
         self.path_ptr, self.path_res, self.path_busy = ms.class_paths()

@@ -39,7 +39,7 @@ from .caches import LRUCache
 from .protocol import EngineInput, grow_bucket_ring
 from .runtime import bulk_class_tables, evasion_tables
 from .stream import Block
-from .timing import UTILISATION_EMA_WEIGHT, prefetch_factor
+from .timing import UTILISATION_EMA_WEIGHT
 
 __all__ = ["ExactEngine"]
 
@@ -113,10 +113,8 @@ class ExactEngine:
         # --- agents -------------------------------------------------------------------------------------
         mlp = [1 if a.dependent else a.mlp for a in agents]
         self.mlp = np.array(mlp, dtype=np.int64)
-        self.pff = np.array([
-            prefetch_factor(m, prefetch_distance_lines if a.prefetch_lines is None else a.prefetch_lines)
-            for m, a in zip(mlp, agents, strict=True)
-        ], dtype=np.float64)
+        self.pff = np.array([a.prefetch_factor(m, prefetch_distance_lines) for m, a in zip(mlp, agents, strict=True)],
+                            dtype=np.float64)
         self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
         # a thread with 1/k of a cpu holds each miss slot k times the miss (see EpochEngine.stretch)
         self.stretch = np.array([float(a.cpu_share) for a in agents])

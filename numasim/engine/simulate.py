@@ -212,12 +212,8 @@ def simulate(
         for k, node in enumerate(ms.machine.nodes):
             if node.cpus:
                 kernel_agents[node.id] = len(agents)
-                # Its requests are COPY_LINES_PER_REQUEST lines each: the prefetcher's reach, in lines, is in its
-                # own requests that many times shorter, so that its prefetch factor M / (M + d) counts lines on both
-                # sides (counted in requests against lines, 2 / (2 + d) cut a copy's latency to a sixth and one
-                # kworker copied 60 GB/s, beyond what its 16 lines in flight and the prefetcher's reach can carry)
                 agents.append(Agent(len(agents), f"kworker/{node.id}", k, KERNEL_AGENT_MLP, False, 0.0,
-                                    prefetch_lines=calibration.core.prefetch_distance_lines / COPY_LINES_PER_REQUEST))
+                                    lines_per_request=COPY_LINES_PER_REQUEST))
     levels = cache_levels(ms.machine, calibration)
     n_levels = len(levels)
     top = max(ms.node_ids) + 1

@@ -38,6 +38,7 @@ from ._feed_kernel import (
 from .caches import CARRY_ACCESSES, CacheToCache, EpochCacheState, carry_accesses, estimate_levels
 from .memsys import LINE_BYTES
 from .pagemap import PageMap
+from .timing import prefetch_factor
 from .tlb import TlbSpec, tlb_keys
 
 __all__ = ["PREFETCH_STREAMS", "MAX_RUN_NS", "Agent", "Block", "Feeder"]
@@ -78,6 +79,16 @@ class Agent:
     cpu_share: float = 1.0
     """Threads sharing its cpu time (``cores.cpu_sharers``: ``k`` for ``1 / k`` of a cpu): its compute time counts
     this many times."""
+    lines_per_request: int = 1
+    """Cache lines each of its requests carries (a kernel copy agent's: ``runtime.COPY_LINES_PER_REQUEST``)."""
+
+    def prefetch_factor(self, mlp: int, depth_lines: float) -> float:
+        """Its prefetched misses' latency multiplier ``M / (M + d)``, both in lines: its ``mlp`` requests in flight
+        times the lines each carries, and its prefetch depth (``prefetch_lines``, else the calibration's
+        ``depth_lines``). (A kernel copy agent's 2 requests of 8 lines counted as 2 against 16 lines of depth cut
+        its copies' latency to a sixth: one copied 35 GB/s where 32 lines in flight carry 23.)"""
+        return prefetch_factor(mlp * self.lines_per_request, depth_lines if self.prefetch_lines is None
+                               else self.prefetch_lines)
 
 
 @dataclass
