@@ -38,6 +38,9 @@ class PublicMlcCase:
     threads_per_core: int = 2
     turbo: bool = True
     """The cores ran at their all-core turbo (the firmware's default) unless the source says turbo was off."""
+    cxl_socket: int | None = None
+    """The socket a CXL memory expander hangs off (the last node of the run's tables), or None: no expander.
+    Timed as the catalog's default device: the sources name none the catalog has."""
 
     @property
     def mode(self) -> str:
@@ -58,9 +61,10 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
     PublicMlcCase("2x Xeon Silver 4416+ (public README, mlc 3.11)", "spr-2s-silver-4416plus.md",
                   "Intel(R) Xeon(R) Silver 4416+", 2, 1, 20),
     PublicMlcCase("2x Xeon Silver 4410Y, HT off (CXL notes, mlc 3.9a)", "cxl-2s-spr-silver4410Y.md",
-                  "Intel(R) Xeon(R) Silver 4410Y", 2, 1, 12, threads_per_core=1, turbo=False),
+                  "Intel(R) Xeon(R) Silver 4410Y", 2, 1, 12, threads_per_core=1, turbo=False,
+                  cxl_socket=1),
     PublicMlcCase("2x EPYC 9224 NPS2 (public notes, mlc 3.10+)", "cxl-2s-genoa-epyc9224-nps2.md",
-                  "AMD EPYC 9224 24-Core Processor", 2, 2, 24),
+                  "AMD EPYC 9224 24-Core Processor", 2, 2, 24, cxl_socket=0),
     PublicMlcCase("1x EPYC 9354P NPS4 (DRAMHiT notes, mlc 3.11b)", "dramhit-1s-genoa-epyc9354P-nps4.md",
                   "AMD EPYC 9354P 32-Core Processor", 1, 4, 32),
     PublicMlcCase("1x EPYC 9354P NPS1 (DRAMHiT notes, mlc 3.11b)", "dramhit-1s-genoa-epyc9354P-nps1.md",
@@ -84,7 +88,8 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
 def public_machine(case: PublicMlcCase) -> Machine:
     """The case's layout (sockets split into its NUMA nodes) timed with its processor's catalog priors.
 
-    Memory per node only has to hold mlc's buffers; links, controllers and caches are the catalog's.
+    Memory per node only has to hold mlc's buffers; links, controllers and caches are the catalog's, and so is
+    the CXL expander of a case that has one.
     """
     from numasim.timing.catalog import catalog_machine
     from numasim.topology.builders import multi_die
@@ -98,4 +103,6 @@ def public_machine(case: PublicMlcCase) -> Machine:
         memory_bytes=64 * GiB,
         name=f"public-{stem}",
     )
-    return catalog_machine(layout, case.cpu)
+    if case.cxl_socket is None:
+        return catalog_machine(layout, case.cpu)
+    return catalog_machine(layout, case.cpu, cxl_expanders=1, cxl_socket=case.cxl_socket)

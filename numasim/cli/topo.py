@@ -191,6 +191,7 @@ def import_cmd(
 
     _check_output(output, force)
     machine = _load(source)
+    loose = {n.id for n in machine.nodes if n.has_memory and not n.has_cpus and n.memory_kind.value == "dram"}
     # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
     src = _source(source)
     ours = src is None or detect_format(src) == "toml"
@@ -225,6 +226,11 @@ def import_cmd(
     cxl_nodes = [n.id for n in machine.nodes if n.memory_kind.value == "cxl"]
     if cxl_nodes:
         how += f"; CXL memory nodes {cxl_nodes}"
+        taken = [i for i in cxl_nodes if i in loose]
+        if taken:
+            how += (f" ({'node' if len(taken) == 1 else 'nodes'} {', '.join(map(str, taken))}: memory without cpus, "
+                    "taken for CXL expanders behind the socket nearest by the firmware's distances; the file's "
+                    "description says which device times them, --cxl-device names another)")
     typer.echo(f"wrote {output}: {machine.name}, {len(machine.nodes)} nodes, {len(machine.cpus)} cpus; {how}")
     from numasim.topology.render import memory_side_cache_note
 

@@ -274,3 +274,77 @@ def test_calibrate_fits_the_cxl_node_and_says_what_the_tables_leave_open(
     assert "links[0->2].latency_ns: moves the latency_matrix cells but trades off" in text
     assert "links[0->2].bandwidth_gb_s: not constrained" in text
     assert "controllers[2].write_bandwidth_gb_s: not constrained" in text
+
+
+# --- a cpu-less node of an imported box --------------------------------------------------------------------
+
+NUMACTL_9224 = Path(__file__).parents[1] / "data" / "topology" / "numactl-2s-epyc9224-nps2-cxl.txt"
+
+
+def _numactl_text(threads_per_socket: int, to_memory_node: tuple[int, int]) -> str:
+    """``numactl -H`` of two sockets of one node each and a cpu-less node 2 at the given distances from them."""
+    t = threads_per_socket
+    lines = ["available: 3 nodes (0-2)"]
+    for n, cpus in enumerate([range(0, t), range(t, 2 * t), range(0)]):
+        lines += [f"node {n} cpus: {' '.join(map(str, cpus))}", f"node {n} size: 65536 MB", f"node {n} free: 60000 MB"]
+    a, b = to_memory_node
+    lines += ["node distances:", "node   0   1   2", f"  0:  10  21  {a}", f"  1:  21  10  {b}", "  2:  255  255  10"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_cpu_less_node_of_an_imported_box_is_a_cxl_expander_behind_its_nearest_socket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the 9224's own numactl -H (node 4: 126 GiB, no cpus, 50 from socket 0's nodes, 60 from socket 1's)
+    out = tmp_path / "box.toml"
+    assert main(["topo", "import", str(NUMACTL_9224), "--cpu", "AMD EPYC 9224", "-o", str(out)]) == 0
+    assert "CXL memory nodes [4]" in capsys.readouterr().out
+    m = load_machine(out)
+    node = m.node(4)
+    assert node.memory_kind is MemoryKind.CXL and node.socket == 0 and not node.cpus
+    (link,) = [lk for lk in m.links if lk.kind.value == "cxl"]
+    assert {link.a, link.b} == {"socket0-iod", 4}  # behind the I/O die, which holds the root port
+    assert m.firmware_slit is not None and m.firmware_slit[4] == [255, 255, 255, 255, 10]  # the firmware's, kept
+    assert "node 4 (distance 50 from node 0 (as from nodes [1]), 60 from the others); timed as micron-cz120 (the catalog's default: no device named)" in m.description
+    lat = np.asarray(latency_table_ns(m))
+    bw = np.asarray(bandwidth_table_gb_s(m))
+    assert lat[0, 4] == pytest.approx(lat[1, 4])  # the socket's two NPS2 nodes reach it alike (mlc: 279.4, 278.8)
+    assert lat[2, 4] > lat[2, 0] and lat[2, 4] > lat[0, 4]
+    # no cpu reads it faster than what measured expanders read of their link
+    share = 17.8 / load_cxl_catalog().link(8).payload_gb_s
+    assert bw[:4, 4] == pytest.approx(load_cxl_catalog().link(8).payload_gb_s * share)
+
+
+def test_an_expander_s_read_bandwidth_without_a_figure_is_the_measured_share_of_its_link() -> None:
+    from numasim.timing.catalog.cxl_timing import cxl_figures
+
+    cat = load_cxl_catalog()
+    ocp = cat.device("intel-ocp-e3s-96gb")
+    share = ocp.read_bandwidth_gb_s / cat.link(ocp.lanes).payload_gb_s  # type: ignore[operator]
+    for dev in cat.devices:
+        f = cxl_figures(dev, 110.0, "example host")
+        if dev.read_bandwidth_gb_s is not None:
+            assert f.controller_read_gb_s == pytest.approx(min(dev.read_bandwidth_gb_s, f.controller_read_gb_s))
+            continue
+        assert f.controller_read_gb_s == pytest.approx(min(cat.link(dev.lanes).payload_gb_s * share,
+                                                           dev.dram_peak_gb_s))
+        assert "intel-ocp-e3s-96gb: 17.8 GB/s" in f.read_source
+
+
+def test_equidistant_cpu_less_node_goes_behind_the_lowest_node_and_says_so() -> None:
+    from numasim.topology.io.numactl import machine_from_numactl
+
+    m = machine_from_numactl(_numactl_text(104, (30, 30)), name="box")
+    timed = catalog_machine(m, "Xeon Platinum 8470")
+    (link,) = [lk for lk in timed.links if lk.kind.value == "cxl"]
+    assert {link.a, link.b} == {0, 2} and timed.node(2).socket == 0
+    assert "node 2 (distance 30 from node 0 (as from nodes [1]), as from every cpu node: no nearest" in timed.description
+
+
+def test_a_cpu_less_node_on_a_platform_without_cxl_is_an_error_naming_it() -> None:
+    from numasim.topology.io.numactl import machine_from_numactl
+
+    m = machine_from_numactl(_numactl_text(36, (30, 40)), name="box")
+    with pytest.raises(CalibrationError, match=r"node 2 of box has memory but no cpus, and the catalog's "
+                                                r"intel-cascade-lake-sp has no CXL memory support"):
+        catalog_machine(m, "Xeon Gold 6240")

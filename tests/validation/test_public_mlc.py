@@ -48,9 +48,12 @@ def test_the_machine_has_the_idle_matrix_layout(case) -> None:  # type: ignore[n
     machine = public_machine(case)
     ms = load_measurements([PUBLIC / case.file])
     lat = ms[0].data.latency_matrices
+    cxl = [n.id for n in machine.nodes if n.memory_kind.value == "cxl"]
+    cpu_nodes = [n.id for n in machine.nodes if n.cpus]
     if lat:
-        assert len(machine.nodes) == len(lat[0].rows) == len(lat[0].cols)
-    assert len(machine.nodes) == case.sockets * case.nodes_per_socket
+        assert lat[0].rows == cpu_nodes and lat[0].cols == machine.node_ids
+    assert len(cpu_nodes) == case.sockets * case.nodes_per_socket
+    assert len(cxl) == (case.cxl_socket is not None)
     assert len(machine.cpus) == case.sockets * case.cores_per_socket * case.threads_per_core
 
 

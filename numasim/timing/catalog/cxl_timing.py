@@ -5,8 +5,10 @@ A core of the attach socket reaching it pays the node's controller latency plus 
 
 * **controller** latency = the host platform's local-DRAM prior (the expander's DRAM behind its own
   controller costs what DRAM costs; the path difference is put on the link), read bandwidth = device channels
-  x MT/s x 8 B x the catalog-wide median of measured read efficiencies (a device controller is not the host's;
-  capped by a published all-read figure of the device when there is one), write bandwidth = read (no figure);
+  x MT/s x 8 B x the catalog-wide median of measured read efficiencies (a device controller is not the host's),
+  capped by a published all-read figure of the device when there is one, else by its link's line payload x the
+  share of theirs that measured expanders read at (expanders read well below both their DRAM and their link:
+  the Intel OCP x8 device 17.8 GB/s of 26.4), write bandwidth = read (no figure);
 * **link** latency = the device's added latency over local DRAM (its own figure, else one derived from its
   published total latency on the platform it was measured on, else the catalog default), bandwidth = the CXL
   link's payload per direction (:attr:`~numasim.timing.catalog.cxl.CxlLinkSpec.payload_gb_s`).
@@ -67,6 +69,17 @@ def _median_read_efficiency() -> tuple[float, int]:
     return statistics.median(measured), len(measured)
 
 
+def _measured_read_share(cat: CxlCatalog) -> tuple[float, str]:
+    """The median over the catalog's devices with a measured all-read figure of that figure over their link's
+    line payload, and which devices those are ("" and 1.0: none)."""
+    got = [(d.read_bandwidth_gb_s / cat.link(d.lanes).payload_gb_s, d) for d in cat.devices
+           if d.read_bandwidth_gb_s is not None and d.measured_on]
+    if not got:
+        return 1.0, ""
+    share = statistics.median(x for x, _ in got)
+    return min(share, 1.0), "; ".join(f"{d.name}: {d.read_bandwidth_gb_s:g} GB/s on {d.measured_on}" for _, d in got)
+
+
 def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str = WHY) -> CxlFigures:
     """The device's controller and link figures on a host whose local-DRAM prior is ``local_ns``.
 
@@ -75,7 +88,7 @@ def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str 
     >>> cat = load_cxl_catalog()
     >>> f = cxl_figures(cat.device("micron-cz120"), 100.0, "example host")
     >>> round(f.link_latency_ns), round(f.link_bandwidth_gb_s, 1), round(f.controller_read_gb_s, 1)
-    (100, 26.4, 70.0)
+    (100, 26.4, 17.8)
     """
     cat = load_cxl_catalog()
     link = cat.link(device.lanes)
@@ -110,6 +123,13 @@ def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str 
     if device.read_bandwidth_gb_s is not None and device.read_bandwidth_gb_s < read:
         read = device.read_bandwidth_gb_s
         read_src = f"all-read bandwidth {read:g} GB/s measured on {device.measured_on}; {dev_src}"
+    elif device.read_bandwidth_gb_s is None:
+        share, measured = _measured_read_share(cat)
+        if measured and link.payload_gb_s * share < read:
+            read = link.payload_gb_s * share
+            read_src = (f"{link.payload_gb_s:.2f} GB/s of x{device.lanes} line payload x {share:.3f}, the share of "
+                        f"their link's payload that measured expanders read at ({measured}; an expander's all-read "
+                        f"figure stays below its link and its DRAM: the controller's); {dev_src}")
     link_src = (f"CXL {device.cxl_version} x{device.lanes} on PCIe 5.0: {link.derivation} "
                 f"[{cat.cite(link.sources)}]; estimates: {', '.join(link.estimates) or 'none'}")
     return CxlFigures(
@@ -191,7 +211,10 @@ def cxl_node_timings(
         out.links[i] = (fig.link_latency_ns, fig.link_bandwidth_gb_s, fig.added_source, fig.link_source, why)
         link = machine.links[i]
         attach = link.b if link.a == n.id else link.a
-        expanders = [d for d in machine.devices if d.kind.value == "cxl-expander" and d.node == attach]
+        # behind a node, or behind a socket's switch (its devices sit on the switch's nodes)
+        on_switch = {x for lk in machine.links for x in (lk.a, lk.b) if attach in (lk.a, lk.b) and isinstance(x, int)}
+        hosts = {attach} if isinstance(attach, int) else on_switch
+        expanders = [d for d in machine.devices if d.kind.value == "cxl-expander" and d.node in hosts]
         behind = [m.id for m in cxl_nodes if any(
             lk.kind is LinkKind.CXL and {lk.a, lk.b} == {attach, m.id} for lk in machine.links)]
         if len(expanders) == len(behind):

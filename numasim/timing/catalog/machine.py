@@ -106,7 +106,10 @@ def catalog_machine(
     if cpu is not None:
         machine = machine.model_copy(update={"cpu_model": cpu})
     found = match_cpu(machine.cpu_model or "")
+    machine, memory_only_note = _memory_only_as_cxl(machine, found, cxl_device)
     machine, structure_note = _socket_structure(machine, found)
+    converted = [n.id for n in machine.nodes if n.memory_kind.value == "cxl" and n.socket is None]
+    machine = _cxl_at_socket_switch(machine, converted)
     cal = catalog_calibration(machine, cxl_device=cxl_device)
     # The catalog's associativity per level, so the engine's set-associative estimate uses the real ways.
     ways = {spec.level.lower(): spec.associativity for spec in found.platform.caches}
@@ -125,6 +128,8 @@ def catalog_machine(
         note = f"{note} {_BORROWED_NOTE}{lent}."
     if structure_note:
         note = f"{note} {structure_note}"
+    if memory_only_note:
+        note = f"{note} {memory_only_note}"
     if cxl_expanders:
         timed, cxl_note = _add_expanders(timed, found, cxl_device, cxl_expanders, cxl_socket, cxl_size_bytes)
         note = f"{note} {cxl_note}"
@@ -132,6 +137,101 @@ def catalog_machine(
     return timed.model_copy(
         update={"calibration": machine.calibration, "description": description}
     )
+
+
+def _memory_only_as_cxl(
+    machine: Machine, found: CatalogMatch, cxl_device: str | Mapping[int, str] | None
+) -> tuple[Machine, str]:
+    """An imported machine's cpu-less memory nodes as CXL memory expanders, each behind the cpu node the
+    firmware's distances put nearest.
+
+    ``numactl --hardware`` shows a CXL Type-3 expander as a node with memory and no cpus, and says nothing else
+    of it; its importer joins it to every node with a nominal link. On a platform whose catalog entry supports
+    CXL memory, such a node (DRAM by the file, on no socket) is taken for an expander (the only cpu-less memory
+    those platforms ship besides HBM, which Xeon Max alone has and the catalog does not time) and is re-joined
+    by one CXL link to the cpu node nearest to it by the firmware's distances (the cpus' rows: a cpu-less node's
+    own row is often 255, "no distance"). Ties go to the lowest node id, and the note says so. The SLIT stays the
+    firmware's. The expander's device is the catalog's default unless one is named (``cxl_device``).
+    """
+    from numasim.topology.model import Device, DeviceKind, Link, LinkKind, MemoryKind
+
+    loose = [n for n in machine.nodes
+             if n.has_memory and not n.has_cpus and n.memory_kind is MemoryKind.DRAM and n.socket is None]
+    cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
+    if not loose or not cpu_nodes:
+        return machine, ""
+    if found.platform.cxl is None:
+        raise CalibrationError(
+            f"node {loose[0].id} of {machine.name} has memory but no cpus, and the catalog's {found.platform.name} "
+            "has no CXL memory support, so the catalog cannot tell what memory it is or whose channels it owns; "
+            "set its socket (and memory_kind, if not DRAM) in the machine file, or calibrate it from measurements"
+        )
+    slit = machine.firmware_slit if machine.firmware_slit is not None else machine.slit()
+    index = {nid: i for i, nid in enumerate(machine.node_ids)}
+    from numasim.topology.builders import CXL_LINK_BANDWIDTH_GB_S, CXL_LINK_LATENCY_NS
+
+    links = list(machine.links)
+    devices = list(machine.devices)
+    nodes = {n.id: n for n in machine.nodes}
+    said = []
+    for n in loose:
+        far = {c: slit[index[c]][index[n.id]] for c in cpu_nodes}
+        nearest = min(far.values())
+        attach = min(c for c, d in far.items() if d == nearest)
+        others = sorted({d for d in far.values() if d != nearest})
+        links = [lk for lk in links if n.id not in (lk.a, lk.b)]
+        links.append(Link(a=attach, b=n.id, kind=LinkKind.CXL, latency_ns=CXL_LINK_LATENCY_NS,
+                          bandwidth_gb_s=CXL_LINK_BANDWIDTH_GB_S))
+        name = f"cxl{sum(1 for d in devices if d.kind is DeviceKind.CXL_EXPANDER)}"
+        devices.append(Device(name=name, kind=DeviceKind.CXL_EXPANDER, node=attach,
+                              attach_latency_ns=CXL_LINK_LATENCY_NS, attach_bandwidth_gb_s=CXL_LINK_BANDWIDTH_GB_S,
+                              description=f"CXL memory expander exposed as cpu-less node {n.id} (taken from the "
+                                          "imported topology)"))
+        nodes[n.id] = n.model_copy(update={"memory_kind": MemoryKind.CXL})
+        ties = [c for c, d in far.items() if d == nearest]
+        why = (f"distance {nearest} from node {attach}" + (f" (as from nodes {ties[1:]})" if len(ties) > 1 else "")
+               + (f", {'/'.join(map(str, others))} from the others" if others else ", as from every cpu node: "
+                  "no nearest, so the lowest id"))
+        device, _ = choose_cxl_device(n.id, cxl_device, load_cxl_catalog())
+        named = cxl_device.get(n.id) if isinstance(cxl_device, Mapping) else cxl_device
+        said.append(f"node {n.id} ({why}); timed as {device.name}"
+                    + ("" if named is not None else " (the catalog's default: no device named)"))
+    out = machine.model_copy(update={"nodes": [nodes[i] for i in machine.node_ids], "links": links,
+                                     "devices": devices})
+    Machine.model_validate(out.model_dump())
+    return out, ("Memory nodes without cpus, taken for CXL memory expanders (the catalog's "
+                 f"{found.platform.name} supports CXL memory; numactl names no memory kind), each behind the cpu "
+                 f"node nearest by the firmware's distances: {'; '.join(said)}.")
+
+
+def _cxl_at_socket_switch(machine: Machine, cxl_nodes: list[int]) -> Machine:
+    """Each of ``cxl_nodes`` behind its socket's switch (the mesh or I/O die that holds the CXL root port, so
+    that every node of the socket reaches it alike, as the 9224's mlc run shows: 279.4 and 278.8 ns from its two
+    NPS2 nodes) instead of behind one NUMA node, and on its attach node's socket. A socket without a switch
+    (one node a socket) keeps the node as the attach point: there the two are one."""
+    from numasim.topology.model import LinkKind
+
+    socket: dict[int, int | None] = {n.id: n.socket for n in machine.nodes}
+    switches = {sw.name for sw in machine.switches}
+    hub: dict[int, str] = {}
+    for lk in machine.links:
+        for a, b in ((lk.a, lk.b), (lk.b, lk.a)):
+            if isinstance(a, int) and isinstance(b, str) and b in switches:
+                hub.setdefault(a, b)
+    links = []
+    attach_socket: dict[int, int] = {}
+    for lk in machine.links:
+        if lk.kind is LinkKind.CXL and (lk.a in cxl_nodes or lk.b in cxl_nodes):
+            node, attach = (lk.a, lk.b) if lk.a in cxl_nodes else (lk.b, lk.a)
+            if isinstance(attach, int) and isinstance(node, int):
+                if (s := socket.get(attach)) is not None:
+                    attach_socket[node] = s
+                if attach in hub:
+                    lk = lk.model_copy(update={"a": hub[attach], "b": node})
+        links.append(lk)
+    nodes = [n.model_copy(update={"socket": attach_socket[n.id]}) if n.id in attach_socket and n.socket is None
+             else n for n in machine.nodes]
+    return machine.model_copy(update={"nodes": nodes, "links": links})
 
 
 def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
@@ -245,6 +345,9 @@ def _add_expanders(
             timed, attach, size_bytes, link_latency_ns=cf.link_latency_ns, link_bandwidth_gb_s=cf.link_bandwidth_gb_s,
             device_latency_ns=cf.controller_latency_ns, device_bandwidth_gb_s=cf.controller_read_gb_s,
         )
+    timed = _cxl_at_socket_switch(timed, [n.id for n in timed.nodes[-count:]])
     default = "" if cxl_device is not None else " (the catalog's default device: none was named)"
-    return timed, (f"{count} CXL expander(s) {device.name}{default} added behind node {attach} "
+    behind = f"socket {socket}'s switch" if any(isinstance(lk.a, str) and lk.kind.value == "cxl" for lk in timed.links) \
+        else f"node {attach}"
+    return timed, (f"{count} CXL expander(s) {device.name}{default} added behind {behind} "
                    f"(numasim catalog cxl), timed from the catalog's CXL section.")
