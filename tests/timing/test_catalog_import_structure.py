@@ -70,3 +70,49 @@ def test_a_catalog_machine_says_which_numbers_other_platforms_lent() -> None:
     assert catalog_borrowed(m) == "controllers.latency_ns, links.bandwidth_gb_s, links.latency_ns from intel-ivy-bridge-ep"
     own = catalog_machine(glueless(2), "Platinum 8180")  # every figure its own
     assert catalog_borrowed(own) is None and catalog_borrowed(glueless(2)) is None
+
+
+def _numactl_text(sockets: int, cores_per_node: list[int], near: int, far: int) -> str:
+    """``numactl -H`` of ``sockets`` sockets split into nodes of ``cores_per_node`` cores, two threads a core
+    numbered as Linux numbers them (a core's sibling is ``cpu + total cores``), at distances ``near`` inside a
+    socket and ``far`` across."""
+    total = sockets * sum(cores_per_node)
+    nodes, first = [], 0
+    for _ in range(sockets):
+        for k in cores_per_node:
+            nodes.append([*range(first, first + k), *range(first + total, first + total + k)])
+            first += k
+    per = len(cores_per_node)
+    lines = [f"available: {len(nodes)} nodes (0-{len(nodes) - 1})"]
+    for i, cpus in enumerate(nodes):
+        lines += [f"node {i} cpus: {' '.join(map(str, cpus))}", f"node {i} size: 65536 MB", f"node {i} free: 60000 MB"]
+    lines += ["node distances:", "node " + " ".join(f"{i:3d}" for i in range(len(nodes)))]
+    for i in range(len(nodes)):
+        row = [10 if i == j else (near if i // per == j // per else far) for j in range(len(nodes))]
+        lines.append(f"  {i}: " + " ".join(f"{d:3d}" for d in row))
+    return "\n".join(lines) + "\n"
+
+
+def test_cluster_on_die_distances_name_two_clusters_of_one_socket() -> None:
+    # Broadwell-EP with Cluster-on-Die as its firmware reports it: 10 / 21 / 31, siblings at cpu + 36. The 18
+    # cpus of a node are also an 18-core socket with SMT off, which is what the convention's grouping (closer
+    # than 20) alone made of it: four sockets joined by QPI links of a quarter of their bandwidth.
+    m = machine_from_numactl(_numactl_text(2, [9, 9], 21, 31), name="cod")
+    cpu = "Intel(R) Xeon(R) CPU E5-2697 v4 @ 2.30GHz"
+    sku = match_cpu(cpu).sku
+    assert sku is not None
+    sockets, note = socket_layout(m, sku)
+    assert sockets == {0: 0, 1: 0, 2: 1, 3: 1} and "distance 21 or less are one socket" in note
+    timed = catalog_machine(m, cpu)
+    assert [n.socket for n in timed.nodes] == [0, 0, 1, 1] and len(timed.switches) == 2
+    bw = np.asarray(bandwidth_table_gb_s(timed))
+    assert bw[0, 1] == pytest.approx(bw[0, 0], rel=0.01)  # a sibling cluster's memory through the ring
+    assert bw[0, 2] < bw[0, 1]  # the other socket's through QPI
+
+
+def test_a_mesh_is_no_limit_below_the_socket_s_dram() -> None:
+    # Granite Rapids SNC3 (43 + 43 + 42 cores a socket): a cluster reads its siblings' memory as fast as its own.
+    timed = catalog_machine(machine_from_numactl(_numactl_text(2, [43, 43, 42], 12, 21), name="gnr"),
+                            "Intel(R) Xeon(R) 6980P")
+    bw = np.asarray(bandwidth_table_gb_s(timed))
+    assert bw[0, 1] == pytest.approx(bw[0, 0], rel=0.01) and bw[0, 2] == pytest.approx(bw[0, 0], rel=0.01)

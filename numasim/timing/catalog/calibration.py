@@ -477,35 +477,63 @@ clusters, sibling dies) are closer than 20, nodes on other sockets at 20 or more
 
 
 def _sockets_from_slit(machine: Machine, sku: Sku) -> tuple[dict[int, int], str] | None:
-    """Sockets as the firmware's distances group the cpu nodes (closer than :data:`REMOTE_DISTANCE`), when every
-    group holds exactly one socket of the SKU (its threads, or its cores with SMT off); else None."""
+    """Sockets as the firmware's distances group the cpu nodes, when every group holds exactly one socket of the
+    SKU (its threads, or its cores with SMT off); else None.
+
+    Nodes closer than :data:`REMOTE_DISTANCE` are one socket by ACPI's convention, but Intel's Cluster-on-Die
+    firmware gives a socket's two clusters 21 and the other socket's 31 (E5-2600 v3/v4). So the groups are tried
+    at each distance the table holds, nearest first, and the first that packs whole sockets wins; where the cpu
+    numbering shows hyper-threads (each node's cpus ``c`` and ``c + total / 2``, as Linux numbers siblings) a
+    socket of the SKU's threads at any distance goes before one of its cores (else a Cluster-on-Die box reads as
+    twice the sockets with SMT off), and otherwise the convention's grouping goes first.
+    """
     if machine.firmware_slit is None:
         return None
     cpu_nodes = [n for n in machine.nodes if n.has_cpus]
     ids = machine.node_ids
     slit = machine.firmware_slit
-    group: dict[int, int] = {}
-    for n in cpu_nodes:
-        if n.id in group:
-            continue
-        label = len(set(group.values()))
-        todo = [n.id]
-        while todo:
-            a = todo.pop()
-            if a in group:
+
+    def groups(below: int) -> dict[int, int]:
+        group: dict[int, int] = {}
+        for n in cpu_nodes:
+            if n.id in group:
                 continue
-            group[a] = label
-            todo += [b.id for b in cpu_nodes if b.id not in group
-                     and slit[ids.index(a)][ids.index(b.id)] < REMOTE_DISTANCE]
-    sizes: Counter[int] = Counter()
-    for n in cpu_nodes:
-        sizes[group[n.id]] += len(n.cpus)
-    for per_socket in (sku.threads, sku.cores):
+            label = len(set(group.values()))
+            todo = [n.id]
+            while todo:
+                a = todo.pop()
+                if a in group:
+                    continue
+                group[a] = label
+                todo += [b.id for b in cpu_nodes if b.id not in group
+                         and slit[ids.index(a)][ids.index(b.id)] < below]
+        return group
+
+    total = sum(len(n.cpus) for n in cpu_nodes)
+    half = total // 2
+    siblings_numbered = total % 2 == 0 and all(
+        {c + half for c in n.cpus if c < half} == {c for c in n.cpus if c >= half} for n in cpu_nodes)
+    distances = sorted({slit[ids.index(a.id)][ids.index(b.id)] for a in cpu_nodes for b in cpu_nodes
+                        if a.id != b.id and slit[ids.index(a.id)][ids.index(b.id)] >= REMOTE_DISTANCE})
+    tiers = [REMOTE_DISTANCE] + [d + 1 for d in distances]
+    if siblings_numbered:
+        order = [(t, sku.threads) for t in tiers] + [(t, sku.cores) for t in tiers]
+    else:
+        order = [(REMOTE_DISTANCE, sku.threads), (REMOTE_DISTANCE, sku.cores)]
+        order += [(t, per) for per in (sku.threads, sku.cores) for t in tiers[1:]]
+    for below, per_socket in order:
+        group = groups(below)
+        sizes: Counter[int] = Counter()
+        for n in cpu_nodes:
+            sizes[group[n.id]] += len(n.cpus)
         if all(size == per_socket for size in sizes.values()):
+            how = (f"nodes of one socket are closer than {REMOTE_DISTANCE}" if below == REMOTE_DISTANCE else
+                   f"nodes at distance {below - 1} or less are one socket, as Cluster-on-Die firmware numbers a "
+                   "socket's clusters")
             return group, (
                 f"the machine names no sockets: the firmware's distances group its nodes into {len(sizes)} "
                 f"socket(s) of {per_socket} cpus (the SKU's {'threads' if per_socket == sku.threads else 'cores'}; "
-                f"nodes of one socket are closer than {REMOTE_DISTANCE})"
+                f"{how})"
             )
     return None
 
@@ -1004,6 +1032,15 @@ def _links(
             bw[i] = fig.socket_peak_gb_s
             bw_src = (f"assumption: the I/O die's fabric carries the socket's DRAM peak ({fig.channels_per_socket} "
                       f"channels x {fig.mt_s} MT/s x 8 B); the core-die ports and the controllers are the limits")
+        elif inside and platform.vendor == "intel" and link.kind is LinkKind.ON_DIE:
+            # A node's share of an Intel mesh or ring (SNC, CoD, sub-NUMA clusters): no public figure, and a
+            # measured cluster reads its sibling's memory as fast as its own (8269CY SNC2: 59.1 against 58.7
+            # GB/s), so the mesh is not made a limit below the socket's DRAM peak. The builder's nominal
+            # 100 GB/s capped a Granite Rapids SNC3 cluster's sibling reads at half its own.
+            bw[i] = fig.socket_peak_gb_s
+            bw_src = (f"assumption: a socket's mesh carries its DRAM peak ({fig.channels_per_socket} channels x "
+                      f"{fig.mt_s} MT/s x 8 B); the controllers, the cores' misses in flight and the socket links "
+                      "are the limits")
         else:
             bw[i] = link.bandwidth_gb_s
             bw_src = "machine file (nominal): the catalog has no figure for " + (
