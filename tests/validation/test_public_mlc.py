@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from numasim.calibrate.measurements import load_measurements
@@ -131,7 +132,17 @@ def test_the_one_minute_fit_gives_back_the_latency_matrix_it_was_fitted_on(case)
 
     machine = public_machine(case)
     ms = load_measurements([PUBLIC / case.file])
-    fitted = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"],
-                       priors=catalog_calibration(machine, turbo=case.turbo)).calibration
-    report = validate(machine, fitted, ms, method="analytic")
-    assert report.table("latency_matrix").mape_pct < 1.0
+    result = calibrate(machine, ms, fit_on=["latency", "peak_bandwidth"],
+                       priors=catalog_calibration(machine, turbo=case.turbo))
+    report = validate(machine, result.calibration, ms, method="analytic")
+    # A CXL node read from across sockets is left out of the fit, and says so (the 4410Y's costs 171 ns more
+    # than from its own socket where DRAM's costs 67: no term of the model holds it); every other cell comes back.
+    cxl = {n.id: n.socket for n in machine.nodes if n.memory_kind.value == "cxl"}
+    socket = {n.id: n.socket for n in machine.nodes}
+    across = [c for c in report.table("latency_matrix").cells
+              if int(c.col) in cxl and socket[int(c.row)] != cxl[int(c.col)]]
+    fitted = [c for c in report.table("latency_matrix").cells if c not in across]
+    assert 100 * np.mean([abs(c.model / c.measured - 1) for c in fitted]) < 1.0
+    said = " ".join(result.result.assumptions)
+    assert all(f"({c.row}, {c.col})" in said for c in across), said
+    assert bool(across) == (case.cxl_socket is not None and case.sockets > 1)
