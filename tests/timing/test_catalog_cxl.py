@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numasim.cli import main
 from numasim.errors import CalibrationError, FormatError
@@ -17,6 +19,7 @@ from numasim.timing.catalog import (
     load_catalog,
     match_cpu,
 )
+from numasim.timing.catalog.calibration import socket_layout
 from numasim.timing.catalog.cxl import load_cxl_catalog, parse_cxl_toml
 from numasim.timing.model import Calibration, apply_calibration, load_calibration
 from numasim.topology.builders import glueless
@@ -348,3 +351,67 @@ def test_a_cpu_less_node_on_a_platform_without_cxl_is_an_error_naming_it() -> No
     with pytest.raises(CalibrationError, match=r"node 2 of box has memory but no cpus, and the catalog's "
                                                 r"intel-cascade-lake-sp has no CXL memory support"):
         catalog_machine(m, "Xeon Gold 6240")
+
+
+@st.composite
+def _boxes_with_memory_only_nodes(draw: st.DrawFn) -> tuple[str, str, int]:
+    """``numactl -H`` of a CXL-capable box (Sapphire Rapids or Genoa, 1-2 sockets, 1-2 nodes a socket) with 1-2
+    cpu-less nodes at random distances, their own rows 255 or symmetric; and the processor."""
+    cpu, cores = draw(st.sampled_from([("Xeon Platinum 8470", 52), ("AMD EPYC 9654", 96)]))
+    sockets = draw(st.integers(1, 2))
+    per = draw(st.sampled_from([1, 2]))
+    extra = draw(st.integers(1, 2))
+    total = sockets * cores
+    near, far = (11, 21) if "Xeon" in cpu else (12, 32)
+    n_cpu = sockets * per
+    nodes = []
+    for s in range(sockets):
+        for k in range(per):
+            first = s * cores + k * (cores // per)
+            run = range(first, first + cores // per)
+            nodes.append([*run, *(c + total for c in run)])
+    n = n_cpu + extra
+    dist = [[10 if i == j else (near if i // per == j // per else far) for j in range(n_cpu)] for i in range(n_cpu)]
+    to_mem = [[draw(st.integers(near + 1, 120)) for _ in range(n_cpu)] for _ in range(extra)]
+    own_row_255 = draw(st.booleans())
+    for i in range(n_cpu):
+        dist[i] += [to_mem[e][i] for e in range(extra)]
+    for e in range(extra):
+        row = [255] * n_cpu if own_row_255 else list(to_mem[e])
+        row += [10 if e == f else (255 if own_row_255 else 100) for f in range(extra)]
+        dist.append(row)
+    lines = [f"available: {n} nodes (0-{n - 1})"]
+    for i in range(n):
+        cpus = nodes[i] if i < n_cpu else []
+        lines += [f"node {i} cpus: {' '.join(map(str, cpus))}", f"node {i} size: 65536 MB", f"node {i} free: 60000 MB"]
+    lines += ["node distances:", "node " + " ".join(f"{i:3d}" for i in range(n))]
+    lines += [f"  {i}: " + " ".join(f"{d:3d}" for d in row) for i, row in enumerate(dist)]
+    return "\n".join(lines) + "\n", cpu, n_cpu
+
+
+@settings(max_examples=25, deadline=None)
+@given(_boxes_with_memory_only_nodes())
+def test_every_memory_only_node_of_an_imported_box_hangs_behind_its_nearest_socket(
+    box: tuple[str, str, int]
+) -> None:
+    from numasim.topology.io.numactl import machine_from_numactl
+
+    text, cpu, n_cpu = box
+    m = machine_from_numactl(text, name="box")
+    timed = catalog_machine(m, cpu)
+    slit = m.firmware_slit
+    assert slit is not None and timed.firmware_slit == slit  # the firmware's distances kept as they are
+    lat = np.asarray(latency_table_ns(timed))
+    sku = match_cpu(cpu).sku
+    assert sku is not None
+    socket = socket_layout(timed, sku)[0]
+    for n in timed.nodes[n_cpu:]:
+        assert n.memory_kind is MemoryKind.CXL and not n.cpus
+        (link,) = [lk for lk in timed.links if lk.kind.value == "cxl" and n.id in (lk.a, lk.b)]
+        nearest = min(slit[c][n.id] for c in range(n_cpu))
+        attach_socket = socket[min(c for c in range(n_cpu) if slit[c][n.id] == nearest)]
+        assert n.socket in (None, attach_socket)
+        # every cpu of its socket reaches it alike, and no other socket's sooner
+        own = [lat[c, n.id] for c in range(n_cpu) if socket[c] == attach_socket]
+        other = [lat[c, n.id] for c in range(n_cpu) if socket[c] != attach_socket]
+        assert max(own) - min(own) < 1e-6 and all(x > max(own) for x in other)

@@ -196,8 +196,19 @@ def _memory_only_as_cxl(
         named = cxl_device.get(n.id) if isinstance(cxl_device, Mapping) else cxl_device
         said.append(f"node {n.id} ({why}); timed as {device.name}"
                     + ("" if named is not None else " (the catalog's default: no device named)"))
+    # explicit routes through an expander's old links go with them (routing finds the new ones)
+    gone = {n.id for n in loose}
+    routes = [r for r in machine.routes if not gone & set(v for v in r.path if isinstance(v, int))]
     out = machine.model_copy(update={"nodes": [nodes[i] for i in machine.node_ids], "links": links,
-                                     "devices": devices})
+                                     "devices": devices, "routes": routes})
+    if routes:
+        # the importer pins routes where a path through the memory-only node looked shorter; without its links,
+        # those the routing finds anyway are redundant (and would keep the sockets' structure from being built)
+        from numasim.topology.routing import routing
+
+        free = routing(out.model_copy(update={"routes": []}))
+        if all(free.path(r.src, r.dst) == r.path for r in routes):
+            out = out.model_copy(update={"routes": []})
     Machine.model_validate(out.model_dump())
     return out, ("Memory nodes without cpus, taken for CXL memory expanders (the catalog's "
                  f"{found.platform.name} supports CXL memory; numactl names no memory kind), each behind the cpu "
