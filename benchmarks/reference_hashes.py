@@ -18,6 +18,7 @@ minute on the 2-core box.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -184,7 +185,7 @@ def _catalog_writes(cpu: str, mode: str) -> SimulationResult:
     from numasim.timing.catalog import catalog_calibration
 
     case = next(c for c in PUBLIC_MLC_CASES if cpu in c.label)
-    m = public_machine(case)
+    m = public_machine(dataclasses.replace(case, cxl_socket=None))  # DRAM only: the 9224's CXL node is no writes case
     cal = catalog_calibration(m, turbo=case.turbo)
     last = m.nodes[-1].id
     pm = PageMap()
