@@ -215,7 +215,9 @@ def run_epochs(
     path_wb_share: np.ndarray,
     wb_count: np.ndarray,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
-    """Advance over one window; returns (status, number of series rows written). ``c2c``: each request's
+    """Advance over one window; returns (status, number of series rows written). ``truncated`` (int8) per
+    agent: 1, its stream goes on past the window (the epoch in which it runs out is undone and the window ends,
+    ``REFILL``); 2, its end ends the window after the epoch it falls in, committed (``REFILL``); 0, neither. ``c2c``: each request's
     cache-to-cache transfer latency where it is one (empty: none in the window). ``full``: each request is a write
     of its whole line (empty: none), whose busy time write-allocate evasion scales as in exact mode
     (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``). ``owed``: each request is
@@ -308,6 +310,7 @@ def run_epochs(
                 kc = j
                 turn_w[j] = -1
         refill = False
+        ended = False  # an agent whose end ends the window issued its last request (truncated == 2)
         while True:
             k = 0
             ready = np.inf
@@ -460,9 +463,11 @@ def run_epochs(
                 done_max[ku] = done
             lat_out[pu] = lat
             pos[ku] = p + 1
-            if p + 1 == seg_end[ku] and truncated[ku]:
-                refill = True  # its stream goes on beyond the window
-                break
+            if p + 1 == seg_end[ku] and truncated[ku] != 0:
+                if truncated[ku] == 1:
+                    refill = True  # its stream goes on beyond the window
+                    break
+                ended = True  # a thread others share cpus with ended: the window ends with this epoch
             # the agent's next issue time: ``_next_ready`` written out (a call in this loop, even inlined, costs
             # a reference count per array argument: a third of the loop's time)
             if p + 1 >= seg_end[ku]:
@@ -525,6 +530,9 @@ def run_epochs(
             turn[agent_ids] = turn_w
             return DONE, n_ser  # every agent of the window is done; the epoch stays open for the next window
         istate[EPOCH] = max(epoch + 1, int(next_issue // epoch_ns))  # idle epochs are skipped
+        if ended:
+            turn[agent_ids] = turn_w
+            return REFILL, n_ser  # committed: the caller changes the cpu shares before the next window
 
 
 @njit(cache=True, nogil=True)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from numasim.timing.model import CoreTiming
 
-__all__ = ["core_of_cpus", "cpu_sharers", "thread_mlp", "thread_prefetch_lines"]
+__all__ = ["CpuShares", "core_of_cpus", "cpu_sharers", "thread_mlp", "thread_prefetch_lines"]
 
 
 def core_of_cpus(machine_cpus: Sequence[int], threads_per_core: int | None) -> dict[int, int]:
@@ -144,6 +144,68 @@ def cpu_sharers(thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | No
     [1.3333333333333333, 1.3333333333333333, 1.3333333333333333, 1.3333333333333333]
     """
     return _fair_groups(thread_cpus, allowed)[0]
+
+
+class CpuShares:
+    """Each thread's cpu sharers (:func:`cpu_sharers`) while the threads run: when one ends, the threads still
+    running share the cpus again among themselves, so a serial phase after an oversubscribed parallel one runs
+    at a whole cpu, not at the share it had while the others ran.
+
+    ``sharers[t]`` is thread ``t``'s current ``k`` (``1 / k`` of a cpu). :meth:`finish` says which threads' ``k``
+    changed; :meth:`mean_share` is the share a thread had over its run, time-weighted.
+
+    >>> s = CpuShares([0, 0, 0])          # three threads pinned to one cpu
+    >>> s.sharers
+    [3.0, 3.0, 3.0]
+    >>> s.finish(0, 30.0)                 # the first ends at 30 ns: the two left take turns
+    [(1, 3.0, 2.0), (2, 3.0, 2.0)]
+    >>> s.finish(1, 50.0)
+    [(2, 2.0, 1.0)]
+    >>> round(s.mean_share(2, 60.0), 4)   # 1/3 for 30 ns, 1/2 for 20, 1 for 10
+    0.5
+    """
+
+    def __init__(self, thread_cpus: Sequence[int], allowed: Sequence[Sequence[int] | None] | None = None,
+                 start_ns: Sequence[float] | None = None) -> None:
+        self._cpus = list(thread_cpus)
+        self._allowed = list(allowed) if allowed is not None else [None] * len(self._cpus)
+        self.sharers = cpu_sharers(self._cpus, self._allowed)
+        self._running = set(range(len(self._cpus)))
+        self._start = [float(t) for t in start_ns] if start_ns is not None else [0.0] * len(self._cpus)
+        self._since = list(self._start)  # the share before this is in ``_area`` (time x share)
+        self._area = [0.0] * len(self._cpus)
+
+    @property
+    def active(self) -> bool:
+        """Whether any thread shares a cpu (else nothing ever changes)."""
+        return any(k > 1.0 for k in self.sharers)
+
+    def finish(self, thread: int, t_ns: float) -> list[tuple[int, float, float]]:
+        """Thread ``thread`` ended at ``t_ns``: the threads whose share changed, with their old and new ``k``."""
+        if thread not in self._running:
+            return []
+        self._running.discard(thread)
+        if not self.active:
+            return []
+        alive = sorted(self._running)
+        fresh = cpu_sharers([self._cpus[t] for t in alive], [self._allowed[t] for t in alive])
+        changed = []
+        for t, k in zip(alive, fresh, strict=True):
+            if k != self.sharers[t]:
+                if t_ns > self._since[t]:
+                    self._area[t] += (t_ns - self._since[t]) / self.sharers[t]
+                    self._since[t] = t_ns
+                changed.append((t, self.sharers[t], k))
+                self.sharers[t] = k
+        return changed
+
+    def mean_share(self, thread: int, finish_ns: float) -> float:
+        """The share of a cpu ``thread`` had from its start to ``finish_ns``, weighted by time."""
+        start = self._start[thread]
+        if finish_ns <= start:
+            return 1.0 / self.sharers[thread]
+        area = self._area[thread] + max(finish_ns - self._since[thread], 0.0) / self.sharers[thread]
+        return area / (finish_ns - start)
 
 
 def _threads_by_core(

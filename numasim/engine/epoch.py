@@ -85,6 +85,10 @@ class EpochEngine:
         # holds each miss slot k times the miss, as its compute counts k times (the feeder): it issues at 1/k of its
         # pace alone. 1.0 for all others.
         self.stretch = np.array([float(a.cpu_share) for a in agents])
+        # When a thread ends, those it shared cpus with take its time (cores.CpuShares): the feeder reads on until
+        # every running thread has requests or the stream ends, so that an end is seen at the window it happens in.
+        self.shares = inp.shares
+        self._watch: list[int] = [] if self.shares is None else list(range(len(self.shares.sharers)))
         self.pff = np.array([a.prefetch_factor(int(m), prefetch_distance_lines)
                              for m, a in zip(mlp, agents, strict=True)])
         self.class_base = np.ascontiguousarray(ms.class_base_latency_ns(), dtype=float)
@@ -145,7 +149,10 @@ class EpochEngine:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numasim-stats") if engine_threads() > 1 else None
         try:
             while True:
-                self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20))
+                self.feeder.fill(per_agent, max_buffered=8 * self.window_accesses + (1 << 20),
+                                 until_found=self._watch or None)
+                if self._watch:
+                    self._shares_out()
                 take: int | np.ndarray = per_agent
                 if self.bridge is not None:
                     if self.feeder.exhausted and not self.feeder.buffered[self._program].any():
@@ -231,6 +238,17 @@ class EpochEngine:
         ok = pace > 0
         self._agent_pace_ns[ids[many][ok]] = pace[ok]
         self._agent_gross_pace_ns[ids[many][ok]] = gross[ok]
+
+    def _shares_out(self) -> None:
+        """The watched threads the feeder found nothing more of have ended (at their last completion): those
+        they shared cpus with take their time from the next window on."""
+        assert self.shares is not None
+        for a in [a for a in self._watch if self.feeder.buffered[a] == 0]:
+            self._watch.remove(a)
+            t = float(self.stats.agent_finish_ns[a]) or float(self.agents[a].start_ns)
+            for b, _, new in self.shares.finish(a, t):
+                self.feeder.set_share(b, new)
+                self.stretch[b] = new
 
     def _settle_last_stalls(self) -> None:
         """At the program's end: each thread's kernel time still owed, charged while the thread had requests
@@ -355,8 +373,13 @@ class EpochEngine:
             if len(self.path_wb_share) > 0 and any(b.write_back is not None for b in blocks)
             else _NO_FULL
         )
+        # the kernel's view: 1 ends the window before the agent runs out (its stream goes on), 2 after the epoch
+        # in which it issued its last request (a running thread that others share cpus with: _shares_out)
+        stops = truncated.astype(np.int8)
+        if self._watch:
+            stops[~truncated & np.isin(ids_arr, self._watch)] = 2
         status = self._run(
-            (ids_arr, seg_end, truncated, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue, full,
+            (ids_arr, seg_end, stops, level, prefetched, rc, compute, c2c), pos, done_max, lat, req, issue, full,
             owed,
         )
         self.windows += 1

@@ -118,6 +118,7 @@ class ExactEngine:
         self.dependent = np.array([a.dependent for a in agents], dtype=np.bool_)
         # a thread with 1/k of a cpu holds each miss slot k times the miss (see EpochEngine.stretch)
         self.stretch = np.array([float(a.cpu_share) for a in agents])
+        self.shares = inp.shares  # when a thread ends, those it shared cpus with take its time (_share_out)
         self.last_issue = np.array([a.start_ns for a in agents], dtype=np.float64)
         self.last_done = self.last_issue.copy()
         self.infl_off = np.r_[0, np.cumsum(self.mlp)[:-1]].astype(np.int64) if n_agents else np.zeros(0, np.int64)
@@ -337,8 +338,10 @@ class ExactEngine:
         if block is None:
             lo, n = int(self.infl_off[a]), int(self.infl_n[a])
             busy = max(self.infl[lo : lo + n].tolist()) if n else 0.0
-            self.stats.finish(a, max(float(self.last_done[a]), busy))
+            finish = max(float(self.last_done[a]), busy)
+            self.stats.finish(a, finish)
             self.pos[a] = self.end[a]
+            self._share_out(a, finish)
             return
         n = len(block)
         if n > self._cap[a]:  # a new, larger slot after the used part of the buffers (the old one is left)
@@ -378,6 +381,27 @@ class ExactEngine:
             home = block.target.astype(np.int64) == c2c.agent_target[a]
             self.c2c_far[s : s + n] = np.where(home, c2c.remote_home_reader_ns, c2c.remote_ns)
         self.pos[a], self.end[a] = s, s + n
+
+    def _share_out(self, a: int, t_ns: float) -> None:
+        """Thread ``a`` ended at ``t_ns``: the threads it shared cpus with take its time (:class:`CpuShares`), from
+        their installed requests after the next one (whose ready time the heap holds) and in every block the feeder
+        hands on."""
+        shares = self.shares
+        if shares is None or a >= len(shares.sharers):
+            return
+        for b, old, new in shares.finish(a, t_ns):
+            self.feeder.set_share(b, new)
+            self.stretch[b] = new
+            block = self._blocks[b]
+            if block is None:
+                continue
+            p, e, s0 = int(self.pos[b]) + 1, int(self.end[b]), int(self._slot[b])
+            if p < e:
+                self.compute[p:e] *= new / old
+                c = np.array(block.compute_ns, dtype=np.float64)
+                c[p - s0 :] *= new / old
+                block.compute_ns = c
+            block.share = new
 
     def _count_block(self, a: int) -> None:
         block = self._blocks[a]

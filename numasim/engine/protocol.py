@@ -18,6 +18,7 @@ import simpy
 
 if TYPE_CHECKING:
     from .caches import CacheLevelSpec, CacheToCache
+    from .cores import CpuShares
     from .memsys import MemorySystem
     from .runtime import EngineBridge
     from .stats import Stats
@@ -54,6 +55,9 @@ class EngineInput:
         Accesses per request of each thread (0: no request latencies).
     c2c : CacheToCache or None
         What a cache-to-cache transfer costs (exact mode times them itself; epoch mode's feeder has its own).
+    shares : CpuShares or None
+        The thread agents' cpu shares while they run (None: no thread shares a cpu); an engine tells it when a
+        thread ends and applies the changes (:meth:`Feeder.set_share`, its ``stretch``).
     bridge : EngineBridge or None
         With a run-time kernel: what it may change between windows (pages' nodes and protection, routes,
         stalls, copies); the kernel agents are the last agents.
@@ -71,6 +75,7 @@ class EngineInput:
     bridge: EngineBridge | None = None
     request_accesses: int = 0
     c2c: CacheToCache | None = None
+    shares: CpuShares | None = None
 
     @property
     def level_latency_ns(self) -> np.ndarray:

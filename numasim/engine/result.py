@@ -116,9 +116,10 @@ class ThreadRecord:
     """One thread (or device transfer) of the run.
 
     ``stall_ns`` is the time it was not computing (finish - start - compute): the load-to-use latency that
-    memory-level parallelism did not overlap. ``cpu_share``: the share of a cpu it had (1: a cpu to itself; less
-    where threads outnumber the cpus they may run on, :func:`~numasim.engine.cores.cpu_sharers`); its
-    ``compute_ns`` then counts the time it waited for its turn on the cpu too.
+    memory-level parallelism did not overlap. ``cpu_share``: the share of a cpu it had over its run, time-weighted
+    (1: a cpu to itself; less where threads outnumber the cpus they may run on,
+    :class:`~numasim.engine.cores.CpuShares`: more once others end); its ``compute_ns`` then counts the time it
+    waited for its turn on the cpu too.
     """
 
     agent: str

@@ -18,7 +18,7 @@ from numasim.topology.model import Machine
 from numasim.workload.access import AccessChunk
 
 from .caches import CacheLevelSpec, CacheToCache, cache_levels, instance_keys
-from .cores import cpu_sharers, thread_mlp, thread_prefetch_lines
+from .cores import CpuShares, cpu_sharers, thread_mlp, thread_prefetch_lines
 from .epoch import EpochEngine
 from .exact import ExactEngine
 from .memsys import LINE_BYTES, MemorySystem, build_memory_system
@@ -86,6 +86,7 @@ def _agents(
                 cpu=t.cpu,
                 prefetch_lines=next(ahead_iter),
                 cpu_share=next(share_iter),
+                cpus=tuple(t.cpus) if t.cpus else None,
             )
         )
     for k, d in enumerate(devices):
@@ -298,6 +299,13 @@ def _run_engine(
     stats = Stats(
         ms.n_initiators, ms.n_nodes, len(agents), n_levels, len(ms.resources), epoch_ns, record_latencies
     )
+    # the threads' cpu shares while they run: when one ends, those left share its time (engine.cores.CpuShares)
+    threads = [a for a in agents if a.thread_id is not None]
+    shares: CpuShares | None = CpuShares([a.cpu for a in threads if a.cpu is not None], [a.cpus for a in threads],
+                                         [a.start_ns for a in threads])
+    assert [a.index for a in threads] == list(range(len(threads)))  # thread agents come first
+    if shares is not None and not shares.active:
+        shares = None
     env = simpy.Environment()
     bridge: EngineBridge | None = None
     engine: Engine
@@ -310,7 +318,7 @@ def _run_engine(
     inp = EngineInput(
         ms=ms, agents=agents, feeder=feeder, stats=stats, levels=levels, instances=instances,
         prefetch_distance_lines=calibration.core.prefetch_distance_lines, epoch_ns=epoch_ns,
-        window_accesses=window_accesses, bridge=bridge, request_accesses=request_accesses, c2c=c2c,
+        window_accesses=window_accesses, bridge=bridge, request_accesses=request_accesses, c2c=c2c, shares=shares,
     )
     engine = ENGINES[engine_mode](inp)
     if bridge is not None:
@@ -326,6 +334,7 @@ def _run_engine(
         ms, calibration, agents[:n_program], devices, pages, stats, engine_mode, seed, epoch_ns, levels,
         engine.diagnostics(), None if bridge is None else bridge.kernel_lines_rc,
         None if bridge is None else bridge.kernel_ns, getattr(engine, "wb_count", None), getattr(engine, "free", None),
+        shares,
     )
     if bridge is not None:
         result.kernel = _kernel_record(ms, bridge, result.run_time_ns)
@@ -500,6 +509,7 @@ def _collect(
     kernel_ns: np.ndarray | None = None,
     write_backs_rc: np.ndarray | None = None,
     free_ns: np.ndarray | None = None,
+    shares: CpuShares | None = None,
 ) -> SimulationResult:
     ids = ms.node_ids
     n_nodes = len(ids)
@@ -652,7 +662,8 @@ def _collect(
                 load_to_use_mean_ns=_mean(float(st.agent_load_to_use_ns[k]), n),
                 memory_accesses=int(st.agent_memory_lines[k]),
                 memory_latency_mean_ns=_mean(float(st.agent_memory_latency_ns[k]), int(st.agent_memory_lines[k])),
-                cpu_share=1.0 / a.cpu_share,
+                cpu_share=(shares.mean_share(k, finish) if shares is not None and a.thread_id is not None
+                           else 1.0 / a.cpu_share),
             )
         )
     n_threads = len(agents) - len(devices)

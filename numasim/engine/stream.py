@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +81,8 @@ class Agent:
     this many times."""
     lines_per_request: int = 1
     """Cache lines each of its requests carries (a kernel copy agent's: ``runtime.COPY_LINES_PER_REQUEST``)."""
+    cpus: tuple[int, ...] | None = None
+    """The cpus a thread may run on (its ``ThreadSpec.cpus``; None: its ``cpu`` only)."""
 
     def prefetch_factor(self, mlp: int, depth_lines: float) -> float:
         """Its prefetched misses' latency multiplier ``M / (M + d)``, both in lines: its ``mlp`` requests in flight
@@ -107,6 +109,9 @@ class Block:
     c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
     full_line: np.ndarray | None = None  # bool: its line written whole (full_line_writes; with evasion, else None)
     write_back: np.ndarray | None = None  # bool: a write hit on a clean line, its write-back owed (epoch mode)
+    share: float = 1.0
+    """The cpu sharers ``k`` its ``compute_ns`` counts (the agent's when the block was made; see
+    :meth:`Feeder.set_share`)."""
 
     def __len__(self) -> int:
         return len(self.line)
@@ -125,7 +130,15 @@ class Block:
             None if self.c2c_ns is None else self.c2c_ns[a:b],
             None if self.full_line is None else self.full_line[a:b],
             None if self.write_back is None else self.write_back[a:b],
+            self.share,
         )
+
+    def rescale(self, share: float) -> None:
+        """Count its compute time at ``share`` sharers instead of :attr:`share` (a new array: the old one may be a
+        view another block shares)."""
+        if share != self.share:
+            self.compute_ns = self.compute_ns * (share / self.share)
+            self.share = share
 
 
 def full_line_writes(
@@ -227,7 +240,10 @@ class Feeder:
         self._compute_total_ns = np.array([a.start_ns for a in agents], dtype=np.float64)
         # threads taking turns on one cpu: each one's compute time counts as many times (None: every cpu has one)
         share = np.array([a.cpu_share for a in agents], dtype=np.float64)
+        # the sharers blocks are made at (read by the background thread: never changed) and the agents' current
+        # ones (the engine's thread only): a block made before a thread ended is rescaled when it is handed on
         self._cpu_share: np.ndarray | None = share if (share > 1).any() else None
+        self.share_now: np.ndarray | None = None if self._cpu_share is None else self._cpu_share.copy()
         self.buffers: list[list[Block]] = [[] for _ in agents]
         self.buffered = np.zeros(len(agents), dtype=np.int64)
         # Per agent, its last PREFETCH_STREAMS lines (oldest first) and how many it has requested.
@@ -526,6 +542,7 @@ class Feeder:
                     None if c2 is None else c2[lo:hi],
                     None if fl is None else fl[lo:hi],
                     None if wb is None else wb[lo:hi],
+                    1.0 if self._cpu_share is None else float(self._cpu_share[a]),
                 ),
             ))
         return out
@@ -629,18 +646,31 @@ class Feeder:
         )
 
     # --- output ------------------------------------------------------------------------------------------
-    def fill(self, want: int, max_buffered: int) -> None:
+    def fill(self, want: int, max_buffered: int, until_found: Sequence[int] | None = None) -> None:
         """Pull chunks until every thread agent holds more than ``want`` requests, ``max_buffered`` are held, or
         the end. More than: a window takes ``want`` of each agent, and an agent the window takes everything of
         counts as finished (until the end of the stream, that is only so for a thread whose accesses stopped
-        while ``max_buffered`` filled up with the others')."""
+        while ``max_buffered`` filled up with the others'). Each agent of ``until_found`` holds a request after it,
+        or the stream has ended (past ``max_buffered``, as :meth:`take` reads on): none held is its end."""
         threads = np.array([a.thread_id is not None for a in self.agents])
+        watch = None if until_found is None else np.asarray(until_found, dtype=np.int64)
         while not self.exhausted:
             if not threads.any() or (self.buffered[threads] > want).all():
                 return
-            if self.buffered.sum() >= max_buffered:
+            if self.buffered.sum() >= max_buffered and (watch is None or (self.buffered[watch] > 0).all()):
                 return
             self.pull()
+
+    def set_share(self, agent: int, share: float) -> None:
+        """From now on ``agent``'s compute counts ``share`` sharers (:class:`~numasim.engine.cores.CpuShares`):
+        its blocks are rescaled as they are handed on (:meth:`take`, :meth:`peek_pieces`)."""
+        assert self.share_now is not None
+        self.share_now[agent] = share
+
+    def _current(self, agent: int, block: Block) -> Block:
+        if self.share_now is not None:
+            block.rescale(float(self.share_now[agent]))
+        return block
 
     def peek_pieces(self, agent: int, n: int) -> list[Block]:
         """Up to ``n`` buffered requests of ``agent`` as slices of its buffered blocks, in order, without
@@ -649,6 +679,7 @@ class Feeder:
         for block in self.buffers[agent]:
             if n <= 0:
                 break
+            self._current(agent, block)
             out.append(block if len(block) <= n else block.slice(0, n))
             n -= len(out[-1])
         if not out:
@@ -674,4 +705,4 @@ class Feeder:
                 return None
         block = self.buffers[agent].pop(0)
         self.buffered[agent] -= len(block)
-        return block
+        return self._current(agent, block)

@@ -118,14 +118,17 @@ def thread_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
 
 
 def cpu_sharing_lines(outcome: RunOutcome) -> list[str]:
-    """A line per share of a cpu below one that threads had (none when every thread had a cpu to itself)."""
+    """A line per share of a cpu below one that threads had, time-weighted over each one's run (the others'
+    ends give those left more), to a tenth of a percent (none when every thread had a cpu to itself)."""
     by_share: dict[float, list[str]] = {}
     for t in outcome.result.threads:
-        if t.cpu_share < 1.0:
-            by_share.setdefault(t.cpu_share, []).append(t.agent)
+        share = round(100 * t.cpu_share, 1)
+        if share < 100.0:
+            by_share.setdefault(share, []).append(t.agent)
     return [
-        f"cpu sharing: {len(names)} thread{'s' if len(names) > 1 else ''} ({_names(names)}) had {100 * share:.1f} % of "
-        "a cpu each (more threads than the cpus they may run on; their stall_us leaves out the wait for a turn)"
+        f"cpu sharing: {len(names)} thread{'s' if len(names) > 1 else ''} ({_names(names)}) had {share:.1f} % of "
+        "a cpu each over their run (more threads than the cpus they may run on; their stall_us leaves out the wait "
+        "for a turn)"
         for share, names in sorted(by_share.items())
     ]
 

@@ -143,7 +143,8 @@ def test_the_run_report_says_which_threads_shared_cpus() -> None:
             "phases": [{"pattern": "random", "allocation": "d", "threads": "all", "accesses": 2_000, "compute_ns": 100}],
         })  # fmt: skip
         outcome = run_workload(m, w, cal)
-        assert [t.cpu_share for t in outcome.result.threads] == pytest.approx([min(1.0, 12 / n)] * n)
+        # (time-weighted: the threads that end last had a little more once the first ended)
+        assert [t.cpu_share for t in outcome.result.threads] == pytest.approx([min(1.0, 12 / n)] * n, rel=1e-3)
         return format_run_report(outcome)
 
     assert "cpu sharing: 16 threads (thread0, thread1, ..., thread15) had 75.0 % of a cpu each" in report(16)
@@ -172,3 +173,61 @@ def test_threads_never_finish_their_compute_faster_than_their_cpus_allow(
     per_cpu = max(n, cpus) / cpus if affinity != "pinned" else (n + 1) // 2  # the busiest cpu's threads
     assert r.run_time_ns >= accesses * compute_ns * max(1.0, per_cpu) * (1 - 1e-9)
     assert all(t.finish_ns - t.start_ns >= accesses * compute_ns * (1 - 1e-9) for t in r.threads)
+
+
+def _serial_after_parallel(mode: str, parallel: int, affinity: dict) -> tuple[float, list[float]]:
+    m = load_machine("seed-003-2node")
+    w = Workload.model_validate({
+        "name": "serial", "threads": [{"id": i, **affinity} for i in range(parallel)],
+        "allocations": [{"name": "d", "size_bytes": "1M", "first_touch": 0}],
+        "phases": [
+            {"pattern": "random", "allocation": "d", "threads": list(range(parallel)), "accesses": 6_000,
+             "compute_ns": 500},
+            {"pattern": "random", "allocation": "d", "threads": [0], "accesses": 6_000, "compute_ns": 500},
+        ],
+    })  # fmt: skip
+    r = run_workload(m, w, resolve_calibration(m, nominal=True), mode=mode).result
+    return r.run_time_ns, [t.cpu_share for t in r.threads]
+
+
+@pytest.mark.parametrize("mode", ["epoch", "exact"])
+def test_when_a_thread_ends_the_threads_it_shared_cpus_with_take_its_time(mode: str) -> None:
+    # Three threads take turns on cpu 0 for 3 ms of compute each (a 1 MiB working set: cache hits), then thread 0
+    # computes 3 ms more alone: 9 ms shared, then 3 at a whole cpu (12 ms), not 3 x 6 ms (18: its third kept).
+    each_ms = 6_000 * 500 / 1e6
+    run_ns, shares = _serial_after_parallel(mode, 3, {"cpu": 0})
+    assert run_ns / 1e6 == pytest.approx(3 * each_ms + each_ms, rel=0.01)
+    assert shares[0] == pytest.approx((3 * each_ms / 3 + each_ms) / (4 * each_ms), rel=0.01)  # 1/3 then 1
+    assert shares[1:] == pytest.approx([1 / 3, 1 / 3], rel=0.01)
+    # three threads balanced over two cpus (2/3 of a cpu each), then thread 0 alone on one of them
+    run_ns, shares = _serial_after_parallel(mode, 3, {"cpus": [0, 1]})
+    assert run_ns / 1e6 == pytest.approx(3 * each_ms / 2 + each_ms, rel=0.01)
+    assert shares[1:] == pytest.approx([2 / 3, 2 / 3], rel=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([None, (0, 1), (0, 1, 2, 3), (2, 3)])),
+                min_size=1, max_size=8),
+       st.permutations(range(8)))
+def test_cpu_shares_never_give_running_threads_more_cpus_than_they_have(threads: list, order: list[int]) -> None:
+    # Whatever the order threads end in, the running threads of every set of cpus hold no more than those cpus,
+    # each at most one cpu, and a thread's time-weighted share lies between its least and its most.
+    from numasim.engine.cores import CpuShares
+
+    cpus = [c if aff is None or c in aff else aff[0] for c, aff in threads]
+    allowed = [aff for _, aff in threads]
+    shares = CpuShares(cpus, allowed)
+    running = set(range(len(threads)))
+    seen: list[list[float]] = [[1 / k] for k in shares.sharers]
+    for t, who in enumerate([i for i in order if i < len(threads)]):
+        shares.finish(who, float(t + 1))
+        running.discard(who)
+        for i in running:
+            seen[i].append(1 / shares.sharers[i])
+        for subset in ({0}, {1}, {0, 1}, {2, 3}, {0, 1, 2, 3}):
+            inside = [i for i in running if set(allowed[i] or (cpus[i],)) <= subset]
+            assert sum(1 / shares.sharers[i] for i in inside) <= len(subset) + 1e-9
+        assert all(1 / shares.sharers[i] <= 1.0 + 1e-12 for i in running)
+    for i in range(len(threads)):
+        mean = shares.mean_share(i, float(len(threads) + 1))
+        assert min(seen[i]) - 1e-12 <= mean <= max(seen[i]) + 1e-12
