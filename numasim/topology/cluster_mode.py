@@ -143,7 +143,8 @@ def detect_mode(machine: Machine) -> ClusterMode:
     cpuless = [n.id for n in machine.nodes if not n.has_cpus]
     if cpuless:
         raise TopologyError(
-            f"nodes[{cpuless[0]}].cpus", [], "memory-only nodes (CXL, MCDRAM, PMEM) are not reconfigured yet"
+            f"nodes[{cpuless[0]}].cpus", [], "memory-only nodes (CXL, MCDRAM, PMEM) have no clustering mode "
+            "(reconfigure carries a CXL expander across and refuses the others)"
         )
     counts = {s: sum(1 for n in machine.nodes if n.socket == s) for s in machine.sockets}
     if len(set(counts.values())) != 1:

@@ -26,7 +26,7 @@ nominal ones, or a calibration's through :func:`numasim.timing.model.apply_calib
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +41,7 @@ from numasim.topology.model import (
     LinkKind,
     Machine,
     MemoryController,
+    MemoryKind,
     Node,
     Switch,
     Vertex,
@@ -230,6 +231,8 @@ def reconfigure(
     >>> round(m.nodes[0].controller.latency_ns, 1)  # 81 near, 89 far, half the lines each
     85.0
     """
+    full = machine
+    machine, cxl = _without_cxl(machine)
     source = check_request(machine, target, offered)
     if machine.routes:
         raise TopologyError("routes", len(machine.routes), "explicit routes cannot be carried across a mode change")
@@ -390,6 +393,11 @@ def reconfigure(
             raise TopologyError(f"core_dies[{i}].cpus", format_cpulist(core_die.cpus),
                                 f"{target.label} would split this core die over nodes {landed}")
     slit = _firmware_slit(machine, source, target, nodes, new_id, members, near_ns, die) if machine.firmware_slit else None
+    if cxl:
+        nodes, links, slit, cxl_parts, cxl_links = _with_cxl(full, cxl, nodes, links, slit, hub, cpu_w,
+                                                             die.latency_ns / 2 if k > 1 and die is not None else 0.0)
+        parts.update(cxl_parts)
+        socket_links.update(cxl_links)
     out = Machine(
         name=_new_name(machine.name, target),
         description=(
@@ -408,6 +416,99 @@ def reconfigure(
         cpu_model=machine.cpu_model,
     )
     return Reconfiguration(out, source, target, parts, socket_links, die if k > 1 else None)
+
+
+def _without_cxl(machine: Machine) -> tuple[Machine, list[tuple[Node, Link]]]:
+    """``machine`` without its CXL memory nodes, and each of them with its CXL link.
+
+    A CXL expander is no cluster of a socket: a mode change regroups the cpus and channels around it and leaves it
+    where it is, behind its socket (:func:`_with_cxl` puts it back). Other memory-only nodes (MCDRAM, PMEM, a node
+    whose cpus are offline) are refused, as is an expander behind more than one link.
+    """
+    cpuless = [n for n in machine.nodes if not n.has_cpus]
+    if not cpuless:
+        return machine, []
+    out: list[tuple[Node, Link]] = []
+    for n in cpuless:
+        ends = [link for link in machine.links if n.id in (link.a, link.b)]
+        if n.memory_kind is not MemoryKind.CXL or n.socket is None or len(ends) != 1 or ends[0].kind is not LinkKind.CXL:
+            raise TopologyError(
+                f"nodes[{n.id}].cpus", [], "memory-only nodes other than a CXL expander on a socket, behind one CXL "
+                "link (MCDRAM, PMEM, offline cpus) are not reconfigured yet"
+            )
+        out.append((n, ends[0]))
+    gone = {n.id for n in cpuless}
+    keep = [i for i, n in enumerate(machine.nodes) if n.id not in gone]
+    slit = machine.firmware_slit
+    stripped = machine.model_copy(update={
+        "nodes": [machine.nodes[i] for i in keep],
+        "links": [link for link in machine.links if link.a not in gone and link.b not in gone],
+        "firmware_slit": None if slit is None else [[slit[i][j] for j in keep] for i in keep],
+    })
+    return stripped, out
+
+
+def _with_cxl(
+    full: Machine, cxl: list[tuple[Node, Link]], nodes: list[Node], links: list[Link], slit: list[list[int]] | None,
+    hub: dict[int, Vertex], cpu_w: Callable[[int], dict[int, float]], near_hop_ns: float,
+) -> tuple[list[Node], list[Link], list[list[int]] | None, dict[int, tuple[tuple[int, float], ...]],
+           dict[tuple[Vertex, Vertex], tuple[tuple[Vertex, Vertex], ...]]]:
+    """The new mode's machine with the CXL nodes back: after the new nodes, each behind its socket's new hub
+    (or its one node), its link's latency set so that the socket's cpus reach it in the time they did on average
+    (weighted by cpus: what an expander behind the I/O die or the mesh costs from anywhere in the socket), its
+    bandwidth and controller as they were, its firmware distances the means of its old ones to the socket's old
+    nodes."""
+    lat = latency_table_ns(full)
+    idx = {n.id: i for i, n in enumerate(full.nodes)}
+    old_slit = full.firmware_slit
+    next_id = max(n.id for n in nodes) + 1
+    new_nodes, new_links = list(nodes), list(links)
+    parts: dict[int, tuple[tuple[int, float], ...]] = {}
+    mapped: dict[tuple[Vertex, Vertex], tuple[tuple[Vertex, Vertex], ...]] = {}
+    moved: dict[int, int] = {}
+    for n, link in cxl:
+        s = n.socket
+        assert s is not None and n.controller is not None
+        target = sum(w * lat[idx[i], idx[n.id]] for i, w in cpu_w(s).items())
+        hop = target - n.controller.latency_ns - near_hop_ns
+        if hop <= 0:
+            raise TopologyError(f"nodes[{n.id}]", round(target, 3), "no positive CXL link latency is left in the new mode")
+        nid = next_id
+        next_id += 1
+        moved[n.id] = nid
+        new_nodes.append(n.model_copy(update={"id": nid}))
+        attach = hub[s]
+        (_, _, _, bw_ab), (_, _, _, bw_ba) = link.directed()
+        fwd, back = (bw_ab, bw_ba) if link.b == n.id else (bw_ba, bw_ab)
+        new_links.append(Link(a=attach, b=nid, kind=LinkKind.CXL, latency_ns=hop, bandwidth_gb_s=fwd,
+                              bandwidth_gb_s_reverse=back if not np.isclose(back, fwd, rtol=1e-12) else None))
+        old_attach = link.a if link.b == n.id else link.b
+        parts[nid] = ((n.id, 1.0),)
+        mapped[(attach, nid)] = ((old_attach, n.id),)
+        mapped[(nid, attach)] = ((n.id, old_attach),)
+    if slit is None or old_slit is None:
+        return new_nodes, new_links, None, parts, mapped
+    pos = {m.id: i for i, m in enumerate(full.nodes)}
+    socket_of = {m.id: m.socket for m in full.nodes if m.has_cpus}
+    order = [m.id for m in new_nodes]
+    new_socket = {m.id: m.socket for m in new_nodes}
+    back_id = {v: k for k, v in moved.items()}
+    out = [[LOCAL_DISTANCE] * len(order) for _ in order]
+    for a, na in enumerate(order):
+        for b, nb in enumerate(order):
+            if a == b:
+                continue
+            if na not in back_id and nb not in back_id:
+                out[a][b] = slit[a][b]
+            elif na in back_id and nb in back_id:
+                out[a][b] = old_slit[pos[back_id[na]]][pos[back_id[nb]]]
+            elif nb in back_id:  # a socket's new node to an expander: the mean over the socket's old nodes
+                olds = [i for i, t in socket_of.items() if t == new_socket[na]]
+                out[a][b] = round(float(np.mean([old_slit[pos[i]][pos[back_id[nb]]] for i in olds])))
+            else:
+                olds = [i for i, t in socket_of.items() if t == new_socket[nb]]
+                out[a][b] = round(float(np.mean([old_slit[pos[back_id[na]]][pos[i]] for i in olds])))
+    return new_nodes, new_links, out, parts, mapped
 
 
 def _die_link(

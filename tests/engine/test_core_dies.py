@@ -142,8 +142,7 @@ def test_a_mode_change_keeps_the_dies_and_their_calibration() -> None:
     from numasim.topology.reconfigure import reconfigure
 
     case = next(c for c in PUBLIC_MLC_CASES if "9224" in c.file)
-    # (without its CXL node: reconfigure does not carry memory-only nodes yet, and says so)
-    m = catalog_machine(public_machine(replace(case, cxl_socket=None)))
+    m = catalog_machine(public_machine(replace(case, cxl_socket=None)))  # (the dies: its CXL node aside)
     nps4 = reconfigure(m, ClusterMode("nps", 4), threads_per_core=2).machine
     assert nps4.core_dies == m.core_dies  # one die per NPS4 quadrant on a 4-die part
     assert sorted(nps4.cpu_to_node[d.cpus[0]] for d in nps4.core_dies) == list(range(8))

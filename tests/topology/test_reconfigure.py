@@ -236,3 +236,67 @@ def test_glueless_machine_is_snc_off() -> None:
     out = reconfigure(m, ClusterMode("snc", 2), die_latency_ns=10.0, die_bandwidth_gb_s=100.0).machine
     assert [n.cpus for n in out.nodes] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
     assert latency_table_ns(out)[0, 0] == pytest.approx(75.0) and latency_table_ns(out)[0, 1] == pytest.approx(85.0)
+
+
+NUMACTL_9224 = REPO / "tests" / "data" / "topology" / "numactl-2s-epyc9224-nps2-cxl.txt"
+
+
+def _cxl_cells(m: Machine) -> tuple[list[float], list[float]]:
+    """Latency from each cpu node to the CXL node, and the firmware distances to it."""
+    lat = latency_table_ns(m)
+    ids = m.node_ids
+    (x,) = [n.id for n in m.nodes if n.memory_kind.value == "cxl"]
+    cpu = [n.id for n in m.nodes if n.cpus]
+    slit = m.slit()
+    return [float(lat[ids.index(i), ids.index(x)]) for i in cpu], [slit[ids.index(i)][ids.index(x)] for i in cpu]
+
+
+def test_a_cxl_expander_stays_behind_its_socket_across_a_mode_change() -> None:
+    # The EPYC 9224 box as imported (NPS2, a Samsung x8 expander off socket 0): NPS1 and back to NPS4 keep the
+    # expander after the new nodes, each socket's cpus reaching it in the time they did on average, its controller
+    # and link bandwidth as they were, and its firmware distances the socket's old ones.
+    from numasim.timing.catalog import catalog_machine
+    from numasim.topology.io.numactl import load_machine_numactl
+
+    m = catalog_machine(load_machine_numactl(NUMACTL_9224), "AMD EPYC 9224")
+    lat2, slit2 = _cxl_cells(m)
+    nps1 = reconfigure(m, ClusterMode("nps", 1)).machine
+    lat1, slit1 = _cxl_cells(nps1)
+    assert [n.id for n in nps1.nodes] == [0, 1, 2] and nps1.node(2).memory_kind.value == "cxl"
+    assert nps1.node(2).memory_bytes == m.node(4).memory_bytes and nps1.node(2).socket == 0
+    assert nps1.node(2).controller == m.node(4).controller
+    assert lat1[0] == pytest.approx(np.mean(lat2[:2]), abs=1e-6)  # socket 0's cpus, as they reached it on average
+    assert lat1[1] > lat1[0]
+    assert slit1 == [50, 60] and nps1.slit()[2][:2] == [255, 255]
+    (link,) = [lk for lk in nps1.links if lk.kind.value == "cxl"]
+    (old,) = [lk for lk in m.links if lk.kind.value == "cxl"]
+    assert {link.a, link.b} == {0, 2} and link.bandwidth_gb_s == old.bandwidth_gb_s
+    nps4 = reconfigure(nps1, ClusterMode("nps", 4), die_latency_ns=10.0, die_bandwidth_gb_s=400.0).machine
+    lat4, _ = _cxl_cells(nps4)
+    assert len(nps4.nodes) == 9 and nps4.node(8).memory_kind.value == "cxl"
+    assert lat4[:4] == pytest.approx([lat1[0]] * 4, abs=1e-6)  # behind socket 0's I/O die: alike from its nodes
+    (link4,) = [lk for lk in nps4.links if lk.kind.value == "cxl"]
+    assert {link4.a, link4.b} == {"socket0-iod", 8}
+
+
+def test_a_calibration_carries_its_cxl_node_across_a_mode_change() -> None:
+    from numasim.timing.catalog import catalog_calibration, catalog_machine
+    from numasim.timing.transfer import transfer_calibration
+    from numasim.topology.io.numactl import load_machine_numactl
+
+    m = catalog_machine(load_machine_numactl(NUMACTL_9224), "AMD EPYC 9224")
+    cal = catalog_calibration(m)
+    moved = transfer_calibration(m, cal, ClusterMode("nps", 1))
+    assert moved.calibration.controller(2).read_bandwidth_gb_s == cal.controller(4).read_bandwidth_gb_s
+    links = {(lt.src, lt.dst): lt for lt in moved.calibration.links}
+    assert (0, 2) in links and (2, 0) in links
+
+
+def test_memory_only_nodes_that_are_no_cxl_expander_are_still_refused() -> None:
+    m = multi_die(2, "SNC2")
+    from numasim.topology.model import MemoryKind
+
+    pmem = m.nodes[-1].model_copy(update={"id": 4, "cpus": [], "memory_kind": MemoryKind.PMEM})
+    bad = m.model_copy(update={"nodes": [*m.nodes, pmem], "links": [*m.links, m.links[0].model_copy(update={"b": 4})]})
+    with pytest.raises(TopologyError, match="memory-only nodes other than a CXL expander"):
+        reconfigure(Machine.model_validate(bad.model_dump()), ClusterMode("snc", 1))
