@@ -300,10 +300,9 @@ def _run_engine(
         ms.n_initiators, ms.n_nodes, len(agents), n_levels, len(ms.resources), epoch_ns, record_latencies
     )
     # the threads' cpu shares while they run: when one ends, those left share its time (engine.cores.CpuShares)
-    threads = [a for a in agents if a.thread_id is not None]
-    shares: CpuShares | None = CpuShares([a.cpu for a in threads if a.cpu is not None], [a.cpus for a in threads],
-                                         [a.start_ns for a in threads])
-    assert [a.index for a in threads] == list(range(len(threads)))  # thread agents come first
+    threads = [a for a in agents if a.thread_id is not None]  # (the first agents: _agents makes them so)
+    shares: CpuShares | None = CpuShares([a.cpu if a.cpu is not None else -1 for a in threads],
+                                         [a.cpus for a in threads], [a.start_ns for a in threads])
     if shares is not None and not shares.active:
         shares = None
     env = simpy.Environment()
