@@ -41,11 +41,25 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _load_priors(machine, path: Path | None):  # type: ignore[no-untyped-def]
-    """``--priors``: a calibration file, or ``catalog`` for the platform catalog's priors of the machine's cpu."""
-    if path is None:
-        return None
+    """``--priors``: a calibration file, ``catalog`` for the platform catalog's priors of the machine's cpu, or
+    ``nominal`` for the machine file's numbers with numasim's default core.
+
+    Without it, a machine the catalog wrote (``topo import --cpu``: its numbers are the catalog's priors) starts
+    from the catalog's priors, which are its numbers and its processor's core limits and clock too (a machine file
+    has no place for those: numasim's defaults, 10 misses in flight and no clock, would stand in silently); any
+    other machine from its file's numbers. Said on stderr."""
+    from numasim.timing.catalog.machine import catalog_timed_by
     from numasim.timing.resolve import resolve_calibration
 
+    if path is None:
+        timed_by = catalog_timed_by(machine)
+        if timed_by is None:
+            return None
+        typer.echo(f"priors: the platform catalog's for {timed_by}, whose numbers the machine file holds, with its "
+                   "core limits and clock (--priors nominal: the file's numbers and numasim's default core)", err=True)
+        return resolve_calibration(machine, catalog=True)
+    if str(path) == "nominal" and not path.exists():
+        return None
     if str(path) == "catalog" and not path.exists():
         return resolve_calibration(machine, catalog=True)
     return resolve_calibration(machine, path)
@@ -72,7 +86,7 @@ def calibrate_cmd(
     ] = None,
     priors: Annotated[
         Path | None,
-        typer.Option(help="Calibration JSON whose values (and listed sources) are the priors, or 'catalog' for the platform catalog's priors of the machine's cpu (default: the machine file's nominal numbers)."),
+        typer.Option(help="Calibration JSON whose values (and listed sources) are the priors, 'catalog' for the platform catalog's priors of the machine's cpu, or 'nominal' for the machine file's numbers (default: 'catalog' for a machine `topo import --cpu` wrote, else the file's numbers)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
@@ -157,7 +171,7 @@ def validate_cmd(
     ] = False,
     priors: Annotated[
         Path | None,
-        typer.Option(help="With --holdout: calibration JSON used as priors, or 'catalog' (default: the machine file's nominal numbers)."),
+        typer.Option(help="With --holdout: calibration JSON used as priors, 'catalog' or 'nominal' (default: 'catalog' for a machine `topo import --cpu` wrote, else the file's numbers)."),
     ] = None,
     created: Annotated[str | None, typer.Option(help="With --holdout: provenance date of the fold calibrations.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,

@@ -25,11 +25,16 @@ __all__ = ["resolve_calibration", "calibration_candidates", "how_to_calibrate"]
 
 
 def how_to_calibrate(machine: Machine) -> str:
-    """The end of every "no calibration" message: how to make one, or how to time nominally on purpose."""
+    """The end of every "no calibration" message: how to make one, or how to time nominally on purpose (or, for
+    a machine the platform catalog wrote, from the catalog's priors)."""
+    from numasim.timing.catalog.machine import catalog_timed_by
+
+    catalog = (f"; or pass --catalog to time it from the platform catalog's priors for {timed_by} (nothing of the "
+               "box measured)") if (timed_by := catalog_timed_by(machine)) is not None else ""
     return (
         f"calibrate it from measurements: `numasim calibrate --machine {machine.name} mlc.txt -o "
         f"{machine.name}.cal.json`, then add `calibration = \"{machine.name}.cal.json\"` to the machine file "
-        "or pass --calibration; or pass --nominal to time it with the machine file's nominal numbers on purpose"
+        f"or pass --calibration; or pass --nominal to time it with the machine file's nominal numbers on purpose{catalog}"
     )
 
 

@@ -185,3 +185,27 @@ def test_calibrate_with_catalog_priors(tmp_path: Path, capsys: pytest.CaptureFix
     assert link.bandwidth_gb_s == pytest.approx(2 * 16.0 * 0.793)  # 2 QPI links at 8 GT/s x the measured read share
     prior = next(p for p in cal.provenance.priors if p.parameter == "links[0->1].bandwidth_gb_s")
     assert "catalog" in prior.source
+
+
+def test_a_machine_the_catalog_wrote_starts_its_fit_from_the_catalog(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 9's held-out procedure (import the box's numactl -H with its processor, calibrate on idle latency and
+    peak, predict the rest) must not need `--priors catalog`: without it the fit of a catalog-written machine
+    started from numasim's default core (10 misses in flight, a write one line, no clock), silently."""
+    box = tmp_path / "box.toml"
+    topo = Path(__file__).resolve().parents[1] / "data" / "topology" / "numactl-2s-epyc9224-nps2-cxl.txt"
+    mlc = DATA / "public_mlc" / "cxl-2s-genoa-epyc9224-nps2.md"
+    assert main(["topo", "import", str(topo), "--cpu", "AMD EPYC 9224", "-o", str(box)]) == 0
+    capsys.readouterr()
+    fits = {}
+    for how in ([], ["--priors", "catalog"], ["--priors", "nominal"]):
+        out = tmp_path / f"cal{len(fits)}.json"
+        assert main(["calibrate", str(mlc), "-m", str(box), "--fit-on", "latency,peak_bandwidth", *how,
+                     "-o", str(out)]) == 0
+        err = capsys.readouterr().err
+        assert ("priors: the platform catalog's for amd-epyc-genoa / EPYC 9224" in err) == (how == [])
+        fits[tuple(how)] = load_calibration(out)
+    default, catalog, nominal = fits.values()
+    assert default.core == catalog.core and default.core.max_outstanding_misses == 24  # Zen 4's fill buffers
+    assert default.controllers == catalog.controllers
+    assert nominal.core.max_outstanding_misses == 10 and nominal.core.core_clock_ghz is None
