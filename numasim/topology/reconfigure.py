@@ -75,7 +75,8 @@ class Reconfiguration:
         the fraction of its channels (bandwidth) each supplies (weights sum to 1); a split node lists its one
         parent with the fraction of the parent's channels it gets.
     socket_links : dict
-        Each directed socket-to-socket link of the new machine -> the directed old links it stands for.
+        Each directed socket-to-socket link of the new machine -> the directed old links it stands for; and each
+        direction of a carried CXL expander's link -> the old link's (a calibration's curves follow them).
     die_link : DieLink or None
         The on-die timing used to split (``None`` when the target has one node per socket).
     """
