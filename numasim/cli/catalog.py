@@ -17,6 +17,7 @@ import typer
 
 if TYPE_CHECKING:  # imported where used: a kernel-only command never loads the timing model (start-up time)
     from numasim.timing.catalog import CatalogMatch, Platform
+    from numasim.timing.catalog.cxl import CxlCatalog
 
 __all__ = ["register", "catalog_app"]
 
@@ -205,11 +206,23 @@ def _device_line(d: Any, default: str) -> str:
     elif d.idle_latency_ns is not None:
         added = f"{d.idle_latency_ns:g} ns total measured on {d.measured_platform}"
     else:
-        added = f"+{cat.latency.default_added_ns:g} ns (catalog default, estimate)"
+        added = f"+{_default_added(cat, short=True)}"
     est = f"; estimates: {', '.join(d.estimates)}" if d.estimates else ""
     mark = " (default)" if d.name == default else ""
     return (f"  {d.name}{mark}: CXL {d.cxl_version} x{d.lanes} ({cat.link(d.lanes).payload_gb_s:.1f} GB/s payload per "
             f"direction), {d.channels}x {d.ddr}-{d.mt_s}, latency {added} [{', '.join(d.sources)}]{est}")
+
+
+def _default_added(cat: CxlCatalog, short: bool = False) -> str:
+    """What a device with no latency figure of its own adds, and whence."""
+    from numasim.timing.catalog.cxl_timing import measured_added_latency
+
+    got = measured_added_latency(cat)
+    if got is None:
+        return f"{cat.latency.default_added_ns:g} ns (the catalog's estimate: no device is measured)"
+    if short:
+        return f"{got[0]:.1f} ns (no figure of its own: the measured devices' median)"
+    return f"{got[0]:.1f} ns (median of the measured devices: {', '.join(d.name for d in cat.devices if d.idle_latency_ns)})"
 
 
 def _cxl_lines(p: Platform) -> list[str]:
@@ -237,9 +250,8 @@ def cxl_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print the CXL 
     for ln in cat.links:
         typer.echo(f"  x{ln.lanes}: {ln.raw_gb_s:.2f} GB/s per direction after 128b/130b, {ln.payload_gb_s:.2f} GB/s "
                    f"of line payload [{', '.join(ln.sources)}]; estimates: {', '.join(ln.estimates) or 'none'}")
-    typer.echo(f"added latency over local DRAM, default: {cat.latency.default_added_ns:g} ns (estimate) "
-               f"[{', '.join(cat.latency.sources)}]")
-    typer.echo(f"  {cat.latency.derivation}")
+    typer.echo(f"added latency over local DRAM of a device with no figure of its own: {_default_added(cat)}")
+    typer.echo(f"  {cat.latency.derivation} [{', '.join(cat.latency.sources)}]")
     typer.echo("expanders:")
     for d in cat.devices:
         typer.echo(_device_line(d, cat.default_device))

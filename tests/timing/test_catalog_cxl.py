@@ -21,6 +21,7 @@ from numasim.timing.catalog import (
 )
 from numasim.timing.catalog.calibration import socket_layout
 from numasim.timing.catalog.cxl import load_cxl_catalog, parse_cxl_toml
+from numasim.timing.catalog.cxl_timing import cxl_figures, measured_added_latency
 from numasim.timing.model import Calibration, apply_calibration, load_calibration
 from numasim.topology.builders import glueless
 from numasim.topology.io import load_machine
@@ -136,9 +137,12 @@ def test_xeon_2s_cxl_from_the_catalog_alone() -> None:
     cat = load_cxl_catalog()
     dev = cat.default()
     (c,) = cxl
-    # from the attach socket: local DRAM + the device's added latency; from the other socket: the UPI hop more
-    assert lat[0, c] == pytest.approx(fig.local_ns + cat.latency.default_added_ns)
-    assert lat[1, c] == pytest.approx(lat[1, 0] + cat.latency.default_added_ns)
+    # from the attach socket: local DRAM + what the measured devices add (the default device has no figure of its
+    # own); from the other socket: the UPI hop more
+    measured = measured_added_latency(cat)
+    assert measured is not None and measured[0] > cat.latency.default_added_ns  # shipped devices: slower than design
+    assert lat[0, c] == pytest.approx(fig.local_ns + measured[0])
+    assert lat[1, c] == pytest.approx(lat[1, 0] + measured[0])
     for i in (0, 1):
         assert lat[i, c] > max(lat[i, j] for j in dram)  # slower than local and than remote-socket DRAM
         assert bw[i, c] <= cat.link(dev.lanes).payload_gb_s * (1 + 1e-9)
@@ -223,7 +227,7 @@ def test_catalog_calibrate_and_topo_import_take_a_cxl_device(tmp_path: Path, cap
     out = tmp_path / "cal.json"
     assert main(["catalog", "calibrate", "xeon-2s-cxl", "-o", str(out), "--cxl-device", "astera-leo"]) == 0
     text = capsys.readouterr().out
-    assert "node 2 (CXL, behind node 0): 213.0 ns from node 0 (113.0 + 100.0 over the CXL link)" in text
+    assert "node 2 (CXL, behind node 0): 250.0 ns from node 0 (113.0 + 137.0 over the CXL link)" in text
     assert "link 52.7" in text
     assert load_calibration(out).provenance.method == "catalog"
     toml = tmp_path / "m.toml"
@@ -319,8 +323,6 @@ def test_a_cpu_less_node_of_an_imported_box_is_a_cxl_expander_behind_its_nearest
 
 
 def test_an_expander_s_read_bandwidth_without_a_figure_is_the_measured_share_of_its_link() -> None:
-    from numasim.timing.catalog.cxl_timing import cxl_figures
-
     cat = load_cxl_catalog()
     ocp = cat.device("intel-ocp-e3s-96gb")
     share = ocp.read_bandwidth_gb_s / cat.link(ocp.lanes).payload_gb_s  # type: ignore[operator]
@@ -415,3 +417,24 @@ def test_every_memory_only_node_of_an_imported_box_hangs_behind_its_nearest_sock
         own = [lat[c, n.id] for c in range(n_cpu) if socket[c] == attach_socket]
         other = [lat[c, n.id] for c in range(n_cpu) if socket[c] != attach_socket]
         assert max(own) - min(own) < 1e-6 and all(x > max(own) for x in other)
+
+
+def test_an_expander_without_a_latency_adds_what_measured_devices_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = load_cxl_catalog()
+    ocp = cat.device("intel-ocp-e3s-96gb")
+    # Intel's OCP device: 250 ns on Sapphire Rapids, whose local prior is 113 ns
+    measured = measured_added_latency(cat)
+    assert measured is not None and measured[0] == pytest.approx(250.0 - 113.0)
+    for dev in cat.devices:
+        f = cxl_figures(dev, 110.0, "example host")
+        if dev is ocp:
+            assert f.link_latency_ns == pytest.approx(137.0) and "250 ns measured on" in f.added_source
+        else:
+            assert f.link_latency_ns == pytest.approx(137.0)
+            assert "intel-ocp-e3s-96gb: 250 ns" in f.added_source and "no public figure" in f.added_source
+    # with no measured device in the catalog, the design midpoint (an estimate, said so) stands in
+    bare = parse_cxl_toml(_GOOD)
+    monkeypatch.setattr("numasim.timing.catalog.cxl_timing.load_cxl_catalog", lambda: bare)
+    assert measured_added_latency(bare) is None
+    f = cxl_figures(bare.device("d"), 110.0, "example host")
+    assert f.link_latency_ns == 100.0 and "no device in the catalog has a measured one" in f.added_source

@@ -85,7 +85,9 @@ class CxlLinkSpec(_Sourced):
 
 
 class CxlLatency(_Sourced):
-    """The added idle latency (over local DRAM) the catalog assumes for a device with no figure of its own."""
+    """The design figures for what CXL adds over local DRAM, and the added latency assumed for a device with no
+    figure of its own when no device in the catalog is measured either (a measured device's figure comes first:
+    :func:`~numasim.timing.catalog.cxl_timing.cxl_figures`)."""
 
     default_added_ns: PositiveFloat
     derivation: Annotated[str, Field(min_length=1)]

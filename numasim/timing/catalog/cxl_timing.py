@@ -80,6 +80,34 @@ def _measured_read_share(cat: CxlCatalog) -> tuple[float, str]:
     return min(share, 1.0), "; ".join(f"{d.name}: {d.read_bandwidth_gb_s:g} GB/s on {d.measured_on}" for _, d in got)
 
 
+def _measured_added_ns(device: CxlDevice) -> tuple[float, float, str]:
+    """What a device with a measured idle latency adds over its measuring host's local-DRAM prior: (added ns,
+    that prior, the host's catalog name)."""
+    from numasim.timing.catalog.calibration import catalog_figures
+
+    assert device.idle_latency_ns is not None and device.measured_platform is not None
+    host = get_platform(device.measured_platform)
+    base = catalog_figures(host, host.skus[0]).local_ns
+    added = device.idle_latency_ns - base
+    if added <= 0:
+        raise CalibrationError(
+            f"cxl device {device.name}: idle_latency_ns = {device.idle_latency_ns} is not above the local prior "
+            f"{base:.1f} ns of {host.name}"
+        )
+    return added, base, host.name
+
+
+def measured_added_latency(cat: CxlCatalog) -> tuple[float, str] | None:
+    """The median over the catalog's devices with a measured idle latency of what each adds over its host's local
+    prior, and which devices those are (None: no device has one)."""
+    got = [(_measured_added_ns(d)[0], d) for d in cat.devices
+           if d.idle_latency_ns is not None and d.measured_platform is not None]
+    if not got:
+        return None
+    return statistics.median(x for x, _ in got), "; ".join(
+        f"{d.name}: {d.idle_latency_ns:g} ns on {d.measured_on}, +{x:.1f}" for x, d in got)
+
+
 def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str = WHY) -> CxlFigures:
     """The device's controller and link figures on a host whose local-DRAM prior is ``local_ns``.
 
@@ -88,7 +116,7 @@ def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str 
     >>> cat = load_cxl_catalog()
     >>> f = cxl_figures(cat.device("micron-cz120"), 100.0, "example host")
     >>> round(f.link_latency_ns), round(f.link_bandwidth_gb_s, 1), round(f.controller_read_gb_s, 1)
-    (100, 26.4, 17.8)
+    (137, 26.4, 17.8)
     """
     cat = load_cxl_catalog()
     link = cat.link(device.lanes)
@@ -99,22 +127,21 @@ def cxl_figures(device: CxlDevice, local_ns: float, local_source: str, why: str 
         added = device.added_latency_ns
         added_src = f"added latency of {dev_src}"
     elif device.idle_latency_ns is not None and device.measured_platform is not None:
-        from numasim.timing.catalog.calibration import catalog_figures
-
-        host = get_platform(device.measured_platform)
-        base = catalog_figures(host, host.skus[0]).local_ns
-        added = device.idle_latency_ns - base
-        if added <= 0:
-            raise CalibrationError(
-                f"cxl device {device.name}: idle_latency_ns = {device.idle_latency_ns} is not above the local prior "
-                f"{base:.1f} ns of {host.name}"
-            )
-        added_src = (f"{device.idle_latency_ns:g} ns measured on {device.measured_on} less {host.name}'s local "
+        added, base, host_name = _measured_added_ns(device)
+        added_src = (f"{device.idle_latency_ns:g} ns measured on {device.measured_on} less {host_name}'s local "
                      f"prior {base:.1f} ns; {dev_src}")
     else:
-        added = cat.latency.default_added_ns
-        added_src = (f"catalog default added latency (estimate; {device.name} has no public figure): "
-                     f"{cat.latency.derivation} [{cat.cite(cat.latency.sources)}]")
+        got = measured_added_latency(cat)
+        if got is not None:
+            added, measured = got
+            added_src = (f"{added:.1f} ns, what measured expanders add over their host's local DRAM ({measured}; "
+                         f"{device.name} has no public figure: an assumption). The CXL Consortium's and Pond's design "
+                         f"figures are lower: {cat.latency.derivation} [{cat.cite(cat.latency.sources)}]; {dev_src}")
+        else:
+            added = cat.latency.default_added_ns
+            added_src = (f"catalog default added latency (estimate; {device.name} has no public figure and no device "
+                         f"in the catalog has a measured one): {cat.latency.derivation} "
+                         f"[{cat.cite(cat.latency.sources)}]")
     eff, n = _median_read_efficiency()
     read = device.dram_peak_gb_s * eff
     read_src = (f"{device.channels} x {device.ddr}-{device.mt_s} channels x 8 B = {device.dram_peak_gb_s:g} GB/s x "

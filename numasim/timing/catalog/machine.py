@@ -101,7 +101,7 @@ def catalog_machine(
     >>> x = catalog_machine(glueless(2), "Xeon Platinum 8470", cxl_expanders=1, cxl_device="micron-cz120")
     >>> cxl = x.nodes[-1]
     >>> cxl.memory_kind.value, cxl.cpus, round(x.links[-1].bandwidth_gb_s, 1), x.slit()[0]
-    ('cxl', [], 26.4, [10, 15, 19])
+    ('cxl', [], 26.4, [10, 15, 22])
     """
     if cpu is not None:
         machine = machine.model_copy(update={"cpu_model": cpu})
