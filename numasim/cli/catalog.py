@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:  # imported where used: a kernel-only command never loads the timing model (start-up time)
+    import numpy as np
+
     from numasim.timing.catalog import CatalogMatch, Platform
     from numasim.timing.catalog.cxl import CxlCatalog
 
@@ -311,8 +313,9 @@ def calibrate_cmd(
 ) -> None:
     """Write a calibration made of catalog priors only (method "catalog"), for a machine never measured."""
     from numasim.timing.catalog import catalog_calibration
-    from numasim.timing.model import save_calibration
+    from numasim.timing.model import apply_calibration, save_calibration
     from numasim.topology.io import load_machine
+    from numasim.topology.routing import latency_table_ns
 
     if output.exists() and not force:
         raise typer.BadParameter(f"{output} exists; add --force to replace it", param_hint="'-o' / '--output'")
@@ -330,14 +333,25 @@ def calibrate_cmd(
         typer.echo(f"  write-allocate evasion {cal.core.write_allocate_evasion:g}: full-line writes skip their reads "
                    "for ownership as lines queue at a controller (SpecI2M)")
     cxl_links = {(lt.src, lt.dst): lt for lt in cal.links}
+    latency: np.ndarray | None = None
     for c in cal.controllers:
         node = m.node(c.node)
         if node.memory_kind.value == "cxl":
             attach = next(lk.a if lk.b == c.node else lk.b for lk in m.links
                           if lk.kind.value == "cxl" and c.node in (lk.a, lk.b))
             link = cxl_links[(attach, c.node)]
-            typer.echo(f"  node {c.node} (CXL, behind node {attach}): {c.latency_ns + link.latency_ns:.1f} ns from node "
-                       f"{attach} ({c.latency_ns:.1f} + {link.latency_ns:.1f} over the CXL link), read "
+            if latency is None:
+                latency = latency_table_ns(apply_calibration(m, cal))
+            # what a cpu sees: from the nearest node with cpus (the attach point may be a switch, an I/O die)
+            col = m.node_ids.index(c.node)
+            rows = [i for i, n in enumerate(m.nodes) if n.has_cpus]
+            near = min(rows, key=lambda i: latency[i, col])  # type: ignore[index]
+            behind = f"node {attach}" if isinstance(attach, int) else attach
+            way = latency[near, col] - c.latency_ns - link.latency_ns  # type: ignore[index]
+            to_it = f" + {way:.1f} to reach its link" if way > 0.05 else ""
+            typer.echo(f"  node {c.node} (CXL, behind {behind}): {latency[near, col]:.1f} ns from node "
+                       f"{m.nodes[near].id} (its DRAM {c.latency_ns:.1f} + {link.latency_ns:.1f} over the CXL link"
+                       f"{to_it}), read "
                        f"{min(c.read_bandwidth_gb_s, link.bandwidth_gb_s):.1f} GB/s (device "
                        f"{c.read_bandwidth_gb_s:.1f}, link {link.bandwidth_gb_s:.1f})")
             continue

@@ -227,7 +227,7 @@ def test_catalog_calibrate_and_topo_import_take_a_cxl_device(tmp_path: Path, cap
     out = tmp_path / "cal.json"
     assert main(["catalog", "calibrate", "xeon-2s-cxl", "-o", str(out), "--cxl-device", "astera-leo"]) == 0
     text = capsys.readouterr().out
-    assert "node 2 (CXL, behind node 0): 250.0 ns from node 0 (113.0 + 137.0 over the CXL link)" in text
+    assert "node 2 (CXL, behind node 0): 250.0 ns from node 0 (its DRAM 113.0 + 137.0 over the CXL link)" in text
     assert "link 52.7" in text
     assert load_calibration(out).provenance.method == "catalog"
     toml = tmp_path / "m.toml"
@@ -320,6 +320,11 @@ def test_a_cpu_less_node_of_an_imported_box_is_a_cxl_expander_behind_its_nearest
     # no cpu reads it faster than what measured expanders read of their link
     share = 17.8 / load_cxl_catalog().link(8).payload_gb_s
     assert bw[:4, 4] == pytest.approx(load_cxl_catalog().link(8).payload_gb_s * share)
+    # catalog calibrate says what a cpu sees of it: from the nearest node with cpus, the I/O die's hop included
+    assert main(["catalog", "calibrate", str(out), "-o", str(tmp_path / "cal.json")]) == 0
+    text = capsys.readouterr().out
+    assert f"node 4 (CXL, behind socket0-iod): {lat[0, 4]:.1f} ns from node 0 (its DRAM " in text
+    assert " to reach its link)" in text
 
 
 def test_an_expander_s_read_bandwidth_without_a_figure_is_the_measured_share_of_its_link() -> None:
