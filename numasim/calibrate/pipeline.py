@@ -44,6 +44,7 @@ from numasim.calibrate.parsers import (
     ProbeResult,
     StrideTableResult,
 )
+from numasim.calibrate.parsers.mlc import node_latency_matrices
 from numasim.calibrate.priors import nominal_priors, prior_source, scaled_curve, timing_parameters
 from numasim.calibrate.result import FitResult, FittedParameter
 from numasim.errors import CalibrationError, NumasimError
@@ -282,9 +283,11 @@ def calibrate(
     for k, m in enumerate(measurements):
         d = m.data
         if isinstance(d, MlcResult):
-            lat_mats += [(k, x) for x in d.latency_matrices]
-            lat_mats += [(k, NodeMatrix([0], [0], np.array([[v]]), "ns")) for v in d.idle_latency_ns]
+            lat_mats += [(k, x) for x in node_latency_matrices(d, machine.cpu_to_node)]
+            lat_mats += [(k, NodeMatrix([0], [0], np.array([[v]]), "ns")) for v in _memory_idle_latencies(
+                machine, d, m.path, report.assumptions)]
             bw_mats += [(k, x) for x in d.bandwidth_matrices]
+            report.assumptions += [f"{m.path.name}: {note}" for note in d.notes]
             if d.peak_injection_mb_s or d.max_bandwidth_mb_s:
                 peaks.append((k, d.peak_injection_mb_s or d.max_bandwidth_mb_s))
             if d.loaded_latency:
@@ -808,6 +811,28 @@ def _replay_consistent_misses(
             FittedParameter(name, float(value), "lines", note=DERIVED + "replayed Little's law at saturation")
         )
     return _noted(out, notes, [])
+
+
+MEMORY_BUFFER_CACHES = 4.0
+"""An ``mlc --idle_latency`` buffer measures memory only when it is this many times the largest cache instance
+(a random chase over twice an L3 still hits it half of the time); below, it measures the caches."""
+
+
+def _memory_idle_latencies(machine: Machine, run: MlcResult, path: Path, assumptions: list[str]) -> list[float]:
+    """The ``--idle_latency`` figures of ``run`` that measured memory: those whose buffer is at least
+    :data:`MEMORY_BUFFER_CACHES` x the machine's largest cache (or printed none: mlc's default buffer is 200 MB);
+    the others (``-b30``: a cache's latency) are left out and said so in ``assumptions``."""
+    largest_mib = max((c.size_bytes for c in machine.caches), default=0) / 2**20
+    out = []
+    for ns, buffer_mib in zip(run.idle_latency_ns, run.idle_latency_buffer_mib or [float("nan")] * len(
+            run.idle_latency_ns), strict=True):
+        if np.isfinite(buffer_mib) and buffer_mib < MEMORY_BUFFER_CACHES * largest_mib:
+            assumptions.append(f"{path.name}: mlc --idle_latency {ns:g} ns over a {buffer_mib:g} MiB buffer left out: "
+                               f"under {MEMORY_BUFFER_CACHES:g} x the largest cache ({largest_mib:g} MiB), it timed "
+                               "the caches, not memory")
+            continue
+        out.append(ns)
+    return out
 
 
 def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:

@@ -180,7 +180,7 @@ def _tables_of(measurements: Sequence[Any]) -> set[str]:
     out: set[str] = set()
     for m in measurements:
         d = m.data
-        if getattr(d, "latency_matrices", None):
+        if getattr(d, "latency_matrices", None) or getattr(d, "per_cpu_latency_matrices", None):
             out.add("latency_matrix")
         if getattr(d, "bandwidth_matrices", None):
             out.add("bandwidth_matrix")

@@ -31,6 +31,7 @@ from numasim.calibrate.parsers import (
     ProbeResult,
     StrideTableResult,
 )
+from numasim.calibrate.parsers.mlc import node_latency_matrices
 from numasim.calibrate.pipeline import SATURATED_ROW_SHARE, _hmat_matrix
 from numasim.calibrate.predict import (
     calibrated,
@@ -222,11 +223,31 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
         homed = "writer" if "(writer homed)" in key else "reader" if "(reader homed)" in key else None
         if "HITM" not in key or homed is None:
             continue
+        if table.row_axis == "socket":
+            # old mlc numbers sockets: its threads ran on a socket's first cpus, so the node of its first cpu
+            table = _socket_table_by_node(machine, table)
         for w, r, value in table.cells():
             p = remote(homed, w, r) if w != r else None
             if p is not None:
                 cells.append(CellResidual("c2c_latency", f"{w}->{r}", f"HITM {homed} homed", value, p, "ns"))
     return cells
+
+
+def _socket_table_by_node(machine: Machine, table: NodeMatrix) -> NodeMatrix:
+    """A cache-to-cache table numbered by sockets (old mlc: ``Writer Socket`` rows, ``Reader Socket`` columns) as
+    one numbered by nodes: each socket's node holding its first cpu."""
+    first: dict[int, int] = {}
+    for cpu in sorted(machine.cpu_to_node):
+        node = machine.node(machine.cpu_to_node[cpu])
+        if node.socket is not None:
+            first.setdefault(node.socket, node.id)
+    if not first:  # a machine file that names no sockets: the ids are taken as nodes, as mlc 3.x prints them
+        return table
+    missing = [x for x in {*table.rows, *table.cols} if x not in first]
+    if missing:
+        raise CalibrationError(f"c2c table: sockets {sorted(missing)} are not the machine's (it has "
+                               f"{sorted(first)}): a run of another box?")
+    return NodeMatrix([first[x] for x in table.rows], [first[x] for x in table.cols], table.values, table.unit)
 
 
 def _hop_cells(machine: Machine, calibration: Calibration, d: HopRatioResult) -> list[CellResidual]:
@@ -332,7 +353,8 @@ def validate(
         lat_mats: list[NodeMatrix] = []
         bw_mats: list[NodeMatrix] = []
         if isinstance(d, MlcResult):
-            lat_mats, bw_mats = list(d.latency_matrices), list(d.bandwidth_matrices)
+            lat_mats, bw_mats = node_latency_matrices(d, machine.cpu_to_node), list(d.bandwidth_matrices)
+            rep.notes += [f"{m.path.name}: {note}" for note in d.notes]
         elif isinstance(d, ProbeResult):
             lat_mats, bw_mats = [d.latency_matrix], [d.bandwidth_matrix]
         elif isinstance(d, HmatResult):

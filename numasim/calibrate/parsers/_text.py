@@ -82,6 +82,9 @@ class NodeMatrix:
     cols: list[int]
     values: np.ndarray
     unit: str
+    row_axis: str = "node"
+    """What the row ids number: ``"node"``, ``"socket"`` (old mlc's cache-to-cache tables, ``Writer Socket``) or
+    ``"cpu"`` (``mlc --latency_matrix -a``: one row per cpu)."""
 
     def cell(self, row: int, col: int) -> float:
         return float(self.values[self.rows.index(row), self.cols.index(col)])
