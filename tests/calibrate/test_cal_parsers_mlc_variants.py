@@ -237,3 +237,19 @@ def test_an_internal_build_s_banner_gives_its_version() -> None:
     r = parse_mlc_text("Intel(R) Memory Latency Checker (for Internal Use Only) - v3.12-rc01-private\n"
                        "Measuring idle latencies (in ns)...\n        Numa node\nNuma node    0\n    0   90.0\n")
     assert r.tool_version == "v3.12-rc01-private" and r.latency_matrix is not None
+
+
+def test_a_loaded_latency_run_of_mixed_traffic_is_not_taken_for_reads() -> None:
+    table = """Inject  Latency Bandwidth
+Delay   (ns)    MB/sec
+==========================
+ 00000  200.00   100000.0
+ 20000   85.00     1270.0
+"""
+    read_only = ("Intel(R) Memory Latency Checker - v3.11\nCommand line parameters: --loaded_latency\n\n"
+                 "Measuring Loaded Latencies for the system\nUsing Read-only traffic type\n" + table)
+    mixed = ("Intel(R) Memory Latency Checker - v3.11\nCommand line parameters: --loaded_latency -W2\n\n"
+             "Measuring Loaded Latencies for the system\n" + table)
+    r = parse_mlc_text(read_only + "\n" + mixed)
+    assert len(r.loaded_latency) == 1 and r.loaded_latency[0].traffic == "Read-only"
+    assert any("mix -W2 traffic, not read-only: left out" in n for n in r.notes)

@@ -463,7 +463,13 @@ def parse_mlc_text(text: str, source: str = "<text>") -> MlcResult:
             runs["max"].append((options, r.ratios(ln, "maximum bandwidth"), ln.number))
         elif low.startswith("measuring loaded latencies"):
             found = True
-            res.loaded_latency.append(r.loaded(ln, "Read-only"))
+            mix = next((o for o in options if re.fullmatch(r"-W\d+", o) and o != "-W1"), None)
+            table = r.loaded(ln, "Read-only" if mix is None else f"mix {mix}")
+            if table.traffic.lower() == "read-only":
+                res.loaded_latency.append(table)
+            else:
+                res.notes.append(f"loaded latency at line {ln.number}: {table.traffic} traffic, not read-only: left "
+                                 "out (the virtual mlc replays read-only load)")
         elif low.startswith("measuring cache-to-cache"):
             found = True
         elif _C2C_LOCAL_RE.match(t):
