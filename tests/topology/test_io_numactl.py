@@ -191,10 +191,41 @@ def test_garbage_is_a_format_error_with_the_line(text: str, line: int, match: st
 
 
 def test_missing_node_line_is_reported() -> None:
-    with pytest.raises(FormatError, match="missing 'node 0 free:'"):
+    with pytest.raises(FormatError, match="missing 'node 0 size:'") as info:
         parse_numactl_hardware(
-            "available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nNo distance information available.\n"
+            "available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 free: 1 MB\nNo distance information available.\n"
         )
+    assert info.value.line == 3  # the node's last line, not the table's
+
+
+def test_free_lines_left_out_leave_free_memory_unknown() -> None:
+    hw = parse_numactl_hardware(
+        "available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nNo distance information available.\n"
+    )
+    assert hw.nodes[0].size_mb == 1 and hw.nodes[0].free_mb is None
+
+
+HAND_WRITTEN = """> available: 2 nodes (0-1)
+> node 0 cpus: 0-3,8-11
+> node 0 size: 1024 MB node 0 free: 900 MB
+> node 1 cpus: 4 5 6
+> 7 12 13 14 15
+> node 1 size: 1024 MB
+> node 1 free: 1000 MB
+> node distances:
+> node   0   1
+>   0:  10  21
+>   1:  21  10
+"""
+
+
+def test_what_pages_and_hand_written_copies_do_to_it_is_read() -> None:
+    # a quote before every line, cpu ranges, two fields on one line, a cpu list wrapped onto a line of its own
+    hw = parse_numactl_hardware(HAND_WRITTEN)
+    assert hw.nodes[0].cpus == [0, 1, 2, 3, 8, 9, 10, 11] and hw.nodes[0].free_mb == 900
+    assert hw.nodes[1].cpus == [4, 5, 6, 7, 12, 13, 14, 15] and hw.distances == [[10, 21], [21, 10]]
+    with pytest.raises(FormatError, match="node 0 cpus: not a list of cpu numbers"):
+        parse_numactl_hardware(HAND_WRITTEN.replace("0-3,8-11", "0-3,x"))
 
 
 def test_rows_glued_onto_one_line_under_an_intact_header() -> None:
@@ -213,3 +244,12 @@ def test_more_free_than_size_is_an_error_naming_the_node() -> None:
     with pytest.raises(FormatError, match="node 0 free: 99642 MB is more than its size: 32756 MB"):
         machine_from_numactl(text, "x", "box.txt")
     assert machine_from_numactl(text.replace("99642", "32756"), "x").nodes[0].free_bytes == 32756 * 2**20
+
+
+def test_a_quoted_hand_written_copy_is_detected_and_imported(tmp_path: Path) -> None:
+    from numasim.topology.io import load_machine
+
+    path = tmp_path / "box.txt"
+    path.write_text("$ lscpu | head -1\nArchitecture: x86_64\n" + HAND_WRITTEN)
+    m = load_machine(path)
+    assert m.node_ids == [0, 1] and m.node(1).cpus == [4, 5, 6, 7, 12, 13, 14, 15]

@@ -25,7 +25,7 @@ _DESCRIBED = (
     "kerncraft (a kerncraft machine file, YAML with 'cores per NUMA domain:'), "
     "lscpu (`lscpu` output with 'Socket(s):' and 'NUMA nodeN CPU(s):' lines)"
 )
-_AVAILABLE_RE = re.compile(r"^\s*available:\s*\d+\s+nodes?\b", re.MULTILINE)
+_AVAILABLE_RE = re.compile(r"^\s*(?:>\s*)?available:\s*\d+\s+nodes?\b", re.MULTILINE)
 _HEAD_BYTES = 64 * 1024
 _OURS_RE = re.compile(r'^\s*(\[\[nodes\]\]|format\s*=\s*"numasim-machine)', re.MULTILINE)
 

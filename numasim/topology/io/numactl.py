@@ -19,7 +19,10 @@ numactl >= 2.0.19 prints ``"node  "`` + ``"% 4d "`` and ``"% 4d: "`` rows. ``siz
 
 Pasted text is accepted with shell prompts before the output, ``#`` comments, stripped trailing spaces and even a
 distance table whose newlines were lost (``node 0 1 2 30: 10 11 20 201: 11 10 ...``, seen in source article 000):
-the node ids are known from the ``available:`` line, so the glued row labels can be split unambiguously.
+the node ids are known from the ``available:`` line, so the glued row labels can be split unambiguously. So are
+what pages and hand-written copies do to it: a ``> `` quote before every line, a long cpu list wrapped onto lines
+of its own, two ``node N`` fields run together on one line, cpu lists written as ranges (``0-31,64-95``, which
+numactl never prints), and ``free`` lines left out (free memory then unknown, as ``<not available>``).
 Anything else is a :class:`~numasim.errors.FormatError` naming the line.
 """
 
@@ -100,6 +103,18 @@ _NODE_RE = re.compile(r"^node\s+(\d+)\s+(cpus|size|free):(.*)$")
 _MB_RE = re.compile(r"^(\d+)\s*MB$")
 
 
+_CPUS_ONLY_RE = re.compile(r"^\d+(\s+\d+)*$")
+_FIELD_SPLIT_RE = re.compile(r"\s+(?=node\s+\d+\s+(?:cpus|size|free):)")
+
+
+def _unquoted(lines: list[str]) -> list[str]:
+    """``lines`` without the ``>`` a mail or markdown quote put before them, where the ``available:`` line has one
+    (numactl's output never starts a line with it)."""
+    if not any(re.match(r"^\s*>\s*available:", ln) for ln in lines):
+        return lines
+    return [ln.lstrip()[1:] if ln.lstrip().startswith(">") else ln for ln in lines]
+
+
 def _strip(line: str) -> str:
     # '#' never occurs in numactl output, so anything after it is a comment added by whoever pasted the text.
     return line.split("#", 1)[0].rstrip()
@@ -129,7 +144,7 @@ def parse_numactl_hardware(text: str, source: str = "<text>") -> NumactlHardware
     >>> hw.node_ids, hw.nodes[1].free_mb, hw.distances, hw.style
     ([0, 1], None, [[10, 21], [21, 10]], '2.0.18')
     """
-    raw_lines = text.splitlines()
+    raw_lines = _unquoted(text.splitlines())
     lines = [(k + 1, _strip(raw)) for k, raw in enumerate(raw_lines)]
     pos = 0
     # Leading shell prompt / command echo and blank lines.
@@ -153,23 +168,34 @@ def parse_numactl_hardware(text: str, source: str = "<text>") -> NumactlHardware
     pos += 1
 
     fields: dict[tuple[int, str], tuple[int, str]] = {}
+    last: tuple[int, str] | None = None  # the field read last: a wrapped cpu list continues it
     while pos < len(lines):
         lineno, line = lines[pos]
         stripped = line.strip()
         if not stripped:
             pos += 1
             continue
-        nm = _NODE_RE.match(stripped)
-        if not nm:
+        if last is not None and last[1] == "cpus" and _CPUS_ONLY_RE.match(stripped):
+            # a long cpu list wrapped onto a line of its own (a terminal or a page did it, numactl does not)
+            first_line, cpus = fields[last]
+            fields[last] = (first_line, f"{cpus} {stripped}")
+            pos += 1
+            continue
+        parts = _FIELD_SPLIT_RE.split(stripped)  # "node 0 size: 63678 MB node 0 free: 59542 MB": two fields
+        if not all(_NODE_RE.match(part.strip()) for part in parts):
             break
-        nid, what, rest = int(nm.group(1)), nm.group(2), nm.group(3).strip()
-        if nid not in ids:
-            raise FormatError(
-                source, f"node {nid} is not in the available list {format_cpulist(ids)}", lineno
-            )
-        if (nid, what) in fields:
-            raise FormatError(source, f"node {nid} {what} given twice", lineno)
-        fields[(nid, what)] = (lineno, rest)
+        for part in parts:
+            nm = _NODE_RE.match(part.strip())
+            assert nm is not None
+            nid, what, rest = int(nm.group(1)), nm.group(2), nm.group(3).strip()
+            if nid not in ids:
+                raise FormatError(
+                    source, f"node {nid} is not in the available list {format_cpulist(ids)}", lineno
+                )
+            if (nid, what) in fields:
+                raise FormatError(source, f"node {nid} {what} given twice", lineno)
+            fields[(nid, what)] = (lineno, rest)
+            last = (nid, what)
         pos += 1
 
     nodes = [_node(nid, fields, source, lineno) for nid in ids]
@@ -199,12 +225,16 @@ def parse_numactl_hardware(text: str, source: str = "<text>") -> NumactlHardware
 
 
 def _node(nid: int, fields: dict[tuple[int, str], tuple[int, str]], source: str, near: int) -> NumactlNode:
-    for what in ("cpus", "size", "free"):
+    for what in ("cpus", "size"):
         if (nid, what) not in fields:
-            raise FormatError(source, f"missing 'node {nid} {what}:' line", near)
+            near_line = max((ln for (n, _), (ln, _) in fields.items() if n == nid), default=near)
+            raise FormatError(source, f"missing 'node {nid} {what}:' line", near_line)
     lineno, text = fields[(nid, "cpus")]
     try:
-        cpus = [int(tok) for tok in text.split()]
+        if re.fullmatch(r"[\d\s]*", text):
+            cpus = [int(tok) for tok in text.split()]
+        else:  # written as ranges ("0-31,64-95"): what a person writes, not numactl
+            cpus = parse_cpulist(text.replace(" ", ""))
     except ValueError:
         raise FormatError(source, f"node {nid} cpus: not a list of cpu numbers: {text!r}", lineno) from None
     if cpus != sorted(set(cpus)):
@@ -213,7 +243,7 @@ def _node(nid: int, fields: dict[tuple[int, str], tuple[int, str]], source: str,
         id=nid,
         cpus=cpus,
         size_mb=_mb(fields[(nid, "size")], source),
-        free_mb=_mb(fields[(nid, "free")], source),
+        free_mb=_mb(fields[(nid, "free")], source) if (nid, "free") in fields else None,
     )
 
 
@@ -437,22 +467,22 @@ def load_machine_numactl(path: str | Path, name: str | None = None) -> Machine:
     numactl does not name the processor: the machine's ``cpu_model`` comes from a ``Model name:`` line in the
     same file (``lscpu; numactl -H`` saved together) or from an ``lscpu.txt`` (or ``cpuinfo``) beside it."""
     from numasim.topology.io.cpumodel import cpu_model_from_text, cpu_model_near
-    from numasim.topology.io.lscpu import looks_like_lscpu
 
     p = Path(path)
     text = p.read_text(encoding="utf-8")
-    machine = machine_from_numactl(_numactl_part(text) if looks_like_lscpu(text) else text, name or p.stem, str(p))
+    # other text around the output (lscpu's, a shell session's, a page's) is blanked: only numactl's lines are read
+    machine = machine_from_numactl(_numactl_part(text), name or p.stem, str(p))
     model = cpu_model_from_text(text) or cpu_model_near(p.parent, levels_up=0)
     return machine.model_copy(update={"cpu_model": model}) if model else machine
 
 
-_NUMACTL_LINE = re.compile(r"^\s*(available:|node\b|No distance|\d+:)")
+_NUMACTL_LINE = re.compile(r"^\s*(available:|node\b|No distance|\d+:|\d+(\s+\d+)*\s*$)")
 
 
 def _numactl_part(text: str) -> str:
     """The ``numactl --hardware`` lines of a text that also holds ``lscpu`` output (``lscpu; numactl -H``
     saved together), the other lines blanked so that an error still names the file's own line number."""
-    lines = text.splitlines()
+    lines = _unquoted(text.splitlines())
     start = next((k for k, line in enumerate(lines) if _AVAILABLE_RE.match(_strip(line).strip())), None)
     if start is None:
         return text  # the parser says what is missing
