@@ -116,3 +116,16 @@ def test_a_mesh_is_no_limit_below_the_socket_s_dram() -> None:
                             "Intel(R) Xeon(R) 6980P")
     bw = np.asarray(bandwidth_table_gb_s(timed))
     assert bw[0, 1] == pytest.approx(bw[0, 0], rel=0.01) and bw[0, 2] == pytest.approx(bw[0, 0], rel=0.01)
+
+
+def test_an_epyc_with_smt_off_gets_dies_of_consecutive_cores() -> None:
+    # 2 x EPYC 9575F (64 cores, 8 dies of 8) with SMT off: 64 cpus a socket, every one a core. Taking cpus 32-63
+    # for the siblings of 0-31 made dies of 0-3 + 32-35.
+    text = "\n".join(
+        ["available: 2 nodes (0-1)"]
+        + [line for n in (0, 1) for line in (f"node {n} cpus: {' '.join(map(str, range(64 * n, 64 * n + 64)))}",
+                                             f"node {n} size: 65536 MB", f"node {n} free: 60000 MB")]
+        + ["node distances:", "node   0   1", "  0:  10  32", "  1:  32  10"]) + "\n"
+    timed = catalog_machine(machine_from_numactl(text, "turin"), "AMD EPYC 9575F 64-Core Processor")
+    assert [d.cpus for d in timed.core_dies[:2]] == [list(range(0, 8)), list(range(8, 16))]
+    assert len(timed.core_dies) == 16 and all(len(d.cpus) == 8 for d in timed.core_dies)

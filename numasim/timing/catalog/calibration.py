@@ -878,7 +878,8 @@ def _core_dies(
     A socket's dies split evenly among its nodes with cpus (NPS puts whole dies in a quadrant); within a node,
     consecutive cores form a die, a core's hardware threads with it. Linux numbers the first thread of every
     core before the second threads (the assumption :mod:`numasim.engine.cores` states), so in a node's sorted
-    cpus the first ``cpus / threads per core`` are cores, and the rest their siblings in the same order.
+    cpus the first ``cpus / threads per core`` are cores, and the rest their siblings in the same order. With SMT
+    off (one cpu a core: :func:`_smt_off`) every cpu is a core.
     """
     link, sku = fig.platform.core_die_link, fig.sku
     if link is None:
@@ -889,7 +890,9 @@ def _core_dies(
     if sku.core_dies is None:
         return [], [], [f"core dies: the catalog gives no die count for {sku.model} ({link.dies_rule}); "
                         "no die ports modelled"]
-    tpc = max(1, sku.threads // sku.cores)
+    # one cpu a core where SMT is off in the firmware: a node's cpus are then all cores (0-63 of a 64-core die set),
+    # not cores and their siblings
+    tpc = 1 if _smt_off(machine, sku, socket_of) else max(1, sku.threads // sku.cores)
     nodes_of_socket: dict[int, list[int]] = defaultdict(list)
     for n in machine.nodes:
         if n.has_cpus and n.id in socket_of:
