@@ -129,3 +129,22 @@ def test_an_epyc_with_smt_off_gets_dies_of_consecutive_cores() -> None:
     timed = catalog_machine(machine_from_numactl(text, "turin"), "AMD EPYC 9575F 64-Core Processor")
     assert [d.cpus for d in timed.core_dies[:2]] == [list(range(0, 8)), list(range(8, 16))]
     assert len(timed.core_dies) == 16 and all(len(d.cpus) == 8 for d in timed.core_dies)
+
+
+def test_a_naples_die_with_the_socket_s_only_memory_keeps_its_own_channels() -> None:
+    # 2 x EPYC 7401 (4 dies of 2 channels a socket): DIMMs on one die's channels per socket, the other dies'
+    # nodes without memory. The memory node reads at its die's 2 channels, not at the socket's 8.
+    lines = ["available: 8 nodes (0-7)"]
+    for n in range(8):
+        lines += [f"node {n} cpus: {' '.join(map(str, range(6 * n, 6 * n + 6)))}",
+                  f"node {n} size: {65536 if n in (1, 5) else 0} MB", f"node {n} free: {60000 if n in (1, 5) else 0} MB"]
+    slit = [[10 if i == j else (16 if i // 4 == j // 4 else 32) for j in range(8)] for i in range(8)]
+    lines += ["node distances:", "node " + " ".join(f"{i:3d}" for i in range(8))]
+    lines += [f"{i:3d}: " + " ".join(f"{d:3d}" for d in row) for i, row in enumerate(slit)]
+    m = machine_from_numactl("\n".join(lines) + "\n", "naples")
+    cal = catalog_calibration(m.model_copy(update={"cpu_model": "AMD EPYC 7401 24-Core Processor"}))
+    full = catalog_calibration(glueless(2, cpus_per_node=48).model_copy(update={"cpu_model": "AMD EPYC 7401"}))
+    per_socket = full.controller(0).read_bandwidth_gb_s  # one node a socket: all 8 channels
+    assert cal.controller(1).read_bandwidth_gb_s == pytest.approx(per_socket / 4)
+    why = next(p.source for p in cal.provenance.priors if p.parameter == "controllers[1].read_bandwidth_gb_s")
+    assert "its die's 2" in why

@@ -704,6 +704,11 @@ def catalog_calibration(
             )
         dram_of_socket[socket_of[n.id]].append(n.id)
 
+    # every node of a socket that is not a CXL expander (cpus, memory or both): its dies where a node is a die
+    nodes_of_socket: dict[int, list[int]] = defaultdict(list)
+    for n in machine.nodes:
+        if n.id in socket_of and n.id not in cxl.controllers and (n.has_cpus or n.has_memory):
+            nodes_of_socket[socket_of[n.id]].append(n.id)
     mem_src = f"{here}: {platform.memory.ddr}-{fig.mt_s}, {fig.channels_per_socket} channels per socket [{platform.cite(platform.memory.sources)}]"
     local_of, local_note = _cluster_local_latency(machine, fig, dram_of_socket)
     controllers = []
@@ -715,6 +720,15 @@ def catalog_calibration(
             continue
         share = len(dram_of_socket[socket_of[n.id]])
         channels = fig.channels_per_socket / share
+        split = f"{fig.channels_per_socket} per socket / {share} memory nodes"
+        die_nodes = nodes_of_socket[socket_of[n.id]]
+        mem = platform.memory
+        if mem.channels_per_die is not None and len(die_nodes) == mem.dies_per_socket and share < len(die_nodes):
+            # a node a die, some dies without memory (Naples with DIMMs on one die's channels): a memory node has
+            # its own die's channels, not the empty dies' too
+            channels = float(mem.channels_per_die)
+            split = (f"its die's {mem.channels_per_die} (a node a die; {len(die_nodes) - share} of the socket's "
+                     f"{len(die_nodes)} dies show no memory: their channels are empty)")
         peak = channels * fig.mt_s * BYTES_PER_TRANSFER / 1000.0
         read = peak * fig.read_factor
         write = peak * fig.write_factor if fig.write_factor is not None else read
@@ -730,7 +744,7 @@ def catalog_calibration(
         )
         key = f"controllers[{n.id}]"
         prior(f"{key}.read_bandwidth_gb_s", read, "GB/s",
-              f"{channels:g} channels ({fig.channels_per_socket} per socket / {share} memory nodes) x {fig.mt_s} MT/s x 8 B "
+              f"{channels:g} channels ({split}) x {fig.mt_s} MT/s x 8 B "
               f"x efficiency {fig.read_factor:.3f}; {mem_src}; efficiency: {fig.read_factor_source}")
         prior(f"{key}.write_bandwidth_gb_s", write, "GB/s",
               f"channel peak x write factor {fig.write_factor:.3f}" + f" ({fig.write_factor_source})"
