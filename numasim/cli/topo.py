@@ -238,6 +238,11 @@ def import_cmd(
         typer.echo(f"warning: {note}", err=True)
     if note := _larger_than_a_socket(machine):
         typer.echo(f"warning: {note}", err=True)
+    if src is not None and detect_format(src) == "lscpu":  # an assumption the user must see, not only the file
+        per_node = {n.memory_bytes for n in machine.nodes}
+        size = f"{per_node.pop() / 2**30:g} GiB a node" if len(per_node) == 1 else "a default size a node"
+        typer.echo(f"warning: lscpu gives no memory sizes: {size} assumed (import numactl --hardware, which has "
+                   "them, or edit the nodes' memory_bytes)", err=True)
 
 
 def _larger_than_a_socket(machine: Machine) -> str | None:

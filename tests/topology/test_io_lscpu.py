@@ -116,3 +116,10 @@ def test_a_numactl_text_takes_the_processor_from_lscpu_in_the_same_file_or_besid
     assert load_machine(beside / "numactl.txt").cpu_model is None
     (beside / "lscpu.txt").write_text(_text("lscpu-2s-epyc-7742-nps4.txt"))
     assert load_machine(beside / "numactl.txt").cpu_model == "AMD EPYC 7742 64-Core Processor"
+
+
+def test_topo_import_of_lscpu_says_the_memory_it_assumed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from numasim.cli import main
+
+    assert main(["topo", "import", str(DATA / "lscpu-2s-platinum-8259CL.txt"), "-o", str(tmp_path / "m.toml")]) == 0
+    assert "warning: lscpu gives no memory sizes: 64 GiB a node assumed" in capsys.readouterr().err
