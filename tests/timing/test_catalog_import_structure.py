@@ -148,3 +148,25 @@ def test_a_naples_die_with_the_socket_s_only_memory_keeps_its_own_channels() -> 
     assert cal.controller(1).read_bandwidth_gb_s == pytest.approx(per_socket / 4)
     why = next(p.source for p in cal.provenance.priors if p.parameter == "controllers[1].read_bandwidth_gb_s")
     assert "its die's 2" in why
+
+
+def test_a_naples_package_links_its_dies_directly_and_each_to_its_counterpart() -> None:
+    # Naples has no I/O die: a die's three sibling links were one link to a hub, carrying a die's traffic to all
+    # three siblings at one link's bandwidth
+    lines = ["available: 8 nodes (0-7)"]
+    for n in range(8):
+        lines += [f"node {n} cpus: {' '.join(map(str, range(6 * n, 6 * n + 6)))}", f"node {n} size: 16384 MB",
+                  f"node {n} free: 16000 MB"]
+    slit = [[10 if i == j else (16 if i // 4 == j // 4 else 32) for j in range(8)] for i in range(8)]
+    lines += ["node distances:", "node " + " ".join(f"{i:3d}" for i in range(8))]
+    lines += [f"{i:3d}: " + " ".join(f"{d:3d}" for d in row) for i, row in enumerate(slit)]
+    m = machine_from_numactl("\n".join(lines) + "\n", "naples")
+    timed = catalog_machine(m, "AMD EPYC 7451 24-Core Processor")
+    assert not timed.switches and [n.socket for n in timed.nodes] == [0] * 4 + [1] * 4
+    pairs = {frozenset((lk.a, lk.b)) for lk in timed.links}
+    assert {frozenset((0, 1)), frozenset((2, 3)), frozenset((5, 7))} <= pairs  # a package's dies, directly
+    assert {frozenset((i, i + 4)) for i in range(4)} <= pairs and frozenset((0, 5)) not in pairs  # counterparts
+    sibling = next(lk for lk in timed.links if {lk.a, lk.b} == {0, 1})
+    assert sibling.bandwidth_gb_s == pytest.approx(21.3)  # the catalog's die-to-die figure, each of the three
+    lat = latency_table_ns(timed)
+    assert lat[0, 4] < lat[0, 5]  # the counterpart die is one socket hop away, the others a die hop more

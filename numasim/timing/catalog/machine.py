@@ -20,7 +20,7 @@ from numasim.timing.catalog.cxl import load_cxl_catalog
 from numasim.timing.catalog.cxl_timing import choose_cxl_device, cxl_figures
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
 from numasim.timing.model import Calibration, apply_calibration
-from numasim.topology.model import CacheLevel, Machine
+from numasim.topology.model import CacheLevel, Link, Machine, Node
 from numasim.units import GiB
 
 __all__ = ["catalog_borrowed", "catalog_machine", "catalog_timed_by"]
@@ -302,6 +302,8 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
     if any(sum(1 for link in kept if n.id in (link.a, link.b)) > 1 for n in machine.nodes if not n.has_cpus):
         return machine, ""
     intel = found.platform.vendor == "intel"
+    if not intel and found.platform.memory.channels_per_die is not None:
+        return _die_mesh(machine, found, socket_of, cpu_nodes, kept)
     kind = LinkKind.ON_DIE if intel else LinkKind.INFINITY_FABRIC
     die_lat = b.MESH_LATENCY_NS if intel else b.IF_DIE_LATENCY_NS
     die_bw = b.MESH_BANDWIDTH_GB_S if intel else b.IF_DIE_BANDWIDTH_GB_S
@@ -327,6 +329,40 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
     return out, (f"Its {len(sockets)} sockets of {k} nodes each (from the firmware's distances and the SKU) are "
                  f"joined as the catalog's machines are: one {'mesh' if intel else 'I/O-die'} switch per socket "
                  "and one socket link per pair of sockets, in place of the importer's link per pair of nodes.")
+
+
+def _die_mesh(
+    machine: Machine, found: CatalogMatch, socket_of: Mapping[int, int], cpu_nodes: list[Node], kept: list[Link]
+) -> tuple[Machine, str]:
+    """The sockets of an AMD multi-chip package with no I/O die (Naples, Magny-Cours, Bulldozer): each die a
+    node with its own memory controllers, the dies of a package linked to each other directly, and, between two
+    sockets, each die to its counterpart in the other package (the platform's wiring; with more sockets every
+    pair of nodes on different sockets keeps the importer's link). No switch: a hub would make one die's links to
+    its three siblings a single link."""
+    from numasim.topology import builders as b
+    from numasim.topology.model import LinkKind
+
+    kind = LinkKind(found.platform.interconnect.kind)
+    sockets = sorted({socket_of[n.id] for n in cpu_nodes})
+    dies = {s: sorted(n.id for n in cpu_nodes if socket_of[n.id] == s) for s in sockets}
+    die_of = {nid: j for s in sockets for j, nid in enumerate(dies[s])}
+    nodes = [n.model_copy(update={"socket": socket_of[n.id], "die": die_of[n.id]}) if n.id in die_of else n
+             for n in machine.nodes]
+    links = [Link(a=x, b=y, kind=kind, latency_ns=b.IF_DIE_LATENCY_NS, bandwidth_gb_s=b.IF_DIE_BANDWIDTH_GB_S)
+             for s in sockets for i, x in enumerate(dies[s]) for y in dies[s][i + 1:]]
+    if len(sockets) == 2:
+        links += [Link(a=x, b=y, kind=kind, latency_ns=b.XGMI_LATENCY_NS, bandwidth_gb_s=b.XGMI_BANDWIDTH_GB_S)
+                  for x, y in zip(dies[sockets[0]], dies[sockets[1]], strict=True)]
+        wiring = "each die to its counterpart in the other package"
+    else:
+        links += [lk.model_copy(update={"kind": kind}) for lk in machine.links
+                  if lk.a in die_of and lk.b in die_of and socket_of[lk.a] != socket_of[lk.b]]  # type: ignore[index]
+        wiring = "every pair of dies on different sockets, as imported"
+    out = machine.model_copy(update={"nodes": nodes, "links": [*links, *kept], "switches": []})
+    Machine.model_validate(out.model_dump())
+    return out, (f"Its {len(sockets)} sockets of {len(dies[sockets[0]])} dies each (from the firmware's distances and "
+                 f"the SKU) are joined as {found.platform.name} is wired: the dies of a package directly to each "
+                 f"other, and across sockets {wiring}.")
 
 
 def _add_expanders(
