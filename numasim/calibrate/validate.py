@@ -207,9 +207,13 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
         llc = max((x.latency_ns for x in calibration.caches), default=float(np.nanmin(np.diag(lat))))
         local = c.local_hitm_ns if c is not None else llc
 
+        sockets = {n.id: n.socket for n in m.nodes}
+
         def remote(homed: str, w: int, r: int) -> float | None:
             if w not in ids or r not in ids:
                 return None
+            if c is not None and sockets[w] is not None and sockets[w] == sockets[r]:
+                return c.local_hitm_ns  # two clusters of one socket (SNC, NPS): the socket's own transfer
             if c is not None and c.remote_hitm_ns is not None:
                 return c.remote_hitm_home_reader_ns if homed == "reader" and c.remote_hitm_home_reader_ns else c.remote_hitm_ns
             home = w if homed == "writer" else r

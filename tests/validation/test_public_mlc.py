@@ -63,6 +63,9 @@ CATALOG_SOURCE_FILES = {"spr-2s-silver-4416plus.md", "cloudlab-2s-haswell-E5-263
 the Silver 4416+ run (the only SPR latency found), checked on the other SPR run (Silver 4410Y); Haswell-EP's and
 Ice Lake-SP's idle latencies (and nothing else) from the two CloudLab runs, whose bandwidth matrices stay held out."""
 LATENCY_ONLY_SOURCES = {"cloudlab-2s-haswell-E5-2630v3.md", "cloudlab-2s-icelake-8360Y.md"}
+COHERENCE_ONLY_SOURCES = {"plantegg-2s-broadwell-E5-2682v4.md"}
+"""Public runs whose cache-to-cache figures (and nothing else) the catalog took: Broadwell-EP's, from the only
+Broadwell c2c run found; Haswell-EP borrows them. Only their c2c rows are circular."""
 
 
 def test_no_catalog_prior_comes_from_a_held_out_public_file() -> None:
@@ -71,11 +74,13 @@ def test_no_catalog_prior_comes_from_a_held_out_public_file() -> None:
 
     (Two off-list SKUs take cores, clock and L3 size from the lscpu printed beside the runs: configuration, cited
     as such; no latency or bandwidth figure.)"""
-    files = [c.file for c in PUBLIC_MLC_CASES if c.file not in CATALOG_SOURCE_FILES]
+    files = [c.file for c in PUBLIC_MLC_CASES if c.file not in CATALOG_SOURCE_FILES | COHERENCE_ONLY_SOURCES]
     for case in PUBLIC_MLC_CASES:
         cal = catalog_calibration(public_machine(case))
         for p in cal.provenance.priors:
             assert not any(f in p.source for f in files), (case.file, p.parameter, p.source)
+            if any(f in p.source for f in COHERENCE_ONLY_SOURCES):
+                assert p.parameter.startswith("coherence."), (case.file, p.parameter, p.source)
             if any(f in p.source for f in LATENCY_ONLY_SOURCES):
                 assert p.parameter.endswith("latency_ns"), (case.file, p.parameter, p.source)
             if p.parameter.endswith(("latency_ns", "bandwidth_gb_s")) and not p.parameter.startswith("caches"):
@@ -100,9 +105,12 @@ def test_every_case_is_predicted_in_the_scenarios_its_tables_allow(
     for r in rows:
         assert r.cells > 0 and math.isfinite(r.mape_pct), r
         latency_only = {c.label for c in PUBLIC_MLC_CASES if c.file in LATENCY_ONLY_SOURCES}
+        coherence_only = {c.label for c in PUBLIC_MLC_CASES if c.file in COHERENCE_ONLY_SOURCES}
         pace_source = {c.label for c in PUBLIC_MLC_CASES if c.file in PACE_SHARING_SOURCES}
         if r.machine in pace_source:  # its loaded latency taught the virtual mlc how SMT threads pace
             assert r.circular == (r.table == "loaded_latency"), r
+        elif r.machine in coherence_only:  # only its c2c table predicts the catalog's own source
+            assert r.circular == (r.table == "c2c_latency"), r
         elif r.machine in latency_only:  # only its latency predicts the catalog's own source
             assert r.circular == (r.table == "latency_matrix"), r
         elif r.machine in sources:  # its latency and remote bandwidth predict the catalog's own source

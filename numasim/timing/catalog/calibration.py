@@ -597,15 +597,34 @@ def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[flo
     return sku.base_ghz, f"base clock ({why}) [{platform.cite(sku.sources)}]"
 
 
+def coherence_donor(platform: Platform) -> Platform | None:
+    """The platform whose measured cache-to-cache latencies a catalog calibration of ``platform`` borrows where it
+    has none: same vendor and socket link (the coherence protocol: QPI's snoops, UPI's directory), then the nearest
+    by DRAM generation and years, as for latencies; None where it has its own or nothing matches (AMD today)."""
+    if platform.coherence is not None:
+        return None
+    same = [p for p in load_catalog() if p.coherence is not None and p.vendor == platform.vendor
+            and p.interconnect.kind == platform.interconnect.kind]
+    return _nearest(platform, same)
+
+
 def _coherence(platform: Platform) -> CoherenceTiming | None:
-    """The platform's measured cache-to-cache transfer latencies, as the calibration carries them."""
-    c = platform.coherence
+    """The platform's measured cache-to-cache transfer latencies, or those of :func:`coherence_donor` (said so),
+    as the calibration carries them. None: no measured figure to go on (the engine then times such a read as
+    what serves it: the socket's last cache level, or memory across sockets)."""
+    donor = coherence_donor(platform)
+    owner = platform if donor is None else donor
+    c = owner.coherence
     if c is None:
         return None
+    source = f"{owner.name}: {c.measured_on} [{owner.cite(c.sources)}]"
+    if donor is not None:
+        source = (f"borrowed from {donor.name} (the measured platform of the same vendor and socket link, "
+                  f"{donor.interconnect.kind}, nearest by DRAM generation and years: {source}); {platform.name} has "
+                  "no cache-to-cache figure of its own")
     return CoherenceTiming(
         local_hitm_ns=c.local_hitm_ns, remote_hitm_ns=c.remote_hitm_ns,
-        remote_hitm_home_reader_ns=c.remote_hitm_home_reader_ns,
-        source=f"{platform.name}: {c.measured_on} [{platform.cite(c.sources)}]",
+        remote_hitm_home_reader_ns=c.remote_hitm_home_reader_ns, source=source,
     )
 
 
