@@ -146,15 +146,7 @@ def test_latency_matrix_per_cpu_is_kept_apart_and_averaged_per_node_for_a_fit(tm
 
 
 def test_a_page_with_a_blank_line_after_every_line_keeps_every_row() -> None:
-    text = """Intel(R) Memory Latency Checker - v3.10
-Measuring Peak Injection Memory Bandwidths for the system
-Using traffic with the following read-write ratios
-ALL Reads        :      116000.0
-3:1 Reads-Writes :      100000.0
-2:1 Reads-Writes :      95000.0
-1:1 Reads-Writes :      90000.0
-Stream-triad like:      92000.0
-
+    text = _peak("--peak_injection_bandwidth", 116000.0) + """
 Measuring Loaded Latencies for the system
 Using Read-only traffic type
 Inject  Latency Bandwidth
@@ -167,7 +159,7 @@ Delay   (ns)    MB/sec
 """
     doubled = "".join(line + "\n\n" for line in text.splitlines())
     r = parse_mlc_text(doubled)
-    assert r.peak_injection_mb_s == parse_mlc_text(text).peak_injection_mb_s and len(r.peak_injection_mb_s) == 5
+    assert r.peak_injection_mb_s == parse_mlc_text(text).peak_injection_mb_s and len(r.peak_injection_mb_s) == 2
     assert r.loaded_latency[0].inject_delay.tolist() == [0, 2, 100, 20000]
     assert parse_mlc_text(doubled.replace("\n\n", "\n \n")).loaded_latency[0].latency_ns[-1] == 85.0  # "blank": spaces
 
@@ -203,13 +195,14 @@ Numa node            0       1
        0        126540.1  85279.5
        1        85158.3   126795.6
 """
-    text = ("Intel(R) Memory Latency Checker - v3.11b\nCommand line parameters: --bandwidth_matrix\n\n"
+    text = ("Intel(R) Memory Latency Checker - v3.11b\nCommand line parameters: --bandwidth_matrix -U\n\n"
             "Measuring Memory Bandwidths between nodes within system\nUsing Read-only traffic type\n" + matrix +
             "\nIntel(R) Memory Latency Checker - v3.11b\nCommand line parameters: --bandwidth_matrix -W5\n\n"
             "Measuring Memory Bandwidths between nodes within system\n" + matrix)
     r = parse_mlc_text(text)
     assert len(r.bandwidth_matrices) == 1
     assert any("mix -W5 traffic" in n and "left out" in n for n in r.notes)
+    assert any("random reads (-U)" in n for n in r.notes)  # kept, and said
 
 
 def test_mixes_numasim_does_not_replay_are_said_not_dropped_silently() -> None:

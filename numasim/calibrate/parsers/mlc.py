@@ -452,6 +452,9 @@ def parse_mlc_text(text: str, source: str = "<text>") -> MlcResult:
             matrix = r.matrix(ln, "bandwidth matrix", "MB/s")
             if traffic == "Read-only":
                 res.bandwidth_matrices.append(matrix)
+                if "-U" in options:  # compared all the same: at a node's peak the controller decides, not the order
+                    res.notes.append(f"bandwidth matrix at line {ln.number}: random reads (-U), where the virtual mlc "
+                                     "reads lines in order")
             else:
                 res.notes.append(f"bandwidth matrix at line {ln.number}: {traffic} traffic (options "
                                  f"{' '.join(options)}), not read-only: left out (numasim compares read-only matrices)")

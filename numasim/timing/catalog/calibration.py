@@ -664,6 +664,9 @@ def catalog_calibration(
       or where the platform's L3 belongs to a core complex (AMD's CCX) one instance a complex of the core dies
       below, the SKU's L3 split evenly among them (without core dies, socket-wide, said in the notes); latency =
       cycles / the running clock (below); a level without a cycle count keeps the machine file's latency.
+    * **cache-to-cache** (``coherence``): the platform's measured mlc HITM figures, else those of
+      :func:`coherence_donor` (the nearest measured platform of its vendor and socket link, said "borrowed
+      from"), else none (said in the notes: such a read is then timed as what serves it).
     * **core**: ``max_outstanding_misses`` = the L1D fill buffers (else numasim's default);
       ``outstanding_misses_per_core`` = the L2 miss queue (superqueue) shared by a core's hardware threads, and
       ``threads_per_core`` from the SKU, where the catalog has the queue;
