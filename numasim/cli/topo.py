@@ -194,7 +194,8 @@ def import_cmd(
     loose = {n.id for n in machine.nodes if n.has_memory and not n.has_cpus and n.memory_kind.value == "dram"}
     # our TOML (a file, or a shipped machine's name) already says what its numbers are: a format conversion
     src = _source(source)
-    ours = src is None or detect_format(src) == "toml"
+    src_format = detect_format(src) if src is not None else "toml"
+    ours = src_format == "toml"
 
     def timed_by_catalog(cpu_model: str | None) -> Machine:
         return catalog_machine(machine, cpu_model, cxl_device=cxl_device, cxl_expanders=cxl, cxl_socket=cxl_socket,
@@ -238,11 +239,9 @@ def import_cmd(
         typer.echo(f"warning: {note}", err=True)
     if note := _larger_than_a_socket(machine):
         typer.echo(f"warning: {note}", err=True)
-    if src is not None and detect_format(src) == "lscpu":  # an assumption the user must see, not only the file
-        per_node = {n.memory_bytes for n in machine.nodes}
-        size = f"{per_node.pop() / 2**30:g} GiB a node" if len(per_node) == 1 else "a default size a node"
-        typer.echo(f"warning: lscpu gives no memory sizes: {size} assumed (import numactl --hardware, which has "
-                   "them, or edit the nodes' memory_bytes)", err=True)
+    if src_format == "lscpu":  # an assumption the user must see, not only the file (every node gets the same size)
+        typer.echo(f"warning: lscpu gives no memory sizes: {machine.nodes[0].memory_bytes / 2**30:g} GiB a node "
+                   "assumed (import numactl --hardware, which has them, or edit the nodes' memory_bytes)", err=True)
 
 
 def _larger_than_a_socket(machine: Machine) -> str | None:
