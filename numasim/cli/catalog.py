@@ -45,7 +45,7 @@ def _memory(p: Platform) -> str:
 
 def _links(p: Platform) -> str:
     ic = p.interconnect
-    return f"{ic.links_per_socket}x {ic.kind} {ic.gt_s:g} GT/s"
+    return "none (1 socket)" if ic is None else f"{ic.links_per_socket}x {ic.kind} {ic.gt_s:g} GT/s"
 
 
 @catalog_app.command("list")
@@ -64,8 +64,10 @@ def list_cmd(
             {
                 "name": p.name, "vendor": p.vendor, "title": p.title, "years": list(p.years), "skus": len(p.skus),
                 "channels_per_socket": p.memory.channels_per_socket, "ddr": _memory(p),
-                "links": {"kind": p.interconnect.kind, "per_socket": p.interconnect.links_per_socket,
-                          "gt_s": p.interconnect.gt_s},
+                "links": None if p.interconnect is None else {
+                    "kind": p.interconnect.kind, "per_socket": p.interconnect.links_per_socket,
+                    "gt_s": p.interconnect.gt_s,
+                },
             }
             for p in platforms
         ]
@@ -113,7 +115,10 @@ def _show_text(found: CatalogMatch) -> list[str]:
         lines.append("NUMA modes:")
         for m in p.numa_modes:
             lines += [f"  {_fields(m)}", src(m.sources)]
-    lines += ["interconnect:", f"  {_fields(p.interconnect)}", src(p.interconnect.sources)]
+    if p.interconnect is None:
+        lines += ["interconnect: none (a single-socket platform)"]
+    else:
+        lines += ["interconnect:", f"  {_fields(p.interconnect)}", src(p.interconnect.sources)]
     if p.core_die_link is not None:
         d = p.core_die_link
         lines += ["core-die ports (one per core die, to the I/O die):",

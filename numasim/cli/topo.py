@@ -367,8 +367,9 @@ def _catalog_reconfigure_defaults(
         )
     per_socket = [sum(1 for n in m.nodes if n.socket == s) for s in {n.socket for n in m.nodes}]
     # Only a split of one-node sockets lacks an on-die link; a clustered machine has its own (measured) one.
-    if die_bw is None and max(per_socket) == 1 and found.platform.interconnect.die_to_die_bandwidth_gb_s is not None:
-        die_bw = found.platform.interconnect.die_to_die_bandwidth_gb_s
+    ic = found.platform.interconnect
+    if die_bw is None and max(per_socket) == 1 and ic is not None and ic.die_to_die_bandwidth_gb_s is not None:
+        die_bw = ic.die_to_die_bandwidth_gb_s
         used.append(f"die-to-die {die_bw:g} GB/s")
     if used:
         what = f"platform catalog {found.label}: " + ", ".join(used)

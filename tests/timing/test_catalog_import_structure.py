@@ -172,3 +172,22 @@ def test_a_naples_package_links_its_dies_directly_and_each_to_its_counterpart() 
     assert sibling.bandwidth_gb_s == pytest.approx(21.3)  # the catalog's die-to-die figure, each of the three
     lat = latency_table_ns(timed)
     assert lat[0, 4] < lat[0, 5]  # the counterpart die is one socket hop away, the others a die hop more
+
+
+@pytest.mark.parametrize(("cpu", "cpus"), [("Intel(R) Xeon(R) D-2796NT CPU @ 2.00GHz", 40),
+                                           ("Intel(R) Atom(TM) CPU C3858 @ 2.00GHz", 12),
+                                           ("AMD EPYC 8534P 64-Core Processor", 128)])
+def test_a_single_socket_part_imports_as_one_socket_without_socket_links(cpu: str, cpus: int) -> None:
+    """Xeon D, Atom and EPYC 8004 have no socket link (the catalog gives their platforms none): a box's one-node
+    ``numactl -H`` imports and is timed from its own memory alone; a machine of two sockets is an error."""
+    from numasim.errors import CalibrationError
+
+    text = (f"available: 1 nodes (0)\nnode 0 cpus: {' '.join(map(str, range(cpus)))}\nnode 0 size: 65536 MB\n"
+            "node 0 free: 60000 MB\nnode distances:\nnode   0\n  0:  10\n")
+    timed = catalog_machine(machine_from_numactl(text, name="one"), cpu)
+    cal = catalog_calibration(timed)
+    assert not cal.links and len(cal.controllers) == 1
+    assert not [p for p in cal.provenance.priors if p.parameter.startswith("links[")]
+    assert cal.controllers[0].read_bandwidth_gb_s > 0
+    with pytest.raises(CalibrationError, match="single-socket part, but the machine has 2 sockets"):
+        catalog_calibration(glueless(2), sku=cpu)

@@ -95,6 +95,33 @@ def test_unlisted_sku_of_a_known_family_finds_its_platform() -> None:
     assert match_cpu("AMD EPYC 7F72 24-Core Processor").platform.name == "amd-epyc-rome"
 
 
+@pytest.mark.parametrize(("text", "platform"), [
+    # Cooper Lake's H and HL parts share Ice Lake-SP's numbers (83xx, 63xx, 53xx): the suffix tells them apart
+    ("Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz", "intel-cooper-lake"),
+    ("Intel(R) Xeon(R) Platinum 8397HL CPU @ 2.00GHz", "intel-cooper-lake"),  # (unlisted: by its pattern)
+    ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", "intel-ice-lake-sp"),
+    ("Intel(R) Xeon(R) Gold 6397 CPU @ 2.30GHz", "intel-ice-lake-sp"),  # (unlisted)
+    ("Intel(R) Xeon(R) CPU E7-8890 v3 @ 2.50GHz", "intel-haswell-ex"),
+    ("Intel(R) Xeon(R) CPU E7-8890 v4 @ 2.20GHz", "intel-broadwell-ex"),
+    ("Intel(R) Xeon(R) CPU           X7560  @ 2.27GHz", "intel-nehalem-ex"),
+    ("Intel(R) Xeon(R) CPU D-1541 @ 2.10GHz", "intel-broadwell-de"),
+    ("Intel(R) Xeon(R) D-2146NT CPU @ 2.30GHz", "intel-skylake-d"),
+    ("Intel(R) Xeon(R) D-2796NT CPU @ 2.00GHz", "intel-ice-lake-d"),
+    ("Intel(R) Atom(TM) CPU C3858 @ 2.00GHz", "intel-denverton"),
+    ("Intel(R) Atom(TM) P5362 processor", "intel-snow-ridge"),  # (unlisted)
+    ("Intel(R) Xeon(R) 6780E", "intel-sierra-forest"),
+    ("Intel(R) Xeon(R) 6787P", "intel-granite-rapids-sp"),
+    ("Intel(R) Xeon(R) 6980P", "intel-granite-rapids"),
+    ("AMD EPYC 8534P 64-Core Processor", "amd-epyc-siena"),
+    ("AMD EPYC 4564P 16-Core Processor", "amd-epyc-4004"),
+    ("AMD EPYC 4585PX 16-Core Processor", "amd-epyc-4005"),
+])
+def test_the_parts_beside_the_main_server_lines_find_their_platform(text: str, platform: str) -> None:
+    """Xeon D, Atom, the EX lines, Cooper Lake, Xeon 6 and the single-socket EPYCs: an importer given one of
+    these used to stop at "not in the platform catalog" (or, for Cooper Lake, take Ice Lake-SP's 8 channels)."""
+    assert match_cpu(text).platform.name == platform
+
+
 def test_vendor_words_keep_vendors_apart() -> None:
     assert match_cpu("AMD Opteron 6134").platform.vendor == "amd"
     with pytest.raises(CalibrationError, match="not in the platform catalog"):

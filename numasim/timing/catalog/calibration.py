@@ -90,22 +90,27 @@ def _nearest(platform: Platform, candidates: list[Platform]) -> Platform | None:
     same = [p for p in candidates if p.vendor == platform.vendor] or candidates
     if not same:
         return None
-    # DRAM latency follows the DRAM generation more than the calendar: a DDR4 platform borrows from a DDR4 one
-    return min(same, key=lambda p: (p.memory.ddr != platform.memory.ddr, abs(p.years[0] - platform.years[0]),
-                                    p.years[0], p.name))
+    # DRAM latency follows how the DIMMs are attached (an EX platform's memory buffers add some 40-70 ns: Westmere-EX
+    # 135 ns local against Westmere-EP's direct DIMMs' ~65) and then the DRAM generation more than the calendar: a
+    # DDR4 platform borrows from a DDR4 one
+    return min(same, key=lambda p: (p.memory.buffered != platform.memory.buffered, p.memory.ddr != platform.memory.ddr,
+                                    abs(p.years[0] - platform.years[0]), p.years[0], p.name))
 
 
 def _link_read_efficiency(platform: Platform, catalog: tuple[Platform, ...]) -> tuple[float, str]:
     """Line-read bandwidth over a socket link's data rate: the platform's measured factor, else that of the measured
     platform with the same link kind and the nearest transfer rate (said so), else the packet format's share."""
     ic = platform.interconnect
+    if ic is None:
+        return 1.0, f"{platform.name} is a single-socket platform: no socket links"
     if ic.read_efficiency is not None:
         eff = ic.read_efficiency
         return eff.read_factor, f"{platform.name} link read efficiency: {eff.derivation} [{platform.cite(eff.sources)}]"
-    measured = [p for p in catalog if p.name != platform.name and p.interconnect.kind == ic.kind
-                and p.interconnect.read_efficiency is not None]  # fmt: skip
+    measured = [p for p in catalog if p.name != platform.name and p.interconnect is not None
+                and p.interconnect.kind == ic.kind and p.interconnect.read_efficiency is not None]  # fmt: skip
     if measured:
-        donor = min(measured, key=lambda p: (abs(math.log(p.interconnect.gt_s / ic.gt_s)), p.name))
+        donor = min(measured, key=lambda p: (abs(math.log(p.interconnect.gt_s / ic.gt_s)), p.name))  # type: ignore[union-attr]
+        assert donor.interconnect is not None
         got = donor.interconnect.read_efficiency
         assert got is not None
         return got.read_factor, (
@@ -183,7 +188,10 @@ def _lends(lender: Platform, borrower: Platform, sockets: int | None) -> bool:
     and joined by the same kind of link (the same coherence protocol)."""
     lat = lender.latency
     assert lat is not None
-    return lat.sockets is None or (lat.sockets == sockets and lender.interconnect.kind == borrower.interconnect.kind)
+    return lat.sockets is None or (
+        lat.sockets == sockets and lender.interconnect is not None and borrower.interconnect is not None
+        and lender.interconnect.kind == borrower.interconnect.kind
+    )
 
 
 def remote_donor(platform: Platform, sockets: int | None) -> Platform | None:
@@ -201,7 +209,7 @@ def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None
     catalog = load_catalog()
     local = None if platform.latency is not None else _nearest(platform, [p for p in catalog if p.latency is not None])
     remote = None
-    if platform.latency is None or platform.latency.remote_ns is None:
+    if not platform.single_socket and (platform.latency is None or platform.latency.remote_ns is None):
         remote = remote_donor(platform, None)
     return local, remote
 
@@ -289,7 +297,14 @@ def catalog_figures(
         sibling = sibling_route(donor.latency, mode)
         sibling_src = "" if sibling is None else f"borrowed from {donor.name}: {sibling[1]}"
     own = platform.latency
-    if own is not None and own.remote_ns is not None and _carries(own, sockets):
+    if platform.single_socket and sockets is not None and sockets > 1:
+        raise CalibrationError(
+            f"{platform.name} / {sku.model} is a single-socket part, but the machine has {sockets} sockets: check the "
+            "cpu model, or the machine's sockets"
+        )
+    if platform.single_socket:
+        delta, remote_src = 0.0, f"{platform.name} is a single-socket platform: no remote socket"
+    elif own is not None and own.remote_ns is not None and _carries(own, sockets):
         delta = own.remote_ns - own.local_ns
         remote_src = f"{platform.name}: {own.measured_on} [{cite(own.sources)}]"
     else:
@@ -305,9 +320,12 @@ def catalog_figures(
         remote_src = f"remote - local borrowed from {donor.name} ({donor.latency.measured_on}): {why}"
     ic = platform.interconnect
     link_eff, link_eff_src = _link_read_efficiency(platform, catalog)
-    links = sku.links or ic.links_per_socket
-    to_sockets = min(links, ic.links_to_sockets) if ic.links_to_sockets is not None else links
-    gt_s = sku.link_gt_s or ic.gt_s
+    if ic is None:
+        to_sockets, link_gb_s = 0, 0.0
+    else:
+        links = sku.links or ic.links_per_socket
+        to_sockets = min(links, ic.links_to_sockets) if ic.links_to_sockets is not None else links
+        link_gb_s = ic.bandwidth_gb_s * (sku.link_gt_s or ic.gt_s) / ic.gt_s
     return CatalogFigures(
         platform=platform,
         sku=sku,
@@ -318,7 +336,7 @@ def catalog_figures(
         write_factor=write_factor,
         write_factor_source=write_source,
         links_to_sockets=to_sockets,
-        link_bandwidth_gb_s=ic.bandwidth_gb_s * gt_s / ic.gt_s,
+        link_bandwidth_gb_s=link_gb_s,
         link_read_efficiency=link_eff,
         link_read_efficiency_source=link_eff_src,
         local_ns=local,
@@ -603,8 +621,10 @@ def coherence_donor(platform: Platform) -> Platform | None:
     by DRAM generation and years, as for latencies; None where it has its own or nothing matches (AMD today)."""
     if platform.coherence is not None:
         return None
+    # (a single-socket platform has only the local transfer: any measured platform of its vendor has that)
+    kind = None if platform.interconnect is None else platform.interconnect.kind
     same = [p for p in load_catalog() if p.coherence is not None and p.vendor == platform.vendor
-            and p.interconnect.kind == platform.interconnect.kind]
+            and (kind is None or (p.interconnect is not None and p.interconnect.kind == kind))]
     return _nearest(platform, same)
 
 
@@ -619,9 +639,11 @@ def _coherence(platform: Platform) -> CoherenceTiming | None:
         return None
     source = f"{owner.name}: {c.measured_on} [{owner.cite(c.sources)}]"
     if donor is not None:
-        source = (f"borrowed from {donor.name} (the measured platform of the same vendor and socket link, "
-                  f"{donor.interconnect.kind}, nearest by DRAM generation and years: {source}); {platform.name} has "
-                  "no cache-to-cache figure of its own")
+        how = ("the measured platform of the same vendor and socket link, "
+               f"{donor.interconnect.kind}" if donor.interconnect is not None and platform.interconnect is not None
+               else "the measured platform of the same vendor")
+        source = (f"borrowed from {donor.name} ({how}, nearest by DRAM generation and years: {source}); "
+                  f"{platform.name} has no cache-to-cache figure of its own")
     return CoherenceTiming(
         local_hitm_ns=c.local_hitm_ns, remote_hitm_ns=c.remote_hitm_ns,
         remote_hitm_home_reader_ns=c.remote_hitm_home_reader_ns, source=source,
@@ -1040,7 +1062,9 @@ def _links(
     bw: dict[int, float] = {}
     lat: dict[int, float] = {}
     priors: list[PriorParameter] = []
-    src_ic = f"{here}: {ic.kind} {ic.bandwidth_gb_s:g} GB/s per link at {ic.gt_s:g} GT/s ({ic.derivation}) [{platform.cite(ic.sources)}]"
+    src_ic = "" if ic is None else (
+        f"{here}: {ic.kind} {ic.bandwidth_gb_s:g} GB/s per link at {ic.gt_s:g} GT/s ({ic.derivation}) [{platform.cite(ic.sources)}]"
+    )
     for i, link in enumerate(machine.links):
         if i in cxl.links:
             lat[i], bw[i], lat_src, bw_src, why = cxl.links[i]
@@ -1062,7 +1086,7 @@ def _links(
             ))
             continue
         inside = len(sockets[link.a] | sockets[link.b]) == 1 and link.kind is not LinkKind.CXL
-        if inside and ic.die_to_die_bandwidth_gb_s is not None:
+        if inside and ic is not None and ic.die_to_die_bandwidth_gb_s is not None:
             bw[i] = ic.die_to_die_bandwidth_gb_s
             bw_src = f"{here}: die-to-die bandwidth [{platform.cite(ic.sources)}]"
         elif inside and platform.core_die_link is not None:
@@ -1197,12 +1221,18 @@ def _caches(
                 notes.append(f"the L3 is split per {spec.scope} on this platform; modelled as one socket-wide cache "
                              "of the SKU's total (assumption: the catalog lays no core dies over this machine whose "
                              "cores split into its complexes)")
+        elif spec.size_kib is not None and spec.scope == "module":
+            # no module scope in the machine model: an even share a core (what each gets with the module busy; a
+            # lone thread on a module has the whole instance, and hits more than this estimate)
+            size = round(spec.size_kib * KiB / spec.cores_per_module)
+            scope = CacheScope.CORE
+            size_src = f"{spec.size_kib:g} KiB shared by a module of {spec.cores_per_module} cores, an even share a core; {src}"
+            notes.append(f"{spec.level} is shared by a module of {spec.cores_per_module} cores; modelled as an even share "
+                         "per core (assumption: a lone thread on a module has the whole instance)")
         elif spec.size_kib is not None:
             size = round(spec.size_kib * KiB)
             scope = _SCOPES[spec.scope]
             size_src = src
-            if spec.scope == "module":
-                notes.append(f"{spec.level} is shared by a two-core module; modelled per core (assumption)")
         else:
             notes.append(f"{spec.level}: the catalog has no size for this SKU; level left out")
             continue

@@ -250,6 +250,8 @@ def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
     after, HyperTransport on Opteron, Infinity Fabric on EPYC): builders and importers cannot know which."""
     from numasim.topology.model import LinkKind
 
+    if found.platform.interconnect is None:  # a single-socket platform: no link joins two sockets
+        return machine
     kind = LinkKind(found.platform.interconnect.kind)
     socket_kinds = (LinkKind.QPI, LinkKind.UPI, LinkKind.HYPERTRANSPORT, LinkKind.INFINITY_FABRIC, LinkKind.OTHER)
     node_socket = {n.id: n.socket for n in machine.nodes}
@@ -342,6 +344,9 @@ def _die_mesh(
     from numasim.topology import builders as b
     from numasim.topology.model import LinkKind
 
+    if found.platform.interconnect is None:
+        raise CalibrationError(f"{found.label}: a package of several dies on a platform the catalog has no die "
+                               "links for (a single-socket platform)")
     kind = LinkKind(found.platform.interconnect.kind)
     sockets = sorted({socket_of[n.id] for n in cpu_nodes})
     dies = {s: sorted(n.id for n in cpu_nodes if socket_of[n.id] == s) for s in sockets}

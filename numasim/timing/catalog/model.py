@@ -72,6 +72,9 @@ class CacheSpec(_Sourced):
     complexes_per_die: PositiveInt = 1
     """``scope = "ccx"``: core complexes per core die (Zen 1 and 2: two of four cores each; Zen 3 and later: the
     die is one complex)."""
+    cores_per_module: PositiveInt = 2
+    """``scope = "module"``: the cores sharing one instance (Bulldozer: 2; Goldmont's L2: 2 or 4; Crestmont's:
+    4). numasim has no module scope: each core gets an even share of the instance (``size_kib`` / this)."""
 
 
 class MemorySpec(_Sourced):
@@ -84,6 +87,10 @@ class MemorySpec(_Sourced):
     dies_per_socket: PositiveInt = 1
     channels_per_die: PositiveInt | None = None
     """Channels wired to each die, for packages whose dies each own memory (Magny-Cours, Naples)."""
+    buffered: bool = False
+    """The DIMMs hang off on-board memory buffers (Intel's SMI, Nehalem-EX to Broadwell-EX): every access crosses
+    a buffer, so the idle latency sits tens of ns above a direct-attached platform's. A platform without a latency
+    measurement borrows one only from a platform alike in this, where there is one."""
     note: str = ""
 
 
@@ -299,7 +306,9 @@ class Platform(_Sourced):
     caches: list[CacheSpec]
     memory: MemorySpec
     numa_modes: list[NumaMode] = Field(default_factory=list)
-    interconnect: LinkSpec
+    interconnect: LinkSpec | None = None
+    """None: a single-socket platform (Xeon D, Atom, EPYC 4004/8004): its parts have no socket links, and a machine
+    of several sockets is an error naming the platform."""
     core: CoreLimits = Field(default_factory=CoreLimits)
     core_die_link: CoreDieLink | None = None
     """None: the cores reach the memory controllers without a per-die port (monolithic dies, Intel)."""
@@ -333,8 +342,9 @@ class Platform(_Sourced):
         if len(set(ids)) != len(ids):
             raise ValueError(f"source: duplicate id in {ids}")
         known = set(ids)
-        groups: list[tuple[str, _Sourced]] = [("platform", self), ("memory", self.memory),
-                                              ("interconnect", self.interconnect), ("core", self.core)]
+        groups: list[tuple[str, _Sourced]] = [("platform", self), ("memory", self.memory), ("core", self.core)]
+        if self.interconnect is not None:
+            groups.append(("interconnect", self.interconnect))
         groups += [(f"caches[{c.level}]", c) for c in self.caches]
         groups += [(f"numa_modes[{m.name}]", m) for m in self.numa_modes]
         groups += [(f"skus[{s.model}]", s) for s in self.skus]
@@ -344,7 +354,7 @@ class Platform(_Sourced):
             groups.append(("efficiency", self.efficiency))
         if self.coherence is not None:
             groups.append(("coherence", self.coherence))
-        if self.interconnect.read_efficiency is not None:
+        if self.interconnect is not None and self.interconnect.read_efficiency is not None:
             groups.append(("interconnect.read_efficiency", self.interconnect.read_efficiency))
         if self.cxl is not None:
             groups.append(("cxl", self.cxl))
@@ -384,6 +394,11 @@ class Platform(_Sourced):
             s = self.source(i)
             parts.append(f"{s.title} ({s.url})" if s.url else s.title)
         return "; ".join(parts)
+
+    @property
+    def single_socket(self) -> bool:
+        """Whether the platform's parts have no socket links (one socket a machine)."""
+        return self.interconnect is None
 
     def cache(self, level: str) -> CacheSpec | None:
         return next((c for c in self.caches if c.level == level), None)
