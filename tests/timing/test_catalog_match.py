@@ -115,6 +115,10 @@ def test_unlisted_sku_of_a_known_family_finds_its_platform() -> None:
     ("AMD EPYC 8534P 64-Core Processor", "amd-epyc-siena"),
     ("AMD EPYC 4564P 16-Core Processor", "amd-epyc-4004"),
     ("AMD EPYC 4585PX 16-Core Processor", "amd-epyc-4005"),
+    # cloud providers' own parts put a letter in the second place, as the Rome and Milan patterns allowed
+    ("AMD EPYC 9R14 96-Core Processor", "amd-epyc-genoa"),
+    ("AMD EPYC 9B14 96-Core Processor", "amd-epyc-genoa"),
+    ("AMD EPYC 9R45 192-Core Processor", "amd-epyc-turin"),
 ])
 def test_the_parts_beside_the_main_server_lines_find_their_platform(text: str, platform: str) -> None:
     """Xeon D, Atom, the EX lines, Cooper Lake, Xeon 6 and the single-socket EPYCs: an importer given one of
