@@ -17,6 +17,7 @@ REQUIRED_PLATFORMS = {
     "amd-epyc-turin", "intel-nehalem-ex", "intel-haswell-ex", "intel-broadwell-ex", "intel-cooper-lake",
     "intel-broadwell-de", "intel-skylake-d", "intel-ice-lake-d", "intel-denverton", "intel-snow-ridge",
     "intel-sierra-forest", "intel-granite-rapids-sp", "amd-epyc-siena", "amd-epyc-4004", "amd-epyc-4005",
+    "intel-sandy-bridge-en", "intel-ivy-bridge-en", "amd-opteron-lisbon", "amd-opteron-valencia", "amd-epyc-3000",
 }
 
 # Every x86 SKU the shared data names (hwloc CPUModel, kerncraft, mlc, seed articles) -> its platform.

@@ -115,6 +115,11 @@ def test_unlisted_sku_of_a_known_family_finds_its_platform() -> None:
     ("AMD EPYC 8534P 64-Core Processor", "amd-epyc-siena"),
     ("AMD EPYC 4564P 16-Core Processor", "amd-epyc-4004"),
     ("AMD EPYC 4585PX 16-Core Processor", "amd-epyc-4005"),
+    ("Intel(R) Xeon(R) CPU E5-2420 0 @ 1.90GHz", "intel-sandy-bridge-en"),
+    ("Intel(R) Xeon(R) CPU E5-2470 v2 @ 2.40GHz", "intel-ivy-bridge-en"),
+    ("AMD Opteron(tm) Processor 4180", "amd-opteron-lisbon"),
+    ("AMD Opteron(tm) Processor 4386", "amd-opteron-valencia"),
+    ("AMD EPYC 3251 8-Core Processor", "amd-epyc-3000"),
     # cloud providers' own parts put a letter in the second place, as the Rome and Milan patterns allowed
     ("AMD EPYC 9R14 96-Core Processor", "amd-epyc-genoa"),
     ("AMD EPYC 9B14 96-Core Processor", "amd-epyc-genoa"),
