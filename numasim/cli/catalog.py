@@ -109,8 +109,13 @@ def _show_text(found: CatalogMatch) -> list[str]:
     lines.append("caches:")
     for c in p.caches:
         one = ("complexes_per_die",) if c.complexes_per_die == 1 else ()  # (shown where a die holds several)
-        lines += [f"  {c.level}: {_fields(c, ('sources', 'level', *one))}", src(c.sources)]
-    lines += ["memory:", f"  {_fields(p.memory)}", src(p.memory.sources)]
+        module = () if c.scope == "module" else ("cores_per_module",)  # (shown where a module shares it)
+        lines += [f"  {c.level}: {_fields(c, ('sources', 'level', *one, *module))}", src(c.sources)]
+    buffered = () if p.memory.buffered else ("buffered",)  # (shown where the DIMMs sit behind buffers)
+    lines += ["memory:", f"  {_fields(p.memory, ('sources', *buffered))}", src(p.memory.sources)]
+    if p.hbm is not None:
+        lines += ["HBM in the package (flat mode: cpu-less nodes beside their cluster):",
+                  f"  {_fields(p.hbm)}; peak {p.hbm.peak_gb_s_per_socket:g} GB/s a socket", src(p.hbm.sources)]
     if p.numa_modes:
         lines.append("NUMA modes:")
         for m in p.numa_modes:

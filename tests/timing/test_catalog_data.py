@@ -18,6 +18,7 @@ REQUIRED_PLATFORMS = {
     "intel-broadwell-de", "intel-skylake-d", "intel-ice-lake-d", "intel-denverton", "intel-snow-ridge",
     "intel-sierra-forest", "intel-granite-rapids-sp", "amd-epyc-siena", "amd-epyc-4004", "amd-epyc-4005",
     "intel-sandy-bridge-en", "intel-ivy-bridge-en", "amd-opteron-lisbon", "amd-opteron-valencia", "amd-epyc-3000",
+    "intel-sapphire-rapids-hbm",
 }
 
 # Every x86 SKU the shared data names (hwloc CPUModel, kerncraft, mlc, seed articles) -> its platform.

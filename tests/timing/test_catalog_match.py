@@ -120,6 +120,7 @@ def test_unlisted_sku_of_a_known_family_finds_its_platform() -> None:
     ("AMD Opteron(tm) Processor 4180", "amd-opteron-lisbon"),
     ("AMD Opteron(tm) Processor 4386", "amd-opteron-valencia"),
     ("AMD EPYC 3251 8-Core Processor", "amd-epyc-3000"),
+    ("Intel(R) Xeon(R) CPU Max 9462", "intel-sapphire-rapids-hbm"),
     # cloud providers' own parts put a letter in the second place, as the Rome and Milan patterns allowed
     ("AMD EPYC 9R14 96-Core Processor", "amd-epyc-genoa"),
     ("AMD EPYC 9B14 96-Core Processor", "amd-epyc-genoa"),

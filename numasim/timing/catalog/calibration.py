@@ -349,6 +349,84 @@ def catalog_figures(
     )
 
 
+def _hbm_node_timings(
+    machine: Machine, fig: CatalogFigures, socket_of: Mapping[int, int], local_of: Mapping[int, float], here: str
+) -> CxlNodeTiming:
+    """Catalog priors for the package's HBM nodes (``memory_kind = "hbm"``) on a platform with an ``[hbm]`` entry.
+
+    Each node's cpus are those it holds (HBM-only mode) or, for a cpu-less node (flat mode), those of the one node
+    it is linked to (:func:`~numasim.timing.catalog.machine.catalog_machine` joins it to the nearest cluster by
+    the firmware's distances). Read bandwidth: the socket's measured HBM read bandwidth (else its stacks' peak x the
+    platform's DDR read efficiency, said) split evenly among the socket's HBM nodes; write bandwidth the same (no
+    public HBM write figure: the measured 1:1 mix moved more than reads alone). Idle latency: the node's cluster's
+    DDR local latency + the measured HBM - DDR difference. The link to its cluster adds nothing over that: the
+    difference was measured end to end."""
+    out = CxlNodeTiming()
+    spec = fig.platform.hbm
+    hbm_nodes = [n for n in machine.nodes if n.has_memory and n.memory_kind is MemoryKind.HBM]
+    if spec is None or not hbm_nodes:
+        return out
+    platform = fig.platform
+    cite = platform.cite(spec.sources)
+    attach: dict[int, int] = {}
+    link_of: dict[int, int] = {}
+    for n in hbm_nodes:
+        if n.has_cpus:
+            attach[n.id] = n.id
+            continue
+        joined = [(i, lk) for i, lk in enumerate(machine.links) if n.id in (lk.a, lk.b)]
+        ends = [lk.b if lk.a == n.id else lk.a for _, lk in joined]
+        if len(joined) != 1 or not isinstance(ends[0], int) or ends[0] not in socket_of:
+            raise CalibrationError(
+                f"node {n.id} of {machine.name} is HBM without cpus, joined to {ends or 'nothing'}: the catalog times "
+                "a package's HBM node beside the one cpu node whose tile holds it (one link to that node)"
+            )
+        attach[n.id], link_of[n.id] = ends[0], joined[0][0]
+    per_socket = Counter(socket_of[a] for a in attach.values())
+    if spec.read_gb_s_per_socket is not None:
+        socket_read = spec.read_gb_s_per_socket
+        read_src = f"measured {spec.read_gb_s_per_socket:g} GB/s a socket ({spec.read_measured_on}) [{cite}]"
+    else:
+        socket_read = spec.peak_gb_s_per_socket * fig.read_factor
+        read_src = (f"{spec.stacks_per_socket} stacks' peak {spec.peak_gb_s_per_socket:g} GB/s ({spec.derivation}) x the "
+                    f"DDR read efficiency {fig.read_factor:.3f} ({fig.read_factor_source}): no measured HBM read [{cite}]")
+    why = "catalog prior: no measurement"
+    for n in hbm_nodes:
+        a = attach[n.id]
+        share = per_socket[socket_of[a]]
+        read = socket_read / share
+        local = local_of.get(a, fig.local_ns)
+        latency = local + spec.added_latency_ns
+        out.controllers[n.id] = ControllerTiming(node=n.id, latency_ns=latency, read_bandwidth_gb_s=read,
+                                                 write_bandwidth_gb_s=read, curve=default_curve(latency))
+        key = f"controllers[{n.id}]"
+        split = f" / {share} HBM nodes of socket {socket_of[a]}" if share > 1 else ""
+        out.priors += [
+            PriorParameter(parameter=f"{key}.read_bandwidth_gb_s", value=read, unit="GB/s", why=why,
+                           source=f"{here}: HBM, {read_src}{split}"),
+            PriorParameter(parameter=f"{key}.write_bandwidth_gb_s", value=read, unit="GB/s", why=why,
+                           source="equal to read bandwidth: no public HBM write figure"),
+            PriorParameter(parameter=f"{key}.latency_ns", value=latency, unit="ns", why=why,
+                           source=f"node {a}'s local DDR {local:g} ns + HBM's {spec.added_latency_ns:g} ns more "
+                                  f"({spec.latency_measured_on}) [{cite}]"),
+        ]
+        if n.id in link_of:
+            # the link only places the node: its latency is in the controller's, its bandwidth no limit below it
+            out.links[link_of[n.id]] = (
+                HBM_LINK_LATENCY_NS, spec.peak_gb_s_per_socket,
+                "none of its own: the HBM - DDR difference was measured end to end (in the controller's latency)",
+                f"the socket's HBM peak ({spec.derivation}): no limit below the node's controller", why,
+            )
+    out.notes.append(f"HBM nodes {sorted(attach)}: timed from {platform.name}'s [hbm] (cache mode, HBM as a "
+                     "memory-side cache, is not modelled)")
+    return out
+
+
+HBM_LINK_LATENCY_NS = 1e-3
+"""The link joining a flat-mode HBM node to its cluster: a placeholder (latencies must be positive); the HBM's
+measured extra latency is its controller's."""
+
+
 def _cluster_local_latency(
     machine: Machine, fig: CatalogFigures, dram_of_socket: Mapping[int, list[int]]
 ) -> tuple[dict[int, float], dict[int, str]]:
@@ -736,6 +814,8 @@ def catalog_calibration(
     for n in machine.nodes:
         if not n.has_memory or n.id in cxl.controllers:
             continue
+        if n.memory_kind is MemoryKind.HBM and platform.hbm is not None:
+            continue  # (the package's HBM: timed below, from the catalog's [hbm])
         if n.memory_kind is not MemoryKind.DRAM:
             raise CalibrationError(
                 f"node {n.id} of {machine.name} is {n.memory_kind.value} memory; the platform catalog "
@@ -755,6 +835,11 @@ def catalog_calibration(
             nodes_of_socket[socket_of[n.id]].append(n.id)
     mem_src = f"{here}: {platform.memory.ddr}-{fig.mt_s}, {fig.channels_per_socket} channels per socket [{platform.cite(platform.memory.sources)}]"
     local_of, local_note = _cluster_local_latency(machine, fig, dram_of_socket)
+    hbm = _hbm_node_timings(machine, fig, socket_of, local_of, here)
+    cxl.controllers.update(hbm.controllers)  # (fixed like an expander's: no DDR channels, their own link)
+    cxl.links.update(hbm.links)
+    cxl.priors += hbm.priors
+    notes += hbm.notes
     controllers = []
     for n in machine.nodes:
         if not n.has_memory:

@@ -106,6 +106,7 @@ def catalog_machine(
     if cpu is not None:
         machine = machine.model_copy(update={"cpu_model": cpu})
     found = match_cpu(machine.cpu_model or "")
+    machine, hbm_note = _memory_only_as_hbm(machine, found)
     machine, memory_only_note = _memory_only_as_cxl(machine, found, cxl_device)
     machine, structure_note = _socket_structure(machine, found)
     converted = [n.id for n in machine.nodes if n.memory_kind.value == "cxl" and n.socket is None]
@@ -128,6 +129,8 @@ def catalog_machine(
         note = f"{note} {_BORROWED_NOTE}{lent}."
     if structure_note:
         note = f"{note} {structure_note}"
+    if hbm_note:
+        note = f"{note} {hbm_note}"
     if memory_only_note:
         note = f"{note} {memory_only_note}"
     if cxl_expanders:
@@ -139,6 +142,69 @@ def catalog_machine(
     )
 
 
+def _loose_memory(machine: Machine) -> list[Node]:
+    """The nodes an importer could not place: memory and no cpus, DRAM by the file, on no socket."""
+    from numasim.topology.model import MemoryKind
+
+    return [n for n in machine.nodes
+            if n.has_memory and not n.has_cpus and n.memory_kind is MemoryKind.DRAM and n.socket is None]
+
+
+def _nearest_cpu_node(machine: Machine, node: int) -> tuple[int, str]:
+    """The cpu node the firmware's distances put nearest ``node`` (the cpus' rows: a cpu-less node's own row is
+    often 255, "no distance"; ties to the lowest id), and why, in words."""
+    slit = machine.firmware_slit if machine.firmware_slit is not None else machine.slit()
+    index = {nid: i for i, nid in enumerate(machine.node_ids)}
+    far = {c.id: slit[index[c.id]][index[node]] for c in machine.nodes if c.has_cpus}
+    nearest = min(far.values())
+    attach = min(c for c, d in far.items() if d == nearest)
+    ties = [c for c, d in far.items() if d == nearest]
+    others = sorted({d for d in far.values() if d != nearest})
+    why = (f"distance {nearest} from node {attach}" + (f" (as from nodes {ties[1:]})" if len(ties) > 1 else "")
+           + (f", {'/'.join(map(str, others))} from the others" if others else ", as from every cpu node: "
+              "no nearest, so the lowest id"))
+    return attach, why
+
+
+def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
+    """An imported machine's cpu-less memory nodes as the package's high-bandwidth memory (Xeon Max in flat
+    mode), each joined by one on-die link to the cpu node the firmware's distances put nearest: the cluster (or,
+    in quadrant mode, the socket) whose tile holds the stacks.
+
+    ``numactl --hardware`` names no memory kind: on a platform with HBM, a cpu-less node no larger than a socket's
+    HBM is taken for HBM, a larger one is left for :func:`_memory_only_as_cxl` (a CXL expander), and the note
+    says which. The SLIT stays the firmware's.
+    """
+    from numasim.topology import builders as b
+    from numasim.topology.model import Link, LinkKind, MemoryKind
+
+    hbm = found.platform.hbm
+    cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
+    if hbm is None or not cpu_nodes:
+        return machine, ""
+    cap_bytes = hbm.capacity_gib_per_socket * GiB
+    taken = [n for n in _loose_memory(machine) if (n.memory_bytes or 0) <= cap_bytes]
+    if not taken:
+        return machine, ""
+    links = list(machine.links)
+    nodes = {n.id: n for n in machine.nodes}
+    said = []
+    for n in taken:
+        attach, why = _nearest_cpu_node(machine, n.id)
+        links = [lk for lk in links if n.id not in (lk.a, lk.b)]
+        links.append(Link(a=attach, b=n.id, kind=LinkKind.ON_DIE, latency_ns=b.MESH_LATENCY_NS / 2,
+                          bandwidth_gb_s=b.MESH_BANDWIDTH_GB_S))
+        nodes[n.id] = n.model_copy(update={"memory_kind": MemoryKind.HBM})
+        said.append(f"node {n.id} ({why})")
+    gone = {n.id for n in taken}
+    routes = [r for r in machine.routes if not gone & set(v for v in r.path if isinstance(v, int))]
+    out = machine.model_copy(update={"nodes": [nodes[i] for i in machine.node_ids], "links": links, "routes": routes})
+    Machine.model_validate(out.model_dump())
+    return out, (f"Memory nodes without cpus, no larger than a socket's {hbm.capacity_gib_per_socket:g} GiB of HBM, "
+                 f"taken for the package's HBM (the catalog's {found.platform.name} has it; numactl names no memory "
+                 f"kind), each beside the cpu node nearest by the firmware's distances: {'; '.join(said)}.")
+
+
 def _memory_only_as_cxl(
     machine: Machine, found: CatalogMatch, cxl_device: str | Mapping[int, str] | None
 ) -> tuple[Machine, str]:
@@ -148,15 +214,14 @@ def _memory_only_as_cxl(
     ``numactl --hardware`` shows a CXL Type-3 expander as a node with memory and no cpus, and says nothing else
     of it; its importer joins it to every node with a nominal link. On a platform whose catalog entry supports
     CXL memory, such a node (DRAM by the file, on no socket) is taken for an expander (the only cpu-less memory
-    those platforms ship besides HBM, which Xeon Max alone has and the catalog does not time) and is re-joined
+    those platforms ship besides HBM, which :func:`_memory_only_as_hbm` takes first) and is re-joined
     by one CXL link to the cpu node nearest to it by the firmware's distances (the cpus' rows: a cpu-less node's
     own row is often 255, "no distance"). Ties go to the lowest node id, and the note says so. The SLIT stays the
     firmware's. The expander's device is the catalog's default unless one is named (``cxl_device``).
     """
     from numasim.topology.model import Device, DeviceKind, Link, LinkKind, MemoryKind
 
-    loose = [n for n in machine.nodes
-             if n.has_memory and not n.has_cpus and n.memory_kind is MemoryKind.DRAM and n.socket is None]
+    loose = _loose_memory(machine)
     cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
     if not loose or not cpu_nodes:
         return machine, ""
@@ -166,8 +231,6 @@ def _memory_only_as_cxl(
             "has no CXL memory support, so the catalog cannot tell what memory it is or whose channels it owns; "
             "set its socket (and memory_kind, if not DRAM) in the machine file, or calibrate it from measurements"
         )
-    slit = machine.firmware_slit if machine.firmware_slit is not None else machine.slit()
-    index = {nid: i for i, nid in enumerate(machine.node_ids)}
     from numasim.topology.builders import CXL_LINK_BANDWIDTH_GB_S, CXL_LINK_LATENCY_NS
 
     links = list(machine.links)
@@ -175,10 +238,7 @@ def _memory_only_as_cxl(
     nodes = {n.id: n for n in machine.nodes}
     said = []
     for n in loose:
-        far = {c: slit[index[c]][index[n.id]] for c in cpu_nodes}
-        nearest = min(far.values())
-        attach = min(c for c, d in far.items() if d == nearest)
-        others = sorted({d for d in far.values() if d != nearest})
+        attach, why = _nearest_cpu_node(machine, n.id)
         links = [lk for lk in links if n.id not in (lk.a, lk.b)]
         links.append(Link(a=attach, b=n.id, kind=LinkKind.CXL, latency_ns=CXL_LINK_LATENCY_NS,
                           bandwidth_gb_s=CXL_LINK_BANDWIDTH_GB_S))
@@ -188,10 +248,6 @@ def _memory_only_as_cxl(
                               description=f"CXL memory expander exposed as cpu-less node {n.id} (taken from the "
                                           "imported topology)"))
         nodes[n.id] = n.model_copy(update={"memory_kind": MemoryKind.CXL})
-        ties = [c for c, d in far.items() if d == nearest]
-        why = (f"distance {nearest} from node {attach}" + (f" (as from nodes {ties[1:]})" if len(ties) > 1 else "")
-               + (f", {'/'.join(map(str, others))} from the others" if others else ", as from every cpu node: "
-                  "no nearest, so the lowest id"))
         device, _ = choose_cxl_device(n.id, cxl_device, load_cxl_catalog())
         named = cxl_device.get(n.id) if isinstance(cxl_device, Mapping) else cxl_device
         said.append(f"node {n.id} ({why}); timed as {device.name}"

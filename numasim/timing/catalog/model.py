@@ -19,6 +19,7 @@ __all__ = [
     "Source",
     "CacheSpec",
     "MemorySpec",
+    "HbmSpec",
     "NumaMode",
     "LinkSpec",
     "LinkEfficiency",
@@ -262,6 +263,45 @@ class CxlSupport(_Sourced):
     note: str = ""
 
 
+class HbmSpec(_Sourced):
+    """High-bandwidth memory in the package (Xeon Max's HBM2e): in flat mode Linux shows it as cpu-less nodes,
+    one a socket (quadrant) or one a cluster (SNC4), each beside the DDR node of its cpus."""
+
+    stacks_per_socket: PositiveInt
+    gb_per_stack: PositiveFloat
+    gt_s: PositiveFloat
+    """Data rate of one pin, gigatransfers per second."""
+    bus_bits: PositiveInt
+    """Data bits of one stack's interface (1024 for HBM2e)."""
+    derivation: Annotated[str, Field(min_length=1)]
+    """How the peak follows from the numbers above."""
+    added_latency_ns: Annotated[float, Field(ge=0)]
+    """Idle latency of a read from a socket's own HBM over that of its own DDR, measured on one box."""
+    latency_measured_on: Annotated[str, Field(min_length=1)]
+    read_gb_s_per_socket: PositiveFloat | None = None
+    """Measured line-read bandwidth of one socket's cores from its own HBM (None: not measured)."""
+    read_measured_on: str = ""
+    note: str = ""
+
+    @property
+    def capacity_gib_per_socket(self) -> float:
+        return self.stacks_per_socket * self.gb_per_stack
+
+    @property
+    def peak_gb_s_per_socket(self) -> float:
+        return self.stacks_per_socket * self.bus_bits / 8 * self.gt_s
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.read_gb_s_per_socket is not None:
+            if not self.read_measured_on:
+                raise ValueError("read_gb_s_per_socket needs read_measured_on: what was measured, on what")
+            if self.read_gb_s_per_socket > self.peak_gb_s_per_socket:
+                raise ValueError(f"read_gb_s_per_socket = {self.read_gb_s_per_socket:g} exceeds the peak "
+                                 f"{self.peak_gb_s_per_socket:g} GB/s of {self.stacks_per_socket} stacks")
+        return self
+
+
 class Sku(_Sourced):
     """One processor model of a platform; fields left out take the platform's value."""
 
@@ -324,6 +364,8 @@ class Platform(_Sourced):
     """None: every store miss reads its line (no public evidence of write-allocate evasion on the platform)."""
     cxl: CxlSupport | None = None
     """None: the platform has no CXL memory support (a CXL node on it is an error naming the platform)."""
+    hbm: HbmSpec | None = None
+    """None: no high-bandwidth memory in the package (an HBM node on it is an error naming the platform)."""
     model_patterns: list[str] = Field(default_factory=list)
     """Regular expressions over the normalised model key (``"E5-2680 V2"``, ``"GOLD 6240"``) that recognise
     SKUs of this platform the catalog does not list."""
@@ -358,6 +400,8 @@ class Platform(_Sourced):
             groups.append(("interconnect.read_efficiency", self.interconnect.read_efficiency))
         if self.cxl is not None:
             groups.append(("cxl", self.cxl))
+        if self.hbm is not None:
+            groups.append(("hbm", self.hbm))
         if self.core_die_link is not None:
             groups.append(("core_die_link", self.core_die_link))
         for where, group in groups:
