@@ -101,7 +101,9 @@ def _show_text(found: CatalogMatch) -> list[str]:
     if found.sku is not None:
         lines.append(f"  matched {found.query!r} -> SKU {found.sku.model}")
     elif found.how == "pattern":
-        lines.append(f"  matched {found.query!r} by model pattern; this SKU is not listed")
+        lines.append(f"  matched {found.query!r} by model pattern; this SKU is not listed (a machine with it is "
+                     "timed as the listed SKU nearest in cores a socket, with the string's clock where it gives "
+                     "one: the calibration's notes say which)")
 
     def src(ids: list[str]) -> str:
         return f"    source: {', '.join(ids)}" if ids else "    source: -"

@@ -192,9 +192,50 @@ def test_no_cpu_model_and_no_sku_is_an_error() -> None:
         catalog_calibration(glueless(2))
 
 
-def test_a_platform_without_its_sku_is_an_error_listing_skus() -> None:
+def test_a_platform_name_without_a_sku_is_an_error_listing_skus() -> None:
     with pytest.raises(CalibrationError, match=r"no SKU of it.*Xeon E5-2699 v4"):
-        catalog_calibration(glueless(2), sku="E5-2699A v4")
+        catalog_calibration(glueless(2), sku="intel-broadwell-ep")
+
+
+@pytest.mark.parametrize(("cpu", "cpus_per_node", "cores", "pick"), [
+    # AWS's Sapphire Rapids part (48 cores a socket on a c7i.metal-48xl), named without a clock
+    ("Intel(R) Xeon(R) Platinum 8488C", 96, 48, "Xeon Platinum 8468"),
+    # an unlisted Broadwell-EP with its clock in the string
+    ("Intel(R) Xeon(R) CPU E5-2699A v4 @ 2.40GHz", 44, 22, "Xeon E5-2699 v4"),
+    ("AMD EPYC 9R14 96-Core Processor", 192, 96, "EPYC 9654"),
+])
+def test_an_unlisted_part_is_timed_as_its_nearest_listed_sku_and_says_so(
+    cpu: str, cpus_per_node: int, cores: int, pick: str
+) -> None:
+    """A cloud provider's own part (or any SKU the catalog does not list) that its platform's pattern recognises
+    used to be an error ("no SKU of it"): every AWS, Azure or Google box stopped there. Now the platform's listed
+    SKU nearest in cores stands in, with the machine's cores, the string's clock where it gives one, and the
+    calibration's notes and every prior's source say so."""
+    from numasim.timing.catalog.calibration import stand_in_sku
+
+    m = glueless(2, cpus_per_node=cpus_per_node).model_copy(update={"cpu_model": cpu})
+    found = stand_in_sku(match_cpu(cpu), m)
+    assert found.sku is not None and found.how == "pattern"
+    assert found.sku.cores == cores and found.sku.threads == 2 * cores
+    assert f"as {pick}" in found.sku.model and "unlisted" in found.sku.model
+    cal = catalog_calibration(m)
+    assert "is not listed in the catalog's" in cal.provenance.notes and pick in cal.provenance.notes
+    (clock,) = [p for p in cal.provenance.priors if p.parameter == "core.core_clock_ghz"]
+    assert "unlisted" in clock.source
+    if "@" in cpu:
+        assert found.sku.base_ghz == 2.4 and found.sku.all_core_turbo_ghz is None
+        assert cal.core.core_clock_ghz == 2.4
+
+
+def test_an_unlisted_intel_part_s_l3_follows_its_cores() -> None:
+    from numasim.timing.catalog.calibration import stand_in_sku
+
+    # 40 cpus a socket of a Sapphire Rapids part: 20 cores, where the nearest listed SKU may have another count
+    m = glueless(2, cpus_per_node=40).model_copy(update={"cpu_model": "Intel(R) Xeon(R) Gold 6499X"})
+    found = stand_in_sku(match_cpu(m.cpu_model or ""), m)
+    assert found.sku is not None and found.sku.cores == 20
+    listed = next(s for s in found.platform.skus if s.model in found.sku.model)
+    assert listed.l3_mib is not None and found.sku.l3_mib == pytest.approx(listed.l3_mib * 20 / listed.cores)
 
 
 def test_machine_cpu_model_is_used_and_the_calibration_round_trips(tmp_path: Path) -> None:

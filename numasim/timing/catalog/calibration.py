@@ -11,17 +11,18 @@ which. Such a calibration is a starting point and a what-if, never evidence: the
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from numasim.errors import CalibrationError
 from numasim.timing.catalog.cxl_timing import CxlNodeTiming, cxl_node_timings
 from numasim.timing.catalog.loader import load_catalog
-from numasim.timing.catalog.match import CatalogMatch, match_cpu
+from numasim.timing.catalog.match import CatalogMatch, match_cpu, model_key
 from numasim.timing.catalog.model import LatencyPrior, Platform, Sku
 from numasim.timing.model import (
     CacheTiming,
@@ -481,6 +482,8 @@ def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
             "the platform catalog (`numasim catalog list`)"
         )
     found = match_cpu(spec)
+    if found.sku is None and found.how == "pattern":
+        found = stand_in_sku(found, machine)
     if found.sku is None:
         models = ", ".join(s.model for s in found.platform.skus)
         raise CalibrationError(
@@ -488,6 +491,86 @@ def _resolve(machine: Machine, sku: str | None) -> CatalogMatch:
             f"clock and L3 (listed: {models})"
         )
     return found
+
+
+_CLOCK = re.compile(r"@\s*([\d.]+)\s*GHZ", re.IGNORECASE)
+
+
+def _cpus_per_socket(machine: Machine) -> int | None:
+    """The cpus a socket of ``machine`` holds, where that does not take a SKU to tell: its nodes' sockets, else
+    the firmware's distances (nodes closer than :data:`REMOTE_DISTANCE` are one socket), else a node a socket;
+    None where sockets come out of unequal sizes."""
+    cpu_nodes = [n for n in machine.nodes if n.has_cpus]
+    if not cpu_nodes:
+        return None
+    if any(n.socket is not None for n in cpu_nodes):
+        group = {n.id: n.socket for n in cpu_nodes}
+    elif machine.firmware_slit is not None:
+        ids, slit = machine.node_ids, machine.firmware_slit
+        group = {}
+        for n in cpu_nodes:
+            if n.id in group:
+                continue
+            label, todo = len(set(group.values())), [n.id]
+            while todo:
+                a = todo.pop()
+                if a not in group:
+                    group[a] = label
+                    todo += [b.id for b in cpu_nodes if b.id not in group
+                             and slit[ids.index(a)][ids.index(b.id)] < REMOTE_DISTANCE]
+    else:
+        group = {n.id: n.id for n in cpu_nodes}
+    sizes: Counter[object] = Counter()
+    for n in cpu_nodes:
+        sizes[group[n.id]] += len(n.cpus)
+    return next(iter(sizes.values())) if len(set(sizes.values())) == 1 else None
+
+
+def stand_in_sku(found: CatalogMatch, machine: Machine | None = None) -> CatalogMatch:
+    """``found`` (a part its platform's pattern recognised but the catalog does not list: a cloud provider's own
+    Platinum 8488C or EPYC 9R14, a custom SKU) with a stand-in SKU: the listed SKU of the platform nearest in
+    cores a socket (the machine's cpus a socket over the platform's threads a core; fewer cpus than that makes
+    hyper-threading off), renamed, with the machine's cores and threads, the CPU string's clock where it has one
+    (``@ 2.90GHz``; then no all-core turbo is known), and its L3 scaled to the cores on a socket-wide L3 (Intel's
+    slice a core). What was taken from where is in ``stand_in``, which catalog calibrations list in their notes
+    and every prior's source names (the SKU's model says "unlisted")."""
+    platform = found.platform
+    if not platform.skus:  # pragma: no cover - every platform lists some
+        return found
+    per_socket = _cpus_per_socket(machine) if machine is not None else None
+    tpc = platform.threads_per_core
+    cores: int | None = None
+    if per_socket is not None:
+        cores = per_socket // tpc if per_socket % tpc == 0 else per_socket
+        if cores > platform.max_cores_per_socket:
+            cores = None  # (not one socket of this platform: leave the layout to the listed SKU)
+    clock_m = _CLOCK.search(found.query)
+    clock = float(clock_m.group(1)) if clock_m else None
+    pick = min(platform.skus, key=lambda s: (abs(s.cores - cores) if cores is not None else 0,
+                                             abs(s.base_ghz - clock) if clock is not None else 0, s.model))
+    use_cores = cores if cores is not None else pick.cores
+    threads = pick.threads if cores is None else use_cores * (tpc if per_socket == use_cores * tpc else 1)
+    l3 = pick.l3_mib
+    l3_scope = platform.cache("L3")
+    if l3 is not None and use_cores != pick.cores and l3_scope is not None and l3_scope.scope == "socket":
+        l3 = l3 * use_cores / pick.cores
+    name = model_key(found.query) or found.query.strip()
+    sku = pick.model_copy(update={
+        "model": f"{name} (unlisted; as {pick.model})", "cores": use_cores, "threads": threads,
+        "base_ghz": clock if clock is not None else pick.base_ghz,
+        "all_core_turbo_ghz": pick.all_core_turbo_ghz if clock is None and use_cores == pick.cores else None,
+        "l3_mib": l3,
+    })
+    said = [f"{found.query.strip()!r} is not listed in the catalog's {platform.name}: timed as its nearest listed SKU, "
+            f"{pick.model} ({pick.cores} cores, {pick.base_ghz:g} GHz)"]
+    if cores is not None:
+        said.append(f"with the machine's {use_cores} cores ({threads} threads) a socket")
+    else:
+        said.append("with that SKU's cores (the machine's sockets could not be told without one)")
+    said.append(f"at the CPU string's {clock:g} GHz" if clock is not None else "at that SKU's clock (the CPU string gives none)")
+    if l3 != pick.l3_mib and l3 is not None:
+        said.append(f"its L3 scaled to the cores: {l3:g} MiB")
+    return replace(found, sku=sku, stand_in=", ".join(said))
 
 
 def _smt_off(machine: Machine, sku: Sku, socket_of: dict[int, int]) -> bool:
@@ -805,6 +888,8 @@ def catalog_calibration(
     def prior(parameter: str, value: float, unit: str, source: str) -> None:
         priors.append(PriorParameter(parameter=parameter, value=float(value), unit=unit, source=source, why=WHY))
 
+    if found.stand_in:
+        notes.append(found.stand_in)
     if socket_note:
         notes.append(socket_note)
     cxl = cxl_node_timings(machine, platform.name, platform.cxl.versions if platform.cxl else None,

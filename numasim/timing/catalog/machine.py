@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from numasim.errors import CalibrationError
-from numasim.timing.catalog.calibration import catalog_calibration, catalog_figures
+from numasim.timing.catalog.calibration import catalog_calibration, catalog_figures, stand_in_sku
 from numasim.timing.catalog.cxl import load_cxl_catalog
 from numasim.timing.catalog.cxl_timing import choose_cxl_device, cxl_figures
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
@@ -106,6 +106,8 @@ def catalog_machine(
     if cpu is not None:
         machine = machine.model_copy(update={"cpu_model": cpu})
     found = match_cpu(machine.cpu_model or "")
+    if found.sku is None and found.how == "pattern":  # an unlisted part: the nearest listed SKU stands in
+        found = stand_in_sku(found, machine)
     machine, hbm_note = _memory_only_as_hbm(machine, found)
     machine, memory_only_note = _memory_only_as_cxl(machine, found, cxl_device)
     machine, structure_note = _socket_structure(machine, found)

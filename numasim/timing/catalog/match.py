@@ -69,6 +69,9 @@ class CatalogMatch:
     sku: Sku | None
     query: str
     how: Literal["name", "sku", "pattern"]
+    stand_in: str = ""
+    """Where ``sku`` is not the catalog's but made for an unlisted part (:func:`~numasim.timing.catalog.calibration.
+    stand_in_sku`): how it was made. Empty otherwise."""
 
     @property
     def label(self) -> str:
