@@ -18,7 +18,10 @@ REQUIRED_PLATFORMS = {
     "intel-broadwell-de", "intel-skylake-d", "intel-ice-lake-d", "intel-denverton", "intel-snow-ridge",
     "intel-sierra-forest", "intel-granite-rapids-sp", "amd-epyc-siena", "amd-epyc-4004", "amd-epyc-4005",
     "intel-sandy-bridge-en", "intel-ivy-bridge-en", "amd-opteron-lisbon", "amd-opteron-valencia", "amd-epyc-3000",
-    "intel-sapphire-rapids-hbm",
+    "intel-sapphire-rapids-hbm", "intel-skylake-w", "intel-cascade-lake-w", "intel-ice-lake-w",
+    "intel-sapphire-rapids-w", "intel-sandy-bridge-e3", "intel-ivy-bridge-e3", "intel-haswell-e3",
+    "intel-broadwell-e3", "intel-skylake-e3", "intel-coffee-lake-e", "intel-rocket-lake-e", "intel-raptor-lake-e",
+    "intel-nehalem-1s", "intel-westmere-1s",
 }
 
 # Every x86 SKU the shared data names (hwloc CPUModel, kerncraft, mlc, seed articles) -> its platform.

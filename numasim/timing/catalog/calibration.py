@@ -89,6 +89,8 @@ def _nearest(platform: Platform, candidates: list[Platform]) -> Platform | None:
     # leave-one-out check in tests/timing relies on this).
     candidates = [p for p in candidates if p.name != platform.name]
     same = [p for p in candidates if p.vendor == platform.vendor] or candidates
+    # a desktop die's latencies are not a server die's (nor the other way), where the catalog has the other kind
+    same = [p for p in same if p.client_die == platform.client_die] or same
     if not same:
         return None
     # DRAM latency follows how the DIMMs are attached (an EX platform's memory buffers add some 40-70 ns: Westmere-EX
@@ -1347,6 +1349,7 @@ def _cache_latency_donor(platform: Platform, level: str) -> Platform | None:
     nearest first year (on a tie the later: a shrink keeps its predecessor's uncore, Broadwell-EP Haswell-EP's)."""
     have = [p for p in load_catalog() if p.name != platform.name and p.vendor == platform.vendor
             and any(c.level == level and c.latency_cycles is not None for c in p.caches)]
+    have = [p for p in have if p.client_die == platform.client_die] or have  # (a desktop ring is shorter)
     if not have:
         return None
     return min(have, key=lambda p: (abs(p.years[0] - platform.years[0]), -p.years[0], p.name))

@@ -343,6 +343,10 @@ class Platform(_Sourced):
     """First and last year of launches (the same year twice for a single launch)."""
     max_cores_per_socket: PositiveInt
     threads_per_core: PositiveInt
+    client_die: bool = False
+    """Built on a desktop processor's die (Xeon E3, E-2000): a short ring and few cores make its cache and memory
+    latencies well below a server die's (a desktop Skylake reads memory in ~62 ns, a Skylake-SP in ~81), so a
+    platform without a figure borrows one from a platform alike in this where there is one."""
     caches: list[CacheSpec]
     memory: MemorySpec
     numa_modes: list[NumaMode] = Field(default_factory=list)
