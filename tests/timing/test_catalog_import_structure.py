@@ -191,3 +191,56 @@ def test_a_single_socket_part_imports_as_one_socket_without_socket_links(cpu: st
     assert cal.controllers[0].read_bandwidth_gb_s > 0
     with pytest.raises(CalibrationError, match="single-socket part, but the machine has 2 sockets"):
         catalog_calibration(glueless(2), sku=cpu)
+
+
+def _graded_numactl(adjacent: list[set[int]], cpus: int, near: int = 21, step: int = 10) -> str:
+    """``numactl -H`` of one node a socket, distances graded by hops over ``adjacent`` (``near`` for one hop,
+    ``near + step`` for two ...), ``cpus`` cpus a node."""
+    from collections import deque
+
+    n = len(adjacent)
+    hops = []
+    for s in range(n):
+        d, todo = {s: 0}, deque([s])
+        while todo:
+            x = todo.popleft()
+            for y in adjacent[x]:
+                if y not in d:
+                    d[y] = d[x] + 1
+                    todo.append(y)
+        hops.append([d[t] for t in range(n)])
+    lines = [f"available: {n} nodes (0-{n - 1})"]
+    for s in range(n):
+        lines += [f"node {s} cpus: {' '.join(map(str, range(s * cpus, (s + 1) * cpus)))}", f"node {s} size: 65536 MB",
+                  f"node {s} free: 60000 MB"]
+    lines += ["node distances:", "node " + " ".join(f"{i:3d}" for i in range(n))]
+    lines += [f"  {s}: " + " ".join(f"{10 if h == 0 else near + step * (h - 1):3d}" for h in hops[s]) for s in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+def test_eight_sockets_graded_by_hops_are_joined_only_where_one_link_reaches() -> None:
+    """An 8-socket Skylake-SP has 3 UPI links a socket for 7 other sockets; its firmware writes 21 for the 3 it
+    reaches in one hop and 31 for the rest. The importer used to join every pair, each with 3/7 of a link (7.3
+    GB/s) and all at one hop's latency; now the 21 pairs keep a whole link and the others route through one."""
+    wagner = [{(s + 1) % 8, (s - 1) % 8, (s + 4) % 8} for s in range(8)]  # degree 3, every socket within 2 hops
+    timed = catalog_machine(machine_from_numactl(_graded_numactl(wagner, 56), name="8s"), "Xeon Platinum 8180")
+    assert "only those pairs are joined" in (timed.description or "")
+    lat, bw = np.asarray(latency_table_ns(timed)), np.asarray(bandwidth_table_gb_s(timed))
+    one, two = lat[0, 1], lat[0, 2]
+    assert lat[0, 4] == pytest.approx(one) and two == pytest.approx(one + (one - lat[0, 0]), rel=1e-6)
+    cal = catalog_calibration(timed)
+    link = next(p for p in cal.provenance.priors if p.parameter.startswith("links[") and "bandwidth" in p.parameter)
+    assert link.source.startswith("1 link(s) between sockets")
+    assert bw[0, 1] == pytest.approx(link.value) and bw[0, 2] == pytest.approx(link.value)
+
+
+def test_grades_that_leave_sockets_apart_keep_a_link_per_pair() -> None:
+    # a glued 8-socket Westmere-EX (IBM eX5) as its firmware reports it: 12 within a board's pair, 17 within a
+    # chassis, 19 across; the pairs at 12 join no more than two sockets, so every pair keeps its share of links
+    slit = [[10, 12, 17, 17, 19, 19, 19, 19], [12, 10, 17, 17, 19, 19, 19, 19], [17, 17, 10, 12, 19, 19, 19, 19],
+            [17, 17, 12, 10, 19, 19, 19, 19], [19, 19, 19, 19, 10, 12, 17, 17], [19, 19, 19, 19, 12, 10, 17, 17],
+            [19, 19, 19, 19, 17, 17, 10, 12], [19, 19, 19, 19, 17, 17, 12, 10]]
+    m = glueless(8, cpus_per_node=20).model_copy(update={"firmware_slit": slit})
+    timed = catalog_machine(m, "Intel(R) Xeon(R) CPU E7- 4870  @ 2.40GHz")
+    assert len([lk for lk in timed.links if isinstance(lk.a, int) and isinstance(lk.b, int)]) == 28
+    assert "only those pairs are joined" not in (timed.description or "")

@@ -353,9 +353,15 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
     per_socket = Counter(socket_of[n.id] for n in cpu_nodes)
     if len(set(per_socket.values())) != 1:
         return machine, ""
+    direct, direct_note = _direct_socket_pairs(machine, found, socket_of, cpu_nodes)
     if max(per_socket.values()) == 1:  # a node a socket: the importer's links are the sockets' own; name them
         nodes = [n.model_copy(update={"socket": socket_of[n.id]}) if n.id in socket_of else n for n in machine.nodes]
-        return machine.model_copy(update={"nodes": nodes}), ""
+        links = list(machine.links)
+        if direct is not None:  # only the pairs the firmware's distances put one link apart keep theirs
+            links = [lk for lk in links if not (lk.a in socket_of and lk.b in socket_of
+                                                and socket_of[lk.a] != socket_of[lk.b]  # type: ignore[index]
+                                                and tuple(sorted((socket_of[lk.a], socket_of[lk.b]))) not in direct)]  # type: ignore[index]
+        return machine.model_copy(update={"nodes": nodes, "links": links}), direct_note
     k = max(per_socket.values())
     cpu_ids = {n.id for n in cpu_nodes}
     kept = [link for link in machine.links if not (link.a in cpu_ids and link.b in cpu_ids)]
@@ -381,14 +387,54 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
              for n in cpu_nodes]
     links += [Link(a=hub[x], b=hub[y], kind=LinkKind.UPI if intel else LinkKind.INFINITY_FABRIC,
                    latency_ns=max(sock_lat - die_lat, 1e-3), bandwidth_gb_s=sock_bw)
-              for i, x in enumerate(sockets) for y in sockets[i + 1:]]
+              for i, x in enumerate(sockets) for y in sockets[i + 1:] if direct is None or (x, y) in direct]
     out = machine.model_copy(update={
         "nodes": nodes, "links": [*links, *kept], "switches": [Switch(name=hub[s], kind=kind) for s in sockets],
     })
     Machine.model_validate(out.model_dump())
     return out, (f"Its {len(sockets)} sockets of {k} nodes each (from the firmware's distances and the SKU) are "
                  f"joined as the catalog's machines are: one {'mesh' if intel else 'I/O-die'} switch per socket "
-                 "and one socket link per pair of sockets, in place of the importer's link per pair of nodes.")
+                 "and one socket link per pair of sockets, in place of the importer's link per pair of nodes."
+                 + (f" {direct_note}" if direct_note else ""))
+
+
+def _direct_socket_pairs(
+    machine: Machine, found: CatalogMatch, socket_of: Mapping[int, int], cpu_nodes: list[Node]
+) -> tuple[set[tuple[int, int]] | None, str]:
+    """The pairs of sockets one socket link joins, where the firmware's distances grade them and the SKU's links
+    cannot join every pair: an 8-socket Skylake-SP has 3 UPI links a socket for 7 other sockets, and its firmware
+    writes 21 for the 3 it reaches in one hop and 31 for those two hops away. The pairs at the nearest remote
+    distance are taken for the links when they join every socket and no socket has more of them than links;
+    otherwise (or with every pair joinable, or two sockets) None: every pair keeps a link, a share of the
+    socket's links each. A route two hops long then crosses a third socket's links, as on the machine."""
+    ic = found.platform.interconnect
+    sockets = sorted({socket_of[n.id] for n in cpu_nodes})
+    if ic is None or found.sku is None or len(sockets) <= 2 or machine.firmware_slit is None:
+        return None, ""
+    links = found.sku.links or ic.links_per_socket
+    to_sockets = min(links, ic.links_to_sockets) if ic.links_to_sockets is not None else links
+    if to_sockets >= len(sockets) - 1:
+        return None, ""
+    ids, slit = machine.node_ids, machine.firmware_slit
+    members = {s: [n.id for n in cpu_nodes if socket_of[n.id] == s] for s in sockets}
+    far = {(x, y): min(slit[ids.index(a)][ids.index(b)] for a in members[x] for b in members[y])
+           for i, x in enumerate(sockets) for y in sockets[i + 1:]}
+    nearest = min(far.values())
+    pairs = {pair for pair, d in far.items() if d == nearest}
+    degree = Counter(s for pair in pairs for s in pair)
+    reached, todo = {sockets[0]}, [sockets[0]]
+    while todo:
+        x = todo.pop()
+        for a, b in pairs:
+            for y in ((b,) if a == x else (a,) if b == x else ()):
+                if y not in reached:
+                    reached.add(y)
+                    todo.append(y)
+    if len(reached) < len(sockets) or max(degree.values()) > to_sockets or len(pairs) == len(far):
+        return None, ""
+    return pairs, (f"The firmware's distances grade its {len(sockets)} sockets ({nearest} for "
+                   f"{len(pairs)} of the {len(far)} pairs) and each has {to_sockets} socket links: only those "
+                   f"pairs are joined, one link each, and the others route through a neighbour.")
 
 
 def _die_mesh(
