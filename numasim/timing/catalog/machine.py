@@ -20,7 +20,7 @@ from numasim.timing.catalog.cxl import load_cxl_catalog
 from numasim.timing.catalog.cxl_timing import choose_cxl_device, cxl_figures
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
 from numasim.timing.model import Calibration, apply_calibration
-from numasim.topology.model import CacheLevel, Link, Machine, Node
+from numasim.topology.model import CacheLevel, Link, LinkKind, Machine, Node
 from numasim.units import GiB
 
 __all__ = ["catalog_borrowed", "catalog_machine", "catalog_timed_by"]
@@ -168,6 +168,17 @@ def _nearest_cpu_node(machine: Machine, node: int) -> tuple[int, str]:
     return attach, why
 
 
+def _rejoined(
+    machine: Machine, links: list[Link], node: int, kind: LinkKind, latency_ns: float, bandwidth_gb_s: float
+) -> tuple[list[Link], int, str]:
+    """``links`` with ``node``'s own replaced by one link of ``kind`` to the cpu node nearest it
+    (:func:`_nearest_cpu_node`), and that node and why."""
+    attach, why = _nearest_cpu_node(machine, node)
+    out = [lk for lk in links if node not in (lk.a, lk.b)]
+    out.append(Link(a=attach, b=node, kind=kind, latency_ns=latency_ns, bandwidth_gb_s=bandwidth_gb_s))
+    return out, attach, why
+
+
 def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
     """An imported machine's cpu-less memory nodes as the package's high-bandwidth memory (Xeon Max in flat
     mode), each joined by one on-die link to the cpu node the firmware's distances put nearest: the cluster (or,
@@ -178,7 +189,7 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
     says which. The SLIT stays the firmware's.
     """
     from numasim.topology import builders as b
-    from numasim.topology.model import Link, LinkKind, MemoryKind
+    from numasim.topology.model import LinkKind, MemoryKind
 
     hbm = found.platform.hbm
     cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
@@ -192,10 +203,7 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
     nodes = {n.id: n for n in machine.nodes}
     said = []
     for n in taken:
-        attach, why = _nearest_cpu_node(machine, n.id)
-        links = [lk for lk in links if n.id not in (lk.a, lk.b)]
-        links.append(Link(a=attach, b=n.id, kind=LinkKind.ON_DIE, latency_ns=b.MESH_LATENCY_NS / 2,
-                          bandwidth_gb_s=b.MESH_BANDWIDTH_GB_S))
+        links, _, why = _rejoined(machine, links, n.id, LinkKind.ON_DIE, b.MESH_LATENCY_NS / 2, b.MESH_BANDWIDTH_GB_S)
         nodes[n.id] = n.model_copy(update={"memory_kind": MemoryKind.HBM})
         said.append(f"node {n.id} ({why})")
     gone = {n.id for n in taken}
@@ -221,7 +229,7 @@ def _memory_only_as_cxl(
     own row is often 255, "no distance"). Ties go to the lowest node id, and the note says so. The SLIT stays the
     firmware's. The expander's device is the catalog's default unless one is named (``cxl_device``).
     """
-    from numasim.topology.model import Device, DeviceKind, Link, LinkKind, MemoryKind
+    from numasim.topology.model import Device, DeviceKind, LinkKind, MemoryKind
 
     loose = _loose_memory(machine)
     cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
@@ -240,10 +248,7 @@ def _memory_only_as_cxl(
     nodes = {n.id: n for n in machine.nodes}
     said = []
     for n in loose:
-        attach, why = _nearest_cpu_node(machine, n.id)
-        links = [lk for lk in links if n.id not in (lk.a, lk.b)]
-        links.append(Link(a=attach, b=n.id, kind=LinkKind.CXL, latency_ns=CXL_LINK_LATENCY_NS,
-                          bandwidth_gb_s=CXL_LINK_BANDWIDTH_GB_S))
+        links, attach, why = _rejoined(machine, links, n.id, LinkKind.CXL, CXL_LINK_LATENCY_NS, CXL_LINK_BANDWIDTH_GB_S)
         name = f"cxl{sum(1 for d in devices if d.kind is DeviceKind.CXL_EXPANDER)}"
         devices.append(Device(name=name, kind=DeviceKind.CXL_EXPANDER, node=attach,
                               attach_latency_ns=CXL_LINK_LATENCY_NS, attach_bandwidth_gb_s=CXL_LINK_BANDWIDTH_GB_S,
