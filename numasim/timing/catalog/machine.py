@@ -399,8 +399,8 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
     Machine.model_validate(out.model_dump())
     return out, (f"Its {len(sockets)} sockets of {k} nodes each (from the firmware's distances and the SKU) are "
                  f"joined as the catalog's machines are: one {'mesh' if intel else 'I/O-die'} switch per socket "
-                 "and one socket link per pair of sockets, in place of the importer's link per pair of nodes."
-                 + (f" {direct_note}" if direct_note else ""))
+                 + ("and socket links as below" if direct_note else "and one socket link per pair of sockets")
+                 + ", in place of the importer's link per pair of nodes." + (f" {direct_note}" if direct_note else ""))
 
 
 def _direct_socket_pairs(
