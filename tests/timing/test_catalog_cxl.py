@@ -58,7 +58,7 @@ def test_every_device_number_has_a_source_or_an_estimate_label() -> None:
 
 
 def test_cxl_hosts_are_the_platforms_that_support_it() -> None:
-    assert CXL_HOSTS == ["amd-epyc-genoa", "amd-epyc-turin", "intel-emerald-rapids", "intel-granite-rapids",
+    assert CXL_HOSTS == ["amd-epyc-bergamo", "amd-epyc-genoa", "amd-epyc-turin", "intel-emerald-rapids", "intel-granite-rapids",
                          "intel-granite-rapids-sp", "intel-sapphire-rapids", "intel-sapphire-rapids-hbm", "intel-sierra-forest"]
     assert all(p.cxl is None for p in load_catalog() if p.years[0] < 2022)
 

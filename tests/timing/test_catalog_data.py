@@ -21,7 +21,7 @@ REQUIRED_PLATFORMS = {
     "intel-sapphire-rapids-hbm", "intel-skylake-w", "intel-cascade-lake-w", "intel-ice-lake-w",
     "intel-sapphire-rapids-w", "intel-sandy-bridge-e3", "intel-ivy-bridge-e3", "intel-haswell-e3",
     "intel-broadwell-e3", "intel-skylake-e3", "intel-coffee-lake-e", "intel-rocket-lake-e", "intel-raptor-lake-e",
-    "intel-nehalem-1s", "intel-westmere-1s",
+    "intel-nehalem-1s", "intel-westmere-1s", "amd-epyc-bergamo",
 }
 
 # Every x86 SKU the shared data names (hwloc CPUModel, kerncraft, mlc, seed articles) -> its platform.
