@@ -98,3 +98,19 @@ def test_a_measured_hbm_read_above_the_stacks_peak_is_refused() -> None:
     with pytest.raises(ValueError, match="exceeds the peak 1638.4 GB/s of 4 stacks"):
         HbmSpec(stacks_per_socket=4, gb_per_stack=16, gt_s=3.2, bus_bits=1024, derivation="x", added_latency_ns=26.4,
                 latency_measured_on="x", read_gb_s_per_socket=2000.0, read_measured_on="x", sources=["s"])
+
+
+def test_hbm_only_mode_is_told_by_memory_that_fits_the_hbm() -> None:
+    # 2x Max 9480 booted without DIMMs: two cpu nodes of ~64 GB each, the sockets' HBM; with DIMMs (a socket has
+    # at least 8) the same nodes would hold 128 GB or more, and stay DDR
+    cpus = [[*range(0, 56), *range(112, 168)], [*range(56, 112), *range(168, 224)]]
+    text = _numactl(cpus, [64000, 64000], [[10, 21], [21, 10]])
+    m = catalog_machine(machine_from_numactl(text, name="hbm-only"), "Intel(R) Xeon(R) CPU Max 9480")
+    assert {n.memory_kind for n in m.nodes} == {MemoryKind.HBM}
+    assert "HBM-only mode" in (m.description or "")
+    spec = get_platform("intel-sapphire-rapids-hbm").hbm
+    assert spec is not None and spec.read_gb_s_per_socket is not None
+    assert np.asarray(bandwidth_table_gb_s(m))[0, 0] == pytest.approx(spec.read_gb_s_per_socket)
+    ddr = catalog_machine(machine_from_numactl(_numactl(cpus, [256000, 256000], [[10, 21], [21, 10]]), name="ddr"),
+                          "Intel(R) Xeon(R) CPU Max 9480")
+    assert {n.memory_kind for n in ddr.nodes} == {MemoryKind.DRAM}

@@ -198,7 +198,7 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
     cap_bytes = hbm.capacity_gib_per_socket * GiB
     taken = [n for n in _loose_memory(machine) if (n.memory_bytes or 0) <= cap_bytes]
     if not taken:
-        return machine, ""
+        return _hbm_only(machine, found)
     links = list(machine.links)
     nodes = {n.id: n for n in machine.nodes}
     said = []
@@ -213,6 +213,31 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
     return out, (f"Memory nodes without cpus, no larger than a socket's {hbm.capacity_gib_per_socket:g} GiB of HBM, "
                  f"taken for the package's HBM (the catalog's {found.platform.name} has it; numactl names no memory "
                  f"kind), each beside the cpu node nearest by the firmware's distances: {'; '.join(said)}.")
+
+
+def _hbm_only(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
+    """A Xeon Max booted without DIMMs (HBM-only mode): ``numactl -H`` shows only cpu nodes, whose memory is the
+    package's HBM. Taken so when no node lacks cpus and all the machine's memory fits its sockets' HBM (64 GB a
+    socket; a box with DIMMs has at least 8 of them a socket), and said; otherwise the memory stays DDR."""
+    from numasim.topology.model import MemoryKind
+
+    hbm = found.platform.hbm
+    sku = found.sku
+    cpu_nodes = [n for n in machine.nodes if n.has_cpus]
+    if hbm is None or sku is None or any(n.has_memory and not n.has_cpus for n in machine.nodes):
+        return machine, ""
+    cpus = sum(len(n.cpus) for n in cpu_nodes)
+    per_socket = sku.threads if cpus % sku.threads == 0 else sku.cores
+    sockets = max(1, cpus // per_socket)
+    memory = sum(n.memory_bytes or 0 for n in machine.nodes)
+    if not memory or memory > sockets * hbm.capacity_gib_per_socket * GiB:
+        return machine, ""
+    nodes = [n.model_copy(update={"memory_kind": MemoryKind.HBM}) if n.has_memory else n for n in machine.nodes]
+    out = machine.model_copy(update={"nodes": nodes})
+    return out, (f"All of its memory ({memory / GiB:.0f} GiB) fits its {sockets} socket(s)' HBM "
+                 f"({hbm.capacity_gib_per_socket:g} GiB each) and no node lacks cpus: taken for HBM-only mode (no "
+                 "DIMMs), every node's memory the package's HBM; set memory_kind = 'dram' in the machine file if "
+                 "the box has small DIMMs instead.")
 
 
 def _memory_only_as_cxl(
