@@ -244,3 +244,14 @@ def test_grades_that_leave_sockets_apart_keep_a_link_per_pair() -> None:
     timed = catalog_machine(m, "Intel(R) Xeon(R) CPU E7- 4870  @ 2.40GHz")
     assert len([lk for lk in timed.links if isinstance(lk.a, int) and isinstance(lk.b, int)]) == 28
     assert "only those pairs are joined" not in (timed.description or "")
+
+
+def test_a_catalog_machine_calibrated_again_derives_its_borrowed_cache_latency_again() -> None:
+    """A machine ``topo import --cpu`` timed carries the catalog's cache latencies, borrowed ones included; a
+    calibration of it used to keep them as "machine file (nominal)", whatever clock it was given."""
+    timed = catalog_machine(glueless(2), "Xeon Platinum 8470")  # Sapphire Rapids: no L3 cycles of its own
+    (l3,) = [p for p in catalog_calibration(timed).provenance.priors if p.parameter == "caches[L3].latency_ns"]
+    assert "borrowed from" in l3.source and "nominal" not in l3.source
+    cycles = float(l3.source.split(" cycles")[0])
+    slow = catalog_calibration(timed, core_clock_ghz=1.0)
+    assert next(c for c in slow.caches if c.name == "L3").latency_ns == pytest.approx(cycles)

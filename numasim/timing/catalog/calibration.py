@@ -1370,6 +1370,11 @@ def _caches(
 ) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
     platform, sku = fig.platform, fig.sku
     nominal = {c.name.lower(): c for c in machine.caches}
+    # A machine the catalog timed (topo import --cpu) carries the catalog's own cache latencies, borrowed ones
+    # included: derive them again (at this clock), rather than pass them off as the machine file's nominal ones.
+    from numasim.timing.catalog.machine import catalog_timed_by
+
+    from_catalog = catalog_timed_by(machine) is not None
     out: list[CacheTiming] = []
     priors: list[PriorParameter] = []
     notes: list[str] = []
@@ -1413,7 +1418,7 @@ def _caches(
         if spec.latency_cycles is not None:
             latency = spec.latency_cycles / clock_ghz
             lat_src = f"{spec.latency_cycles:g} cycles / {clock_ghz:g} GHz running clock; {src}"
-        elif name.lower() in nominal or (name == "L1d" and "l1" in nominal):
+        elif (name.lower() in nominal or (name == "L1d" and "l1" in nominal)) and not from_catalog:
             latency = nominal.get(name.lower(), nominal.get("l1")).latency_ns  # type: ignore[union-attr]
             lat_src = "machine file (nominal): the catalog has no cycle count for this level"
         elif (donor := _cache_latency_donor(platform, spec.level)) is not None:
@@ -1424,7 +1429,8 @@ def _caches(
             latency = got.latency_cycles / clock_ghz
             lat_src = (f"{got.latency_cycles:g} cycles / {clock_ghz:g} GHz running clock, borrowed from {donor.name} "
                        f"({donor.years[0]}) [{donor.cite(got.sources)}]: {platform.name} has no public {spec.level} "
-                       "latency in the catalog and the machine file gives none")
+                       "latency in the catalog and the machine file gives none"
+                       + (" of its own (its numbers are this catalog's)" if from_catalog else ""))
             notes.append(f"{spec.level} latency: borrowed from {donor.name} ({got.latency_cycles:g} cycles)")
         else:
             notes.append(f"{spec.level}: neither the catalog nor the machine file gives a latency; level left out")
