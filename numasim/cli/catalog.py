@@ -188,13 +188,15 @@ def _latency_lines(p: Any) -> list[str]:
     # a remote - local difference measured on one socket count holds on that count only: its own on other counts
     # borrows, and another platform's lends to machines of that count alone
     own = p.latency if p.latency is not None and p.latency.remote_ns is not None else None
-    if own is not None and own.sockets is not None and remote is None:
+    if p.single_socket:  # no remote socket to borrow a difference for
+        own = None
+    elif own is not None and own.sockets is not None and remote is None:
         alt = remote_donor(p, None)
         if alt is not None and alt.latency is not None and alt.latency.remote_ns is not None:
             delta = alt.latency.remote_ns - alt.latency.local_ns
             out.append(f"  on other than {own.sockets} sockets: remote - local {delta:.1f} ns borrowed from "
                        f"{alt.name} ({alt.latency.measured_on})")
-    if own is None:
+    if own is None and not p.single_socket:
         counts = sorted({q.latency.sockets for q in load_catalog()
                          if q.latency is not None and q.latency.remote_ns is not None and q.latency.sockets})
         for n in counts:

@@ -105,3 +105,16 @@ def test_calibrate_without_cpu_model_says_how(tmp_path: Path, capsys: pytest.Cap
     assert main(["catalog", "calibrate", "seed-003-2node", "-o", str(out)]) == 2
     assert "names no cpu_model" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_single_socket_platform_shows_no_links_and_no_remote_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalog", "list", "--vendor", "intel"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("intel-broadwell-de "))
+    assert row.endswith("none (1 socket)")
+    assert main(["catalog", "show", "Intel(R) Xeon(R) CPU E3-1230 v5 @ 3.40GHz"]) == 0
+    out = capsys.readouterr().out
+    assert "interconnect: none (a single-socket platform)" in out
+    assert "sockets: remote - local" not in out  # (it listed differences borrowed for 2 and 4 sockets)
+    assert main(["catalog", "list", "--json"]) == 0
+    de = next(r for r in json.loads(capsys.readouterr().out) if r["name"] == "intel-broadwell-de")
+    assert de["links"] is None
