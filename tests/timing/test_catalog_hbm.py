@@ -114,3 +114,20 @@ def test_hbm_only_mode_is_told_by_memory_that_fits_the_hbm() -> None:
     ddr = catalog_machine(machine_from_numactl(_numactl(cpus, [256000, 256000], [[10, 21], [21, 10]]), name="ddr"),
                           "Intel(R) Xeon(R) CPU Max 9480")
     assert {n.memory_kind for n in ddr.nodes} == {MemoryKind.DRAM}
+
+
+def test_hbm_nodes_an_hwloc_import_typed_are_rejoined_beside_their_cluster() -> None:
+    # hwloc names the HBM ("HBM" subtype) and its package, and its importer joins the node to every other: the
+    # catalog used to stop at "HBM without cpus, joined to [0, 1, 3]"
+    m = machine_from_numactl(_quadrant_flat(), name="hwloc-like")
+    typed = m.model_copy(update={"nodes": [
+        n.model_copy(update={"memory_kind": MemoryKind.HBM, "socket": n.id - 2}) if n.id >= 2
+        else n.model_copy(update={"socket": n.id}) for n in m.nodes
+    ]})
+    timed = catalog_machine(typed, MAX)
+    for hbm in (2, 3):
+        (link,) = [lk for lk in timed.links if hbm in (lk.a, lk.b)]
+        assert {link.a, link.b} == {hbm, hbm - 2}
+    lat = np.asarray(latency_table_ns(timed))
+    spec = get_platform("intel-sapphire-rapids-hbm").hbm
+    assert spec is not None and lat[0, 2] == pytest.approx(lat[0, 0] + spec.added_latency_ns, abs=0.01)

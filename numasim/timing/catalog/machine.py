@@ -186,7 +186,7 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
 
     ``numactl --hardware`` names no memory kind: on a platform with HBM, a cpu-less node no larger than a socket's
     HBM is taken for HBM, a larger one is left for :func:`_memory_only_as_cxl` (a CXL expander), and the note
-    says which. The SLIT stays the firmware's.
+    says which. A node an hwloc import typed HBM is re-joined the same way. The SLIT stays the firmware's.
     """
     from numasim.topology import builders as b
     from numasim.topology.model import LinkKind, MemoryKind
@@ -197,6 +197,9 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
         return machine, ""
     cap_bytes = hbm.capacity_gib_per_socket * GiB
     taken = [n for n in _loose_memory(machine) if (n.memory_bytes or 0) <= cap_bytes]
+    # nodes an hwloc import already typed HBM (its "HBM" subtype), joined to every node as its importer joins them
+    taken += [n for n in machine.nodes if n.memory_kind is MemoryKind.HBM and n.has_memory and not n.has_cpus
+              and sum(1 for lk in machine.links if n.id in (lk.a, lk.b)) != 1]
     if not taken:
         return _hbm_only(machine, found)
     links = list(machine.links)
