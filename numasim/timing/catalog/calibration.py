@@ -505,21 +505,11 @@ def _cpus_per_socket(machine: Machine) -> int | None:
     cpu_nodes = [n for n in machine.nodes if n.has_cpus]
     if not cpu_nodes:
         return None
+    group: Mapping[int, object]
     if any(n.socket is not None for n in cpu_nodes):
         group = {n.id: n.socket for n in cpu_nodes}
     elif machine.firmware_slit is not None:
-        ids, slit = machine.node_ids, machine.firmware_slit
-        group = {}
-        for n in cpu_nodes:
-            if n.id in group:
-                continue
-            label, todo = len(set(group.values())), [n.id]
-            while todo:
-                a = todo.pop()
-                if a not in group:
-                    group[a] = label
-                    todo += [b.id for b in cpu_nodes if b.id not in group
-                             and slit[ids.index(a)][ids.index(b.id)] < REMOTE_DISTANCE]
+        group = slit_groups(machine, REMOTE_DISTANCE)
     else:
         group = {n.id: n.id for n in cpu_nodes}
     sizes: Counter[object] = Counter()
@@ -657,6 +647,21 @@ REMOTE_DISTANCE = 20
 clusters, sibling dies) are closer than 20, nodes on other sockets at 20 or more."""
 
 
+def slit_groups(machine: Machine, below: int) -> dict[int, int]:
+    """The cpu nodes of ``machine`` grouped by its firmware's distances: nodes closer than ``below``, directly or
+    through each other, share a group (numbered 0, 1, ... in node order)."""
+    import networkx as nx
+
+    assert machine.firmware_slit is not None
+    ids, slit = machine.node_ids, machine.firmware_slit
+    cpu = [n.id for n in machine.nodes if n.has_cpus]
+    g = nx.Graph()
+    g.add_nodes_from(cpu)
+    g.add_edges_from((a, b) for a in cpu for b in cpu if a < b and slit[ids.index(a)][ids.index(b)] < below)
+    parts = sorted((sorted(c) for c in nx.connected_components(g)), key=lambda c: c[0])
+    return {nid: k for k, part in enumerate(parts) for nid in part}
+
+
 def _sockets_from_slit(machine: Machine, sku: Sku) -> tuple[dict[int, int], str] | None:
     """Sockets as the firmware's distances group the cpu nodes, when every group holds exactly one socket of the
     SKU (its threads, or its cores with SMT off); else None.
@@ -675,20 +680,7 @@ def _sockets_from_slit(machine: Machine, sku: Sku) -> tuple[dict[int, int], str]
     slit = machine.firmware_slit
 
     def groups(below: int) -> dict[int, int]:
-        group: dict[int, int] = {}
-        for n in cpu_nodes:
-            if n.id in group:
-                continue
-            label = len(set(group.values()))
-            todo = [n.id]
-            while todo:
-                a = todo.pop()
-                if a in group:
-                    continue
-                group[a] = label
-                todo += [b.id for b in cpu_nodes if b.id not in group
-                         and slit[ids.index(a)][ids.index(b.id)] < below]
-        return group
+        return slit_groups(machine, below)
 
     total = sum(len(n.cpus) for n in cpu_nodes)
     half = total // 2

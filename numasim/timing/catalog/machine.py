@@ -20,7 +20,7 @@ from numasim.timing.catalog.cxl import load_cxl_catalog
 from numasim.timing.catalog.cxl_timing import choose_cxl_device, cxl_figures
 from numasim.timing.catalog.match import CatalogMatch, match_cpu
 from numasim.timing.model import Calibration, apply_calibration
-from numasim.topology.model import CacheLevel, Link, LinkKind, Machine, Node
+from numasim.topology.model import CacheLevel, Link, LinkKind, Machine, MemoryKind, Node
 from numasim.units import GiB
 
 __all__ = ["catalog_borrowed", "catalog_machine", "catalog_timed_by"]
@@ -146,8 +146,6 @@ def catalog_machine(
 
 def _loose_memory(machine: Machine) -> list[Node]:
     """The nodes an importer could not place: memory and no cpus, DRAM by the file, on no socket."""
-    from numasim.topology.model import MemoryKind
-
     return [n for n in machine.nodes
             if n.has_memory and not n.has_cpus and n.memory_kind is MemoryKind.DRAM and n.socket is None]
 
@@ -189,11 +187,9 @@ def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine,
     says which. A node an hwloc import typed HBM is re-joined the same way. The SLIT stays the firmware's.
     """
     from numasim.topology import builders as b
-    from numasim.topology.model import LinkKind, MemoryKind
 
     hbm = found.platform.hbm
-    cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
-    if hbm is None or not cpu_nodes:
+    if hbm is None or not any(n.has_cpus for n in machine.nodes):
         return machine, ""
     cap_bytes = hbm.capacity_gib_per_socket * GiB
     taken = [n for n in _loose_memory(machine) if (n.memory_bytes or 0) <= cap_bytes]
@@ -222,8 +218,6 @@ def _hbm_only(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
     """A Xeon Max booted without DIMMs (HBM-only mode): ``numactl -H`` shows only cpu nodes, whose memory is the
     package's HBM. Taken so when no node lacks cpus and all the machine's memory fits its sockets' HBM (64 GB a
     socket; a box with DIMMs has at least 8 of them a socket), and said; otherwise the memory stays DDR."""
-    from numasim.topology.model import MemoryKind
-
     hbm = found.platform.hbm
     sku = found.sku
     cpu_nodes = [n for n in machine.nodes if n.has_cpus]
@@ -257,7 +251,7 @@ def _memory_only_as_cxl(
     own row is often 255, "no distance"). Ties go to the lowest node id, and the note says so. The SLIT stays the
     firmware's. The expander's device is the catalog's default unless one is named (``cxl_device``).
     """
-    from numasim.topology.model import Device, DeviceKind, LinkKind, MemoryKind
+    from numasim.topology.model import Device, DeviceKind
 
     loose = _loose_memory(machine)
     cpu_nodes = [n.id for n in machine.nodes if n.has_cpus]
@@ -311,7 +305,6 @@ def _cxl_at_socket_switch(machine: Machine, cxl_nodes: list[int]) -> Machine:
     that every node of the socket reaches it alike, as the 9224's mlc run shows: 279.4 and 278.8 ns from its two
     NPS2 nodes) instead of behind one NUMA node, and on its attach node's socket. A socket without a switch
     (one node a socket) keeps the node as the attach point: there the two are one."""
-    from numasim.topology.model import LinkKind
 
     socket: dict[int, int | None] = {n.id: n.socket for n in machine.nodes}
     switches = {sw.name for sw in machine.switches}
@@ -339,7 +332,6 @@ def _cxl_at_socket_switch(machine: Machine, cxl_nodes: list[int]) -> Machine:
 def _socket_links_named(machine: Machine, found: CatalogMatch) -> Machine:
     """The links between two sockets labelled with the platform's interconnect (QPI before Skylake-SP, UPI
     after, HyperTransport on Opteron, Infinity Fabric on EPYC): builders and importers cannot know which."""
-    from numasim.topology.model import LinkKind
 
     if found.platform.interconnect is None:  # a single-socket platform: no link joins two sockets
         return machine
@@ -375,7 +367,7 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
     """
     from numasim.timing.catalog.calibration import socket_layout
     from numasim.topology import builders as b
-    from numasim.topology.model import Link, LinkKind, Switch
+    from numasim.topology.model import Switch
 
     if machine.switches or machine.routes or found.sku is None:
         return machine, ""
@@ -391,9 +383,12 @@ def _socket_structure(machine: Machine, found: CatalogMatch) -> tuple[Machine, s
         nodes = [n.model_copy(update={"socket": socket_of[n.id]}) if n.id in socket_of else n for n in machine.nodes]
         links = list(machine.links)
         if direct is not None:  # only the pairs the firmware's distances put one link apart keep theirs
-            links = [lk for lk in links if not (lk.a in socket_of and lk.b in socket_of
-                                                and socket_of[lk.a] != socket_of[lk.b]  # type: ignore[index]
-                                                and tuple(sorted((socket_of[lk.a], socket_of[lk.b]))) not in direct)]  # type: ignore[index]
+
+            def joins(link: Link) -> tuple[int, int] | None:
+                a, b = (socket_of.get(v) if isinstance(v, int) else None for v in (link.a, link.b))
+                return None if a is None or b is None or a == b else (min(a, b), max(a, b))
+
+            links = [lk for lk in links if (pair := joins(lk)) is None or pair in direct]
         return machine.model_copy(update={"nodes": nodes, "links": links}), direct_note
     k = max(per_socket.values())
     cpu_ids = {n.id for n in cpu_nodes}
@@ -454,16 +449,11 @@ def _direct_socket_pairs(
            for i, x in enumerate(sockets) for y in sockets[i + 1:]}
     nearest = min(far.values())
     pairs = {pair for pair, d in far.items() if d == nearest}
-    degree = Counter(s for pair in pairs for s in pair)
-    reached, todo = {sockets[0]}, [sockets[0]]
-    while todo:
-        x = todo.pop()
-        for a, b in pairs:
-            for y in ((b,) if a == x else (a,) if b == x else ()):
-                if y not in reached:
-                    reached.add(y)
-                    todo.append(y)
-    if len(reached) < len(sockets) or max(degree.values()) > to_sockets or len(pairs) == len(far):
+    import networkx as nx
+
+    graph = nx.Graph(pairs)
+    graph.add_nodes_from(sockets)
+    if not nx.is_connected(graph) or max(d for _, d in graph.degree) > to_sockets or len(pairs) == len(far):
         return None, ""
     return pairs, (f"The firmware's distances grade its {len(sockets)} sockets ({nearest} for "
                    f"{len(pairs)} of the {len(far)} pairs) and each has {to_sockets} socket links: only those "
@@ -479,7 +469,6 @@ def _die_mesh(
     pair of nodes on different sockets keeps the importer's link). No switch: a hub would make one die's links to
     its three siblings a single link."""
     from numasim.topology import builders as b
-    from numasim.topology.model import LinkKind
 
     if found.platform.interconnect is None:
         raise CalibrationError(f"{found.label}: a package of several dies on a platform the catalog has no die "
