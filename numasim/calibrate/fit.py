@@ -612,13 +612,16 @@ def fit_bandwidth(
             diag.setdefault(j, []).append(v)
     diag_mean = {j: float(np.mean(v)) for j, v in diag.items()}
     write_ratio: float | None = None
-    dies = machine.core_dies
+    # (a portless die bounds nothing); each ported die with its port's read and write bandwidth
+    dies = [d for d in machine.core_dies if d.has_port]
+    die_rd = [float(d.read_bandwidth_gb_s or 0.0) for d in dies]
+    die_wr = [float(d.write_bandwidth_gb_s or 0.0) for d in dies]
     node_of_cpu = machine.cpu_to_node
     die_bound = False
     kept: set[int] = set()
     if peak_mb_s and dies and "all_reads" in {k for k in peak_mb_s if k in READ_FRACTION}:
         ctrl_sum = sum(c.read_bandwidth_gb_s for j in cpu_mem_nodes if (c := machine.node(j).controller) is not None)
-        die_sum = sum(d.read_bandwidth_gb_s for d in dies)
+        die_sum = sum(die_rd)
         # Every request of a die's cpus crosses its port: when the priors' ports carry less than the controllers,
         # mlc's all-reads peak measures the ports (and reads and writes cross them in separate directions, which
         # is why the mixes exceed all-reads on such parts), so the peak fits the ports, not the controllers.
@@ -626,7 +629,7 @@ def fit_bandwidth(
     def fit_ports(per_die: float, what: str) -> None:
         # The die ports take the measurement; their write direction keeps the priors' ratio, the controllers
         # keep the priors (they are not what was measured).
-        ratio = dies[0].write_bandwidth_gb_s / dies[0].read_bandwidth_gb_s
+        ratio = die_wr[0] / die_rd[0]
         fit.core_die_read_gb_s, fit.core_die_write_gb_s = per_die, per_die * ratio
         res.parameters.append(FittedParameter("core_dies[*].read_bandwidth_gb_s", per_die, "GB/s"))
         res.assumptions.append(f"{what}: it fits the ports ({per_die:.1f} GB/s each, write direction at the "
@@ -672,7 +675,7 @@ def fit_bandwidth(
         for die in dies:
             per_node[node_of_cpu[die.cpus[0]]] += 1
         bound = [j for j in diag_mean if j in per_node and (c := machine.node(j).controller) is not None
-                 and sum(x.read_bandwidth_gb_s for x in dies if node_of_cpu[x.cpus[0]] == j) < c.read_bandwidth_gb_s]
+                 and sum(r for x, r in zip(dies, die_rd, strict=True) if node_of_cpu[x.cpus[0]] == j) < c.read_bandwidth_gb_s]
         if bound and len(bound) == len([j for j in diag_mean if j in per_node]):
             fit_ports(float(np.mean([diag_mean[j] / per_node[j] for j in bound])),
                       "the priors' core-die ports bound the local cells before the controllers")  # fmt: skip
@@ -704,10 +707,8 @@ def fit_bandwidth(
                 res.assumptions.append(f"controller {j}: no read/write mix measured; write bandwidth assumed = read")
     # What the dies of each node can read in all (inf without dies): a cell at that bound is die-bound.
     die_read: dict[int, float] = defaultdict(float)
-    for die in dies:
-        die_read[node_of_cpu[die.cpus[0]]] += (
-            fit.core_die_read_gb_s if fit.core_die_read_gb_s is not None else die.read_bandwidth_gb_s
-        )
+    for die, rd in zip(dies, die_rd, strict=True):
+        die_read[node_of_cpu[die.cpus[0]]] += fit.core_die_read_gb_s if fit.core_die_read_gb_s is not None else rd
 
     def initiator_bound(i: int) -> float:
         return die_read[i] if i in die_read else math.inf

@@ -430,7 +430,8 @@ def calibrate(
                 replay_cells = _local_cells([x for k, x in bw_mats if isinstance(measurements[k].data, MlcResult)])
         if bf.core_die_read_gb_s is not None and bf.core_die_write_gb_s is not None:
             core_dies = [d.model_copy(update={"read_bandwidth_gb_s": bf.core_die_read_gb_s,
-                                              "write_bandwidth_gb_s": bf.core_die_write_gb_s}) for d in core_dies]
+                                              "write_bandwidth_gb_s": bf.core_die_write_gb_s}) if d.has_port else d
+                         for d in core_dies]
         ctrl_rd.update(bf.controller_read_gb_s)
         ctrl_wr.update(bf.controller_write_gb_s)
         link_bw.update(bf.link_bandwidth_gb_s)

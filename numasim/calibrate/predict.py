@@ -143,6 +143,8 @@ def _die_ports(timed: Machine) -> tuple[dict[int, float], dict[int, float]]:
     rd: dict[int, float] = {}
     wr: dict[int, float] = {}
     for die in timed.core_dies:
+        if die.read_bandwidth_gb_s is None or die.write_bandwidth_gb_s is None:
+            continue  # no port of its own
         n = node_of[die.cpus[0]]
         rd[n] = rd.get(n, 0.0) + die.read_bandwidth_gb_s
         wr[n] = wr.get(n, 0.0) + die.write_bandwidth_gb_s

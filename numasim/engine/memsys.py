@@ -325,7 +325,9 @@ def build_memory_system(
     die_port: list[tuple[int, int] | None] = [None] * len(ids)
     die_initiator_of_cpu: dict[int, int] = {}
     cpu_node = timed.cpu_to_node
-    for k, die in enumerate(timed.core_dies):
+    ported = [(k, die) for k, die in enumerate(timed.core_dies) if die.has_port]  # (a portless die: no resource)
+    for k, die in ported:
+        assert die.read_bandwidth_gb_s is not None and die.write_bandwidth_gb_s is not None
         node = cpu_node[die.cpus[0]]
         initiator_names.append(f"node{node}.die{k}")
         initiator_node.append(node)
@@ -501,5 +503,5 @@ def build_memory_system(
         write_cost_factor=wcf,
         die_initiator_of_cpu=die_initiator_of_cpu,
         write_allocate_evasion=calibration.core.write_allocate_evasion,
-        n_core_initiators=n_nodes + len(timed.core_dies),
+        n_core_initiators=n_nodes + len(ported),
     )

@@ -237,24 +237,40 @@ class CacheLevel(_Model):
 
 
 class CoreDie(_Model):
-    """A group of cores that reaches memory through one port of its own: an AMD core die (CCD) and its link
-    to the I/O die (GMI). Every memory request of its cpus crosses the port, reads in one direction and writes in
-    the other, so a die's bandwidth is bounded whichever node it reads, and a read/write mix can exceed all-reads.
+    """A group of cores on one piece of silicon: an AMD core die (CCD), whose core complexes share an L3
+    (:attr:`CacheScope.CCX`), and, where it reaches memory through a port of its own (its GMI link to the I/O
+    die), that port. Every memory request of a ported die's cpus crosses the port, reads in one direction and
+    writes in the other, so a die's bandwidth is bounded whichever node it reads, and a read/write mix can exceed
+    all-reads.
 
     The port adds no idle latency (the measured route latency already includes it); it is a queueing resource.
+    A die without one (both bandwidths ``None``: Naples' and the EPYC 3000's dies, whose memory controllers are
+    their own, or a part whose die link nobody measured) only says which cores form its complexes.
     """
 
     cpus: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
     """The die's cpus (hardware threads), all on one node."""
-    read_bandwidth_gb_s: PositiveFloat
-    """Data to the die (reads), per die."""
-    write_bandwidth_gb_s: PositiveFloat
-    """Data from the die (writes), per die."""
+    read_bandwidth_gb_s: PositiveFloat | None = None
+    """Data to the die (reads) through its port, per die (``None``: no port of its own)."""
+    write_bandwidth_gb_s: PositiveFloat | None = None
+    """Data from the die (writes) through its port, per die (``None``: no port of its own)."""
 
     @field_validator("cpus", mode="before")
     @classmethod
     def _cpus_from_list_string(cls, value: object) -> object:
         return parse_cpulist(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _port_is_whole(self) -> Self:
+        if (self.read_bandwidth_gb_s is None) != (self.write_bandwidth_gb_s is None):
+            raise ValueError(f"read_bandwidth_gb_s = {self.read_bandwidth_gb_s}, write_bandwidth_gb_s = "
+                             f"{self.write_bandwidth_gb_s}: a die's port has both directions, or the die has none")
+        return self
+
+    @property
+    def has_port(self) -> bool:
+        """Whether the die reaches memory through a port of its own (a queueing resource of the engine)."""
+        return self.read_bandwidth_gb_s is not None
 
 
 class Route(_Model):

@@ -129,12 +129,12 @@ def render_tree(machine: Machine) -> str:
                 f"{c.associativity}-way, {c.line_bytes} B lines"
             )
     if machine.core_dies:
-        lines.append("Core dies (each behind its own port: reads toward the die, writes from it)")
+        lines.append("Core dies (a port of its own: reads toward the die, writes from it)")
         node_of = machine.cpu_to_node
         for k, die in enumerate(machine.core_dies):
-            lines.append(
-                f"{_INDENT}die {k}: node {node_of[die.cpus[0]]}, cpus {format_cpulist(die.cpus)}, "
-                f"{_gb_s(die.read_bandwidth_gb_s)} read, {_gb_s(die.write_bandwidth_gb_s)} write"
-            )
+            port = (f"{_gb_s(die.read_bandwidth_gb_s)} read, {_gb_s(die.write_bandwidth_gb_s)} write"
+                    if die.read_bandwidth_gb_s is not None and die.write_bandwidth_gb_s is not None
+                    else "no port of its own (its core complexes only)")
+            lines.append(f"{_INDENT}die {k}: node {node_of[die.cpus[0]]}, cpus {format_cpulist(die.cpus)}, {port}")
     lines += render_links(machine)
     return "\n".join(lines)

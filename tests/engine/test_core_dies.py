@@ -171,3 +171,21 @@ def test_spreading_threads_over_dies_doubles_what_one_die_reads(mode: str) -> No
         gb_s[cpus] = 4 * lines * 64 / r.run_time_ns
     assert gb_s[(0, 1, 2, 3)] == pytest.approx(20.0, rel=0.02)  # one die's port, the controller at 400
     assert gb_s[(0, 1, 4, 5)] == pytest.approx(40.0, rel=0.02)
+
+
+def test_a_die_has_both_port_directions_or_none() -> None:
+    with pytest.raises(ValidationError, match="a die's port has both directions, or the die has none"):
+        CoreDie(cpus=[0, 1], read_bandwidth_gb_s=50.0)
+    assert not CoreDie(cpus=[0, 1]).has_port and CoreDie(cpus=[0], read_bandwidth_gb_s=5, write_bandwidth_gb_s=2).has_port
+
+
+def test_portless_dies_time_memory_as_no_dies_do() -> None:
+    """A die without a port (only its core complexes) adds no initiator or resource: every run times alike."""
+    from numasim.topology.render import render_tree
+
+    bare = glueless(1, cpus_per_node=8, controller_bandwidth_gb_s=40.0)
+    m = bare.model_copy(update={"core_dies": [CoreDie(cpus=[0, 1, 2, 3]), CoreDie(cpus=[4, 5, 6, 7])]})
+    a, b = mlc(tool_context(bare, nominal_calibration(bare)), ["--peak_injection_bandwidth"]), \
+        mlc(tool_context(m, nominal_calibration(m)), ["--peak_injection_bandwidth"])
+    assert a.peak_mb_s == b.peak_mb_s
+    assert "no port of its own" in render_tree(m)

@@ -1095,7 +1095,10 @@ def catalog_calibration(
 def _core_dies(
     machine: Machine, fig: CatalogFigures, socket_of: dict[int, int], here: str
 ) -> tuple[list[CoreDie], list[PriorParameter], list[str]]:
-    """The SKU's core dies (CCDs) laid over the machine's cpus, each with the platform's die port.
+    """The SKU's core dies (CCDs) laid over the machine's cpus, each with the platform's die port; on a platform
+    with no die link in the catalog (Naples and the EPYC 3000, whose dies own their memory controllers; the AM5
+    parts, whose link nobody measured) dies with no port, which only place its core complexes' L3 (a lone core
+    of a Naples complex has 8 MiB of L3, not the package's 64).
 
     A socket's dies split evenly among its nodes with cpus (NPS puts whole dies in a quadrant); within a node,
     consecutive cores form a die, a core's hardware threads with it. Linux numbers the first thread of every
@@ -1104,12 +1107,11 @@ def _core_dies(
     off (one cpu a core: :func:`_smt_off`) every cpu is a core.
     """
     link, sku = fig.platform.core_die_link, fig.sku
-    if link is None:
+    complexes = any(c.level == "L3" and c.scope == "ccx" for c in fig.platform.caches)
+    if link is None and not (complexes and sku.core_dies is not None):
         return [], [], []
-    links = sku.core_die_links or 1
-    src = (f"{here}: {links} x {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per "
-           f"fabric clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
     if sku.core_dies is None:
+        assert link is not None
         return [], [], [f"core dies: the catalog gives no die count for {sku.model} ({link.dies_rule}); "
                         "no die ports modelled"]
     # one cpu a core where SMT is off in the firmware: a node's cpus are then all cores (0-63 of a 64-core die set),
@@ -1120,21 +1122,29 @@ def _core_dies(
         if n.has_cpus and n.id in socket_of:
             nodes_of_socket[socket_of[n.id]].append(n.id)
     dies: list[CoreDie] = []
+    left_out = "no die ports modelled" if link is not None else "no core dies laid (the L3 is then socket-wide)"
     for socket, node_ids in sorted(nodes_of_socket.items()):
         if sku.core_dies % len(node_ids):
             return [], [], [f"core dies: {sku.core_dies} dies of socket {socket} do not split evenly over its "
-                            f"{len(node_ids)} nodes; no die ports modelled"]
+                            f"{len(node_ids)} nodes; {left_out}"]
         per_node = sku.core_dies // len(node_ids)
         for nid in node_ids:
             cpus = sorted(machine.node(nid).cpus)
             if len(cpus) % tpc or len(cpus) // tpc < per_node:
                 return [], [], [f"core dies: node {nid}'s {len(cpus)} cpus are not {per_node} dies of "
-                                f"{tpc}-thread cores; no die ports modelled"]
+                                f"{tpc}-thread cores; {left_out}"]
             n_cores = len(cpus) // tpc
             for part in np.array_split(np.arange(n_cores), per_node):
                 die_cpus = [cpus[t * n_cores + c] for t in range(tpc) for c in part]
-                dies.append(CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(links),
-                                    write_bandwidth_gb_s=link.write_gb_s(links)))
+                dies.append(CoreDie(cpus=sorted(die_cpus)) if link is None else
+                            CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(sku.core_die_links or 1),
+                                    write_bandwidth_gb_s=link.write_gb_s(sku.core_die_links or 1)))
+    if link is None:
+        return dies, [], [f"{len(dies)} core dies ({sku.core_dies} per socket, {sku.model}) with no port of their own "
+                          "(the catalog has no die link for this platform): they place the L3's core complexes"]
+    links = sku.core_die_links or 1
+    src = (f"{here}: {links} x {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per "
+           f"fabric clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
     priors = [
         PriorParameter(parameter="core_dies[*].read_bandwidth_gb_s", value=link.read_gb_s(links), unit="GB/s",
                        source=src, why=WHY),

@@ -319,7 +319,9 @@ class Sku(_Sourced):
     """Socket-to-socket links this SKU enables (Xeon Scalable: 2 or 3 UPI)."""
     link_gt_s: PositiveFloat | None = None
     core_dies: PositiveInt | None = None
-    """Core dies (CCDs) per socket, where the platform has a :class:`CoreDieLink`."""
+    """Core dies (CCDs, or Naples' and the EPYC 3000's whole dies) per socket: where the platform has a
+    :class:`CoreDieLink` each is a port; where its L3 is split per core complex (``scope = "ccx"``) they say which
+    cores share each instance."""
     core_die_links: PositiveInt | None = None
     """GMI links joining each core die to the I/O die (None: one; two on GMI-Wide parts)."""
 
