@@ -41,7 +41,7 @@ from numasim.timing.model import (
 )
 from numasim.topology.cluster_mode import ClusterMode
 from numasim.topology.model import Machine, Vertex
-from numasim.topology.reconfigure import Reconfiguration, reconfigure
+from numasim.topology.reconfigure import Reconfiguration, cluster_caches, reconfigure
 
 __all__ = ["TransferredCalibration", "transfer_calibration", "mean_curve"]
 
@@ -166,7 +166,7 @@ def transfer_calibration(
         machine=new.name,
         controllers=controllers,
         links=links,
-        caches=list(calibration.caches),
+        caches=cluster_caches(calibration.caches, rc.source_mode, rc.target_mode),  # an SNC/CoD cluster's L3 share
         devices=[_moved_device(d, rc) for d in calibration.devices],
         relays=[RelayTiming(node=n.id, latency_ns=n.relay_latency_ns) for n in new.nodes if n.relay_latency_ns > 0],
         core=calibration.core,

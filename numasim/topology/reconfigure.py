@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, Self, TypeVar
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from numasim.topology.cluster_mode import FIRMWARE_SLIT, ClusterMode, ModeOffer,
 from numasim.topology.cpulist import format_cpulist
 from numasim.topology.model import (
     LOCAL_DISTANCE,
+    CacheScope,
     Device,
     Link,
     LinkKind,
@@ -48,7 +50,7 @@ from numasim.topology.model import (
 )
 from numasim.topology.routing import latency_table_ns
 
-__all__ = ["DieLink", "Reconfiguration", "reconfigure", "split_cpus", "cpu_runs"]
+__all__ = ["DieLink", "Reconfiguration", "reconfigure", "split_cpus", "cpu_runs", "cluster_caches"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,48 @@ class Reconfiguration:
     parts: dict[int, tuple[tuple[int, float], ...]]
     socket_links: dict[tuple[Vertex, Vertex], tuple[tuple[Vertex, Vertex], ...]]
     die_link: DieLink | None
+
+
+class _Cache(Protocol):
+    size_bytes: int
+    scope: CacheScope
+
+    def model_copy(self, *, update: dict[str, object] | None = None, deep: bool = False) -> Self: ...
+
+
+_C = TypeVar("_C", bound=_Cache)
+
+
+def cluster_caches(caches: Sequence[_C], source: ClusterMode, target: ClusterMode) -> list[_C]:
+    """A socket's shared caches in ``target`` mode (machine file or calibration levels alike).
+
+    In Intel's sub-NUMA clustering and Cluster-on-Die modes a cluster's memory is cached in its own share of the
+    socket's L3 slices (Intel's Xeon Scalable technical overview: SNC maps the addresses of a cluster's memory
+    controller to the LLC slices of that cluster): with ``k`` clusters a socket, one instance a node
+    (:attr:`CacheScope.NODE`) of the socket's L3 over ``k``; with one node a socket, the whole L3 (``SOCKET``).
+    A ``NODE`` level of the source is such a share (``k`` of them make the socket's). AMD's NPS modes move
+    memory channels, not caches: an ``nps`` change keeps every level as it is, as it does private levels.
+
+    Examples
+    --------
+    >>> from numasim.topology.model import CacheLevel
+    >>> l3 = CacheLevel(name="L3", size_bytes=48 << 20, latency_ns=18.0, scope=CacheScope.SOCKET)
+    >>> [(c.size_bytes >> 20, c.scope.value) for c in cluster_caches([l3], ClusterMode("snc", 1), ClusterMode("snc", 2))]
+    [(24, 'node')]
+    """
+    if "nps" in (source.family, target.family):
+        return list(caches)
+    out: list[_C] = []
+    for c in caches:
+        if c.scope not in (CacheScope.SOCKET, CacheScope.NODE):
+            out.append(c)
+            continue
+        socket_bytes = c.size_bytes * (source.per_socket if c.scope is CacheScope.NODE else 1)
+        if target.per_socket > 1:
+            out.append(c.model_copy(update={"size_bytes": socket_bytes // target.per_socket, "scope": CacheScope.NODE}))
+        else:
+            out.append(c.model_copy(update={"size_bytes": socket_bytes, "scope": CacheScope.SOCKET}))
+    return out
 
 
 def cpu_runs(cpus: Sequence[int]) -> list[list[int]]:
@@ -411,7 +455,7 @@ def reconfigure(
         links=links,
         switches=switches,
         devices=devices,
-        caches=list(machine.caches),
+        caches=cluster_caches(machine.caches, source, target),
         core_dies=list(machine.core_dies),
         firmware_slit=slit,
         cpu_model=machine.cpu_model,

@@ -300,3 +300,48 @@ def test_memory_only_nodes_that_are_no_cxl_expander_are_still_refused() -> None:
     bad = m.model_copy(update={"nodes": [*m.nodes, pmem], "links": [*m.links, m.links[0].model_copy(update={"b": 4})]})
     with pytest.raises(TopologyError, match="memory-only nodes other than a CXL expander"):
         reconfigure(Machine.model_validate(bad.model_dump()), ClusterMode("snc", 1))
+
+
+def _llc_bytes_a_socket(m: Machine) -> dict[int, int]:
+    """The shared cache bytes each socket holds: a socket-wide level once, a cluster's share once a node."""
+    from numasim.topology.model import CacheScope
+
+    out = {}
+    for s in m.sockets:
+        nodes = len([n for n in m.nodes if n.socket == s and n.cpus])
+        out[s] = sum(c.size_bytes * (nodes if c.scope is CacheScope.NODE else 1) for c in m.caches
+                     if c.scope in (CacheScope.SOCKET, CacheScope.NODE))
+    return out
+
+
+@pytest.mark.parametrize(("family", "ks"), [("snc", (1, 2, 4, 2, 1)), ("cod", (1, 2, 1))])
+def test_an_snc_or_cod_cluster_caches_in_its_share_of_the_l3(family: str, ks: tuple[int, ...]) -> None:
+    """SNC and Cluster-on-Die map a cluster's memory to its own share of the socket's L3 slices: a node of k a
+    socket has 1/k of the L3 (NODE scope), one node a socket the whole (SOCKET); the socket's L3 bytes never
+    change, and a round trip gives the levels back."""
+    from numasim.topology.model import CacheLevel, CacheScope
+
+    l1 = CacheLevel(name="L1d", size_bytes=48 << 10, latency_ns=1.5, scope=CacheScope.CORE)
+    l3 = CacheLevel(name="L3", size_bytes=48 << 20, latency_ns=18.0, scope=CacheScope.SOCKET)
+    m = multi_die(2, "SNC1", cores_per_socket=24, caches=[l1, l3])
+    want = _llc_bytes_a_socket(m)
+    here = ClusterMode(family, 1)
+    for k in ks[1:]:
+        target = ClusterMode(family, k)
+        m = reconfigure(m, target, die_latency_ns=8.0, die_bandwidth_gb_s=100.0, threads_per_core=2).machine
+        here = target
+        got = {c.name: c for c in m.caches}
+        assert got["L1d"] == l1
+        assert got["L3"].scope is (CacheScope.NODE if k > 1 else CacheScope.SOCKET)
+        assert got["L3"].size_bytes == l3.size_bytes // k
+        assert _llc_bytes_a_socket(m) == want
+    assert here.per_socket == 1 and m.caches == [l1, l3]
+
+
+def test_an_nps_change_keeps_the_caches() -> None:
+    from numasim.topology.model import CacheLevel, CacheScope
+
+    l3 = CacheLevel(name="L3", size_bytes=64 << 20, latency_ns=12.0, scope=CacheScope.SOCKET)
+    m = multi_die(2, "NPS4", cores_per_socket=32)
+    m = m.model_copy(update={"caches": [l3]})
+    assert reconfigure(m, ClusterMode("nps", 1)).machine.caches == [l3]

@@ -977,7 +977,10 @@ def catalog_calibration(
     else:
         clock_ghz, clock_source = running_clock(platform, chosen, turbo)
     core_dies, die_priors, die_notes = _core_dies(machine, fig, socket_of, here)
-    caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz, core_dies)
+    # nodes with cpus a socket: more than one is an SNC or Cluster-on-Die mode, whose clusters split the L3
+    cluster_counts = set(Counter(socket_of[n.id] for n in machine.nodes if n.has_cpus and n.id in socket_of).values())
+    clusters = cluster_counts.pop() if len(cluster_counts) == 1 else 1
+    caches, cache_priors, cache_notes = _caches(machine, fig, here, clock_ghz, core_dies, clusters)
     priors += cache_priors
     notes += cache_notes
 
@@ -1368,7 +1371,7 @@ def _dies_split(core_dies: list[CoreDie], complexes: int) -> bool:
 
 
 def _caches(
-    machine: Machine, fig: CatalogFigures, here: str, clock_ghz: float, core_dies: list[CoreDie]
+    machine: Machine, fig: CatalogFigures, here: str, clock_ghz: float, core_dies: list[CoreDie], clusters: int = 1
 ) -> tuple[list[CacheTiming], list[PriorParameter], list[str]]:
     platform, sku = fig.platform, fig.sku
     nominal = {c.name.lower(): c for c in machine.caches}
@@ -1393,6 +1396,16 @@ def _caches(
             scope = CacheScope.CCX
             size_src = (f"{here}: the SKU's L3 ({sku.l3_mib:g} MiB) over its {sku.core_dies} core dies x {complexes} "
                         f"core complex(es) a die [{platform.cite(sku.sources + spec.sources)}]")
+        elif spec.level == "L3" and sku.l3_mib is not None and spec.scope == "socket" and clusters > 1:
+            # SNC / Cluster-on-Die: a cluster's memory is cached in its own share of the socket's L3 slices
+            size = round(sku.l3_mib * MiB / clusters)
+            scope = CacheScope.NODE
+            size_src = (f"{here}: the SKU's L3 ({sku.l3_mib:g} MiB) over the socket's {clusters} clusters (SNC or "
+                        "Cluster-on-Die maps a cluster's memory to its own share of the L3 slices: Intel, Xeon "
+                        f"Scalable technical overview, sub-NUMA clustering) [{platform.cite(sku.sources)}]")
+            notes.append(f"L3: each of a socket's {clusters} clusters caches in its own {size / MiB:g} MiB share, "
+                         "modelled as one instance a node for its cores (assumption: a line of another cluster's "
+                         "memory takes the reader's share, where SNC keeps it in its home cluster's)")
         elif spec.level == "L3" and sku.l3_mib is not None:
             size = round(sku.l3_mib * MiB)
             scope = CacheScope.SOCKET
