@@ -14,7 +14,7 @@ import simpy
 
 from numasim.errors import WorkloadError
 from numasim.timing.model import Calibration
-from numasim.topology.model import Machine
+from numasim.topology.model import CacheScope, Machine
 from numasim.workload.access import AccessChunk
 
 from .caches import CacheLevelSpec, CacheToCache, cache_levels, instance_keys
@@ -111,6 +111,25 @@ def _agents(
             )
         )
     return agents
+
+
+def _c2c_domains(
+    machine: Machine, levels: list[CacheLevelSpec], instances: np.ndarray, thread_agents: Sequence[Agent], n_agents: int
+) -> np.ndarray:
+    """Per agent, the domain within which a modified line moves core to core at the coherence's local cost: its
+    last-level instance, or its socket where that instance is an SNC or Cluster-on-Die cluster's share of the
+    socket's L3 (``CacheScope.NODE``): the transfer then crosses the socket's own mesh or ring, as the
+    ``local_hitm_ns`` a socket's mlc measures (the 2x 8269CY in SNC2: 45.1 ns between its clusters)."""
+    if not levels:
+        return np.zeros(n_agents, dtype=np.int64)
+    llc = instances[-1].copy()
+    if levels[-1].scope is CacheScope.NODE:
+        node_of = machine.cpu_to_node
+        for a in thread_agents:
+            socket = machine.node(node_of[a.cpu]).socket if a.cpu is not None else None
+            if socket is not None:
+                llc[a.index] = -1 - socket  # (instance indices are >= 0)
+    return llc
 
 
 def simulate(
@@ -241,7 +260,7 @@ def simulate(
     # what a cache-to-cache transfer costs: each agent's last-level instance and own node's target index
     c2c = CacheToCache.from_calibration(
         calibration,
-        instances[-1] if n_levels else np.zeros(len(agents), dtype=np.int64),
+        _c2c_domains(ms.machine, levels, instances, thread_agents, len(agents)),
         np.array([node_index[ms.initiator_node[a.initiator]] for a in agents], dtype=np.int64),
     )
     feeder = Feeder(

@@ -305,8 +305,9 @@ class CoherenceTiming(_Model):
     """What an access to a line *modified* in another core's cache costs: a cache-to-cache transfer (mlc
     ``--c2c_latency``'s HITM figures), in place of the hit or memory access that would otherwise serve it.
 
-    ``local_hitm_ns``: the other core shares the reader's last-level cache instance (its socket, or its die or
-    cluster where the L3 is split). ``remote_hitm_ns``: it does not, and the line's home is not the reader's node
+    ``local_hitm_ns``: the other core shares the reader's last-level cache instance (its socket, or its core
+    complex or die where the L3 is split; an SNC or Cluster-on-Die cluster's share of the L3 counts its whole
+    socket, whose mesh or ring the transfer crosses). ``remote_hitm_ns``: it does not, and the line's home is not the reader's node
     (mlc: "data address homed in writer socket"); ``remote_hitm_home_reader_ns``: the line's home is the reader's
     node (mlc: "homed in reader socket"). Unset remote figures: the local one's machine has one last-level cache
     instance, or its remote transfers were not measured (then they are timed as memory accesses, and results say

@@ -60,3 +60,19 @@ def test_a_mode_change_moves_the_l3_with_the_clusters() -> None:
     # ... and what the catalog gives the SNC-off machine directly
     direct = next(c for c in catalog_calibration(_machine("SNC1")).caches if c.name == "L3")
     assert (direct.scope, direct.size_bytes) == (l3.scope, l3.size_bytes)
+
+
+def test_a_modified_line_in_the_other_cluster_of_the_socket_costs_the_local_transfer() -> None:
+    """The clusters' L3 shares are separate instances, but a HITM between them crosses the socket's own mesh:
+    mlc's local figure (the 2x 8269CY in SNC2 measured 45.1 ns between its clusters), not the cross-socket one."""
+    from numasim.tools.mlc import mlc
+
+    m = _machine("SNC2")
+    cal = catalog_calibration(m)
+    assert cal.coherence is not None and cal.coherence.remote_hitm_ns is not None
+    r = mlc(tool_context(m, cal), ["--c2c_latency"])
+    table = r.c2c_remote_ns["writer"] if "writer" in r.c2c_remote_ns else next(iter(r.c2c_remote_ns.values()))
+    # nodes 0, 1: socket 0's clusters; 2, 3: socket 1's
+    assert table[0, 1] == pytest.approx(table[1, 0]) and table[0, 1] < 0.5 * table[0, 2]
+    assert table[0, 1] == pytest.approx(cal.coherence.local_hitm_ns, rel=0.1)
+    assert table[0, 2] == pytest.approx(cal.coherence.remote_hitm_ns, rel=0.1)
