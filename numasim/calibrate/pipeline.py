@@ -653,7 +653,7 @@ def calibrate(
     coherence = priors.coherence
     if "c2c" in wanted and c2c_runs:
         k, run = c2c_runs[-1]
-        coherence = _coherence_from_mlc(run, measurements[k].path)
+        coherence = _coherence_from_mlc(run, measurements[k].path, machine)
         if coherence is not None:
             mark(k, "c2c_latency")
     cal = Calibration(
@@ -836,19 +836,27 @@ def _memory_idle_latencies(machine: Machine, run: MlcResult, path: Path, assumpt
     return out
 
 
-def _coherence_from_mlc(run: MlcResult, path: object) -> CoherenceTiming | None:
+def _coherence_from_mlc(run: MlcResult, path: object, machine: Machine | None = None) -> CoherenceTiming | None:
     """The cache-to-cache transfer latencies of an mlc ``--c2c_latency`` run, as measured (a read of a line another
-    core wrote: the HITM rows; a remote table's figure is the mean of its cells between different nodes). None
-    without a local HITM figure."""
+    core wrote: the HITM rows; a remote table's figure is the mean of its cells between nodes of different
+    sockets: two clusters of one socket, SNC or NPS, transfer at the socket's own cost, as validation replays
+    them). None without a local HITM figure."""
     local = next((v for k, v in run.c2c_local_ns.items() if "HITM" in k), None)
     if local is None:
         return None
+    socket = {n.id: n.socket for n in machine.nodes} if machine is not None else {}
+
+    def across(a: int, b: int) -> bool:
+        sa, sb = socket.get(a), socket.get(b)
+        return a != b and (sa is None or sb is None or sa != sb)
 
     def remote(homed: str) -> float | None:
         for key, table in run.c2c_remote_ns.items():
             if "HITM" in key and f"({homed} homed)" in key:
-                # cells between different nodes (mlc prints the diagonal as "-": nan)
-                cells = [x for r, c, x in table.cells() if r != c and np.isfinite(x) and x > 0]
+                # cells between sockets (mlc prints the diagonal as "-": nan); an old mlc's table is by socket
+                by_socket = table.row_axis == "socket"
+                cells = [x for r, c, x in table.cells() if (r != c if by_socket else across(r, c))
+                         and np.isfinite(x) and x > 0]
                 if cells:
                     return float(np.mean(cells))
         return None

@@ -66,3 +66,19 @@ def test_a_fitted_skylake_times_cross_socket_false_sharing_at_its_measured_hitm(
         r = simulate(m, cal, specs, [chunk], pm, mode=mode, record_latencies=False)
         assert r.coherence is not None and r.coherence["transfers_remote"] == n - 1
         assert r.threads[1].load_to_use_mean_ns == pytest.approx(113.9)
+
+
+def test_an_snc_run_s_remote_figures_are_its_cross_socket_cells() -> None:
+    """The 2x 8269CY in SNC2: its remote HITM tables hold same-socket cells between clusters (45-51 ns) beside
+    the cross-socket ones; the remote figures are the cross-socket cells' means (writer homed 107.2-113.5, reader
+    homed 167.9-175.3), not means pulled down by the socket's own transfers (130 ns before)."""
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+
+    case = next(c for c in PUBLIC_MLC_CASES if c.file == "plantegg-2s-cascadelake-8269CY-snc2.md")
+    path = ROOT / "tests" / "data" / "measurements" / "public_mlc" / case.file
+    m = public_machine(case)
+    c = calibrate(m, load_measurements([path]), fit_on=["latency", "c2c_latency"]).calibration.coherence
+    assert c is not None and c.local_hitm_ns == 45.1
+    writer = [107.2, 109.2, 111.2, 113.1, 107.6, 109.6, 111.6, 113.5]
+    reader = [169.1, 175.0, 167.9, 172.1, 171.4, 175.3, 169.7, 173.6]
+    assert (c.remote_hitm_ns, c.remote_hitm_home_reader_ns) == pytest.approx((np.mean(writer), np.mean(reader)))
