@@ -118,17 +118,21 @@ def _c2c_domains(
 ) -> np.ndarray:
     """Per agent, the domain within which a modified line moves core to core at the coherence's local cost: its
     last-level instance, or its socket where that instance is an SNC or Cluster-on-Die cluster's share of the
-    socket's L3 (``CacheScope.NODE``): the transfer then crosses the socket's own mesh or ring, as the
-    ``local_hitm_ns`` a socket's mlc measures (the 2x 8269CY in SNC2: 45.1 ns between its clusters)."""
+    socket's L3 (``CacheScope.CLUSTER``) or a core's own (no cache is shared: the Atoms' per-core L2 shares): the
+    transfer then crosses the socket's own mesh, ring or fabric, as the ``local_hitm_ns`` a socket's mlc
+    measures (the 2x 8269CY in SNC2: 45.1 ns between its clusters)."""
     if not levels:
         return np.zeros(n_agents, dtype=np.int64)
     llc = instances[-1].copy()
-    if levels[-1].scope is CacheScope.NODE:
+    if levels[-1].scope in (CacheScope.CLUSTER, CacheScope.CORE):
         node_of = machine.cpu_to_node
+        n_nodes = max(node_of.values(), default=0) + 1
         for a in thread_agents:
-            socket = machine.node(node_of[a.cpu]).socket if a.cpu is not None else None
-            if socket is not None:
-                llc[a.index] = -1 - socket  # (instance indices are >= 0)
+            if a.cpu is None:
+                continue
+            node = machine.node(node_of[a.cpu])
+            # (instance indices are >= 0: sockets below -1, nodes of no known socket below those)
+            llc[a.index] = -1 - node.socket if node.socket is not None else -2 - n_nodes - node.id
     return llc
 
 

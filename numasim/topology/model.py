@@ -92,6 +92,12 @@ class CacheScope(StrEnum):
     DIE = "die"
     SOCKET = "socket"
     NODE = "node"
+    """A node's own cache: one instance a node, for its cores (a die of a multi-chip package that is a node of its
+    own, such as Magny-Cours')."""
+    CLUSTER = "cluster"
+    """An SNC or Cluster-on-Die cluster's share of its socket's L3: one instance a node, for its cores (the mode
+    caches a cluster's memory in its own slices); a line modified in another cluster of the socket moves at the
+    socket's local cache-to-cache cost, over the die's own mesh or ring."""
     CCX = "ccx"
     """An AMD core complex: the cores of one core die (``Machine.core_dies``) that share an L3, the whole die on
     Zen 3 and later, half of it on Zen 1 and 2 (``complexes_per_die``)."""

@@ -107,27 +107,29 @@ def cluster_caches(caches: Sequence[_C], source: ClusterMode, target: ClusterMod
     In Intel's sub-NUMA clustering and Cluster-on-Die modes a cluster's memory is cached in its own share of the
     socket's L3 slices (Intel's Xeon Scalable technical overview: SNC maps the addresses of a cluster's memory
     controller to the LLC slices of that cluster): with ``k`` clusters a socket, one instance a node
-    (:attr:`CacheScope.NODE`) of the socket's L3 over ``k``; with one node a socket, the whole L3 (``SOCKET``).
-    A ``NODE`` level of the source is such a share (``k`` of them make the socket's). AMD's NPS modes move
-    memory channels, not caches: an ``nps`` change keeps every level as it is, as it does private levels.
+    (:attr:`CacheScope.CLUSTER`) of the socket's L3 over ``k``; with one node a socket, the whole L3
+    (``SOCKET``). A ``CLUSTER`` level of the source is such a share (``k`` of them make the socket's). AMD's NPS
+    modes move memory channels, not caches: an ``nps`` change keeps every level as it is, as it does private
+    levels and a node's own (``NODE``).
 
     Examples
     --------
     >>> from numasim.topology.model import CacheLevel
     >>> l3 = CacheLevel(name="L3", size_bytes=48 << 20, latency_ns=18.0, scope=CacheScope.SOCKET)
     >>> [(c.size_bytes >> 20, c.scope.value) for c in cluster_caches([l3], ClusterMode("snc", 1), ClusterMode("snc", 2))]
-    [(24, 'node')]
+    [(24, 'cluster')]
     """
     if "nps" in (source.family, target.family):
         return list(caches)
     out: list[_C] = []
     for c in caches:
-        if c.scope not in (CacheScope.SOCKET, CacheScope.NODE):
+        if c.scope not in (CacheScope.SOCKET, CacheScope.CLUSTER):
             out.append(c)
             continue
-        socket_bytes = c.size_bytes * (source.per_socket if c.scope is CacheScope.NODE else 1)
+        socket_bytes = c.size_bytes * (source.per_socket if c.scope is CacheScope.CLUSTER else 1)
         if target.per_socket > 1:
-            out.append(c.model_copy(update={"size_bytes": socket_bytes // target.per_socket, "scope": CacheScope.NODE}))
+            out.append(c.model_copy(update={"size_bytes": socket_bytes // target.per_socket,
+                                            "scope": CacheScope.CLUSTER}))
         else:
             out.append(c.model_copy(update={"size_bytes": socket_bytes, "scope": CacheScope.SOCKET}))
     return out

@@ -32,7 +32,7 @@ def test_the_catalog_gives_each_snc_cluster_its_share_of_the_l3() -> None:
     l3_snc2 = next(c for c in snc2.caches if c.name == "L3")
     l3_off = next(c for c in off.caches if c.name == "L3")
     assert (l3_off.scope, l3_off.size_bytes) == (CacheScope.SOCKET, round(38.5 * MiB))
-    assert (l3_snc2.scope, l3_snc2.size_bytes) == (CacheScope.NODE, round(38.5 * MiB / 2))
+    assert (l3_snc2.scope, l3_snc2.size_bytes) == (CacheScope.CLUSTER, round(38.5 * MiB / 2))
     assert "own 19.25 MiB share" in snc2.provenance.notes
     prior = next(p for p in snc2.provenance.priors if p.parameter == "caches[L3].size_bytes")
     assert "over the socket's 2 clusters" in prior.source
@@ -76,3 +76,16 @@ def test_a_modified_line_in_the_other_cluster_of_the_socket_costs_the_local_tran
     assert table[0, 1] == pytest.approx(table[1, 0]) and table[0, 1] < 0.5 * table[0, 2]
     assert table[0, 1] == pytest.approx(cal.coherence.local_hitm_ns, rel=0.1)
     assert table[0, 2] == pytest.approx(cal.coherence.remote_hitm_ns, rel=0.1)
+
+
+def test_cores_that_share_no_cache_transfer_at_the_sockets_local_cost() -> None:
+    """An Atom C3758R's last level is each core's share of its module's L2: no two cores share an instance, yet
+    a modified line moves between them over the socket's own fabric (mlc's local HITM), not at the cross-socket
+    figure (177.8 ns before)."""
+    from numasim.tools.mlc import mlc
+
+    m = multi_die(1, "SNC1", cores_per_socket=8, threads_per_core=1).model_copy(update={"cpu_model": "Atom C3758R"})
+    cal = catalog_calibration(m)
+    assert [c.scope for c in cal.caches] == [CacheScope.CORE, CacheScope.CORE] and cal.coherence is not None
+    r = mlc(tool_context(m, cal), ["--c2c_latency"])
+    assert r.c2c_hitm_ns == pytest.approx(cal.coherence.local_hitm_ns, rel=0.05)

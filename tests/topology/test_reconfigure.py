@@ -309,8 +309,8 @@ def _llc_bytes_a_socket(m: Machine) -> dict[int, int]:
     out = {}
     for s in m.sockets:
         nodes = len([n for n in m.nodes if n.socket == s and n.cpus])
-        out[s] = sum(c.size_bytes * (nodes if c.scope is CacheScope.NODE else 1) for c in m.caches
-                     if c.scope in (CacheScope.SOCKET, CacheScope.NODE))
+        out[s] = sum(c.size_bytes * (nodes if c.scope is CacheScope.CLUSTER else 1) for c in m.caches
+                     if c.scope in (CacheScope.SOCKET, CacheScope.CLUSTER))
     return out
 
 
@@ -332,7 +332,7 @@ def test_an_snc_or_cod_cluster_caches_in_its_share_of_the_l3(family: str, ks: tu
         here = target
         got = {c.name: c for c in m.caches}
         assert got["L1d"] == l1
-        assert got["L3"].scope is (CacheScope.NODE if k > 1 else CacheScope.SOCKET)
+        assert got["L3"].scope is (CacheScope.CLUSTER if k > 1 else CacheScope.SOCKET)
         assert got["L3"].size_bytes == l3.size_bytes // k
         assert _llc_bytes_a_socket(m) == want
     assert here.per_socket == 1 and m.caches == [l1, l3]

@@ -1399,13 +1399,19 @@ def _caches(
         elif spec.level == "L3" and sku.l3_mib is not None and spec.scope == "socket" and clusters > 1:
             # SNC / Cluster-on-Die: a cluster's memory is cached in its own share of the socket's L3 slices
             size = round(sku.l3_mib * MiB / clusters)
-            scope = CacheScope.NODE
+            scope = CacheScope.CLUSTER
             size_src = (f"{here}: the SKU's L3 ({sku.l3_mib:g} MiB) over the socket's {clusters} clusters (SNC or "
                         "Cluster-on-Die maps a cluster's memory to its own share of the L3 slices: Intel, Xeon "
                         f"Scalable technical overview, sub-NUMA clustering) [{platform.cite(sku.sources)}]")
             notes.append(f"L3: each of a socket's {clusters} clusters caches in its own {size / MiB:g} MiB share, "
                          "modelled as one instance a node for its cores (assumption: a line of another cluster's "
                          "memory takes the reader's share, where SNC keeps it in its home cluster's)")
+        elif spec.level == "L3" and sku.l3_mib is not None and spec.scope == "die" and clusters > 1:
+            # a multi-chip package whose dies are nodes of their own (Magny-Cours, Interlagos): a die's L3 each
+            size = round(sku.l3_mib * MiB / clusters)
+            scope = CacheScope.NODE
+            size_src = (f"{here}: the SKU's L3 ({sku.l3_mib:g} MiB) over the package's {clusters} dies, each a node "
+                        f"with its own L3 [{platform.cite(sku.sources + spec.sources)}]")
         elif spec.level == "L3" and sku.l3_mib is not None:
             size = round(sku.l3_mib * MiB)
             scope = CacheScope.SOCKET
