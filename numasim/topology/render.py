@@ -129,7 +129,7 @@ def render_tree(machine: Machine) -> str:
                 f"{c.associativity}-way, {c.line_bytes} B lines"
             )
     if machine.core_dies:
-        lines.append("Core dies (a port of its own: reads toward the die, writes from it)")
+        lines.append("Core dies (a die with a port of its own: reads cross it toward the die, writes away from it)")
         node_of = machine.cpu_to_node
         for k, die in enumerate(machine.core_dies):
             port = (f"{_gb_s(die.read_bandwidth_gb_s)} read, {_gb_s(die.write_bandwidth_gb_s)} write"
