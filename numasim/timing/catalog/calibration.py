@@ -1125,6 +1125,7 @@ def _core_dies(
         if n.has_cpus and n.id in socket_of:
             nodes_of_socket[socket_of[n.id]].append(n.id)
     dies: list[CoreDie] = []
+    links = sku.core_die_links or 1
     left_out = "no die ports modelled" if link is not None else "no core dies laid (the L3 is then socket-wide)"
     for socket, node_ids in sorted(nodes_of_socket.items()):
         if sku.core_dies % len(node_ids):
@@ -1140,12 +1141,11 @@ def _core_dies(
             for part in np.array_split(np.arange(n_cores), per_node):
                 die_cpus = [cpus[t * n_cores + c] for t in range(tpc) for c in part]
                 dies.append(CoreDie(cpus=sorted(die_cpus)) if link is None else
-                            CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(sku.core_die_links or 1),
-                                    write_bandwidth_gb_s=link.write_gb_s(sku.core_die_links or 1)))
+                            CoreDie(cpus=sorted(die_cpus), read_bandwidth_gb_s=link.read_gb_s(links),
+                                    write_bandwidth_gb_s=link.write_gb_s(links)))
     if link is None:
         return dies, [], [f"{len(dies)} core dies ({sku.core_dies} per socket, {sku.model}) with no port of their own "
                           "(the catalog has no die link for this platform): they place the L3's core complexes"]
-    links = sku.core_die_links or 1
     src = (f"{here}: {links} x {link.read_bytes_per_clock} B (reads) / {link.write_bytes_per_clock} B (writes) per "
            f"fabric clock x {link.fabric_clock_ghz:g} GHz ({link.fabric_clock_note}) [{fig.platform.cite(link.sources)}]")
     priors = [
