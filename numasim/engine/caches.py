@@ -630,6 +630,7 @@ def estimate_levels(
     agent_counts: np.ndarray | None = None,
     write: np.ndarray | None = None,
     write_backs: bool = False,
+    long_pays_at: int | None = None,
 ) -> tuple[np.ndarray, EpochCacheState]:
     """Cache level (0..L-1, or L for memory) of each access, by the reuse-distance estimate.
 
@@ -654,6 +655,10 @@ def estimate_levels(
         ways in the sets the pattern uses (see :func:`_set_limited_capacity`); None: fully associative.
     carry : int
         Accesses of the window to carry into the next call (:func:`carry_accesses`).
+    long_pays_at : int, optional
+        With a ``carry`` longer than :data:`CARRY_ACCESSES`: carry it only if this estimate's hits that only the
+        longer carry held (``EpochCacheState.long_hits``, where this window could count them) reach this many;
+        else carry :data:`CARRY_ACCESSES`. None: always ``carry``.
     agent_counts : ndarray of int64, optional
         Each agent's accesses in ``agent`` (``np.bincount(agent, minlength=n_agents)``), if the caller has it.
     write : ndarray of bool, optional
@@ -887,14 +892,18 @@ def estimate_levels(
         # all of them; another core of the instance that reads it leaves it dirty in their shared level), as exact
         # mode's dirty ways have it: the chains follow last-level instances, not agents (threads)
         owed = write_back_flags(cur, prv, agent_instance[-1][all_agent], all_write, level, n_levels, head)
-    kept_agent = all_agent[m - keep :].copy()
-    # Ranks within the kept tail: drop each agent's accesses before it.
-    dropped = (per_agent_n - kept_counts).astype(np.int32)
     long_hits = -1
     if head > CARRY_ACCESSES:  # hits whose previous access only the longer carry held
         # only this chunk's accesses (cur >= head): a reuse inside the carried head was counted by its own chunk
         long_hits = int(np.count_nonzero((cur >= head) & (prv < head - CARRY_ACCESSES) & (level[cur] < n_levels)))
         long_hits += int(np.count_nonzero(level[long_shared] < n_levels))
+    if long_pays_at is not None and 0 <= long_hits < long_pays_at and keep > CARRY_ACCESSES:
+        # The long carry was measured not to pay: the next window need not be that long either.
+        keep = min(m, CARRY_ACCESSES)
+        kept_counts = np.bincount(all_agent[m - keep :], minlength=n_agents)
+    kept_agent = all_agent[m - keep :].copy()
+    # Ranks within the kept tail: drop each agent's accesses before it.
+    dropped = (per_agent_n - kept_counts).astype(np.int32)
     # The stream accesses that span HORIZON_CAPACITIES x each instance's capacity in its own accesses: a
     # socket's L3 sees half the stream of a two-socket run, so it needs twice the stream to see as far.
     horizon = 0

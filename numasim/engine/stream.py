@@ -13,6 +13,7 @@ up to that many streams interleaved (``a[i] = b[i] + c[i]`` is three).
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -256,7 +257,8 @@ class Feeder:
         # The reuse horizon: carry_accesses' long one (three capacities of each instance's own accesses) from the
         # start and while it finds hits; else CARRY_ACCESSES (a longer carry costs every chunk's estimate more),
         # probed every _PROBE_EVERY chunks with the largest cache's lines (cheaper), back to the long one where
-        # that finds hits.
+        # that finds hits. The estimate that finds too few drops the long tail at once (``long_pays_at``): else
+        # the next window still held it (a window 2-3x a chunk's after the first chunks and after every probe).
         top = int(np.max(cache_capacity_lines)) if cache_capacity_lines is not None and len(cache_capacity_lines) else 0
         self._carry_probe = max(CARRY_ACCESSES, top)
         self._carry_long = carry_accesses(cache_capacity_lines) if cache_capacity_lines is not None else 0
@@ -494,6 +496,7 @@ class Feeder:
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
                 self.cache_sets, self._carry, np.diff(bounds), is_write, self.write_backs,
+                math.ceil(_LONG_HITS * len(lines)),
             )
             self._estimates += 1
             if self._cache_state.coherence_misses is not None:

@@ -116,3 +116,39 @@ def test_while_the_long_carry_pays_chunks_are_estimated_together(monkeypatch: py
     for agent, buf in enumerate(f.buffers):
         got = np.concatenate([b.line for b in buf])
         assert np.array_equal(got, lines[threads == agent])
+
+
+def test_a_long_carry_measured_not_to_pay_is_dropped_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random loads over 1 GiB, a cache of 400 k lines (a long carry of 1.2 Mi accesses): the first estimate that
+    can count the hits only the long carry finds (fewer than _LONG_HITS of its accesses) keeps just CARRY_ACCESSES
+    for the next one. Before, that next window still held the long tail: 2-3x a chunk's accesses sorted after the
+    first chunk and after every probe, for hits the feeder had just judged not worth them."""
+    from numasim.engine import stream
+    from numasim.engine.caches import CARRY_ACCESSES
+
+    tails: list[int] = []
+    original = stream.estimate_levels
+
+    def recording(lines, agent, instances, capacity, state, *args, **kwargs):  # type: ignore[no-untyped-def]
+        tails.append(len(state.lines))
+        return original(lines, agent, instances, capacity, state, *args, **kwargs)
+
+    monkeypatch.setattr(stream, "estimate_levels", recording)
+    rng = np.random.default_rng(5)
+    per_chunk, n_chunks = 300_000, 11
+    chunks = [AccessChunk.build(rng.integers(0, 1 << 24, per_chunk).astype(np.uint64) * np.uint64(64),
+                                thread=rng.integers(0, 3, per_chunk)) for _ in range(n_chunks)]  # fmt: skip
+    m = seed000_machine(caches=False)
+    index = np.full(max(n.id for n in m.nodes) + 1, -1, dtype=np.int16)
+    index[[n.id for n in m.nodes]] = np.arange(len(m.nodes))
+    f = Feeder(
+        iter(chunks), _agents(3), spread_pages([0, 1], 1 << 18), index,
+        cache_instances=np.zeros((1, 3), dtype=np.int64), cache_capacity_lines=np.array([400_000.0]),
+        background=False, class_base=np.zeros(3, dtype=np.int64),
+    )  # fmt: skip
+    while f.pull():
+        pass
+    f.close()
+    probe = 400_000  # the probe carries the largest cache's lines
+    # the first chunk whole (nothing measured yet); the probe's tail (the 8th estimate carries it) once
+    assert tails == [0, per_chunk] + [CARRY_ACCESSES] * 6 + [probe] + [CARRY_ACCESSES] * 2
