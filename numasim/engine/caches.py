@@ -899,7 +899,7 @@ def estimate_levels(
         long_hits += int(np.count_nonzero(level[long_shared] < n_levels))
     if long_pays_at is not None and 0 <= long_hits < long_pays_at and keep > CARRY_ACCESSES:
         # The long carry was measured not to pay: the next window need not be that long either.
-        keep = min(m, CARRY_ACCESSES)
+        keep = CARRY_ACCESSES  # (fewer than ``keep``, so fewer than the window's accesses)
         kept_counts = np.bincount(all_agent[m - keep :], minlength=n_agents)
     kept_agent = all_agent[m - keep :].copy()
     # Ranks within the kept tail: drop each agent's accesses before it.

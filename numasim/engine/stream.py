@@ -493,10 +493,10 @@ class Feeder:
             and self.cache_instances is not None
             and self.cache_capacity is not None
         ):
+            long_pays_at = math.ceil(_LONG_HITS * len(lines))  # hits the long carry must find to be kept
             level, self._cache_state = estimate_levels(
                 lines, agent, self.cache_instances, self.cache_capacity, self._cache_state, order, rank,
-                self.cache_sets, self._carry, np.diff(bounds), is_write, self.write_backs,
-                math.ceil(_LONG_HITS * len(lines)),
+                self.cache_sets, self._carry, np.diff(bounds), is_write, self.write_backs, long_pays_at,
             )
             self._estimates += 1
             if self._cache_state.coherence_misses is not None:
@@ -510,7 +510,7 @@ class Feeder:
             # how far back this chunk's instances need to look (a socket's L3 sees its share of the stream)
             self._carry_long = carry_accesses(self.cache_capacity, self._cache_state.horizon)
             found = self._cache_state.long_hits
-            self._long_pays = found >= 0 and found >= _LONG_HITS * len(lines)
+            self._long_pays = found >= long_pays_at
             if found >= 0:  # this estimate looked beyond CARRY_ACCESSES: keep looking while it finds >= 2 % more hits
                 self._carry = self._carry_long if self._long_pays else CARRY_ACCESSES
             elif self._carry != CARRY_ACCESSES:  # no tail beyond CARRY_ACCESSES yet (the first chunks)

@@ -31,6 +31,7 @@ from numasim.timing.catalog.model import Platform
 from numasim.timing.model import Calibration
 from numasim.topology.builders import multi_die
 from numasim.topology.model import Machine
+from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.run import run_workload
 from numasim.workload.spec import Workload
 
@@ -40,9 +41,9 @@ MiB = 1 << 20
 
 def _machine(platform: Platform) -> Machine:
     modes = [m for m in platform.numa_modes if m.nodes_per_socket > 1]
-    k = modes[0].nodes_per_socket if modes else 1
+    k, min_cores = (modes[0].nodes_per_socket, modes[0].min_cores or 0) if modes else (1, 0)
     skus = sorted(platform.skus, key=lambda s: (s.cores, s.model))
-    fits = [s for s in skus if s.cores % k == 0 and s.cores >= (modes[0].min_cores or 0 if modes else 0)] or skus
+    fits = [s for s in skus if s.cores % k == 0 and s.cores >= min_cores] or skus
     sku = fits[len(fits) // 2]
     family = "NPS" if platform.vendor == "amd" else "SNC"
     m = multi_die(1 if platform.single_socket else 2, f"{family}{k}", cores_per_socket=sku.cores,
@@ -101,8 +102,8 @@ def test_programs_on_a_catalog_machine_of_every_platform_report_physical_numbers
     cal = catalog_calibration(m)
     wrong = []
     for name, workload, policies in _workloads(m, cal):
+        placed = sum(-(-a.size_bytes // PAGE_SIZE_BYTES) for a in workload.allocations)
         for policy in policies:
             out = run_workload(m, workload, cal, policy=policy, seed=3)
-            placed = sum(-(-a.size_bytes // 4096) for a in workload.allocations)  # 4 KiB pages
             wrong += [f"{name} under {policy or 'the default'}: {w}" for w in _physical(out.result, cal, placed)]
     assert not wrong, "\n".join(wrong)
