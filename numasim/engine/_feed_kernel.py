@@ -12,7 +12,7 @@ from numba import njit
 __all__ = [
     "PREFETCH_STREAMS", "compute_by_agent", "first_lines", "node_targets", "gather_by_agent", "group_by_agent", "lookup_nodes", "lookup_pages",
     "merge_known", "new_in_line_order", "prefetch_flags", "reuse_candidates", "reuse_keys", "reuse_keys_at", "reuse_pairs", "thread_agents",
-    "window_arrays", "set_counts", "reuse_times", "level_hits", "interpolate_distance", "c2c_holders", "write_backs",
+    "window_arrays", "set_counts", "asks_fit", "reuse_times", "level_hits", "interpolate_distance", "c2c_holders", "write_backs",
 ]
 
 PREFETCH_STREAMS = 8
@@ -332,6 +332,30 @@ def window_arrays(
         for i in range(m - keep, m):
             kept[np.uint64(out_agent[i])] += 1
     return top, kept
+
+
+@njit(cache=True, nogil=True)
+def asks_fit(
+    lines: np.ndarray, at: np.ndarray, at_instance: np.ndarray, instance: int, extra: np.ndarray, sets: int, ways: int
+) -> bool:  # pragma: no cover - compiled
+    """Whether no set of a cache of ``sets`` x ``ways`` is asked for more than ``ways`` lines by ``instance``:
+    the lines at the positions ``at`` whose ``at_instance`` it is, and those at ``extra`` (counted as often as
+    they come). One pass that stops at the first set over its ways, where the alternative gathers the lines
+    and counts every set."""
+    count = np.zeros(max(sets, 1), dtype=np.int32)
+    s = np.uint64(max(sets, 1))
+    for k in range(len(at)):
+        if at_instance[k] == instance:
+            j = np.uint64(lines[at[k]]) % s
+            count[j] += 1
+            if count[j] > ways:
+                return False
+    for k in range(len(extra)):
+        j = np.uint64(lines[extra[k]]) % s
+        count[j] += 1
+        if count[j] > ways:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)

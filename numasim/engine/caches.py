@@ -44,6 +44,7 @@ from numasim.timing.model import Calibration
 from numasim.topology.model import CacheScope, Machine, core_complexes
 
 from ._feed_kernel import (
+    asks_fit,
     c2c_holders,
     interpolate_distance,
     level_hits,
@@ -450,6 +451,7 @@ def _footprint_hits(
     level: np.ndarray,
     agent_instance: np.ndarray,
     cold_in_line_order: Callable[[], np.ndarray],
+    cold_in_chunk: np.ndarray,
     tracked: dict[int, list[int]],
     capacity_lines: np.ndarray,
     sets: np.ndarray | None,
@@ -465,7 +467,8 @@ def _footprint_hits(
     lines themselves is exact where the window's sample of them is not: a working set exactly the size of a
     cache, each set holding its ways, fits it (it used to look larger by the sample's scatter over the sets, and
     a cache-sized working set missed 10 % of the time). ``cold_in_line_order()`` gives the window positions of
-    the chunk's accesses with no earlier access in the window (the chunk's start at ``head``), in line order.
+    the chunk's accesses with no earlier access in the window (the chunk's start at ``head``), in line order;
+    ``cold_in_chunk`` marks the same accesses (chunk positions): all an instance's first asks need.
     Sets ``level`` of those accesses; returns the updated per-instance line sets (``None`` once an instance's
     lines outgrew it: from then on only the window decides).
 
@@ -486,9 +489,13 @@ def _footprint_hits(
     # This chunk's accesses with no earlier access in the window: the only ones that can bring a line the
     # instance has not been asked for (a line met earlier in the window was added when it was first met). They
     # are distinct lines, and in line order each instance's share is sorted: membership and union are merges.
-    cold = cold_in_line_order() - head
-    cold_lines, cold_agent = lines[cold], agent[cold]
-    agent_asks = np.bincount(cold_agent, minlength=agent_instance.shape[1]).astype(np.float64)
+    # An instance whose first asks outgrow it (a stream over more than the caches, the usual case) needs only
+    # the lines asked for, in stream order (a pass over the chunk); line order (a sort, then a gather at random)
+    # only for an instance whose lines still fit it.
+    cold_any = np.flatnonzero(cold_in_chunk)
+    cold_any_agent = agent[cold_any]
+    cold: np.ndarray | None = None  # in line order, once needed
+    agent_asks = np.bincount(cold_any_agent, minlength=agent_instance.shape[1]).astype(np.float64)
     warm: np.ndarray | None = None  # the chunk's accesses with an earlier access in the window
     for lv in range(len(capacity_lines) - 1, -1, -1):  # slowest first: a faster level's hit overrides
         asks = np.bincount(agent_instance[lv], weights=agent_asks)
@@ -501,22 +508,28 @@ def _footprint_hits(
         left = [i for i in tracked[lv] if seen.get((lv, i), 0) is not None]
         if not left:
             continue
-        cold_inst = agent_instance[lv][cold_agent]
+        cold_any_inst = agent_instance[lv][cold_any_agent]
         for i in left:
             known = seen.get((lv, i))
-            mine = np.flatnonzero(cold_inst == i)
-            asked, pos = cold_lines[mine], cold[mine]
             extra = _EMPTY_POS if fresh is None else fresh.get(lv, _EMPTY_POS)
             if len(extra):
                 # lines another instance touched first in the window: this one's first asks for them
                 extra = extra[agent_instance[lv][agent[extra]] == i]
-                if len(extra):
-                    both = np.concatenate([asked, lines[extra]])
-                    by_line = np.argsort(both, kind="stable")
-                    asked, pos = both[by_line], np.concatenate([pos, extra])[by_line]
+            if (known is None or not len(known)) and not asks_fit(lines, cold_any, cold_any_inst, i, extra, n_sets, ways):
+                seen[(lv, i)] = None  # its first asks outgrow it (the lines asked for below, in stream order)
+                continue
+            if cold is None:
+                cold = cold_in_line_order() - head
+                cold_lines, cold_agent = lines[cold], agent[cold]
+            mine = np.flatnonzero(agent_instance[lv][cold_agent] == i)
+            asked, pos = cold_lines[mine], cold[mine]
+            if len(extra):
+                both = np.concatenate([asked, lines[extra]])
+                by_line = np.argsort(both, kind="stable")
+                asked, pos = both[by_line], np.concatenate([pos, extra])[by_line]
             if known is None or not len(known):
-                # nothing known: no hits, and the lines asked for are the instance's (distinct, sorted)
-                seen[(lv, i)] = asked if _sets_hold(asked, n_sets, ways) else None
+                # nothing known: no hits, and the lines asked for (their sets hold them) are the instance's
+                seen[(lv, i)] = asked
                 continue
             again, grown, size = merge_known(known, asked, holds)
             if size > holds or not _sets_hold(grown, n_sets, ways):
@@ -883,7 +896,8 @@ def estimate_levels(
             t_stack, t_part = taken_stack[0]
             taken_at[0] = taken_at[0][t_stack < cap[t_part + inst_of.min()]]
         memo = (partition, own, stack, distinct_lines)
-    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, tracked,
+    seen = _footprint_hits(state.seen, lines, agent, head, level, agent_instance, cold_in_line_order, first[head:],
+                           tracked,
                            capacity_lines, sets, invalid, None if write is None or not len(pass_write) else write,
                            fresh)
     owed = None
