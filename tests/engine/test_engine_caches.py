@@ -146,6 +146,33 @@ def test_footprint_merges_agree_with_sorting() -> None:
         assert size == len(union) and len(grown) == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.integers(0, 1 << 40), max_size=60),
+    owner=st.lists(st.integers(0, 2), max_size=60),
+    extra=st.lists(st.integers(0, 59), max_size=20),
+    sets=st.integers(1, 9),
+    ways=st.integers(1, 4),
+)
+@example(lines=[3, 3, 3], owner=[0, 0, 0], extra=[], sets=1, ways=2)
+def test_first_asks_fit_as_the_gathered_lines_do(
+    lines: list[int], owner: list[int], extra: list[int], sets: int, ways: int
+) -> None:
+    """The footprint's early check (one pass over the asks in stream order, stopping at the first full set) says
+    what counting the gathered lines' sets says, for each instance and duplicates included."""
+    from numasim.engine._feed_kernel import asks_fit
+    from numasim.engine.caches import _sets_hold
+
+    arr = np.array(lines, dtype=np.uint64)
+    n = len(arr)
+    at = np.flatnonzero(np.ones(n, dtype=bool))
+    inst = np.array((owner + [0] * n)[:n], dtype=np.int64)
+    more = np.array([e for e in extra if e < n], dtype=np.int64)
+    for i in range(3):
+        gathered = np.concatenate([arr[at[inst == i]], arr[more]])
+        assert asks_fit(arr, at, inst, i, more, sets, ways) == _sets_hold(gathered, sets, ways)
+
+
 def test_estimate_is_the_same_for_lines_beyond_the_packed_sort_keys() -> None:
     """Lines too large to pack with their index into one sort key take the lexsort path; moved by a multiple of
     every level's sets (so each keeps its set), a stream that hits every level through the window and the
