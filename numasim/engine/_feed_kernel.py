@@ -186,38 +186,51 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 @njit(cache=True, nogil=True)
 def reuse_candidates(
-    lines: np.ndarray, log2_buckets: int, limit: int, flags: np.ndarray
+    lines: np.ndarray, log2_buckets: int, limit: int, flags: np.ndarray, hits: np.ndarray
 ) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
     """Positions of the accesses whose line may occur more than once in ``lines``, in order: every access of
     every line that does (and some others, whose line's hash collides with such a line's), from ``2**log2_buckets``
-    buckets of two bits (seen, seen again; both in one word: one cache line per access) over a multiplicative
-    hash of the line. (empty, False) when more than ``limit`` accesses meet a bucket seen before: then most of
-    them are reuses and a filter saves nothing. ``flags``: room for the bitmaps (cleared here; a fresh array
-    if it is too short), so that a caller filtering window after window reuses the same pages."""
-    words = max(1, (1 << log2_buckets) >> 5)
-    if len(flags) < words:
-        flags = np.zeros(words, dtype=np.uint64)
-    else:
-        flags[:words] = 0
+    buckets over a multiplicative hash of the line: those met at least twice. (empty, False) when more than
+    ``limit`` accesses meet a bucket seen before: then most of them are reuses and a filter saves nothing.
+    ``flags``: room for two bitmaps of a bit per bucket (cleared here; a fresh array if it is too short),
+    ``hits``: for a bucket per access (likewise), so that a caller filtering window after window reuses the same
+    pages.
+
+    One pass marks the buckets seen in one bitmap and lists the buckets met again; a second bitmap, of the
+    buckets listed, then picks the accesses. Two bits per bucket in one word (seen, seen again) took twice as
+    long: a bit a bucket keeps each pass's bitmap half the size, and only the repeats (a tenth of a stream that
+    misses the caches) write the second."""
+    words = max(1, (1 << log2_buckets) >> 6)
+    if len(flags) < 2 * words:
+        flags = np.zeros(2 * words, dtype=np.uint64)
+    if len(hits) < len(lines):
+        hits = np.empty(len(lines), dtype=np.uint32)
+    seen = flags[:words]
+    again = flags[words : 2 * words]
+    seen[:] = 0
     down = np.uint64(64 - log2_buckets)
     one = np.uint64(1)
     n_again = 0
     for i in range(len(lines)):
         h = (np.uint64(lines[i]) * _GOLDEN) >> down
-        w = h >> np.uint64(5)
-        sh = (h & np.uint64(31)) << one
-        f = flags[w]
-        old = (f >> sh) & one
-        flags[w] = f | (one << sh) | (old << (sh + one))
-        n_again += old
+        w = h >> np.uint64(6)
+        b = one << (h & np.uint64(63))
+        f = seen[w]
+        hits[n_again] = np.uint32(h)  # kept only where the bucket was seen before (branch-free)
+        n_again += (f & b) != 0
+        seen[w] = f | b
     if n_again > limit:
         return np.empty(0, dtype=np.int64), False
+    again[:] = 0
+    for k in range(n_again):
+        h = np.uint64(hits[k])
+        again[h >> np.uint64(6)] |= one << (h & np.uint64(63))
     out = np.empty(len(lines), dtype=np.int64)
     n = 0
     for i in range(len(lines)):
         h = (np.uint64(lines[i]) * _GOLDEN) >> down
         out[n] = i
-        n += (flags[h >> np.uint64(5)] >> (((h & np.uint64(31)) << one) + one)) & one
+        n += (again[h >> np.uint64(6)] >> (h & np.uint64(63))) & one
     return out[:n].copy(), True
 
 

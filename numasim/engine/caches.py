@@ -326,13 +326,14 @@ class _Buffers:
     filter's bitmaps. Fresh arrays of these sizes (about 15 MB for a million-access chunk) cost a page fault per
     4 KiB when first written, about a microsecond each on the benchmark's host: 3-4 ns per access."""
 
-    __slots__ = ("lines", "agent", "rank", "flags")
+    __slots__ = ("lines", "agent", "rank", "flags", "hits")
 
     def __init__(self) -> None:
         self.lines = np.zeros(0, dtype=np.uint64)
         self.agent = np.zeros(0, dtype=np.uint8)
         self.rank = np.zeros(0, dtype=np.int32)
         self.flags = np.zeros(0, dtype=np.uint64)
+        self.hits = np.zeros(0, dtype=np.uint32)
 
     def window(self, m: int, agent_dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Room for a window of ``m`` accesses (views of the buffers, grown as needed)."""
@@ -428,11 +429,13 @@ def _tracked(seen: dict[tuple[int, int], np.ndarray | None] | None, agent_instan
 _FILTER_MIN = 1 << 14
 """Windows shorter than this sort all their accesses (the filter's bitmaps cost more than it saves)."""
 _FILTER_BITS = 4
-"""Buckets of the reuse filter per access of the window (at least; rounded up to a power of two), of two bits each.
-Fewer buckets make a smaller bitmap and more candidates to sort: 4 was the fastest of 2, 4, 8 and 16 on one host
-(the engine benchmark's estimate, 16 M accesses: 21.7 ns an access against 22.5 at 8 and 23.4 at 2) and near the
-fastest on another, whose 2 MiB second-level cache a million-access window's 8-bucket bitmap overflows (8 M
-accesses, the engine on one thread: 42.7-45.9 ns against 47.1-48.7 at 8 and 40.6-43.0 at 2)."""
+"""Buckets of the reuse filter per access of the window (at least; rounded up to a power of two), of two bits each
+(one in each of the filter's two bitmaps). Fewer buckets make smaller bitmaps and more candidates to sort: 4 was
+the fastest of 2, 4, 8 and 16 on one host (the engine benchmark's estimate, 16 M accesses: 21.7 ns an access
+against 22.5 at 8 and 23.4 at 2) and near the fastest on another, whose 2 MiB second-level cache a million-access
+window's 8-bucket bitmap overflows (8 M accesses, the engine on one thread: 42.7-45.9 ns against 47.1-48.7 at 8
+and 40.6-43.0 at 2). Measured again with the two bitmaps (stop 41, the estimate replayed on the bench's chunks,
+steady state): 19-21 ns at 4, 21-22 at 2, 25-26 at 8."""
 
 
 def _sets_hold(lines: np.ndarray, n_sets: int, ways: int) -> bool:
@@ -742,10 +745,13 @@ def estimate_levels(
         # Nothing needs the window's lines in order (no instance tracks its footprint): sort only the accesses
         # of lines that may occur twice, which a hash filter finds. The same pairs in the same order: every
         # access of a line that occurs twice is among them.
-        log2_buckets = max(16, int(_FILTER_BITS * m).bit_length())
+        # (at most 2**32 buckets: the filter keeps a bucket per access in 32 bits)
+        log2_buckets = min(32, max(16, int(_FILTER_BITS * m).bit_length()))
         if len(buffers.flags) < (1 << log2_buckets) >> 5:
             buffers.flags = np.empty((1 << log2_buckets) >> 5, dtype=np.uint64)
-        at, filtered = reuse_candidates(all_lines, log2_buckets, m // 2, buffers.flags)
+        if len(buffers.hits) < m:
+            buffers.hits = np.empty(max(m, len(buffers.hits) + len(buffers.hits) // 4), dtype=np.uint32)
+        at, filtered = reuse_candidates(all_lines, log2_buckets, m // 2, buffers.flags, buffers.hits)
         if filtered:
             sub, agent_at, rank_at = reuse_keys_at(all_lines, all_agent, rank, at, shift)
             sub.sort()

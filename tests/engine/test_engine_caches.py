@@ -203,12 +203,13 @@ def test_reuse_filter_keeps_every_access_of_every_repeated_line() -> None:
 
     rng = np.random.default_rng(9)
     lines = rng.integers(0, 1 << 22, 200_000).astype(np.uint64)
-    at, ok = reuse_candidates(lines, 21, len(lines), np.zeros(0, dtype=np.uint64))
+    at, ok = reuse_candidates(lines, 21, len(lines), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint32))
     _, inverse, counts = np.unique(lines, return_inverse=True, return_counts=True)
     repeated = np.flatnonzero(counts[inverse] > 1)
     assert ok and np.all(np.diff(at) > 0) and np.isin(repeated, at).all()
     assert len(at) < len(lines) // 4  # a filter: most accesses of lines seen once are left out
-    _, ok = reuse_candidates(np.repeat(lines[:1000], 3), 16, 1500, np.ones(1 << 12, dtype=np.uint64))  # mostly reuses: not worth filtering
+    _, ok = reuse_candidates(np.repeat(lines[:1000], 3), 16, 1500, np.ones(1 << 12, dtype=np.uint64),
+                             np.ones(3000, dtype=np.uint32))  # mostly reuses: not worth filtering
     assert not ok
 
 
