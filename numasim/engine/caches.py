@@ -268,7 +268,7 @@ def _set_limited_capacity(
     capacity for a pattern is its ways in the sets the pattern uses, which a fully associative estimate
     misses (a stride of four lines fills a cache at a quarter of its size).
 
-    ``lines`` may be a sample of the distinct lines (:func:`_distinct_sample`): with ``c`` sampled lines per set,
+    ``lines`` may be a sample of the distinct lines (:class:`_DistinctSample`): with ``c`` sampled lines per set,
     ``sum c^2 - (1 - rate) sum c`` estimates the full ``sum n^2`` up to the sample's scale (binomial thinning at
     ``rate``; ``rate`` 0 for draws with replacement), so the ratio stays unbiased."""
     full = float(sets * ways)
@@ -282,21 +282,42 @@ def _set_limited_capacity(
     return np.minimum(full, ways * effective), table
 
 
-def _distinct_sample(first: np.ndarray, n_distinct: int) -> tuple[np.ndarray, float]:
-    """Positions of the window's distinct lines to count (``first`` marks each line's first access): all of
-    them (rate 1) when there are at most :data:`_SET_SAMPLES`, else about that many drawn uniformly with
-    replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set are then
-    Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). Positions are drawn over the whole window
-    and those that are not a first access dropped, which draws the distinct lines uniformly without gathering
+class _DistinctSample:
+    """Lines (and their agents) of a window's distinct lines to count in their sets, where a mask marks each
+    line's one access to count (its first in the window; or where its instance brings it in, see
+    :func:`estimate_levels`): all of them (rate 1) when there are at most :data:`_SET_SAMPLES`, else about that
+    many drawn uniformly with replacement (rate 0 in :func:`_set_limited_capacity`'s correction: the counts per set
+    are then Poisson-like, ``sum c^2 - sum c`` estimates ``(k / n)^2 sum n^2``). Positions are drawn over the whole
+    window and those the mask does not mark dropped, which draws the distinct lines uniformly without gathering
     them all. The generator is seeded by the window's size: the same window gives the same sample. (A
     multiplicative hash of the line looked random but is a Weyl sequence over consecutive lines, correlated
-    with their sets: it saw a third of a sequential walk's sets.)"""
-    m = len(first)
-    if n_distinct <= _SET_SAMPLES:
-        return np.flatnonzero(first), 1.0
-    draws = int(min(4 * m, _SET_SAMPLES * m // n_distinct))
-    pos = np.random.default_rng(m).integers(0, m, draws)
-    return pos[first[pos]], 0.0
+    with their sets: it saw a third of a sequential walk's sets.)
+
+    One instance per window: the masks of one window draw a prefix of the same positions (the more accesses a
+    mask marks, the fewer it draws; a generator gives the same first values however many it is asked for), so
+    the positions are drawn, and the window's lines and agents gathered there, once."""
+
+    __slots__ = ("lines", "agent", "pos", "pos_lines", "pos_agent")
+
+    def __init__(self, lines: np.ndarray, agent: np.ndarray) -> None:
+        self.lines = lines
+        self.agent = agent
+        self.pos = _EMPTY_POS
+        self.pos_lines = np.zeros(0, dtype=lines.dtype)
+        self.pos_agent = np.zeros(0, dtype=agent.dtype)
+
+    def draw(self, mask: np.ndarray, n_marked: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """(lines, agents, rate) of the accesses ``mask`` marks (``n_marked`` of them), or of a sample of them."""
+        m = len(mask)
+        if n_marked <= _SET_SAMPLES:
+            at = np.flatnonzero(mask)
+            return self.lines[at], self.agent[at], 1.0
+        draws = int(min(4 * m, _SET_SAMPLES * m // n_marked))
+        if len(self.pos) < draws:
+            self.pos = np.random.default_rng(m).integers(0, m, draws)
+            self.pos_lines, self.pos_agent = self.lines[self.pos], self.agent[self.pos]
+        keep = mask[self.pos[:draws]]
+        return self.pos_lines[:draws][keep], self.pos_agent[:draws][keep], 0.0
 
 
 _SET_SAMPLES = 1 << 16
@@ -784,8 +805,8 @@ def estimate_levels(
     first[cur] = False
     if sets is not None:
         # the window's distinct lines (each at its first access), sampled once for every level
-        distinct, rate = _distinct_sample(first, m - len(cur))
-        first_lines, first_agent = all_lines[distinct], all_agent[distinct]
+        sampler = _DistinctSample(all_lines, all_agent)
+        first_lines, first_agent, rate = sampler.draw(first, m - len(cur))
     # The reuse-time distribution comes from a sample of the accesses (at most _SAMPLES; StatStack samples too):
     # reuse times of own reuses, censored times since the window began for the others. One access drawn in each
     # run of ``stride`` (seeded by the window's size): a regular stride aliases with threads interleaved in a
@@ -863,8 +884,7 @@ def estimate_levels(
                     if brings is None:
                         brings = first.copy()
                     brings[cur[~own]] = True
-                    at, rate_lv = _distinct_sample(brings, int(np.count_nonzero(brings)))
-                    distinct_lines = (all_lines[at], all_agent[at], rate_lv)
+                    distinct_lines = sampler.draw(brings, int(np.count_nonzero(brings)))
                 else:
                     distinct_lines = (first_lines, first_agent, rate)
             # No more distinct lines can come between two accesses than the instance touched in the whole

@@ -173,6 +173,31 @@ def test_first_asks_fit_as_the_gathered_lines_do(
         assert asks_fit(arr, at, inst, i, more, sets, ways) == _sets_hold(gathered, sets, ways)
 
 
+def test_distinct_sample_drawn_once_per_window_is_each_masks_own() -> None:
+    """The window's sampler draws its positions once, for the mask that marks the fewest accesses; a mask marking
+    more (fewer draws) gets what a sampler of its own would give it: the generator's first values are the same
+    however many it is asked for."""
+    from numasim.engine.caches import _SET_SAMPLES, _DistinctSample
+
+    rng = np.random.default_rng(3)
+    m = 6 * _SET_SAMPLES
+    lines = rng.integers(0, 1 << 30, m).astype(np.uint64)
+    agent = rng.integers(0, 8, m).astype(np.uint8)
+    first = rng.random(m) < 0.5
+    brings = first | (rng.random(m) < 0.2)
+    shared = _DistinctSample(lines, agent)
+    got = [shared.draw(mask, int(mask.sum())) for mask in (first, brings, brings)]
+    for mask, (g_lines, g_agent, g_rate) in zip((first, brings, brings), got, strict=True):
+        own_lines, own_agent, own_rate = _DistinctSample(lines, agent).draw(mask, int(mask.sum()))
+        assert g_rate == own_rate == 0.0
+        assert np.array_equal(g_lines, own_lines) and np.array_equal(g_agent, own_agent)
+        assert 0 < len(g_lines) < 4 * m and np.isin(g_lines, lines[mask]).all()
+    small = np.zeros(m, dtype=bool)
+    small[::97] = True
+    s_lines, _, s_rate = shared.draw(small, int(small.sum()))
+    assert s_rate == 1.0 and np.array_equal(s_lines, lines[small])
+
+
 def test_estimate_is_the_same_for_lines_beyond_the_packed_sort_keys() -> None:
     """Lines too large to pack with their index into one sort key take the lexsort path; moved by a multiple of
     every level's sets (so each keeps its set), a stream that hits every level through the window and the
