@@ -89,6 +89,16 @@ def test_a_version_suffix_is_not_swallowed() -> None:
         match_cpu("Intel Xeon E5-2680 v9")
 
 
+def test_a_cpuid_family_model_pair_is_not_matched_as_digits() -> None:
+    """hwloc's CPUModel without a brand string ("06/57": family 6, model 0x57) is said to be one, and no
+    digit-alike SKU is suggested (it used to offer Granite Rapids' 6527P for a Knights Landing)."""
+    with pytest.raises(CalibrationError, match=r"family 6, model 0x57\): Xeon Phi x200 \(Knights Landing\)") as err:
+        match_cpu("06/57")
+    assert "closest" not in str(err.value)
+    with pytest.raises(CalibrationError, match=r"family 6, model 0x55\), not a processor model.*--cpu"):
+        match_cpu("06/55")
+
+
 def test_unlisted_sku_of_a_known_family_finds_its_platform() -> None:
     found = match_cpu("Intel(R) Xeon(R) CPU E5-2699A v4 @ 2.40GHz")
     assert (found.platform.name, found.sku, found.how) == ("intel-broadwell-ep", None, "pattern")

@@ -27,6 +27,15 @@ _NOISE = re.compile(
 )
 _BRANDS = {"GOLD", "PLATINUM", "SILVER", "BRONZE", "EPYC", "OPTERON"}
 _VERSION = re.compile(r"^V\d+$")
+_CPUID_PAIR = re.compile(r"\s*([0-9A-Fa-f]{2})/([0-9A-Fa-f]{2,3})\s*")
+"""hwloc's ``CPUModel`` where the processor gave no brand string: its CPUID family and model in hex ("06/57")."""
+_UNCOVERED_CPUID = {
+    (0x6, 0x57): "Xeon Phi x200 (Knights Landing)",
+    (0x6, 0x85): "Xeon Phi 72x5 (Knights Mill)",
+}
+"""CPUID family/model pairs of processor lines the catalog does not cover, named in the error (Intel's Software
+Developer's Manual, volume 4, table 2-1: DisplayFamily_DisplayModel 06_57H and 06_85H, the Xeon Phi processors
+based on the Knights Landing and Knights Mill microarchitectures)."""
 
 
 def model_key(text: str) -> str:
@@ -139,6 +148,19 @@ def match_cpu(text: str) -> CatalogMatch:
     if not tokens:
         raise CalibrationError(f"cpu {text!r} names no model (a brand alone); give the model, e.g. 'Xeon Gold 6240' or "
                                "'EPYC 7452', or a platform name (`numasim catalog list`)")
+    if pair := _CPUID_PAIR.fullmatch(text):
+        # no model name to match, and digits that look like one to the suggestions below ('06/57' -> '6527P')
+        family, model = int(pair[1], 16), int(pair[2], 16)
+        line = _UNCOVERED_CPUID.get((family, model))
+        if line:
+            raise CalibrationError(
+                f"cpu {text!r} is a CPUID family/model pair (family {family}, model {model:#x}): {line}, which the "
+                "platform catalog does not cover"
+            )
+        raise CalibrationError(
+            f"cpu {text!r} is a CPUID family/model pair (family {family}, model {model:#x}), not a processor model "
+            "(the OS gave no brand string); give the model with --cpu (`numasim catalog list`)"
+        )
     known = [model_key(s.model) for p in catalog for s in p.skus] + list(by_name)
     close = difflib.get_close_matches(key or text.upper(), known, n=5, cutoff=0.6)
     hint = f"; closest: {', '.join(close)}" if close else ""
