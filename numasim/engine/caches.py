@@ -539,7 +539,7 @@ def _footprint_hits(
                 # lines another instance touched first in the window: this one's first asks for them
                 extra = extra[agent_instance[lv][agent[extra]] == i]
             if (known is None or not len(known)) and not asks_fit(lines, cold_any, cold_any_inst, i, extra, n_sets, ways):
-                seen[(lv, i)] = None  # its first asks outgrow it (the lines asked for below, in stream order)
+                seen[(lv, i)] = None  # its first asks (counted in stream order) outgrow one of its sets
                 continue
             if cold is None:
                 cold = cold_in_line_order() - head
