@@ -234,8 +234,9 @@ def run_kernel(
     without one pays nothing for them.
     ``dirty[w]``: way ``w`` holds its line modified by its instance's core (``n_dirty[0]`` such ways in all). An
     access that misses its first level while another instance holds its line modified is a cache-to-cache
-    transfer, counted in ``transfers[2 a]`` (from a core of its own last-level instance, ``inst_llc`` of each
-    instance) or ``transfers[2 a + 1]`` (from another), and timed at ``c2c_local_ns`` or the request's
+    transfer, counted in ``transfers[2 a]`` (from a core of its own coherence domain, ``inst_llc`` of each
+    instance: its last-level instance, or its socket where that is a cluster's share) or ``transfers[2 a + 1]``
+    (from another), and timed at ``c2c_local_ns`` or the request's
     ``c2c_far_ns`` as a hit in the last level where they are positive (the calibration's coherence figures).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each; a write of
@@ -387,7 +388,7 @@ def run_kernel(
             if n_dirty[0] > 0 and level > 0 and n_cache[a] > 0:
                 # missed its first level: another core may hold the line modified (a cache-to-cache transfer);
                 # the transfer leaves it shared (or, for a write, the write below takes it)
-                my_llc = instance[a, n_cache[a] - 1]
+                my_llc = inst_llc[instance[a, n_cache[a] - 1]]
                 holder_llc = -1
                 for lv in range(n_cache[a]):
                     mine = instance[a, lv]

@@ -170,12 +170,17 @@ class ExactEngine:
         self.sh_on = np.array([0 if len(first) > 1 else -1], dtype=np.int64)
         self.dirty = np.zeros(len(self.ways_data) // 2, dtype=np.bool_)
         self.n_dirty = np.zeros(1, dtype=np.int64)
-        # each instance's last-level instance (the reader's and the holder's tell a local transfer from a remote one)
+        # each instance's coherence domain (the reader's and the holder's tell a local transfer from a remote one):
+        # its agent's last-level instance, or the socket where that is a cluster's or a core's share, as epoch
+        # mode's estimate has it (``CacheToCache.llc_instance``; dense ids here, -1 being the kernel's "none")
+        self.c2c = inp.c2c
+        domain = self.c2c.llc_instance if self.c2c is not None else None
+        dense: dict[int, int] = {}
         self.inst_llc = np.full(len(objects), -1, dtype=np.int64)
         for a in range(n_agents):
             for lv in range(int(self.n_cache[a])):
-                self.inst_llc[self.instance[a, lv]] = self.instance[a, self.n_cache[a] - 1]
-        self.c2c = inp.c2c
+                llc = int(self.instance[a, self.n_cache[a] - 1]) if domain is None else int(domain[a])
+                self.inst_llc[self.instance[a, lv]] = dense.setdefault(llc, len(dense))
         self.transfers = np.zeros(2 * n_agents, dtype=np.int64)
         """Per agent, its cache-to-cache transfers from a core of its own last-level instance, then from another."""
 
