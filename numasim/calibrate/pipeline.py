@@ -653,7 +653,7 @@ def calibrate(
     coherence = priors.coherence
     if "c2c" in wanted and c2c_runs:
         k, run = c2c_runs[-1]
-        coherence = _coherence_from_mlc(run, measurements[k].path, machine)
+        coherence = _coherence_from_mlc(run, measurements[k].path, machine, priors)
         if coherence is not None:
             mark(k, "c2c_latency")
     cal = Calibration(
@@ -836,11 +836,15 @@ def _memory_idle_latencies(machine: Machine, run: MlcResult, path: Path, assumpt
     return out
 
 
-def _coherence_from_mlc(run: MlcResult, path: object, machine: Machine | None = None) -> CoherenceTiming | None:
+def _coherence_from_mlc(
+    run: MlcResult, path: object, machine: Machine | None = None, priors: Calibration | None = None
+) -> CoherenceTiming | None:
     """The cache-to-cache transfer latencies of an mlc ``--c2c_latency`` run, as measured (a read of a line another
     core wrote: the HITM rows; a remote table's figure is the mean of its cells between nodes of different
     sockets: two clusters of one socket, SNC or NPS, transfer at the socket's own cost, as validation replays
-    them). None without a local HITM figure."""
+    them). Where a socket has several last-level instances (an EPYC's core complexes, by ``priors``' caches),
+    the cells between two of its nodes are transfers between complexes, the line homed on the socket either way:
+    their mean is the socket figure. None without a local HITM figure."""
     local = next((v for k, v in run.c2c_local_ns.items() if "HITM" in k), None)
     if local is None:
         return None
@@ -861,9 +865,35 @@ def _coherence_from_mlc(run: MlcResult, path: object, machine: Machine | None = 
                     return float(np.mean(cells))
         return None
 
+    def between_complexes() -> float | None:
+        if machine is None or priors is None or not priors.caches:
+            return None
+        from numasim.engine.caches import cache_levels, instance_keys
+        from numasim.topology.model import CacheScope
+
+        llc = cache_levels(machine, priors)[-1]
+        if llc.scope in (CacheScope.CLUSTER, CacheScope.CORE):
+            return None  # a cluster's or a core's share: its transfers cross the socket at the local cost
+        timed = apply_calibration(machine, priors)  # the priors' core dies, where they have them
+        cpus = {n.id: sorted(n.cpus) for n in machine.nodes if n.cpus}
+        cells = []
+        for key, table in run.c2c_remote_ns.items():
+            if "HITM" not in key or table.row_axis != "node":
+                continue
+            for r, c, x in table.cells():
+                if r == c or across(r, c) or r not in cpus or c not in cpus or not (np.isfinite(x) and x > 0):
+                    continue
+                # mlc's pair: the writer node's first cpu, the reader node's second
+                pair = [cpus[r][0], cpus[c][min(1, len(cpus[c]) - 1)]]
+                a, b = instance_keys(timed, llc, pair)
+                if a != b:
+                    cells.append(x)
+        return float(np.mean(cells)) if cells else None
+
     writer, reader, either = remote("writer"), remote("reader"), remote("any")
     return CoherenceTiming(
         local_hitm_ns=local,
+        socket_hitm_ns=between_complexes(),
         remote_hitm_ns=writer or either or reader,
         remote_hitm_home_reader_ns=reader or either or writer,
         source=f"mlc --c2c_latency in {Path(str(path)).name} (measured, not fitted)",

@@ -190,7 +190,9 @@ def run_kernel(
     n_dirty: np.ndarray,
     inst_llc: np.ndarray,
     c2c_local_ns: float,
+    llc_socket: np.ndarray,
     c2c_far_ns: np.ndarray,
+    c2c_sock_ns: np.ndarray,
     transfers: np.ndarray,
     path_start: np.ndarray,
     path_res: np.ndarray,
@@ -236,8 +238,9 @@ def run_kernel(
     access that misses its first level while another instance holds its line modified is a cache-to-cache
     transfer, counted in ``transfers[2 a]`` (from a core of its own coherence domain, ``inst_llc`` of each
     instance: its last-level instance, or its socket where that is a cluster's share) or ``transfers[2 a + 1]``
-    (from another), and timed at ``c2c_local_ns`` or the request's
-    ``c2c_far_ns`` as a hit in the last level where they are positive (the calibration's coherence figures).
+    (from another), and timed at ``c2c_local_ns``, or the request's ``c2c_sock_ns`` where the two domains are on
+    one socket (``llc_socket`` of each) and its ``c2c_far_ns`` where not, as a hit in the last level where they
+    are positive (the calibration's coherence figures).
     ``acc_bk/acc_lo/acc_hi[a]``: the epoch bucket the agent last charged and its time range.
     Route class ``c`` crosses ``path_res[path_start[c]:path_start[c+1]]`` at ``path_busy`` ns each; a write of
     its whole line (``full[p]``) on a calibration with write-allocate evasion (``class_evadable`` not empty) at
@@ -406,7 +409,8 @@ def run_kernel(
                         transfer_ns = c2c_local_ns
                     else:
                         transfers[2 * a + 1] += 1
-                        transfer_ns = c2c_far_ns[p]
+                        same_socket = llc_socket[holder_llc] == llc_socket[my_llc]
+                        transfer_ns = c2c_sock_ns[p] if same_socket else c2c_far_ns[p]
                     if transfer_ns > 0.0:
                         level = n_levels - 1  # served from a cache, at the transfer's latency
             was_dirty = False

@@ -99,32 +99,74 @@ class CacheToCache:
     """What a cache-to-cache transfer (an access to a line another core holds modified) costs in a run.
 
     ``local_ns``: from a core on the reader's last-level instance (``llc_instance``, per agent);
-    ``remote_ns`` / ``remote_home_reader_ns``: from another instance, the line homed away from / at the reader's
-    node (``agent_target``: each agent's own node's target index, -1 for none). 0: not calibrated; such a
-    transfer is then timed as the estimate's cache level or memory access (the calibration's
-    :class:`~numasim.timing.model.CoherenceTiming`)."""
+    ``socket_ns``: from another instance of the reader's socket, the line homed on that socket (``agent_socket``
+    per agent, ``target_socket`` per target index; 0: as from another socket); ``remote_ns`` /
+    ``remote_home_reader_ns``: otherwise, the line homed away from / at the reader's node (``agent_target``:
+    each agent's own node's target index, -1 for none). 0: not calibrated; such a transfer is then timed as the
+    estimate's cache level or memory access (the calibration's :class:`~numasim.timing.model.CoherenceTiming`).
+
+    Examples
+    --------
+    Two core complexes of socket 0 (agents 0 and 1) and one of socket 1 (agent 2); targets 0 and 1 are the
+    sockets' memories:
+
+    >>> c = CacheToCache(20.0, 200.0, 250.0, np.array([0, 1, 2]), np.array([0, 0, 1]), socket_ns=110.0,
+    ...                  agent_socket=np.array([0, 0, 1]), target_socket=np.array([0, 1]))
+    >>> c.latency_ns(np.array([0, 0, 0, 0]), np.array([0, 1, 1, 2]), np.array([0, 0, 1, 0])).tolist()
+    [20.0, 110.0, 200.0, 250.0]
+
+    The third transfer crosses no socket, but the line's home is on the other one, which the request visits.
+    """
 
     local_ns: float
     remote_ns: float
     remote_home_reader_ns: float
     llc_instance: np.ndarray
     agent_target: np.ndarray
+    socket_ns: float = 0.0
+    agent_socket: np.ndarray | None = None
+    target_socket: np.ndarray | None = None
 
     @classmethod
-    def from_calibration(cls, calibration: Calibration, llc_instance: np.ndarray, agent_target: np.ndarray) -> CacheToCache:
+    def from_calibration(
+        cls,
+        calibration: Calibration,
+        llc_instance: np.ndarray,
+        agent_target: np.ndarray,
+        agent_socket: np.ndarray | None = None,
+        target_socket: np.ndarray | None = None,
+    ) -> CacheToCache:
         c = calibration.coherence
         if c is None:
             return cls(0.0, 0.0, 0.0, llc_instance, agent_target)
         remote = c.remote_hitm_ns or 0.0
-        return cls(c.local_hitm_ns, remote, c.remote_hitm_home_reader_ns or remote, llc_instance, agent_target)
+        socket = c.socket_hitm_ns or 0.0
+        if socket > 0 and (agent_socket is None or target_socket is None):
+            raise ValueError("CacheToCache: a socket figure needs agent_socket and target_socket")
+        return cls(c.local_hitm_ns, remote, c.remote_hitm_home_reader_ns or remote, llc_instance, agent_target,
+                   socket, agent_socket, target_socket)  # fmt: skip
 
     def same_instance(self, reader: np.ndarray, holder: np.ndarray) -> np.ndarray:
         """Whether each reader agent shares its last-level instance with its line's holder agent."""
         return self.llc_instance[reader] == self.llc_instance[holder]
 
+    def far_ns(self, reader: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A transfer's latency from another instance, per access: from one of another socket (by where the line
+        is homed), and from one of the reader's socket (the socket figure where the line is homed on it; else as
+        the first: the request visits the home's socket)."""
+        far = np.where(target == self.agent_target[reader], self.remote_home_reader_ns, self.remote_ns)
+        if self.socket_ns <= 0:
+            return far, far
+        assert self.agent_socket is not None and self.target_socket is not None
+        home_here = self.target_socket[target] == self.agent_socket[reader]
+        return far, np.where(home_here, self.socket_ns, far)
+
     def latency_ns(self, reader: np.ndarray, holder: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Each transfer's latency (``target``: its line's home target index; 0 where not calibrated)."""
-        far = np.where(target == self.agent_target[reader], self.remote_home_reader_ns, self.remote_ns)
+        far, near = self.far_ns(reader, target)
+        if near is not far:
+            assert self.agent_socket is not None
+            far = np.where(self.agent_socket[reader] == self.agent_socket[holder], near, far)
         return np.where(self.same_instance(reader, holder), self.local_ns, far)
 
 

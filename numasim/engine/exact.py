@@ -175,12 +175,18 @@ class ExactEngine:
         # mode's estimate has it (``CacheToCache.llc_instance``; dense ids here, -1 being the kernel's "none")
         self.c2c = inp.c2c
         domain = self.c2c.llc_instance if self.c2c is not None else None
+        agent_socket = self.c2c.agent_socket if self.c2c is not None else None
         dense: dict[int, int] = {}
         self.inst_llc = np.full(len(objects), -1, dtype=np.int64)
+        socket: list[int] = []  # per domain: a transfer between two of one socket takes the request's c2c_sock
         for a in range(n_agents):
             for lv in range(int(self.n_cache[a])):
                 llc = int(self.instance[a, self.n_cache[a] - 1]) if domain is None else int(domain[a])
-                self.inst_llc[self.instance[a, lv]] = dense.setdefault(llc, len(dense))
+                if llc not in dense:
+                    dense[llc] = len(dense)
+                    socket.append(int(agent_socket[a]) if agent_socket is not None else -1 - dense[llc])
+                self.inst_llc[self.instance[a, lv]] = dense[llc]
+        self.llc_socket = np.array(socket, dtype=np.int64)
         self.transfers = np.zeros(2 * n_agents, dtype=np.int64)
         """Per agent, its cache-to-cache transfers from a core of its own last-level instance, then from another."""
 
@@ -213,6 +219,7 @@ class ExactEngine:
         self.write = np.zeros(0, dtype=np.bool_)
         self.full = np.zeros(0, dtype=np.bool_)  # a write of its whole line (Block.full_line)
         self.c2c_far = np.zeros(0, dtype=np.float64)
+        self.c2c_sock = np.zeros(0, dtype=np.float64)
         self.lat_out = np.zeros(0, dtype=np.float64)
         self.req_out = np.zeros(0, dtype=np.float64)
         self.lvl_out = np.zeros(0, dtype=np.int64)
@@ -364,7 +371,7 @@ class ExactEngine:
                 self.line, self.cls, self.compute = grow(self.line), grow(self.cls), grow(self.compute)
                 self.prefetched, self.lat_out = grow(self.prefetched), grow(self.lat_out)
                 self.write, self.full = grow(self.write), grow(self.full)
-                self.c2c_far = grow(self.c2c_far)
+                self.c2c_far, self.c2c_sock = grow(self.c2c_far), grow(self.c2c_sock)
                 self.req_out = grow(self.req_out)
                 self.lvl_out = grow(self.lvl_out)
         s = int(self._slot[a])
@@ -383,8 +390,8 @@ class ExactEngine:
         self.full[s : s + n] = False if block.full_line is None else block.full_line
         if self.c2c is not None:  # a transfer from another last-level instance: its figure by the line's home
             c2c = self.c2c
-            home = block.target.astype(np.int64) == c2c.agent_target[a]
-            self.c2c_far[s : s + n] = np.where(home, c2c.remote_home_reader_ns, c2c.remote_ns)
+            far, near = c2c.far_ns(np.full(n, a, dtype=np.int64), block.target.astype(np.int64))
+            self.c2c_far[s : s + n], self.c2c_sock[s : s + n] = far, near
         self.pos[a], self.end[a] = s, s + n
 
     def _share_out(self, a: int, t_ns: float) -> None:
@@ -450,7 +457,7 @@ class ExactEngine:
                 self.c_sets, self.c_ways, self.c_off, self.ways_data, self.level_lat, self.n_levels,
                 self.write, self.inv_start, self.inv_inst, self.coherence_misses, self.sh_off, self.shadow, self.sh_on,
                 self.dirty, self.n_dirty, self.inst_llc, 0.0 if self.c2c is None else self.c2c.local_ns,
-                self.c2c_far, self.transfers,
+                self.llc_socket, self.c2c_far, self.c2c_sock, self.transfers,
                 self.path_start, self.path_res, self.path_busy, self.class_base, self.class_curve, self.free,
                 self.full, self.class_ctrl, self.class_evadable, self.evade_ramp, self.own_busy,
                 self.path_wb_share, self.wb_count,

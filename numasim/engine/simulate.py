@@ -261,11 +261,18 @@ def simulate(
             instances[lv, a.index] = uniq[key]
 
     epoch = engine_mode == EngineMode.EPOCH
-    # what a cache-to-cache transfer costs: each agent's last-level instance and own node's target index
+    # what a cache-to-cache transfer costs: each agent's last-level instance, own node's target index and socket,
+    # and each target's socket (a node of no socket: a socket of its own)
+    def socket_of(node_id: int) -> int:
+        socket = ms.machine.node(int(node_id)).socket
+        return socket if socket is not None else -1 - node_id
+
     c2c = CacheToCache.from_calibration(
         calibration,
         _c2c_domains(ms.machine, levels, instances, thread_agents, len(agents)),
         np.array([node_index[ms.initiator_node[a.initiator]] for a in agents], dtype=np.int64),
+        np.array([socket_of(ms.initiator_node[a.initiator]) for a in agents], dtype=np.int64),
+        np.array([socket_of(nid) for nid in ms.node_ids], dtype=np.int64),
     )
     feeder = Feeder(
         accesses,
@@ -434,7 +441,9 @@ def _coherence_record(
         remote = (f"{c.remote_hitm_ns:g} ns (line homed away from the reader), "
                   f"{c.remote_hitm_home_reader_ns or c.remote_hitm_ns:g} ns (homed at the reader)"
                   if c.remote_hitm_ns else "not calibrated (timed as the memory access)")  # fmt: skip
-        cost = f"transfers at the calibration's latencies: local {c.local_hitm_ns:g} ns, remote {remote}"
+        socket = (f"another core complex of the socket {c.socket_hitm_ns:g} ns (line homed on the socket; elsewhere "
+                  "as remote), " if c.socket_hitm_ns else "")  # fmt: skip
+        cost = f"transfers at the calibration's latencies: local {c.local_hitm_ns:g} ns, {socket}remote {remote}"
         if c.source:
             cost += f"; source: {c.source}"
     out = {**total, "threads": rows,

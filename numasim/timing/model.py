@@ -311,9 +311,15 @@ class CoherenceTiming(_Model):
     (mlc: "data address homed in writer socket"); ``remote_hitm_home_reader_ns``: the line's home is the reader's
     node (mlc: "homed in reader socket"). Unset remote figures: the local one's machine has one last-level cache
     instance, or its remote transfers were not measured (then they are timed as memory accesses, and results say
-    so). ``source``: where the figures come from."""
+    so). ``socket_hitm_ns``: the other core is on the reader's socket but not on its last-level instance (AMD:
+    another core complex), and the line is homed on that socket; None: timed as the remote figures are (a
+    socket with one instance has no such transfer). Where the line is homed on another socket the request visits
+    it, and such a transfer costs a remote one (``remote_hitm_ns``: a ping-pong between two core complexes of a
+    2x EPYC 7R13's other socket measured 200.5 ns, as between its sockets 197.2, against 107.6 on the line's own
+    socket). ``source``: where the figures come from."""
 
     local_hitm_ns: PositiveFloat
+    socket_hitm_ns: PositiveFloat | None = None
     remote_hitm_ns: PositiveFloat | None = None
     remote_hitm_home_reader_ns: PositiveFloat | None = None
     source: str = ""
@@ -360,6 +366,8 @@ class Calibration(_Model):
         body = self.model_dump(mode="json", exclude={"id", "provenance"})
         if body.get("coherence") is None:
             body.pop("coherence", None)  # calibrations from before it keep their ids
+        elif body["coherence"].get("socket_hitm_ns") is None:
+            body["coherence"].pop("socket_hitm_ns", None)  # ... and those from before its socket tier
         for optional_list in ("relays", "core_dies"):
             if not body.get(optional_list):
                 # Calibrations written before these existed keep their ids.

@@ -53,6 +53,7 @@ from numasim.workload.access import AccessChunk, concat_chunks
 
 __all__ = [
     "MlcResult",
+    "c2c_transfer_ns",
     "mlc",
     "peak_mix_mb_s",
     "bandwidth_cell_mb_s",
@@ -473,7 +474,7 @@ _C2C_READER_START_NS = 1e7
 """When the reader starts: well after the writer has touched every line."""
 
 
-def _c2c(ctx: ToolContext, writer_cpu: int, reader_cpu: int, home: int, modified: bool) -> float:
+def c2c_transfer_ns(ctx: ToolContext, writer_cpu: int, reader_cpu: int, home: int, modified: bool = True) -> float:
     """mlc's cache-to-cache test: a core writes (``modified``) or reads :data:`C2C_LINES` lines homed on node
     ``home``, then another reads them in a random order, one load at a time; the reader's mean latency (what the
     machine's calibration makes of a transfer, or, without coherence figures, of the hit or memory access that
@@ -491,16 +492,20 @@ def _c2c(ctx: ToolContext, writer_cpu: int, reader_cpu: int, home: int, modified
 
 
 def _c2c_section(ctx: ToolContext, res: MlcResult) -> None:
-    """``--c2c_latency``: the local HIT and HITM latencies (two cores of the first node), and the remote HITM per
-    writer x reader node, homed at either."""
+    """``--c2c_latency``: the local HIT and HITM latencies, and the remote HITM per writer x reader node, homed at
+    either. As mlc picks them (its ``c2c_latency_main``): locally the first two cpus of the first socket, the
+    second writing and the first reading (two cores of one core complex on an EPYC, so its local figure is the
+    complex's own); across nodes the writer node's first cpu and the reader node's second."""
     m = ctx.machine
     nodes = [n for n in m.nodes if n.cpus]
     first = nodes[0]
-    if len(first.cpus) < 2:
-        raise MlcUsageError(f"--c2c_latency: node {first.id} has one cpu; mlc needs two cores of a socket")
-    home = _local_mem(ctx, first.cpus[0])
-    res.c2c_hit_ns = _c2c(ctx, first.cpus[0], first.cpus[-1], home, modified=False)
-    res.c2c_hitm_ns = _c2c(ctx, first.cpus[0], first.cpus[-1], home, modified=True)
+    package = sorted(c for n in nodes if n.socket == first.socket for c in n.cpus) if first.socket is not None else sorted(first.cpus)
+    if len(package) < 2:
+        raise MlcUsageError(f"--c2c_latency: socket of node {first.id} has one cpu; mlc needs two cores of a socket")
+    reader, writer = package[0], package[1]
+    home = _local_mem(ctx, reader)
+    res.c2c_hit_ns = c2c_transfer_ns(ctx, writer, reader, home, modified=False)
+    res.c2c_hitm_ns = c2c_transfer_ns(ctx, writer, reader, home, modified=True)
     mems = {n.id for n in m.nodes if n.controller is not None}
     for homed in ("writer", "reader"):
         table = np.full((len(nodes), len(nodes)), np.nan)
@@ -508,7 +513,8 @@ def _c2c_section(ctx: ToolContext, res: MlcResult) -> None:
             for j, rd in enumerate(nodes):
                 at = w.id if homed == "writer" else rd.id
                 if i != j and at in mems:
-                    table[i, j] = _c2c(ctx, w.cpus[0], rd.cpus[0], at, modified=True)
+                    second = sorted(rd.cpus)[min(1, len(rd.cpus) - 1)]
+                    table[i, j] = c2c_transfer_ns(ctx, sorted(w.cpus)[0], second, at, modified=True)
         res.c2c_remote_ns[homed] = table
 
 

@@ -347,7 +347,8 @@ def test_cache_to_cache_figures_come_from_a_measurement_of_the_platform_or_of_it
     # Ivy Bridge-EP, Broadwell-EP and Skylake-SP carry their mlc --c2c_latency runs' HITM figures, each with its
     # source; a platform nobody measured borrows those of the nearest measured one of its vendor and socket link
     # (said so: the L3-hit fallback timed Broadwell's 46.3 ns transfer at 17.7, where Skylake's figures give the
-    # held-out 8269CY's within 2 %); with no such platform (AMD) it has none, said so.
+    # held-out 8269CY's within 2 %); Genoa borrows Milan's ping-pong tiers (a socket figure between core
+    # complexes); with no such platform (the Opterons' HyperTransport) it has none, said so.
     ivy = catalog_calibration(load_machine("seed-001-e5-2680v2"))
     assert ivy.coherence is not None and (ivy.coherence.local_hitm_ns, ivy.coherence.remote_hitm_ns) == (28.3, 70.05)
     assert "kuleuven" in ivy.coherence.source
@@ -361,8 +362,12 @@ def test_cache_to_cache_figures_come_from_a_measurement_of_the_platform_or_of_it
     clx = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
     assert clx.coherence is not None and clx.coherence.local_hitm_ns == skx.coherence.local_hitm_ns
     assert clx.coherence.source.startswith("borrowed from intel-skylake-sp")
-    amd = catalog_calibration(glueless(2), sku="EPYC 9654")
-    assert amd.coherence is None and "no cache-to-cache latencies" in amd.provenance.notes
+    genoa = catalog_calibration(glueless(2), sku="EPYC 9654")
+    assert genoa.coherence is not None and genoa.coherence.source.startswith("borrowed from amd-epyc-milan")
+    assert (genoa.coherence.local_hitm_ns, genoa.coherence.socket_hitm_ns) == (22.7, 107.6)
+    assert "coherence.socket_hitm_ns" in {p.parameter for p in genoa.provenance.priors}
+    opteron = catalog_calibration(glueless(2), sku="Opteron 6380")
+    assert opteron.coherence is None and "no cache-to-cache latencies" in opteron.provenance.notes
 
 
 @pytest.mark.parametrize(

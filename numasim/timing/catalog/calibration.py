@@ -800,7 +800,7 @@ def _coherence(platform: Platform) -> CoherenceTiming | None:
         source = (f"borrowed from {donor.name} ({how}, nearest by DRAM generation and years: {source}); "
                   f"{platform.name} has no cache-to-cache figure of its own")
     return CoherenceTiming(
-        local_hitm_ns=c.local_hitm_ns, remote_hitm_ns=c.remote_hitm_ns,
+        local_hitm_ns=c.local_hitm_ns, socket_hitm_ns=c.socket_hitm_ns, remote_hitm_ns=c.remote_hitm_ns,
         remote_hitm_home_reader_ns=c.remote_hitm_home_reader_ns, source=source,
     )
 
@@ -1064,6 +1064,8 @@ def catalog_calibration(
     coherence = _coherence(platform)
     if coherence is not None:
         prior("coherence.local_hitm_ns", coherence.local_hitm_ns, "ns", coherence.source)
+        if coherence.socket_hitm_ns is not None:
+            prior("coherence.socket_hitm_ns", coherence.socket_hitm_ns, "ns", coherence.source)
         if coherence.remote_hitm_ns is not None:
             prior("coherence.remote_hitm_ns", coherence.remote_hitm_ns, "ns", coherence.source)
         if coherence.remote_hitm_home_reader_ns is not None:

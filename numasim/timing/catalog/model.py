@@ -222,10 +222,13 @@ class LatencyPrior(_Sourced):
 
 class CoherencePrior(_Sourced):
     """Cache-to-cache transfer latencies measured on a public machine of this platform (mlc ``--c2c_latency``'s
-    HITM rows): a read of a line another core holds modified."""
+    HITM rows, or a core-to-core ping-pong's one-way latency per tier): a read of a line another core holds modified."""
 
     local_hitm_ns: PositiveFloat
-    """From a core of the same socket (last-level cache)."""
+    """From a core of the same last-level cache instance (the socket's, or a core complex's)."""
+    socket_hitm_ns: PositiveFloat | None = None
+    """From a core of another last-level instance of the same socket (another core complex), the line homed on
+    that socket (None: the platform has one instance a socket, or it was not measured)."""
     remote_hitm_ns: PositiveFloat | None = None
     """From a core of another socket, the line homed at the writer's node (None: not measured)."""
     remote_hitm_home_reader_ns: PositiveFloat | None = None
