@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MLC = ROOT / "tests" / "data" / "measurements" / "mlc"
 PUBLIC_MLC = ROOT / "tests" / "data" / "measurements" / "public_mlc"
+CORE_TO_CORE = ROOT / "tests" / "data" / "measurements" / "core_to_core" / "nviennot-core-to-core-latency.toml"
 KERNCRAFT = ROOT.parent / "shared" / "data" / "kerncraft"
 START, END = "<!-- suite table: start -->", "<!-- suite table: end -->"
 
@@ -73,7 +74,8 @@ def kerncraft_figure(path: Path) -> None:
 def main(argv: list[str]) -> int:
     method = "analytic" if "--quick" in argv else "engine"
     report = run_suite(
-        MLC, KERNCRAFT, public_dir=PUBLIC_MLC, method=method, progress=lambda what: print(f"... {what}", file=sys.stderr)
+        MLC, KERNCRAFT, public_dir=PUBLIC_MLC, core_to_core=CORE_TO_CORE, method=method,
+        progress=lambda what: print(f"... {what}", file=sys.stderr),
     )
     table = report.markdown()
     summary = report.summary_markdown()

@@ -11,7 +11,9 @@ calibration did not see:
 
 Machines: the two real mlc runs (``tests/data/measurements/mlc``: 2x Xeon E5-2680 v2, 2x Xeon Platinum 8180) and
 the kerncraft likwid-bench files (local bandwidth versus active cores on eight Xeon and EPYC processors,
-``shared/data/kerncraft`` beside the checkout), whose prediction is catalog only (they hold one table).
+``shared/data/kerncraft`` beside the checkout), whose prediction is catalog only (they hold one table), and the
+core-to-core ping-pong tiers of eleven public machines (``tests/data/measurements/core_to_core``, catalog only:
+:func:`core_to_core_rows`).
 
 Every number is replayed with the tools users run (the virtual mlc and STREAM through the engine). The suite
 reports; it asserts nothing: ``tests/validation`` holds the assertions (invariants and generous bounds) and
@@ -32,7 +34,8 @@ from numasim.calibrate.result import CellResidual, mape_pct
 from numasim.topology.model import Machine
 
 __all__ = [
-    "SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "public_mlc_rows", "kerncraft_rows", "GOALS_PCT",
+    "SuiteRow", "SuiteReport", "MLC_CASES", "run_suite", "mlc_rows", "public_mlc_rows", "kerncraft_rows",
+    "core_to_core_rows", "GOALS_PCT",
 ]
 
 MLC_CASES = (
@@ -369,11 +372,44 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
     return rows, notes
 
 
+def core_to_core_rows(path: Path) -> tuple[list[SuiteRow], list[str]]:
+    """Catalog-only prediction of every machine's core-to-core ping-pong tiers in ``path``
+    (:mod:`numasim.calibrate.core_to_core`), replayed through the engine. A row is circular where the platform's
+    cache-to-cache figures were taken from this machine's result file."""
+    from numasim.calibrate.core_to_core import core_to_core_machine, load_core_to_core, predict_tiers
+    from numasim.errors import NumasimError
+    from numasim.timing.catalog import catalog_calibration
+
+    rows: list[SuiteRow] = []
+    notes: list[str] = []
+    for entry in load_core_to_core(path).machine:
+        try:
+            machine = core_to_core_machine(entry)
+        except NumasimError as exc:
+            notes.append(f"{path.name}: {entry.label}: not predicted ({exc})")
+            continue
+        cal = catalog_calibration(machine)
+        predicted = predict_tiers(machine, cal)
+        cells = [
+            CellResidual("core_to_core", tier, "one-way", t.median_ns, predicted[tier], "ns")
+            for tier, t in entry.tiers().items() if tier in predicted
+        ]
+        missing = sorted(set(entry.tiers()) - set(predicted))
+        if missing:
+            notes.append(f"{path.name}: {entry.label}: tiers {missing} have no pair on its catalog machine")
+        circular = cal.coherence is not None and entry.csv.removeprefix("results/") in cal.coherence.source
+        rows.append(SuiteRow(entry.label, path.name, "catalog only", "core-to-core latency", len(cells),
+                             mape_pct(cells), _worst(cells), cal.id, "engine (virtual ping-pong)",
+                             len(cal.provenance.priors), circular=circular))
+    return rows, notes
+
+
 def run_suite(
     mlc_dir: Path,
     kerncraft_dir: Path | None = None,
     *,
     public_dir: Path | None = None,
+    core_to_core: Path | None = None,
     scenarios: Sequence[str] = SCENARIOS,
     method: str = "engine",
     progress: Callable[[str], None] | None = None,
@@ -391,6 +427,14 @@ def run_suite(
         rep.notes += notes
     else:
         rep.notes.append(f"public mlc files not found at {public_dir}: their rows are left out")
+    if core_to_core is not None and core_to_core.is_file():
+        if progress:
+            progress("core-to-core")
+        rows, notes = core_to_core_rows(core_to_core)
+        rep.rows += rows
+        rep.notes += notes
+    else:
+        rep.notes.append(f"core-to-core file not found at {core_to_core}: its rows are left out")
     if kerncraft_dir is not None and kerncraft_dir.is_dir():
         if progress:
             progress("kerncraft")
