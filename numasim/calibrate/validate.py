@@ -206,6 +206,15 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
         c = calibration.coherence
         llc = max((x.latency_ns for x in calibration.caches), default=float(np.nanmin(np.diag(lat))))
         local = c.local_hitm_ns if c is not None else llc
+        if c is not None and c.socket_hitm_ns is not None and calibration.caches:
+            # mlc's local pair, the first socket's first two cpus, may lie in two core complexes (one core each)
+            from numasim.engine.caches import cache_levels, instance_keys
+
+            first = next(n for n in m.nodes if n.cpus)
+            pair = sorted(x for n in m.nodes if n.socket == first.socket and n.cpus for x in n.cpus)[:2]
+            if len(pair) == 2:
+                a, b = instance_keys(m, cache_levels(m, calibration)[-1], pair)
+                local = c.local_hitm_ns if a == b else c.socket_hitm_ns
 
         sockets = {n.id: n.socket for n in m.nodes}
 
@@ -213,7 +222,9 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
             if w not in ids or r not in ids:
                 return None
             if c is not None and sockets[w] is not None and sockets[w] == sockets[r]:
-                return c.local_hitm_ns  # two clusters of one socket (SNC, NPS): the socket's own transfer
+                # two nodes of one socket: an SNC cluster's share of its L3 moves a line at the socket's local
+                # cost; two NPS nodes of an EPYC hold different core complexes (the socket figure, where it has one)
+                return c.socket_hitm_ns or c.local_hitm_ns
             if c is not None and c.remote_hitm_ns is not None:
                 return c.remote_hitm_home_reader_ns if homed == "reader" and c.remote_hitm_home_reader_ns else c.remote_hitm_ns
             home = w if homed == "writer" else r

@@ -94,7 +94,32 @@ def test_mlc_c2c_of_an_epyc_replays_each_tier_and_a_fit_takes_them_back(tmp_path
     assert writer[0, 4] == pytest.approx(c.remote_hitm_ns, rel=0.01)
     path = tmp_path / "mlc.txt"
     path.write_text(format_mlc(r))
+    # validation's analytic replay and its engine replay (the virtual mlc) read the run as it was made
+    from numasim.calibrate.validate import validate
+
+    for method in ("analytic", "engine"):
+        table = validate(m, cal, load_measurements([path]), method=method).table("c2c_latency")
+        assert table.mape_pct < 0.5, (method, table.worst)
     fitted = calibrate(m, load_measurements([path]), fit_on=["c2c_latency"], priors=cal).calibration.coherence
     assert fitted is not None and "measured" in fitted.source
     assert (fitted.local_hitm_ns, fitted.socket_hitm_ns, fitted.remote_hitm_ns) == pytest.approx(
         (c.local_hitm_ns, c.socket_hitm_ns, c.remote_hitm_ns), rel=0.01)
+
+
+def test_on_an_epyc_of_one_core_a_complex_mlcs_local_pair_is_two_complexes(tmp_path: Path) -> None:
+    """The EPYC 72F3 spreads its eight cores over eight core dies: mlc's local pair (the socket's first two cpus)
+    crosses complexes, and both of validation's replays say so."""
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.validate import validate
+    from numasim.tools.context import tool_context
+    from numasim.tools.mlc import format_mlc, mlc
+
+    m = catalog_machine(multi_die(2, "NPS1", cores_per_socket=8, threads_per_core=2), "AMD EPYC 72F3 8-Core Processor")
+    cal = catalog_calibration(m)
+    assert cal.coherence is not None and cal.coherence.socket_hitm_ns is not None
+    r = mlc(tool_context(m, cal), ["--c2c_latency"])
+    assert r.c2c_hitm_ns == pytest.approx(cal.coherence.socket_hitm_ns, rel=0.01)
+    path = tmp_path / "mlc.txt"
+    path.write_text(format_mlc(r))
+    for method in ("analytic", "engine"):
+        assert validate(m, cal, load_measurements([path]), method=method).table("c2c_latency").mape_pct < 0.5
