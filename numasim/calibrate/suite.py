@@ -421,27 +421,24 @@ def run_suite(
         if progress:
             progress(label)
         rep.rows += mlc_rows(label, name, mlc_dir / fname, scenarios=scenarios, method=method)
-    if public_dir is not None and public_dir.is_dir():
-        rows, notes = public_mlc_rows(public_dir, scenarios=scenarios, method=method, progress=progress)
+    # the optional sources: (progress label, where, its rows and notes, the note when it is missing)
+    optional: list[tuple[str, Path | None, Callable[[Path], tuple[list[SuiteRow], list[str]]], str]] = [
+        ("", public_dir if public_dir is not None and public_dir.is_dir() else None,
+         lambda d: public_mlc_rows(d, scenarios=scenarios, method=method, progress=progress),
+         f"public mlc files not found at {public_dir}: their rows are left out"),
+        ("core-to-core", core_to_core if core_to_core is not None and core_to_core.is_file() else None,
+         core_to_core_rows, f"core-to-core file not found at {core_to_core}: its rows are left out"),
+        ("kerncraft", kerncraft_dir if kerncraft_dir is not None and kerncraft_dir.is_dir() else None,
+         kerncraft_rows, f"kerncraft files not found at {kerncraft_dir}: their rows are left out"),
+    ]  # fmt: skip
+    for label, where, rows_of, missing in optional:
+        if where is None:
+            rep.notes.append(missing)
+            continue
+        if progress and label:
+            progress(label)
+        rows, notes = rows_of(where)
         rep.rows += rows
         rep.notes += notes
-    else:
-        rep.notes.append(f"public mlc files not found at {public_dir}: their rows are left out")
-    if core_to_core is not None and core_to_core.is_file():
-        if progress:
-            progress("core-to-core")
-        rows, notes = core_to_core_rows(core_to_core)
-        rep.rows += rows
-        rep.notes += notes
-    else:
-        rep.notes.append(f"core-to-core file not found at {core_to_core}: its rows are left out")
-    if kerncraft_dir is not None and kerncraft_dir.is_dir():
-        if progress:
-            progress("kerncraft")
-        rows, notes = kerncraft_rows(kerncraft_dir)
-        rep.rows += rows
-        rep.notes += notes
-    else:
-        rep.notes.append(f"kerncraft files not found at {kerncraft_dir}: their rows are left out")
     rep.seconds = time.perf_counter() - started
     return rep

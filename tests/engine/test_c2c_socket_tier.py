@@ -11,35 +11,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
+from _transfers import transfer_ns
 
-from numasim.engine import PageMap, ThreadSpec, simulate
 from numasim.engine.caches import cache_levels, instance_keys
 from numasim.timing.catalog import catalog_calibration, catalog_machine
-from numasim.timing.model import Calibration
 from numasim.topology.builders import multi_die
 from numasim.topology.model import Machine
-from numasim.workload.access import AccessChunk
 
 EPYC_7313 = "AMD EPYC 7313 16-Core Processor"  # Milan: four core dies of one complex each
 
 
 def _machine() -> Machine:
     return catalog_machine(multi_die(2, "NPS1", cores_per_socket=16, threads_per_core=2), EPYC_7313)
-
-
-def _transfer_ns(m: Machine, cal: Calibration, writer: int, reader: int, home: int, mode: str) -> float:
-    """The reader's mean latency over 256 lines the writer wrote, homed on node ``home``, one load at a time."""
-    n = 256
-    lines = np.arange(n, dtype=np.uint64) * np.uint64(64)
-    pm = PageMap(4096)
-    pm.assign(0, np.full(n * 64 // 4096, home, dtype=np.int16))
-    chunk = AccessChunk.build(np.r_[lines, lines[::-1]], thread=np.r_[np.zeros(n, np.int32), np.ones(n, np.int32)],
-                              is_write=np.r_[np.ones(n, bool), np.zeros(n, bool)])  # fmt: skip
-    specs = [ThreadSpec(0, cpu=writer), ThreadSpec(1, cpu=reader, dependent=True, start_ns=1e6)]
-    r = simulate(m, cal, specs, [chunk], pm, mode=mode, record_latencies=False)
-    return float(r.threads[1].load_to_use_mean_ns)
 
 
 @pytest.mark.parametrize("mode", ["epoch", "exact"])
@@ -54,12 +38,12 @@ def test_each_tier_costs_its_figure_in_both_modes(mode: str) -> None:
     same = next(x for x in cpus[1:16] if llc[x] == llc[0])  # another core of cpu 0's complex
     other = next(x for x in cpus if llc[x] != llc[0])  # a core of another complex of socket 0
     far = m.node(1).cpus[0]  # socket 1
-    assert _transfer_ns(m, cal, 0, same, 0, mode) == pytest.approx(c.local_hitm_ns, rel=0.01)
-    assert _transfer_ns(m, cal, 0, other, 0, mode) == pytest.approx(c.socket_hitm_ns, rel=0.01)
+    assert transfer_ns(m, cal, 0, same, 0, mode) == pytest.approx(c.local_hitm_ns, rel=0.01)
+    assert transfer_ns(m, cal, 0, other, 0, mode) == pytest.approx(c.socket_hitm_ns, rel=0.01)
     # homed on the other socket: the request goes there and back
-    assert _transfer_ns(m, cal, 0, other, 1, mode) == pytest.approx(c.remote_hitm_ns, rel=0.01)
-    assert _transfer_ns(m, cal, 0, far, 0, mode) == pytest.approx(c.remote_hitm_ns, rel=0.01)
-    assert _transfer_ns(m, cal, far, 0, 0, mode) == pytest.approx(c.remote_hitm_home_reader_ns, rel=0.01)
+    assert transfer_ns(m, cal, 0, other, 1, mode) == pytest.approx(c.remote_hitm_ns, rel=0.01)
+    assert transfer_ns(m, cal, 0, far, 0, mode) == pytest.approx(c.remote_hitm_ns, rel=0.01)
+    assert transfer_ns(m, cal, far, 0, 0, mode) == pytest.approx(c.remote_hitm_home_reader_ns, rel=0.01)
 
 
 def test_without_a_socket_figure_another_complex_costs_the_remote_one_as_before() -> None:
@@ -71,7 +55,7 @@ def test_without_a_socket_figure_another_complex_costs_the_remote_one_as_before(
     llc = dict(zip(cpus, instance_keys(m, cache_levels(m, cal)[-1], cpus), strict=True))
     other = next(x for x in cpus if llc[x] != llc[0])
     for mode in ("epoch", "exact"):
-        assert _transfer_ns(m, old, 0, other, 0, mode) == pytest.approx(cal.coherence.remote_hitm_home_reader_ns, rel=0.01)
+        assert transfer_ns(m, old, 0, other, 0, mode) == pytest.approx(cal.coherence.remote_hitm_home_reader_ns, rel=0.01)
 
 
 def test_mlc_c2c_of_an_epyc_replays_each_tier_and_a_fit_takes_them_back(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _transfers import transfer_ns
 
 from numasim.timing.catalog import catalog_calibration
 from numasim.timing.transfer import transfer_calibration
@@ -91,22 +92,6 @@ def test_cores_that_share_no_cache_transfer_at_the_sockets_local_cost() -> None:
     assert r.c2c_hitm_ns == pytest.approx(cal.coherence.local_hitm_ns, rel=0.05)
 
 
-def _transfer_ns(m: Machine, cal: object, writer: int, reader: int, home: int, mode: str) -> float:
-    """A reader's mean latency over 256 lines another cpu wrote (homed on node ``home``), one load at a time."""
-    from numasim.engine import PageMap, ThreadSpec, simulate
-    from numasim.workload.access import AccessChunk
-
-    n = 256
-    lines = np.arange(n, dtype=np.uint64) * np.uint64(64)
-    pm = PageMap(4096)
-    pm.assign(0, np.full(n * 64 // 4096, home, dtype=np.int16))
-    chunk = AccessChunk.build(np.r_[lines, lines[::-1]], thread=np.r_[np.zeros(n, np.int32), np.ones(n, np.int32)],
-                              is_write=np.r_[np.ones(n, bool), np.zeros(n, bool)])  # fmt: skip
-    specs = [ThreadSpec(0, cpu=writer), ThreadSpec(1, cpu=reader, dependent=True, start_ns=1e6)]
-    r = simulate(m, cal, specs, [chunk], pm, mode=mode, record_latencies=False)  # type: ignore[arg-type]
-    return float(r.threads[1].load_to_use_mean_ns)
-
-
 @pytest.mark.parametrize("mode", ["epoch", "exact"])
 def test_both_modes_time_a_transfer_between_clusters_at_the_sockets_local_cost(mode: str) -> None:
     """Exact mode took the clusters' L3 shares for separate domains and timed the transfer at the cross-socket
@@ -114,7 +99,7 @@ def test_both_modes_time_a_transfer_between_clusters_at_the_sockets_local_cost(m
     m = _machine("SNC2")
     cal = catalog_calibration(m)
     assert cal.coherence is not None and cal.coherence.remote_hitm_ns is not None
-    other_cluster = _transfer_ns(m, cal, m.node(0).cpus[0], m.node(1).cpus[0], 0, mode)
-    other_socket = _transfer_ns(m, cal, m.node(0).cpus[0], m.node(2).cpus[0], 0, mode)
+    other_cluster = transfer_ns(m, cal, m.node(0).cpus[0], m.node(1).cpus[0], 0, mode)
+    other_socket = transfer_ns(m, cal, m.node(0).cpus[0], m.node(2).cpus[0], 0, mode)
     assert other_cluster == pytest.approx(cal.coherence.local_hitm_ns, rel=0.02)
     assert other_socket == pytest.approx(cal.coherence.remote_hitm_ns, rel=0.02)
