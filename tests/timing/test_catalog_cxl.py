@@ -424,6 +424,28 @@ def test_every_memory_only_node_of_an_imported_box_hangs_behind_its_nearest_sock
         assert max(own) - min(own) < 1e-6 and all(x > max(own) for x in other)
 
 
+def test_a_memory_only_node_between_the_sockets_keeps_them_joined() -> None:
+    """Hypothesis found it: a cpu-less node at distance 13 from socket 0 and 29 from socket 1, the sockets 32
+    apart. The importer joined the sockets through that node (13 + 29 - 10 = 32) and no link of their own, so
+    hanging the expander off socket 0 left socket 1 alone (a disconnected machine). The path it carried is now a
+    link between the sockets."""
+    from numasim.topology.io.numactl import machine_from_numactl
+
+    cpus0 = " ".join(map(str, [*range(96), *range(192, 288)]))
+    cpus1 = " ".join(map(str, [*range(96, 192), *range(288, 384)]))
+    text = (f"available: 3 nodes (0-2)\nnode 0 cpus: {cpus0}\nnode 0 size: 65536 MB\nnode 0 free: 60000 MB\n"
+            f"node 1 cpus: {cpus1}\nnode 1 size: 65536 MB\nnode 1 free: 60000 MB\nnode 2 cpus: \n"
+            "node 2 size: 65536 MB\nnode 2 free: 60000 MB\nnode distances:\nnode   0   1   2\n"
+            "  0:  10  32  13\n  1:  32  10  29\n  2:  13  29  10\n")
+    m = machine_from_numactl(text, name="box")
+    assert not any({lk.a, lk.b} == {0, 1} for lk in m.links)  # the importer's reading of the distances
+    timed = catalog_machine(m, "AMD EPYC 9654")
+    lat = np.asarray(latency_table_ns(timed))
+    assert timed.nodes[2].memory_kind is MemoryKind.CXL
+    assert lat[0, 1] > lat[0, 0] and lat[1, 0] > lat[1, 1]
+    assert lat[1, 2] > lat[0, 2]  # the expander is socket 0's
+
+
 def test_an_expander_without_a_latency_adds_what_measured_devices_add(monkeypatch: pytest.MonkeyPatch) -> None:
     cat = load_cxl_catalog()
     ocp = cat.device("intel-ocp-e3s-96gb")

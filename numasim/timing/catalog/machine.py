@@ -173,8 +173,48 @@ def _rejoined(
     (:func:`_nearest_cpu_node`), and that node and why."""
     attach, why = _nearest_cpu_node(machine, node)
     out = [lk for lk in links if node not in (lk.a, lk.b)]
+    out += _bridges(out, [lk for lk in links if node in (lk.a, lk.b)], node)
     out.append(Link(a=attach, b=node, kind=kind, latency_ns=latency_ns, bandwidth_gb_s=bandwidth_gb_s))
     return out, attach, why
+
+
+def _bridges(kept: list[Link], own: list[Link], node: int) -> list[Link]:
+    """Links that keep the rest of the machine joined where ``node`` (losing its links ``own``) joined it.
+
+    The importer leaves out a direct link wherever the firmware's distances make a path through a third node
+    as short (a cpu-less node at distance 13 from one socket and 29 from the other, the sockets 32 apart, carries
+    their traffic). Each pair of ``node``'s neighbours that ``kept`` no longer connects gets that path as a link
+    of its own: latency the two hops' sum each way, bandwidth the narrower hop's, the first hop's kind.
+    """
+    parent: dict[object, object] = {}
+
+    def find(x: object) -> object:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for lk in kept:
+        parent[find(lk.a)] = find(lk.b)
+    hops = {}  # neighbour -> (latency to node, latency from node, bandwidth, kind)
+    for lk in own:
+        (src, dst, fwd, _), (_, _, back, _) = lk.directed()
+        other = dst if src == node else src
+        to_node, from_node = (fwd, back) if src == other else (back, fwd)
+        bw = min(lk.bandwidth_gb_s, lk.bandwidth_gb_s_reverse or lk.bandwidth_gb_s)
+        hops[other] = (to_node, from_node, bw, lk.kind)
+    out: list[Link] = []
+    near = sorted(hops, key=lambda v: (hops[v][0] + hops[v][1], str(v)))
+    for i, u in enumerate(near):
+        for v in near[i + 1:]:
+            if find(u) == find(v):
+                continue
+            (u_in, u_out, u_bw, kind), (v_in, v_out, v_bw, _) = hops[u], hops[v]
+            out.append(Link(a=u, b=v, kind=kind, latency_ns=u_in + v_out, bandwidth_gb_s=min(u_bw, v_bw),
+                            latency_ns_reverse=v_in + u_out if v_in + u_out != u_in + v_out else None))
+            parent[find(u)] = find(v)
+    return out
 
 
 def _memory_only_as_hbm(machine: Machine, found: CatalogMatch) -> tuple[Machine, str]:
