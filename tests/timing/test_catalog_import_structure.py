@@ -63,13 +63,14 @@ def test_a_glueless_machine_keeps_its_links() -> None:
 
 def test_a_catalog_machine_says_which_numbers_other_platforms_lent() -> None:
     """A Nehalem-EP has no public latency, QPI efficiency or cache-to-cache figure of its own in the catalog: Ivy
-    Bridge-EP lends them.
+    Bridge-EP lends the first two, Westmere-EP (the same uncore, a measured ping-pong) the third.
     That used to be said only in the calibration's priors; the machine file and `topo show/latency` say it too."""
     from numasim.timing.catalog.machine import catalog_borrowed
 
     m = catalog_machine(glueless(2), "Xeon X5550")
-    assert catalog_borrowed(m) == ("controllers.latency_ns, links.bandwidth_gb_s, links.latency_ns, coherence.local_hitm_ns, "
-                                   "coherence.remote_hitm_ns, coherence.remote_hitm_home_reader_ns from intel-ivy-bridge-ep")
+    assert catalog_borrowed(m) == ("controllers.latency_ns, links.bandwidth_gb_s, links.latency_ns from intel-ivy-bridge-ep; "
+                                   "coherence.local_hitm_ns, coherence.remote_hitm_ns, coherence.remote_hitm_home_reader_ns "
+                                   "from intel-westmere-ep")
     own = catalog_machine(glueless(2), "Platinum 8180")  # every figure its own
     assert catalog_borrowed(own) is None and catalog_borrowed(glueless(2)) is None
 
