@@ -137,6 +137,15 @@ def _show_text(found: CatalogMatch) -> list[str]:
     core = _fields(p.core)
     lines += [f"  {core}" if core else "  no public figure (numasim's default is used)", src(p.core.sources)]
     # measured figures an entry may lack: (heading, the entry's record, what a calibration does without it)
+    from numasim.timing.catalog.calibration import coherence_donor
+
+    donor = coherence_donor(p)
+    c2c_without = (
+        "no public measurement in this entry (transfers are timed as the level or memory that serves them)"
+        if donor is None or donor.coherence is None else
+        f"no public measurement in this entry; a catalog calibration borrows {donor.name}'s (the nearest measured "
+        f"platform of the vendor and socket link): {_fields(donor.coherence, ('sources', 'measured_on'))}"
+    )  # fmt: skip
     for heading, entry, without in (
         ("idle DRAM latency", p.latency,
          "no public measurement in this entry (a catalog calibration borrows another platform's, and says so)"),
@@ -144,8 +153,7 @@ def _show_text(found: CatalogMatch) -> list[str]:
          "no public measurement in this entry (a catalog calibration uses the catalog-wide median, and says so)"),
         ("one core's stream depth (lines prefetched ahead)", p.stream,
          "no one-core streaming measurement in this entry (numasim's default depth, 16 lines, stands in, said so)"),
-        ("cache-to-cache transfers (HITM)", p.coherence,
-         "no public measurement in this entry (transfers are timed as the level or memory that serves them)"),
+        ("cache-to-cache transfers (HITM)", p.coherence, c2c_without),
         ("write-allocate evasion", p.write_allocate, "none known (every store miss reads its line: write cost factor 2)"),
     ):
         lines.append(f"{heading}:")
