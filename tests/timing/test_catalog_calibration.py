@@ -347,8 +347,9 @@ def test_cache_to_cache_figures_come_from_a_measurement_of_the_platform_or_of_it
     # Ivy Bridge-EP, Broadwell-EP and Skylake-SP carry their mlc --c2c_latency runs' HITM figures, each with its
     # source; a platform nobody measured borrows those of the nearest measured one of its vendor and socket link
     # (said so: the L3-hit fallback timed Broadwell's 46.3 ns transfer at 17.7, where Skylake's figures give the
-    # held-out 8269CY's within 2 %); Genoa borrows Milan's ping-pong tiers (a socket figure between core
-    # complexes); with no such platform (the Opterons' HyperTransport) it has none, said so.
+    # held-out 8269CY's within 2 %); Turin borrows Genoa's ping-pong tiers (a socket figure between core
+    # complexes), Siena's dense cores Bergamo's; with no such platform (the Opterons' HyperTransport) it has none,
+    # said so.
     ivy = catalog_calibration(load_machine("seed-001-e5-2680v2"))
     assert ivy.coherence is not None and (ivy.coherence.local_hitm_ns, ivy.coherence.remote_hitm_ns) == (28.3, 70.05)
     assert "kuleuven" in ivy.coherence.source
@@ -357,15 +358,17 @@ def test_cache_to_cache_figures_come_from_a_measurement_of_the_platform_or_of_it
     }
     skx = catalog_calibration(load_machine("skylake-8180-2s"))
     assert skx.coherence is not None and skx.coherence.remote_hitm_home_reader_ns == 177.75
-    for platform in ("intel-cascade-lake-sp", "amd-epyc-genoa"):
+    for platform in ("intel-cascade-lake-sp", "amd-epyc-turin"):
         assert get_platform(platform).coherence is None
     clx = catalog_calibration(glueless(2), sku="Xeon Gold 6240")
     assert clx.coherence is not None and clx.coherence.local_hitm_ns == skx.coherence.local_hitm_ns
     assert clx.coherence.source.startswith("borrowed from intel-skylake-sp")
-    genoa = catalog_calibration(glueless(2), sku="EPYC 9654")
-    assert genoa.coherence is not None and genoa.coherence.source.startswith("borrowed from amd-epyc-milan")
-    assert (genoa.coherence.local_hitm_ns, genoa.coherence.socket_hitm_ns) == (22.7, 107.6)
-    assert "coherence.socket_hitm_ns" in {p.parameter for p in genoa.provenance.priors}
+    turin = catalog_calibration(glueless(2), sku="EPYC 9555")
+    assert turin.coherence is not None and turin.coherence.source.startswith("borrowed from amd-epyc-genoa")
+    assert (turin.coherence.local_hitm_ns, turin.coherence.socket_hitm_ns) == (26.5, 103.4)
+    assert "coherence.socket_hitm_ns" in {p.parameter for p in turin.provenance.priors}
+    siena = catalog_calibration(glueless(1), sku="EPYC 8534P")
+    assert siena.coherence is not None and siena.coherence.source.startswith("borrowed from amd-epyc-bergamo")
     opteron = catalog_calibration(glueless(2), sku="Opteron 6380")
     assert opteron.coherence is None and "no cache-to-cache latencies" in opteron.provenance.notes
 

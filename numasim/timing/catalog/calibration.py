@@ -772,15 +772,19 @@ def running_clock(platform: Platform, sku: Sku, turbo: bool = True) -> tuple[flo
 
 def coherence_donor(platform: Platform) -> Platform | None:
     """The platform whose measured cache-to-cache latencies a catalog calibration of ``platform`` borrows where it
-    has none: same vendor and socket link (the coherence protocol: QPI's snoops, UPI's directory), then the nearest
-    by DRAM generation and years, as for latencies; None where it has its own or nothing matches (AMD today)."""
+    has none: same vendor and socket link (the coherence protocol: QPI's snoops, UPI's directory), a dense core
+    (Zen 4c) from a dense one where the catalog has one, then the nearest by DRAM generation and years, as for
+    latencies; None where it has its own or nothing matches (the Opterons' HyperTransport)."""
     if platform.coherence is not None:
         return None
     # (a single-socket platform has only the local transfer: any measured platform of its vendor has that)
     kind = None if platform.interconnect is None else platform.interconnect.kind
     same = [p for p in load_catalog() if p.coherence is not None and p.vendor == platform.vendor
             and (kind is None or (p.interconnect is not None and p.interconnect.kind == kind))]
-    return _nearest(platform, same)
+    # a dense core's complex (Zen 4c: two complexes of eight on a CCD, 16 MiB of L3 each) moves a line within it
+    # slower than a full core's (a 2x EPYC 9754's 32.5 ns against a 2x EPYC 9454's 26.5): borrow within the kind
+    dense = platform.microarchitecture.endswith("c")
+    return _nearest(platform, [p for p in same if p.microarchitecture.endswith("c") == dense] or same)
 
 
 def _coherence(platform: Platform) -> CoherenceTiming | None:
