@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MLC = ROOT / "tests" / "data" / "measurements" / "mlc"
 PUBLIC_MLC = ROOT / "tests" / "data" / "measurements" / "public_mlc"
-CORE_TO_CORE = ROOT / "tests" / "data" / "measurements" / "core_to_core" / "nviennot-core-to-core-latency.toml"
+CORE_TO_CORE = ROOT / "tests" / "data" / "measurements" / "core_to_core"
 KERNCRAFT = ROOT.parent / "shared" / "data" / "kerncraft"
 START, END = "<!-- suite table: start -->", "<!-- suite table: end -->"
 

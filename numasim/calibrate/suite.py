@@ -12,7 +12,7 @@ calibration did not see:
 Machines: the two real mlc runs (``tests/data/measurements/mlc``: 2x Xeon E5-2680 v2, 2x Xeon Platinum 8180) and
 the kerncraft likwid-bench files (local bandwidth versus active cores on eight Xeon and EPYC processors,
 ``shared/data/kerncraft`` beside the checkout), whose prediction is catalog only (they hold one table), and the
-core-to-core ping-pong tiers of eleven public machines (``tests/data/measurements/core_to_core``, catalog only:
+core-to-core ping-pong tiers of 27 public machines (``tests/data/measurements/core_to_core``, catalog only:
 :func:`core_to_core_rows`).
 
 Every number is replayed with the tools users run (the virtual mlc and STREAM through the engine). The suite
@@ -372,17 +372,17 @@ def kerncraft_rows(directory: Path, *, points: str = "key") -> tuple[list[SuiteR
     return rows, notes
 
 
-def core_to_core_rows(path: Path) -> tuple[list[SuiteRow], list[str]]:
-    """Catalog-only prediction of every machine's core-to-core ping-pong tiers in ``path``
-    (:mod:`numasim.calibrate.core_to_core`), replayed through the engine. A row is circular where the platform's
-    cache-to-cache figures were taken from this machine's result file."""
+def core_to_core_rows(directory: Path) -> tuple[list[SuiteRow], list[str]]:
+    """Catalog-only prediction of every machine's core-to-core ping-pong tiers in the files (``*.toml``) of
+    ``directory`` (:mod:`numasim.calibrate.core_to_core`), replayed through the engine. A row is circular where
+    the platform's cache-to-cache figures were taken from this machine's result file."""
     from numasim.calibrate.core_to_core import core_to_core_machine, load_core_to_core, predict_tiers
     from numasim.errors import NumasimError
     from numasim.timing.catalog import catalog_calibration
 
     rows: list[SuiteRow] = []
     notes: list[str] = []
-    for entry in load_core_to_core(path).machine:
+    for path, entry in ((p, e) for p in sorted(directory.glob("*.toml")) for e in load_core_to_core(p).machine):
         try:
             machine = core_to_core_machine(entry)
         except NumasimError as exc:
@@ -426,8 +426,8 @@ def run_suite(
         ("", public_dir if public_dir is not None and public_dir.is_dir() else None,
          lambda d: public_mlc_rows(d, scenarios=scenarios, method=method, progress=progress),
          f"public mlc files not found at {public_dir}: their rows are left out"),
-        ("core-to-core", core_to_core if core_to_core is not None and core_to_core.is_file() else None,
-         core_to_core_rows, f"core-to-core file not found at {core_to_core}: its rows are left out"),
+        ("core-to-core", core_to_core if core_to_core is not None and core_to_core.is_dir() else None,
+         core_to_core_rows, f"core-to-core files not found at {core_to_core}: their rows are left out"),
         ("kerncraft", kerncraft_dir if kerncraft_dir is not None and kerncraft_dir.is_dir() else None,
          kerncraft_rows, f"kerncraft files not found at {kerncraft_dir}: their rows are left out"),
     ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Core-to-core ping-pong latencies of eleven public machines (tests/data/measurements/core_to_core), predicted
+"""Core-to-core ping-pong latencies of 27 public machines (tests/data/measurements/core_to_core), predicted
 from the platform catalog alone: every tier replayed through the engine, physically ordered, within generous
 bounds; the rows whose platform took its figures from that very machine flagged circular."""
 
@@ -18,20 +18,21 @@ from numasim.calibrate.suite import SuiteRow, core_to_core_rows
 from numasim.errors import CalibrationError
 from numasim.timing.catalog import catalog_calibration
 
-FILE = Path(__file__).resolve().parents[1] / "data" / "measurements" / "core_to_core" / "nviennot-core-to-core-latency.toml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "measurements" / "core_to_core"
+FILE = DATA / "nviennot-core-to-core-latency.toml"
 
 
 @pytest.fixture(scope="module")
 def rows() -> list[SuiteRow]:
-    out, notes = core_to_core_rows(FILE)
+    out, notes = core_to_core_rows(DATA)
     assert notes == []
     return out
 
 
 def test_every_machine_and_tier_is_predicted(rows: list[SuiteRow]) -> None:
-    f = load_core_to_core(FILE)
-    assert [r.machine for r in rows] == [m.label for m in f.machine]
-    for r, m in zip(rows, f.machine, strict=True):
+    machines = [m for p in sorted(DATA.glob("*.toml")) for m in load_core_to_core(p).machine]
+    assert len(machines) == 27 and [r.machine for r in rows] == [m.label for m in machines]
+    for r, m in zip(rows, machines, strict=True):
         assert r.cells == len(m.tiers()) and math.isfinite(r.mape_pct), r
         assert r.mape_pct < 60.0, r  # generous: a regression would cross it, not a goal
 
@@ -44,6 +45,8 @@ def test_rows_whose_platform_took_its_figures_from_them_are_circular(rows: list[
         "2x Xeon Platinum 8375C, AWS c6i.metal (core-to-core-latency)",
         "2x Xeon X5650 (core-to-core-latency)",
         "2x Xeon E5-2690 (core-to-core-latency)",
+        "2x EPYC 9454 (core-to-core-latency-plus)",
+        "2x EPYC 9754 (core-to-core-latency-plus)",
     }
     assert all(r.mape_pct < 1.0 for r in rows if r.circular)  # the engine replays the figures it was given
 
