@@ -186,17 +186,9 @@ def _bridges(kept: list[Link], own: list[Link], node: int) -> list[Link]:
     their traffic). Each pair of ``node``'s neighbours that ``kept`` no longer connects gets that path as a link
     of its own: latency the two hops' sum each way, bandwidth the narrower hop's, the first hop's kind.
     """
-    parent: dict[object, object] = {}
+    import networkx as nx
 
-    def find(x: object) -> object:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for lk in kept:
-        parent[find(lk.a)] = find(lk.b)
+    joined = nx.Graph([(lk.a, lk.b) for lk in kept])
     hops = {}  # neighbour -> (latency to node, latency from node, bandwidth, kind)
     for lk in own:
         (src, dst, fwd, _), (_, _, back, _) = lk.directed()
@@ -205,15 +197,16 @@ def _bridges(kept: list[Link], own: list[Link], node: int) -> list[Link]:
         bw = min(lk.bandwidth_gb_s, lk.bandwidth_gb_s_reverse or lk.bandwidth_gb_s)
         hops[other] = (to_node, from_node, bw, lk.kind)
     out: list[Link] = []
+    joined.add_nodes_from(hops)
     near = sorted(hops, key=lambda v: (hops[v][0] + hops[v][1], str(v)))
     for i, u in enumerate(near):
         for v in near[i + 1:]:
-            if find(u) == find(v):
+            if nx.has_path(joined, u, v):
                 continue
             (u_in, u_out, u_bw, kind), (v_in, v_out, v_bw, _) = hops[u], hops[v]
             out.append(Link(a=u, b=v, kind=kind, latency_ns=u_in + v_out, bandwidth_gb_s=min(u_bw, v_bw),
                             latency_ns_reverse=v_in + u_out if v_in + u_out != u_in + v_out else None))
-            parent[find(u)] = find(v)
+            joined.add_edge(u, v)
     return out
 
 
