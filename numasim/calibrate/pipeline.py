@@ -890,13 +890,37 @@ def _coherence_from_mlc(
                     cells.append(x)
         return float(np.mean(cells)) if cells else None
 
+    def local_pair_spans_complexes() -> bool:
+        # mlc's local pair is the first socket's first two cpus: two complexes on an EPYC of one core a complex
+        if machine is None or priors is None or not priors.caches:
+            return False
+        from numasim.engine.caches import cache_levels, instance_keys
+
+        first = next((n for n in machine.nodes if n.cpus), None)
+        pair = sorted(x for n in machine.nodes if first is not None and n.socket == first.socket for x in n.cpus)[:2]
+        if len(pair) < 2:
+            return False
+        a, b = instance_keys(apply_calibration(machine, priors), cache_levels(machine, priors)[-1], pair)
+        return a != b
+
     writer, reader, either = remote("writer"), remote("reader"), remote("any")
+    socket_ns = between_complexes()
+    source = f"mlc --c2c_latency in {Path(str(path)).name} (measured, not fitted)"
+    if local_pair_spans_complexes():
+        # its local figure is a transfer between complexes; within one, the priors' figure (said so)
+        socket_ns = socket_ns or local
+        if priors is not None and priors.coherence is not None:
+            local = priors.coherence.local_hitm_ns
+            source += f"; within a core complex the priors' {local:g} ns (mlc's local pair lies in two complexes)"
+        else:
+            source += "; mlc's local pair lies in two core complexes and the priors have no figure within one: its"
+            source += " figure stands in for both"
     return CoherenceTiming(
         local_hitm_ns=local,
-        socket_hitm_ns=between_complexes(),
+        socket_hitm_ns=socket_ns,
         remote_hitm_ns=writer or either or reader,
         remote_hitm_home_reader_ns=reader or either or writer,
-        source=f"mlc --c2c_latency in {Path(str(path)).name} (measured, not fitted)",
+        source=source,
     )
 
 

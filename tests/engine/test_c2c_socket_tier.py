@@ -107,3 +107,11 @@ def test_on_an_epyc_of_one_core_a_complex_mlcs_local_pair_is_two_complexes(tmp_p
     path.write_text(format_mlc(r))
     for method in ("analytic", "engine"):
         assert validate(m, cal, load_measurements([path]), method=method).table("c2c_latency").mape_pct < 0.5
+    # and a fit takes that figure for the socket's, keeping the priors' within a complex, said so
+    from numasim.calibrate.pipeline import calibrate
+
+    fitted = calibrate(m, load_measurements([path]), fit_on=["c2c_latency"], priors=cal).calibration.coherence
+    assert fitted is not None
+    assert (fitted.local_hitm_ns, fitted.socket_hitm_ns) == pytest.approx(
+        (cal.coherence.local_hitm_ns, cal.coherence.socket_hitm_ns), rel=0.01)
+    assert "mlc's local pair lies in two complexes" in fitted.source
