@@ -113,18 +113,15 @@ def tier_pairs(machine: Machine, calibration: Calibration) -> dict[str, list[tup
     """Per tier the machine has, the transfers that time it: (writer cpu, reader cpu, home node) each; a tier's
     latency is their mean (``remote``: one homed at the writer, one at the reader, as a ping-pong's round trip).
 
-    Two cores, never two threads of one core; ``local`` needs a last-level instance of two cores, ``socket`` a
-    socket of two instances, ``remote`` two sockets.
+    Two cores, never two threads of one core; ``local`` needs a coherence domain of two cores
+    (:func:`numasim.engine.caches.coherence_domains`), ``socket`` a socket of two domains, ``remote`` two sockets.
     """
-    from numasim.engine.caches import cache_levels, instance_keys
+    from numasim.engine.caches import coherence_domains
     from numasim.engine.cores import core_of_cpus
-    from numasim.timing.model import apply_calibration
 
     cpus = sorted(machine.cpu_to_node)
     core = core_of_cpus(cpus, calibration.core.threads_per_core)
-    levels = cache_levels(machine, calibration)
-    timed = apply_calibration(machine, calibration)  # its core dies, where the calibration has them
-    llc = dict(zip(cpus, instance_keys(timed, levels[-1], cpus), strict=True)) if levels else dict.fromkeys(cpus)
+    llc = dict(zip(cpus, coherence_domains(machine, calibration, cpus), strict=True))
 
     def socket(cpu: int) -> int | None:
         return machine.node(machine.cpu_to_node[cpu]).socket

@@ -865,16 +865,16 @@ def _coherence_from_mlc(
                     return float(np.mean(cells))
         return None
 
-    def between_complexes() -> float | None:
-        if machine is None or priors is None or not priors.caches:
-            return None
-        from numasim.engine.caches import cache_levels, instance_keys
-        from numasim.topology.model import CacheScope
+    domains: dict[int, tuple[object, ...]] = {}
+    if machine is not None and priors is not None and priors.caches:
+        from numasim.engine.caches import coherence_domains
 
-        llc = cache_levels(machine, priors)[-1]
-        if llc.scope in (CacheScope.CLUSTER, CacheScope.CORE):
-            return None  # a cluster's or a core's share: its transfers cross the socket at the local cost
-        timed = apply_calibration(machine, priors)  # the priors' core dies, where they have them
+        cpus = sorted(machine.cpu_to_node)
+        domains = dict(zip(cpus, coherence_domains(machine, priors, cpus), strict=True))
+
+    def between_complexes() -> float | None:
+        if machine is None or not domains:
+            return None
         cpus = {n.id: sorted(n.cpus) for n in machine.nodes if n.cpus}
         cells = []
         for key, table in run.c2c_remote_ns.items():
@@ -884,24 +884,15 @@ def _coherence_from_mlc(
                 if r == c or across(r, c) or r not in cpus or c not in cpus or not (np.isfinite(x) and x > 0):
                     continue
                 # mlc's pair: the writer node's first cpu, the reader node's second
-                pair = [cpus[r][0], cpus[c][min(1, len(cpus[c]) - 1)]]
-                a, b = instance_keys(timed, llc, pair)
-                if a != b:
+                if domains[cpus[r][0]] != domains[cpus[c][min(1, len(cpus[c]) - 1)]]:
                     cells.append(x)
         return float(np.mean(cells)) if cells else None
 
     def local_pair_spans_complexes() -> bool:
-        # mlc's local pair is the first socket's first two cpus: two complexes on an EPYC of one core a complex
-        if machine is None or priors is None or not priors.caches:
-            return False
-        from numasim.engine.caches import cache_levels, instance_keys
+        from numasim.tools.mlc import c2c_local_pair
 
-        first = next((n for n in machine.nodes if n.cpus), None)
-        pair = sorted(x for n in machine.nodes if first is not None and n.socket == first.socket for x in n.cpus)[:2]
-        if len(pair) < 2:
-            return False
-        a, b = instance_keys(apply_calibration(machine, priors), cache_levels(machine, priors)[-1], pair)
-        return a != b
+        pair = c2c_local_pair(machine) if machine is not None and domains else None
+        return pair is not None and domains[pair[0]] != domains[pair[1]]
 
     writer, reader, either = remote("writer"), remote("reader"), remote("any")
     socket_ns = between_complexes()

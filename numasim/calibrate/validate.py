@@ -207,13 +207,13 @@ def _c2c_cells(machine: Machine, calibration: Calibration, measured: MlcResult, 
         llc = max((x.latency_ns for x in calibration.caches), default=float(np.nanmin(np.diag(lat))))
         local = c.local_hitm_ns if c is not None else llc
         if c is not None and c.socket_hitm_ns is not None and calibration.caches:
-            # mlc's local pair, the first socket's first two cpus, may lie in two core complexes (one core each)
-            from numasim.engine.caches import cache_levels, instance_keys
+            # mlc's local pair may lie in two core complexes (an EPYC of one core a complex)
+            from numasim.engine.caches import coherence_domains
+            from numasim.tools.mlc import c2c_local_pair
 
-            first = next(n for n in m.nodes if n.cpus)
-            pair = sorted(x for n in m.nodes if n.socket == first.socket and n.cpus for x in n.cpus)[:2]
-            if len(pair) == 2:
-                a, b = instance_keys(m, cache_levels(m, calibration)[-1], pair)
+            pair = c2c_local_pair(m)
+            if pair is not None:
+                a, b = coherence_domains(m, calibration, pair)
                 local = c.local_hitm_ns if a == b else c.socket_hitm_ns
 
         sockets = {n.id: n.socket for n in m.nodes}

@@ -34,7 +34,7 @@ write fits the level), and the transfers, are counted per thread (the result's `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +65,7 @@ _EMPTY_POS = np.zeros(0, dtype=np.int64)
 __all__ = [
     "CacheLevelSpec",
     "CacheToCache",
+    "coherence_domains",
     "cache_levels",
     "instance_keys",
     "LRUCache",
@@ -208,6 +209,34 @@ def instance_keys(machine: Machine, level: CacheLevelSpec, cpus: list[int]) -> l
         else:
             keys.append(("node", node.id))
     return keys
+
+
+def coherence_domains(machine: Machine, calibration: Calibration, cpus: Sequence[int]) -> list[tuple[object, ...]]:
+    """Each cpu's coherence domain, as the engine has it (``simulate._c2c_domains``): cpus with equal keys move a
+    modified line at the calibration's local cost. The cpu's last-level cache instance (on the machine with the
+    calibration's core dies), or its socket where that instance is an SNC or Cluster-on-Die cluster's share of
+    the L3 or a core's own.
+
+    Examples
+    --------
+    >>> from numasim.timing.catalog import catalog_calibration, catalog_machine
+    >>> from numasim.topology.builders import multi_die
+    >>> m = catalog_machine(multi_die(1, "NPS1", cores_per_socket=16, threads_per_core=2), "AMD EPYC 7313 16-Core Processor")
+    >>> keys = coherence_domains(m, catalog_calibration(m), [0, 1, 4])
+    >>> keys[0] == keys[1], keys[0] == keys[2]  # cores 0 and 1 share a core complex, core 4 is on another
+    (True, False)
+    """
+    from numasim.timing.model import apply_calibration
+
+    levels = cache_levels(machine, calibration)
+    timed = apply_calibration(machine, calibration)
+    if levels and levels[-1].scope not in (CacheScope.CLUSTER, CacheScope.CORE):
+        return instance_keys(timed, levels[-1], list(cpus))
+    out: list[tuple[object, ...]] = []
+    for cpu in cpus:
+        node = timed.node(timed.cpu_to_node[cpu])
+        out.append(("socket", node.socket) if node.socket is not None else ("node", node.id))
+    return out
 
 
 class LRUCache:

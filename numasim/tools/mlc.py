@@ -48,11 +48,13 @@ from numasim.tools.mlc_load import (
     pace_threads_per_core,
     threads_on_core,
 )
+from numasim.topology.model import Machine
 from numasim.units import PAGE_SIZE_BYTES
 from numasim.workload.access import AccessChunk, concat_chunks
 
 __all__ = [
     "MlcResult",
+    "c2c_local_pair",
     "c2c_transfer_ns",
     "mlc",
     "peak_mix_mb_s",
@@ -491,6 +493,16 @@ def c2c_transfer_ns(ctx: ToolContext, writer_cpu: int, reader_cpu: int, home: in
     return float(r.threads[1].load_to_use_mean_ns)
 
 
+def c2c_local_pair(machine: Machine) -> tuple[int, int] | None:
+    """The (reader, writer) cpus of mlc's local cache-to-cache test: the first two cpus of the first socket with
+    cpus (its ``c2c_latency_main``; two cores of one core complex on an EPYC, of two on one with a core a
+    complex), or None where that socket has one cpu."""
+    first = next(n for n in machine.nodes if n.cpus)
+    same = [n for n in machine.nodes if n.socket == first.socket] if first.socket is not None else [first]
+    package = sorted(c for n in same for c in n.cpus)
+    return (package[0], package[1]) if len(package) >= 2 else None
+
+
 def _c2c_section(ctx: ToolContext, res: MlcResult) -> None:
     """``--c2c_latency``: the local HIT and HITM latencies, and the remote HITM per writer x reader node, homed at
     either. As mlc picks them (its ``c2c_latency_main``): locally the first two cpus of the first socket, the
@@ -498,11 +510,10 @@ def _c2c_section(ctx: ToolContext, res: MlcResult) -> None:
     complex's own); across nodes the writer node's first cpu and the reader node's second."""
     m = ctx.machine
     nodes = [n for n in m.nodes if n.cpus]
-    first = nodes[0]
-    package = sorted(c for n in nodes if n.socket == first.socket for c in n.cpus) if first.socket is not None else sorted(first.cpus)
-    if len(package) < 2:
-        raise MlcUsageError(f"--c2c_latency: socket of node {first.id} has one cpu; mlc needs two cores of a socket")
-    reader, writer = package[0], package[1]
+    pair = c2c_local_pair(m)
+    if pair is None:
+        raise MlcUsageError(f"--c2c_latency: socket of node {nodes[0].id} has one cpu; mlc needs two cores of a socket")
+    reader, writer = pair
     home = _local_mem(ctx, reader)
     res.c2c_hit_ns = c2c_transfer_ns(ctx, writer, reader, home, modified=False)
     res.c2c_hitm_ns = c2c_transfer_ns(ctx, writer, reader, home, modified=True)
