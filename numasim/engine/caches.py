@@ -56,6 +56,7 @@ from ._feed_kernel import (
     reuse_pairs,
     reuse_times,
     set_counts,
+    sort_reuse_keys,
     window_arrays,
 )
 from ._feed_kernel import write_backs as write_back_flags
@@ -417,7 +418,7 @@ class _Buffers:
     filter's bitmaps. Fresh arrays of these sizes (about 15 MB for a million-access chunk) cost a page fault per
     4 KiB when first written, about a microsecond each on the benchmark's host: 3-4 ns per access."""
 
-    __slots__ = ("lines", "agent", "rank", "flags", "hits")
+    __slots__ = ("lines", "agent", "rank", "flags", "hits", "scratch")
 
     def __init__(self) -> None:
         self.lines = np.zeros(0, dtype=np.uint64)
@@ -425,6 +426,13 @@ class _Buffers:
         self.rank = np.zeros(0, dtype=np.int32)
         self.flags = np.zeros(0, dtype=np.uint64)
         self.hits = np.zeros(0, dtype=np.uint32)
+        self.scratch = np.zeros(0, dtype=np.uint64)
+
+    def sort(self, key: np.ndarray, shift: int) -> np.ndarray:
+        """``key`` (reuse keys of ``shift`` index bits) sorted in place, through the reused scratch array."""
+        if len(self.scratch) < len(key):
+            self.scratch = np.empty(max(len(key), len(self.scratch) + len(self.scratch) // 4), dtype=np.uint64)
+        return sort_reuse_keys(key, shift, self.scratch)
 
     def window(self, m: int, agent_dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Room for a window of ``m`` accesses (views of the buffers, grown as needed)."""
@@ -847,11 +855,10 @@ def estimate_levels(
         at, filtered = reuse_candidates(all_lines, log2_buckets, m // 2, buffers.flags, buffers.hits)
         if filtered:
             sub, agent_at, rank_at = reuse_keys_at(all_lines, all_agent, rank, at, shift)
-            sub.sort()
+            buffers.sort(sub, shift)
             cur, prv, a_cur, a_prv, gap, own_gap, cont = reuse_pairs(sub, shift, at, agent_at, rank_at)
     if packed and not filtered:
-        key = reuse_keys(all_lines, shift)
-        key.sort()  # in place: no second copy of the keys
+        key = buffers.sort(reuse_keys(all_lines, shift), shift)
         # neighbours in sorted order with the same line: their keys differ only in the low (index) bits
         cur, prv, a_cur, a_prv, gap, own_gap, cont = reuse_pairs(key, shift, _EMPTY_POS, all_agent, rank)
     elif not packed:
@@ -867,7 +874,8 @@ def estimate_levels(
     def cold_in_line_order() -> np.ndarray:
         """The chunk's accesses with no earlier access in the window (positions >= head), in line order."""
         if packed:
-            return new_in_line_order(key if key is not None else np.sort(reuse_keys(all_lines, shift)), shift, head)
+            return new_in_line_order(key if key is not None else buffers.sort(reuse_keys(all_lines, shift), shift),
+                                     shift, head)
         starts = order[np.r_[True, sorted_lines[1:] != sorted_lines[:-1]]] if m else order
         return starts[starts >= head]
 

@@ -238,6 +238,23 @@ def test_reuse_filter_keeps_every_access_of_every_repeated_line() -> None:
     assert not ok
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, (1 << 40) - 1), max_size=300), st.integers(0, 40), st.integers(0, 1 << 40))
+@example([], 0, 0)
+@example([5] * 50, 0, 0)
+def test_the_radix_sort_of_reuse_keys_is_numpys_sort(spans: list[int], span_bits: int, base: int) -> None:
+    """The estimate's sort of ``line << shift | index`` keys sorts by the line bits only (the index bits already
+    increase): whatever the lines' span and offset, it gives numpy's sort of the whole keys, to the key."""
+    from numasim.engine._feed_kernel import reuse_keys, sort_reuse_keys
+
+    lines = np.array([base + (s & ((1 << span_bits) - 1)) for s in spans], dtype=np.uint64)
+    shift = max(1, len(lines).bit_length())
+    key = reuse_keys(lines, shift)
+    expected = np.sort(key)
+    got = sort_reuse_keys(key, shift, np.empty(len(key), dtype=np.uint64))
+    assert got is key and got.tolist() == expected.tolist()
+
+
 def test_estimate_is_the_same_with_and_without_the_reuse_filter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Once no instance tracks its footprint, the estimate sorts only the accesses the reuse filter keeps: the
     levels and the carried state are those of sorting the whole window."""
