@@ -223,12 +223,14 @@ def run_epochs(
     (``class_ctrl``, ``class_evadable``, ``evade_ramp``: ``_exact_kernel.run_kernel``). ``owed``: each request is
     a write hit on a clean line (empty: none), whose write-back costs its share of its class's busy time at each
     entry of the route (``path_wb_share``), posted (the core does not wait), counted per class in ``wb_count``
-    when the epoch commits."""
+    when the epoch commits. ``lat_out``, ``req_out``, ``issue_out``: each committed request's latency, memory
+    request latency (memory requests only) and issue time; ``issue_out`` may be empty (nothing reads them)."""
     has_evasion = len(full) > 0 and len(class_evadable) > 0
     has_wb = len(owed) > 0
     scaled = has_evasion or has_wb
     n_levels = len(level_lat) - 1
     has_c2c = len(c2c) > 0
+    has_issue = len(issue_out) > 0  # (empty: nothing reads the issue times)
     n_res = len(free)
     nw = len(agent_ids)
     m_max = inflight.shape[1]
@@ -456,7 +458,8 @@ def run_epochs(
             inflight[a, (h + np.uint64(j)) & fly_mask] = done
             n_inflight[a] = n_fly + 1
             last_issue[a] = ready
-            issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
+            if has_issue:
+                issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
             if done > last_done[a]:
                 last_done[a] = done
             if done > done_max[ku]:
