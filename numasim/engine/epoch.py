@@ -36,7 +36,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import simpy
 
-from ._epoch_kernel import EPOCH, GROW, LOW, NEED, REFILL, SERIES_FULL, accumulate_stats, run_epochs
+from ._epoch_kernel import (
+    EPOCH,
+    GROW,
+    LOW,
+    NEED,
+    REFILL,
+    SERIES_FULL,
+    accumulate_stats,
+    memory_latency,
+    run_epochs,
+)
 from .protocol import EngineInput, grow_bucket_ring
 from .requests import RequestLatencies
 from .runtime import bulk_class_tables, evasion_tables
@@ -394,7 +404,7 @@ class EpochEngine:
             bridge.window_done(ids_arr, lens, n_commit, rc, page, issue)
             mem = (level == self.n_levels) & (page >= 0)  # the program's memory requests (committed ones)
             mem &= (np.arange(len(rc)) - np.repeat(seg_start, lens)) < np.repeat(n_commit, lens)
-            bridge.note_latency(float(req[mem].sum()), int(mem.sum()))
+            bridge.note_latency(float(memory_latency(lat[mem], req[mem], prefetched[mem]).sum()), int(mem.sum()))
             most = int(n_commit[self._program[ids_arr]].max(initial=0))
             if most and span > 0:
                 self._ns_per_request = span / most
@@ -411,7 +421,7 @@ class EpochEngine:
         counted = n_commit if bridge is None else np.where(bridge.is_kernel[ids_arr], 0, n_commit)
         self._submit(
             accumulate_stats,
-            ids_arr, seg_start, counted, rc, level, lat, req, size,
+            ids_arr, seg_start, counted, rc, level, lat, req, prefetched, size,
             compute, self.n_levels, self.ms.n_nodes,
             st.accesses.reshape(-1), st.memory_lines.reshape(-1), st.bytes.reshape(-1),
             st.load_to_use_sum_ns.reshape(-1), st.memory_latency_sum_ns.reshape(-1), st.level_hits.reshape(-1),
