@@ -726,7 +726,19 @@ def fit_bandwidth(
             lower[e] = max(lower.get(e, 0.0), v)
     for i, j, v, edges in remote:
         if v < link_bound_margin * min(fit.controller_read_gb_s[j], initiator_bound(i)):
-            narrow = [e for e in edges if v >= link_bound_margin * lower[e]] or edges
+            narrow = [e for e in edges if v >= link_bound_margin * lower[e]]
+            if not narrow:
+                # Every link of the route carries clearly more for another cell: no link bandwidth explains this
+                # one, and pinning them all to it would cap those cells too (a 2x Silver 4410Y reads its CXL
+                # expander from the other socket at 7.1 GB/s, though that socket's link carries 63.5 for its
+                # DRAM and the expander's link 19.5 for its own socket: pinned, both fell to 7.1).
+                res.warnings.append(
+                    f"bandwidth_matrix: cell {i} -> {j} ({v:.1f} GB/s) is below what every link of its route carries "
+                    f"for another cell ({', '.join(f'{a}->{b} {lower[(a, b)]:.1f}' for a, b in edges)} GB/s) and "
+                    f"below its controller and cores: no link bandwidth explains it (a limit the model does not "
+                    f"have); no link is fitted to it, and its residual says how far the model is"
+                )
+                continue
             for e in narrow:
                 pinned[e] = min(pinned.get(e, math.inf), v)
     for link in machine.links:

@@ -236,3 +236,26 @@ def test_a_link_bound_cell_pins_only_links_no_other_cell_shows_faster() -> None:
     assert all(bw > 58.0 for e, bw in fit.link_bandwidth_gb_s.items() if e not in socket_links)
     cells = [c for c in fit.result.residuals if c.table == "bandwidth_matrix"]
     assert max(abs(c.model - c.measured) / c.measured for c in cells) < 0.02
+
+
+def test_a_cell_no_link_can_explain_pins_none() -> None:
+    """A 2x Silver 4410Y reads its CXL expander (node 2, on socket 1) at 19.5 GB/s from socket 1 and at 7.1 from
+    socket 0, whose socket link carries 63.5 GB/s of DRAM reads: no link of that route is its bottleneck (the
+    platform throttles reads of another socket's expander, which the model does not have). Pinning every link of
+    the route to 7.1 cut the remote DRAM cell to 7.1 (-89 %) and socket 1's own CXL cell to 7.1 (-63 %); now the
+    other cells are fitted and the one cell is named in a warning."""
+    from pathlib import Path
+
+    from numasim.calibrate.measurements import load_measurements
+    from numasim.calibrate.public_mlc import PUBLIC_MLC_CASES, public_machine
+
+    case = next(c for c in PUBLIC_MLC_CASES if "4410Y" in c.label)
+    machine = public_machine(case)
+    path = Path(__file__).resolve().parents[1] / "data" / "measurements" / "public_mlc" / case.file
+    (ms,) = load_measurements([path])
+    fit = fit_bandwidth(machine, ms.data.bandwidth_matrices)
+    cells = {(c.row, c.col): c for c in fit.result.residuals if c.table == "bandwidth_matrix"}
+    assert all(abs(c.model / c.measured - 1) < 0.01 for k, c in cells.items() if k != ("0", "2"))
+    assert cells["0", "2"].model > 2 * cells["0", "2"].measured  # the model's limit, reported as a residual
+    assert any("cell 0 -> 2" in w and "no link bandwidth explains it" in w for w in fit.result.warnings)
+    assert all(bw > 19.0 for bw in fit.link_bandwidth_gb_s.values())
