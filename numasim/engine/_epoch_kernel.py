@@ -19,8 +19,8 @@ from ._evasion_rule import evaded_share
 from ._prefetch_rules import prefetched_hit_ns, prefetched_miss_ns
 
 __all__ = [
-    "DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "memory_latency", "run_epochs",
-    "self_paced_curve_ns",
+    "DONE", "EPOCH", "GROW", "LOW", "REFILL", "SERIES_FULL", "accumulate_stats", "curve_delay", "memory_latency",
+    "run_epochs", "self_paced_curve_ns",
 ]
 
 DONE = 0
