@@ -146,18 +146,17 @@ def _next_ready(
     last_issue: np.ndarray,
     last_done: np.ndarray,
     inflight: np.ndarray,
-    n_inflight: np.ndarray,
-    in_head: np.ndarray,
 ) -> float:  # pragma: no cover - compiled
     """When agent ``a`` may issue its request ``p`` (infinity when its window segment is used up): ``compute``
     after its previous issue (after its previous completion when dependent), once one of its ``mlp`` slots is
-    free."""
+    free (the earliest completion among them)."""
     if p >= end:
         return np.inf
     ready = (last_done[a] if dep[a] else last_issue[a]) + compute[p]
-    if n_inflight[a] >= mlp[a] and inflight[a, in_head[a]] > ready:
-        ready = inflight[a, in_head[a]]  # the earliest completion (the set is kept sorted)
-    return ready
+    earliest = inflight[a, 0]
+    for s in range(1, mlp[a]):
+        earliest = min(earliest, inflight[a, s])
+    return max(ready, earliest)
 
 
 @njit(cache=True, nogil=True)
@@ -188,8 +187,6 @@ def run_epochs(
     last_issue: np.ndarray,
     last_done: np.ndarray,
     inflight: np.ndarray,
-    n_inflight: np.ndarray,
-    in_head: np.ndarray,
     pos: np.ndarray,
     done_max: np.ndarray,
     turn: np.ndarray,
@@ -240,10 +237,7 @@ def run_epochs(
     snap_issue = np.empty(nw)
     snap_last = np.empty(nw)
     snap_done = np.empty(nw)
-    snap_n = np.empty(nw, dtype=np.int64)
     snap_in = np.empty((nw, m_max))
-    snap_head = np.empty(nw, dtype=np.int64)
-    fly_mask = np.uint64(m_max - 1)  # each agent's in-flight set is a sorted ring of a power-of-two width
     snap_turn = np.empty(nw, dtype=np.int64)
     snap_bucket = np.empty(nw, dtype=np.int64)
     snap_lo = np.empty(nw)
@@ -286,14 +280,12 @@ def run_epochs(
             a = agent_ids[k]
             snap_issue[k] = last_issue[a]
             snap_last[k] = last_done[a]
-            snap_n[k] = n_inflight[a]
             snap_bucket[k] = bucket_of[a]
             snap_lo[k] = bucket_lo[a]
             snap_hi[k] = bucket_hi[a]
-            snap_head[k] = in_head[a]
             snap_in[k, :] = inflight[a, :]
             ready_at[k] = _next_ready(
-                a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight, n_inflight, in_head
+                a, pos[k], seg_end[k], compute, dep, mlp, last_issue, last_done, inflight
             )
         # Exact mode rolls at the first dispatch at or after the next epoch boundary: here, before the epoch's
         # first request (the epoch visited is the one of the earliest request due, so one is dispatched in it).
@@ -348,17 +340,19 @@ def run_epochs(
             a = np.uint64(agent_ids[ku])
             p = pos[ku]
             pu = np.uint64(p)
-            n_fly = n_inflight[a]
-            # The in-flight set is kept sorted, as a ring from ``in_head``: what completed by now is a prefix, and
-            # leaves it by moving the head (no shift of the rest)
-            h = np.uint64(in_head[a])
-            gone = 0
-            while gone < n_fly and inflight[a, (h + np.uint64(gone)) & fly_mask] <= ready:
-                gone += 1
-            if gone:
-                n_fly -= gone
-                h = (h + np.uint64(gone)) & fly_mask
-                in_head[a] = h
+            # Its miss slots (``inflight[a, :mlp[a]]``, each the completion time of the miss that took it last):
+            # this request takes the one that frees first (``ready`` is at or after it, as ``ready_at`` waited for
+            # it), and the next one can issue once the next earliest (or this one) completes. A branch-free scan:
+            # the sorted set it replaced (pop what completed, insert by shifting) mispredicted its loops' exits
+            # (6 ns a request on the engine benchmark).
+            s0 = 0
+            v0 = inflight[a, 0]
+            v1 = np.inf
+            for s in range(1, mlp[a]):
+                x = inflight[a, s]
+                v1 = min(v1, max(x, v0))
+                s0 = s if x < v0 else s0
+                v0 = min(x, v0)
             lv = level[pu]
             if lv < n_levels:
                 if has_c2c and c2c[pu] > 0.0:
@@ -455,12 +449,7 @@ def run_epochs(
                     req_out[pu] = req
                     lat = prefetched_miss_ns(req, pff[a], served - ready, level_lat, n_levels)
             done = ready + lat * stretch[a]  # (a thread taking turns on its cpu holds the slot k times as long)
-            j = n_fly
-            while j > 0 and inflight[a, (h + np.uint64(j - 1)) & fly_mask] > done:
-                inflight[a, (h + np.uint64(j)) & fly_mask] = inflight[a, (h + np.uint64(j - 1)) & fly_mask]
-                j -= 1
-            inflight[a, (h + np.uint64(j)) & fly_mask] = done
-            n_inflight[a] = n_fly + 1
+            inflight[a, np.uint64(s0)] = done
             last_issue[a] = ready
             if has_issue:
                 issue_out[pu] = ready  # when it issued (a run-time kernel times hinting faults by it)
@@ -481,8 +470,7 @@ def run_epochs(
                 nr = np.inf
             else:
                 nr = (last_done[a] if dep[a] else last_issue[a]) + compute[pu + np.uint64(1)]
-                if n_fly + 1 >= mlp[a] and inflight[a, h] > nr:
-                    nr = inflight[a, h]
+                nr = max(nr, min(v1, done))  # (a slot still free holds a time at or before ``ready``)
             ready_at[ku] = nr
         # Commit the epoch's busy charges, unless one lies beyond the ring: then undo the epoch and let the
         # caller grow the ring (exact mode's ring grows the same way).
@@ -519,8 +507,6 @@ def run_epochs(
             done_max[:] = snap_done
             last_issue[agent_ids] = snap_issue
             last_done[agent_ids] = snap_last
-            n_inflight[agent_ids] = snap_n
-            in_head[agent_ids] = snap_head
             turn_w[:] = snap_turn
             turn[agent_ids] = turn_w
             bucket_of[agent_ids] = snap_bucket

@@ -87,10 +87,9 @@ class EpochEngine:
         # Per agent: its last issue and completion, and the completion times of its requests in flight.
         self.last_issue = np.array([a.start_ns for a in agents], dtype=float)
         self.last_done = self.last_issue.copy()
-        # (a sorted ring per agent from ``in_head``, a power of two wide: ``run_epochs`` wraps by a mask)
-        self.inflight = np.zeros((len(agents), 1 << (max([1, *mlp.tolist()]) - 1).bit_length()))
-        self.n_inflight = np.zeros(len(agents), dtype=np.int64)
-        self.in_head = np.zeros(len(agents), dtype=np.int64)
+        # (a slot per outstanding miss, each the completion time of the miss that took it last; -inf, free from
+        # the start, as a thread may start at a negative time; ``run_epochs`` reads an agent's first ``mlp`` slots)
+        self.inflight = np.full((len(agents), max([1, *mlp.tolist()])), -np.inf)
         self.dep = np.array([a.dependent for a in agents], dtype=bool)
         # A thread with 1/k of a cpu (taking turns on it, or balanced with others over several: cores.cpu_sharers)
         # holds each miss slot k times the miss, as its compute counts k times (the feeder): it issues at 1/k of its
@@ -461,8 +460,6 @@ class EpochEngine:
                 self.last_issue,
                 self.last_done,
                 self.inflight,
-                self.n_inflight,
-                self.in_head,
                 pos,
                 done_max,
                 self.turn,
