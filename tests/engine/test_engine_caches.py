@@ -173,6 +173,32 @@ def test_first_asks_fit_as_the_gathered_lines_do(
         assert asks_fit(arr, at, inst, i, more, sets, ways) == _sets_hold(gathered, sets, ways)
 
 
+def test_distinct_sample_is_its_definition_whether_gathered_once_or_per_mask() -> None:
+    """A sampled draw is the accesses the mask marks among the window's first ``draws`` positions of a generator
+    seeded by the window's size, in draw order: so whether the sampler gathered every drawn position's line once
+    for the window (a sparse sample of a window of first touches) or gathers per mask, and after the positions
+    were drawn again for a mask wanting more."""
+    from numasim.engine.caches import _GATHER_ONCE_SHARE, _SET_SAMPLES, _DistinctSample
+
+    rng = np.random.default_rng(5)
+    m = 16 * _SET_SAMPLES
+    lines = rng.integers(0, 1 << 30, m).astype(np.uint64)
+    agent = rng.integers(0, 8, m).astype(np.uint8)
+    masks = [rng.random(m) < share for share in (0.9, 0.6, 0.2, 0.9)]
+    sampler = _DistinctSample(lines, agent)
+    paths = set()
+    for mask in masks:
+        n_marked = int(mask.sum())
+        draws = int(min(4 * m, _SET_SAMPLES * m // n_marked))
+        paths.add(draws * _GATHER_ONCE_SHARE > m)
+        pos = np.random.default_rng(m).integers(0, m, draws)
+        at = pos[mask[pos]]
+        got_lines, got_agent, rate = sampler.draw(mask, n_marked)
+        assert rate == 0.0
+        assert np.array_equal(got_lines, lines[at]) and np.array_equal(got_agent, agent[at])
+    assert paths == {True, False}  # both ways were taken
+
+
 def test_distinct_sample_drawn_once_per_window_is_each_masks_own() -> None:
     """The window's sampler draws its positions once, for the mask that marks the fewest accesses; a mask marking
     more (fewer draws) gets what a sampler of its own would give it: the generator's first values are the same
