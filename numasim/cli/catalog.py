@@ -179,7 +179,12 @@ def _latency_lines(p: Any) -> list[str]:
     """Whose latency figures a catalog calibration borrows where the entry has none, and what a sibling cluster
     adds where the (own or borrowed) source measured two modes (derived, said so)."""
     from numasim.timing.catalog import load_catalog
-    from numasim.timing.catalog.calibration import latency_donors, remote_donor, sibling_route
+    from numasim.timing.catalog.calibration import (
+        latency_donors,
+        remote_donor,
+        remote_from_coherence,
+        sibling_route,
+    )
 
     out = []
     local, remote = latency_donors(p)
@@ -193,6 +198,10 @@ def _latency_lines(p: Any) -> list[str]:
     if remote is not None and remote.latency is not None and remote.latency.remote_ns is not None:
         delta = remote.latency.remote_ns - remote.latency.local_ns
         out.append(f"  borrows: remote - local {delta:.1f} ns from {remote.name} ({remote.latency.measured_on})")
+    from_tiers = remote_from_coherence(p, None)
+    if from_tiers is not None:
+        out.append(f"  derived: remote - local {from_tiers[0]:.1f} ns from its cache-to-cache tiers (a line from another "
+                   "socket less one from within the socket; no platform of its vendor has a remote latency to lend)")
     # a remote - local difference measured on one socket count holds on that count only: its own on other counts
     # borrows, and another platform's lends to machines of that count alone
     own = p.latency if p.latency is not None and p.latency.remote_ns is not None else None
@@ -208,7 +217,7 @@ def _latency_lines(p: Any) -> list[str]:
         counts = sorted({q.latency.sockets for q in load_catalog()
                          if q.latency is not None and q.latency.remote_ns is not None and q.latency.sockets})
         for n in counts:
-            alt = remote_donor(p, n)
+            alt = None if remote_from_coherence(p, n) is not None else remote_donor(p, n)
             if alt is not None and alt is not remote and alt.latency is not None and alt.latency.remote_ns is not None:
                 delta = alt.latency.remote_ns - alt.latency.local_ns
                 out.append(f"  on {n} sockets: remote - local {delta:.1f} ns borrowed from {alt.name}")

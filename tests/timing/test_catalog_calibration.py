@@ -153,6 +153,34 @@ def test_missing_figures_are_borrowed_and_said_so() -> None:
     assert "numasim default" in {p.parameter: p.source for p in milan.provenance.priors}["core.max_outstanding_misses"]
 
 
+def test_remote_latency_comes_from_the_platforms_own_coherence_tiers_before_another_vendors() -> None:
+    """No AMD platform has a measured remote latency to lend. Genoa took Sapphire Rapids' 54.9 ns, where its own
+    cache-to-cache tiers (another socket 197.6 ns, another core complex 103.4) give 94.2 and a public 2x EPYC 9224
+    measured 93. Intel platforms keep borrowing from Intel: their tiers and memory agree only within a fifth."""
+    from numasim.timing.catalog.calibration import coherence_remote_delta, remote_from_coherence
+    from numasim.timing.model import apply_calibration
+
+    genoa = get_platform("amd-epyc-genoa")
+    got = remote_from_coherence(genoa, 2)
+    assert got is not None and got[0] == pytest.approx(197.6 - 103.4)
+    assert "cache-to-cache tiers" in got[1] and "197.6" in got[1] and "103.4" in got[1]
+    cal = catalog_calibration(glueless(2), sku="EPYC 9654")
+    table = latency_table_ns(apply_calibration(glueless(2), cal))
+    assert table[0, 1] - table[0, 0] == pytest.approx(197.6 - 103.4)
+    sources = {p.parameter: p.source for p in cal.provenance.priors}
+    link = next(v for k, v in sources.items() if k.startswith("links[") and k.endswith("latency_ns"))
+    assert "cache-to-cache tiers" in link and "intel-sapphire-rapids" not in link
+    # Broadwell-EP has tiers too, but Skylake-SP lends it an Intel remote latency: still borrowed
+    bdw = get_platform("intel-broadwell-ep")
+    assert coherence_remote_delta(bdw) is not None and remote_from_coherence(bdw, 2) is None
+    bdw_src = {p.parameter: p.source for p in catalog_calibration(glueless(2), sku="E5-2682 v4").provenance.priors}
+    assert any("borrowed from intel-skylake-sp" in v for k, v in bdw_src.items() if k.startswith("links["))
+    # a platform's own measured remote latency wins over its tiers (Skylake-SP has both)
+    assert remote_from_coherence(get_platform("intel-skylake-sp"), 2) is None
+    # no tiers, no rule (Turin's entry has none: it still borrows)
+    assert coherence_remote_delta(get_platform("amd-epyc-turin")) is None
+
+
 def test_cache_latency_is_cycles_at_the_base_clock() -> None:
     cal = catalog_calibration(glueless(2), sku="EPYC 7452")
     l2 = next(c for c in cal.caches if c.name == "L2")
