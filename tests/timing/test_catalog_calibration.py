@@ -177,8 +177,14 @@ def test_remote_latency_comes_from_the_platforms_own_coherence_tiers_before_anot
     assert any("borrowed from intel-skylake-sp" in v for k, v in bdw_src.items() if k.startswith("links["))
     # a platform's own measured remote latency wins over its tiers (Skylake-SP has both)
     assert remote_from_coherence(get_platform("intel-skylake-sp"), 2) is None
-    # no tiers, no rule (Turin's entry has none: it still borrows)
-    assert coherence_remote_delta(get_platform("amd-epyc-turin")) is None
+    # Turin has no tiers of its own: it takes those of the platform its cache-to-cache latencies come from (Genoa)
+    turin = get_platform("amd-epyc-turin")
+    assert coherence_remote_delta(turin) is None
+    lent = remote_from_coherence(turin, 2)
+    assert lent is not None and lent[0] == pytest.approx(197.6 - 103.4)
+    assert lent[1].startswith("borrowed from amd-epyc-genoa") and "no cache-to-cache tiers of its own" in lent[1]
+    # the Opterons' HyperTransport has no measured tiers of its kind: they borrow memory figures as before
+    assert remote_from_coherence(get_platform("amd-opteron-k10"), 2) is None
 
 
 def test_cache_latency_is_cycles_at_the_base_clock() -> None:

@@ -236,14 +236,22 @@ def remote_from_coherence(platform: Platform, sockets: int | None) -> tuple[floa
     """:func:`coherence_remote_delta` where a catalog calibration of a ``sockets``-socket machine of ``platform``
     takes it: the platform has no remote latency of its own for that many sockets, and no platform of its vendor
     lends one (a figure of another vendor's interconnect says little: Genoa would borrow Sapphire Rapids' 54.9 ns
-    where its own tiers give 94.2)."""
+    where its own tiers give 94.2). Its own tiers where it has them, else those of the platform its cache-to-cache
+    latencies are borrowed from (:func:`coherence_donor`: Turin takes Genoa's), said so."""
     own = platform.latency
     if platform.single_socket or (own is not None and own.remote_ns is not None and _carries(own, sockets)):
         return None
     donor = remote_donor(platform, sockets)
     if donor is not None and donor.vendor == platform.vendor:
         return None
-    return coherence_remote_delta(platform)
+    mine = coherence_remote_delta(platform)
+    if mine is not None:
+        return mine
+    lender = coherence_donor(platform)  # (the same platform its cache-to-cache latencies come from)
+    lent = None if lender is None else coherence_remote_delta(lender)
+    if lender is None or lent is None:
+        return None
+    return lent[0], f"borrowed from {lender.name} ({lent[1]}): {platform.name} has no cache-to-cache tiers of its own"
 
 
 def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None]:
