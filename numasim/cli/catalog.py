@@ -199,10 +199,9 @@ def _latency_lines(p: Any) -> list[str]:
         delta = remote.latency.remote_ns - remote.latency.local_ns
         out.append(f"  borrows: remote - local {delta:.1f} ns from {remote.name} ({remote.latency.measured_on})")
     from_tiers = remote_from_coherence(p, None)
-    if from_tiers is not None and from_tiers[1].startswith("borrowed from "):
-        lender = from_tiers[1].removeprefix("borrowed from ").split(" ", 1)[0]
-        out.append(f"  borrows: remote - local {from_tiers[0]:.1f} ns derived from {lender}'s cache-to-cache tiers (no "
-                   "platform of its vendor has a remote latency to lend)")
+    if from_tiers is not None and from_tiers[2].name != p.name:
+        out.append(f"  borrows: remote - local {from_tiers[0]:.1f} ns derived from {from_tiers[2].name}'s cache-to-cache "
+                   "tiers (no platform of its vendor has a remote latency to lend)")
     elif from_tiers is not None:
         out.append(f"  derived: remote - local {from_tiers[0]:.1f} ns from its cache-to-cache tiers (a line from another "
                    "socket less one from within the socket; no platform of its vendor has a remote latency to lend)")

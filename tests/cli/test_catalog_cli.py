@@ -58,6 +58,10 @@ def test_show_derives_what_a_sibling_cluster_adds_where_two_modes_were_measured(
     assert "borrows: local 113 ns (NPS4, NPS1 122 ns) from amd-epyc-rome" in out
     assert "derived: remote - local 94.2 ns from its cache-to-cache tiers" in out
     assert "borrows: remote" not in out
+    assert main(["catalog", "show", "amd-epyc-turin"]) == 0  # no tiers of its own: Genoa's, said so
+    assert "borrows: remote - local 94.2 ns derived from amd-epyc-genoa's cache-to-cache tiers" in (
+        capsys.readouterr().out
+    )
     assert "adds 12.0 ns on average (borrowed from amd-epyc-rome)" in out
 
 

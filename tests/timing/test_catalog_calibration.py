@@ -162,7 +162,7 @@ def test_remote_latency_comes_from_the_platforms_own_coherence_tiers_before_anot
 
     genoa = get_platform("amd-epyc-genoa")
     got = remote_from_coherence(genoa, 2)
-    assert got is not None and got[0] == pytest.approx(197.6 - 103.4)
+    assert got is not None and got[0] == pytest.approx(197.6 - 103.4) and got[2].name == "amd-epyc-genoa"
     assert "cache-to-cache tiers" in got[1] and "197.6" in got[1] and "103.4" in got[1]
     cal = catalog_calibration(glueless(2), sku="EPYC 9654")
     table = latency_table_ns(apply_calibration(glueless(2), cal))
@@ -181,7 +181,7 @@ def test_remote_latency_comes_from_the_platforms_own_coherence_tiers_before_anot
     turin = get_platform("amd-epyc-turin")
     assert coherence_remote_delta(turin) is None
     lent = remote_from_coherence(turin, 2)
-    assert lent is not None and lent[0] == pytest.approx(197.6 - 103.4)
+    assert lent is not None and lent[0] == pytest.approx(197.6 - 103.4) and lent[2].name == "amd-epyc-genoa"
     assert lent[1].startswith("borrowed from amd-epyc-genoa") and "no cache-to-cache tiers of its own" in lent[1]
     # the Opterons' HyperTransport has no measured tiers of its kind: they borrow memory figures as before
     assert remote_from_coherence(get_platform("amd-opteron-k10"), 2) is None

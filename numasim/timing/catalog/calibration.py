@@ -232,12 +232,13 @@ def coherence_remote_delta(platform: Platform) -> tuple[float, str] | None:
     )
 
 
-def remote_from_coherence(platform: Platform, sockets: int | None) -> tuple[float, str] | None:
+def remote_from_coherence(platform: Platform, sockets: int | None) -> tuple[float, str, Platform] | None:
     """:func:`coherence_remote_delta` where a catalog calibration of a ``sockets``-socket machine of ``platform``
     takes it: the platform has no remote latency of its own for that many sockets, and no platform of its vendor
     lends one (a figure of another vendor's interconnect says little: Genoa would borrow Sapphire Rapids' 54.9 ns
     where its own tiers give 94.2). Its own tiers where it has them, else those of the platform its cache-to-cache
-    latencies are borrowed from (:func:`coherence_donor`: Turin takes Genoa's), said so."""
+    latencies are borrowed from (:func:`coherence_donor`: Turin takes Genoa's), said so. Returns the difference,
+    its source text and the platform whose tiers gave it."""
     own = platform.latency
     if platform.single_socket or (own is not None and own.remote_ns is not None and _carries(own, sockets)):
         return None
@@ -246,12 +247,13 @@ def remote_from_coherence(platform: Platform, sockets: int | None) -> tuple[floa
         return None
     mine = coherence_remote_delta(platform)
     if mine is not None:
-        return mine
+        return mine[0], mine[1], platform
     lender = coherence_donor(platform)  # (the same platform its cache-to-cache latencies come from)
     lent = None if lender is None else coherence_remote_delta(lender)
     if lender is None or lent is None:
         return None
-    return lent[0], f"borrowed from {lender.name} ({lent[1]}): {platform.name} has no cache-to-cache tiers of its own"
+    why = f"borrowed from {lender.name} ({lent[1]}): {platform.name} has no cache-to-cache tiers of its own"
+    return lent[0], why, lender
 
 
 def latency_donors(platform: Platform) -> tuple[Platform | None, Platform | None]:
@@ -359,7 +361,7 @@ def catalog_figures(
         delta = own.remote_ns - own.local_ns
         remote_src = f"{platform.name}: {own.measured_on} [{cite(own.sources)}]"
     elif (from_tiers := remote_from_coherence(platform, sockets)) is not None:
-        delta, remote_src = from_tiers
+        delta, remote_src, _ = from_tiers
     else:
         donor = remote_donor(platform, sockets)
         if donor is None or donor.latency is None or donor.latency.remote_ns is None:  # pragma: no cover
