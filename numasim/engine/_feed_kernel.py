@@ -824,7 +824,7 @@ def gather_by_agent(
     has_level = len(level) > 0
     lv = np.empty(n if has_level else 0, dtype=level.dtype)
     has_rc = len(class_base) > 0
-    rc = np.empty(n if has_rc else 0, dtype=np.int64)
+    rc = np.empty(n if has_rc else 0, dtype=np.int32)  # (int32: a window reads it three times over)
     n_agents = len(bounds) - 1
     at = bounds[:n_agents].copy()  # each agent's next request (its requests' stream positions increase)
     for block_end in range(_GATHER_BLOCK, n + _GATHER_BLOCK, _GATHER_BLOCK):
@@ -844,7 +844,7 @@ def gather_by_agent(
                 if has_level:
                     lv[j] = level[i]
                 if has_rc:
-                    rc[j] = base + np.int64(t) + np.int64(t) + np.int64(w)
+                    rc[j] = np.int32(base + np.int64(t) + np.int64(t) + np.int64(w))
                 jj += 1
             at[a] = jj
     return ln, tg, wr, sz, cp, lv, rc

@@ -105,7 +105,7 @@ class Block:
     compute_ns: np.ndarray  # float32 or float64, as the chunk gave it (widened exactly where used)
     prefetched: np.ndarray  # bool
     level: np.ndarray | None = None  # int8 cache level (epoch mode), n_levels = memory
-    route_class: np.ndarray | None = None  # int64 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
+    route_class: np.ndarray | None = None  # int32 (initiator * n_nodes + target) * 2 + is_write (epoch mode)
     page: np.ndarray | None = None  # int64 flat page index (with a run-time kernel; -1: not a program page)
     c2c_ns: np.ndarray | None = None  # float64 cache-to-cache transfer latency (epoch mode; 0: none)
     full_line: np.ndarray | None = None  # bool: its line written whole (full_line_writes; with evasion, else None)
@@ -644,7 +644,8 @@ class Feeder:
             np.zeros(n),
             np.zeros(n, dtype=bool),
             np.full(n, n_levels, dtype=np.int8),
-            None if self.class_base is None else self.class_base[agent] + target.astype(np.int64) * 2 + int(is_write),
+            None if self.class_base is None else (self.class_base[agent] + target.astype(np.int64) * 2
+                                                  + int(is_write)).astype(np.int32),
             None if not self.track_pages else np.full(n, -1, dtype=np.int64),  # DMA targets stay as read
         )
 
