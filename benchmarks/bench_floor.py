@@ -85,10 +85,17 @@ def mean_memory_latency_ns(r) -> float:  # type: ignore[no-untyped-def]
 
 def _cpu(fn: Callable[[], object]) -> tuple[float, int, object]:
     """(cpu seconds of all threads, minor page faults, result) of one call."""
+    t, f, _, out = _timed(fn)
+    return t, f, out
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, int, float, object]:
+    """(cpu seconds of all threads, minor page faults, wall seconds, result) of one call."""
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    c0 = time.process_time()
+    c0, w0 = time.process_time(), time.perf_counter()
     out = fn()
-    return time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, out
+    wall = time.perf_counter() - w0
+    return time.process_time() - c0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, wall, out
 
 
 @contextlib.contextmanager
@@ -139,11 +146,12 @@ def test_engine_against_floor() -> None:
     simulate(m, cal, specs, iter(chunks), pm, mode="epoch")
     simulate(m, cal, specs, iter(chunks), pm, mode="epoch")
     floor_run(ms, *(a[:1000] for a in args[:2]), *args[2:])
-    eng, flo, faults = [], [], []
+    eng, flo, faults, wall = [], [], [], []
     r = flo_lat = flo_end = None
     for _ in range(REPEATS):  # alternating, so that a change of host load hits both
-        t, f, r = _cpu(lambda: simulate(m, cal, specs, iter(chunks), pm, mode="epoch"))
+        t, f, w, r = _timed(lambda: simulate(m, cal, specs, iter(chunks), pm, mode="epoch"))
         eng.append(t / N * 1e9)
+        wall.append(w / N * 1e9)
         faults.append(f)
         t, _, (flo_lat, flo_end) = _cpu(lambda: floor_run(ms, *args))  # type: ignore[misc]
         flo.append(t / N * 1e9)
@@ -168,6 +176,9 @@ def test_engine_against_floor() -> None:
         "",
         f"engine runs: {', '.join(f'{x:.1f}' for x in eng)} ns; floor runs: {', '.join(f'{x:.1f}' for x in flo)} "
         f"ns; minor page faults per engine run: {', '.join(f'{x:,}' for x in faults)}",
+        f"engine wall time: median {statistics.median(wall):.1f} ns an access, "
+        f"{1e3 / statistics.median(wall):.1f} M accesses per wall second (issue 14: >= 25 with 2 free cores; the "
+        f"host's other load counts here); runs {', '.join(f'{x:.1f}' for x in wall)} ns",
         "",
         f"Where the engine's cpu goes (one instrumented run, {prof_cpu / N * 1e9:.1f} ns per access in all):",
         "",
