@@ -173,6 +173,23 @@ def test_first_asks_fit_as_the_gathered_lines_do(
         assert asks_fit(arr, at, inst, i, more, sets, ways) == _sets_hold(gathered, sets, ways)
 
 
+def test_reuse_sample_positions_are_drawn_once_per_window_size() -> None:
+    """The reuse-time sample's positions depend on the window's size alone (one in each run of ``stride``, from a
+    generator seeded by the size): kept for the next window of that size, drawn again for another."""
+    from numasim.engine.caches import _SAMPLES, _Buffers
+
+    buffers = _Buffers()
+    for m in (3 * _SAMPLES + 5, 3 * _SAMPLES + 5, 5 * _SAMPLES, 1000):
+        stride = max(1, m // _SAMPLES)
+        want = np.arange(0, m, stride)
+        if stride > 1:
+            want = np.minimum(want + np.random.default_rng(m).integers(0, stride, len(want)), m - 1)
+        before = buffers.pick
+        got = buffers.sample_positions(m, stride)
+        assert np.array_equal(got, want)
+        assert (got is before) == (m == 3 * _SAMPLES + 5 and len(before) > 0)  # the second window of a size
+
+
 def test_distinct_sample_is_its_definition_whether_gathered_once_or_per_mask() -> None:
     """A sampled draw is the accesses the mask marks among the window's first ``draws`` positions of a generator
     seeded by the window's size, in draw order: so whether the sampler gathered every drawn position's line once
