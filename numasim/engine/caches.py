@@ -448,11 +448,13 @@ class _Buffers:
         self.pick_m = -1  # the window size ``pick`` was drawn for
         self.pick = np.zeros(0, dtype=np.int64)
 
-    def sample_positions(self, m: int, stride: int) -> np.ndarray:
-        """The reuse-time sample's positions in a window of ``m`` accesses: one in each run of ``stride``, drawn
-        by a generator seeded by ``m``. A function of ``m`` alone, so kept for the next window of the same size
-        (most are): drawing 65 k of them took 0.6 ms a window, 0.6 ns an access on the engine benchmark."""
+    def sample_positions(self, m: int) -> np.ndarray:
+        """The reuse-time sample's positions in a window of ``m`` accesses: one in each run of ``m //``
+        :data:`_SAMPLES` (at least 1), drawn by a generator seeded by ``m``. A function of ``m`` alone, so kept for
+        the next window of the same size (most are): drawing 65 k of them took 0.6 ms a window, 0.6 ns an access
+        on the engine benchmark."""
         if m != self.pick_m:
+            stride = max(1, m // _SAMPLES)
             pick = np.arange(0, m, stride)
             if stride > 1:
                 pick = np.minimum(pick + np.random.default_rng(m).integers(0, stride, len(pick)), m - 1)
@@ -924,7 +926,7 @@ def estimate_levels(
     # fixed order (8 threads round-robin and a stride of 64 sampled one thread only, so the other socket's L3 saw
     # no reuse at all and took every gap for its stack distance). The same accesses for every level.
     stride = max(1, m // _SAMPLES)
-    pick = buffers.sample_positions(m, stride)
+    pick = buffers.sample_positions(m)
     pick_rank, pick_agent = rank[pick], all_agent[pick]
     cur_slot = cur // stride  # the sample slot each reuse falls in, and whether it is that slot's access
     cur_picked = pick[np.minimum(cur_slot, len(pick) - 1)] == cur

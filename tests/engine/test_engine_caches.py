@@ -185,7 +185,7 @@ def test_reuse_sample_positions_are_drawn_once_per_window_size() -> None:
         if stride > 1:
             want = np.minimum(want + np.random.default_rng(m).integers(0, stride, len(want)), m - 1)
         before = buffers.pick
-        got = buffers.sample_positions(m, stride)
+        got = buffers.sample_positions(m)
         assert np.array_equal(got, want)
         assert (got is before) == (m == 3 * _SAMPLES + 5 and len(before) > 0)  # the second window of a size
 
