@@ -484,7 +484,7 @@ class EpochEngine:
                 self.wb_count,
             )
             if n_ser:
-                self.stats.series.add(self.ser_idx[:n_ser].copy(), self.ser_rows[:n_ser].copy())
+                self.stats.series.add(self.ser_idx[:n_ser], self.ser_rows[:n_ser])  # (added, not kept)
             if status == GROW:
                 self._grow_ring(int(self.istate[NEED]))
             elif status != SERIES_FULL:

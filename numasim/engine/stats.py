@@ -19,6 +19,8 @@ import functools
 
 import numpy as np
 
+from ._epoch_kernel import add_rows_at
+
 __all__ = ["HIST_BINS_PER_DECADE", "hist_edges_ns", "Stats", "TimeSeries", "percentile_from_hist"]
 
 HIST_BINS_PER_DECADE = 32
@@ -97,6 +99,10 @@ class TimeSeries:
         (threads may start at negative times) counts in the first bucket, where the run's time axis starts."""
         if len(epoch_index) == 0:
             return
+        rows = np.asarray(busy_ns, dtype=np.float64)
+        if rows.shape != (len(epoch_index), self.busy.shape[1]):
+            raise ValueError(f"TimeSeries.add: busy_ns has shape {rows.shape}, need one row of "
+                             f"{self.busy.shape[1]} resources per epoch index ({len(epoch_index)})")
         epoch_index = np.maximum(np.asarray(epoch_index), 0)
         top = int(epoch_index.max())
         while top // self.factor >= self.max_points:
@@ -106,7 +112,7 @@ class TimeSeries:
             grown = np.zeros((max(need, 2 * len(self.busy)), self.busy.shape[1]))
             grown[: len(self.busy)] = self.busy
             self.busy = grown
-        np.add.at(self.busy, epoch_index // self.factor, busy_ns)
+        add_rows_at(self.busy, epoch_index // self.factor, rows)
 
     def _coarsen(self) -> None:
         b = self.busy
