@@ -58,6 +58,8 @@ PUBLIC_MLC_CASES: tuple[PublicMlcCase, ...] = (
                   "Intel(R) Xeon(R) Platinum 8269CY CPU @ 2.50GHz", 2, 2, 26),
     PublicMlcCase("2x Xeon E5-2682 v4 (plantegg blog, mlc 3.9)", "plantegg-2s-broadwell-E5-2682v4.md",
                   "Intel(R) Xeon(R) CPU E5-2682 v4 @ 2.50GHz", 2, 1, 16),
+    PublicMlcCase("2x Xeon Platinum 8163 (plantegg blog, mlc 3.9)", "plantegg-2s-skylake-8163.md",
+                  "Intel(R) Xeon(R) Platinum 8163 CPU @ 2.50GHz", 2, 1, 24),
     PublicMlcCase("2x Xeon Silver 4416+ (public README, mlc 3.11)", "spr-2s-silver-4416plus.md",
                   "Intel(R) Xeon(R) Silver 4416+", 2, 1, 20),
     PublicMlcCase("2x Xeon Silver 4410Y, HT off (CXL notes, mlc 3.9a)", "cxl-2s-spr-silver4410Y.md",
